@@ -1,0 +1,534 @@
+//! The compiled route table: what a worker consults for every request.
+//!
+//! Lookup is one hash probe for the host (exact, then the single-label wildcard, then the any-host
+//! rules) and, within the host, one probe for an Exact path followed by one probe per path element for
+//! Prefix paths (longest first). The cost grows with the depth of the request path, never with the
+//! number of routes or hosts.
+//!
+//! Tables are immutable and built by [`TableBuilder`]; a builder given the previous table reuses every
+//! host whose routes did not change (`Arc` sharing), so a new generation costs memory only for what
+//! changed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rustc_hash::FxBuildHasher;
+use sha2::{Digest as _, Sha256};
+
+use crate::cert::CertId;
+use crate::generation::Digest;
+
+type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
+
+/// How a rule's path matches, as in the Ingress `pathType` (ImplementationSpecific compiles to Prefix).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum PathKind {
+    Exact,
+    Prefix,
+}
+
+/// Where a route sends requests.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Backend {
+    /// The backend's name: the static-routes key or `namespace/service:port` for Ingresses.
+    pub name: Arc<str>,
+    /// A small number stable for this name across generations, so workers can keep per-backend state
+    /// (the round-robin cursor) in a vector instead of a map.
+    pub slot: u32,
+    pub kind: BackendKind,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Proxy to these addresses, round robin. Empty: answer 503.
+    Endpoints(Box<[SocketAddr]>),
+    /// Answer directly with a fixed response (the quickstart's backend, maintenance pages).
+    Respond(DirectResponse),
+}
+
+/// A fixed response, with its head rendered at compile time so the worker only copies bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DirectResponse {
+    pub status: u16,
+    pub body: Bytes,
+    /// Status line, `content-type` and `content-length`, each ending in CRLF; the worker appends the
+    /// connection header and the blank line.
+    pub head: Bytes,
+}
+
+impl Backend {
+    pub fn endpoints(name: &str, slot: u32, addrs: Vec<SocketAddr>) -> Self {
+        Backend { name: name.into(), slot, kind: BackendKind::Endpoints(addrs.into_boxed_slice()) }
+    }
+
+    pub fn respond(name: &str, slot: u32, status: u16, body: impl Into<Bytes>) -> Self {
+        let body = body.into();
+        let head = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\n",
+            status,
+            reason_phrase(status),
+            body.len()
+        );
+        Backend {
+            name: name.into(),
+            slot,
+            kind: BackendKind::Respond(DirectResponse { status, body, head: Bytes::from(head) }),
+        }
+    }
+
+    /// Number of endpoints (a direct response counts as one).
+    pub fn endpoint_count(&self) -> usize {
+        match &self.kind {
+            BackendKind::Endpoints(e) => e.len(),
+            BackendKind::Respond(_) => 1,
+        }
+    }
+
+    fn hash_into(&self, h: &mut Sha256) {
+        h.update(self.name.as_bytes());
+        h.update([0]);
+        match &self.kind {
+            BackendKind::Endpoints(addrs) => {
+                h.update(b"E");
+                for a in addrs.iter() {
+                    h.update(a.to_string().as_bytes());
+                    h.update([0]);
+                }
+            }
+            BackendKind::Respond(r) => {
+                h.update(b"R");
+                h.update(r.status.to_be_bytes());
+                h.update((r.body.len() as u64).to_be_bytes());
+                h.update(&r.body);
+            }
+        }
+    }
+}
+
+/// The reason phrase for the statuses a proxy writes; anything else gets a generic phrase.
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => match status / 100 {
+            1 => "Informational",
+            2 => "Success",
+            3 => "Redirection",
+            4 => "Client Error",
+            _ => "Server Error",
+        },
+    }
+}
+
+/// One compiled rule's target.
+#[derive(Debug)]
+pub struct Route {
+    pub backend: Arc<Backend>,
+    /// The object that declared the route (`static-routes[3]`, `namespace/ingress`): for diagnostics
+    /// and the admin API, not part of the digest.
+    pub source: Arc<str>,
+}
+
+/// Identity of a route in the table, for diffs: host as declared (`""` for any host), path kind, and
+/// path as compiled (Prefix paths without their trailing `/`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RouteKey {
+    pub host: Arc<str>,
+    pub kind: PathKind,
+    pub path: Arc<str>,
+}
+
+impl fmt::Display for RouteKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let host = if self.host.is_empty() { "*" } else { &self.host };
+        let path = if self.path.is_empty() { "/" } else { &self.path };
+        let kind = match self.kind {
+            PathKind::Exact => "=",
+            PathKind::Prefix => "",
+        };
+        write!(f, "{host}{kind}{path}")
+    }
+}
+
+/// Every rule of one host (or of the any-host group).
+#[derive(Debug)]
+pub struct HostRoutes {
+    /// The host as declared: `example.com`, `*.example.com`, or `""` for rules without a host.
+    pub host: Arc<str>,
+    exact: FxMap<Arc<str>, Arc<Route>>,
+    /// Keys are Prefix paths without a trailing `/` (so the root prefix is `""`).
+    prefix: FxMap<Arc<str>, Arc<Route>>,
+    digest: Digest,
+}
+
+impl HostRoutes {
+    /// Exact match first, then the longest Prefix match by whole path elements.
+    #[inline]
+    pub fn route(&self, path: &str) -> Option<&Arc<Route>> {
+        if !self.exact.is_empty() {
+            if let Some(r) = self.exact.get(path) {
+                return Some(r);
+            }
+        }
+        if self.prefix.is_empty() {
+            return None;
+        }
+        // `/foo/` matches like `/foo`; then cut one element at a time: `/a/b` → `/a` → ``.
+        let mut candidate = path.trim_end_matches('/');
+        loop {
+            if let Some(r) = self.prefix.get(candidate) {
+                return Some(r);
+            }
+            match candidate.rfind('/') {
+                Some(i) => candidate = &candidate[..i],
+                None => return None,
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.exact.len() + self.prefix.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every route of this host with its key, in no particular order.
+    pub fn routes(&self) -> impl Iterator<Item = (RouteKey, &Arc<Route>)> + '_ {
+        let exact = self.exact.iter().map(|(p, r)| (PathKind::Exact, p, r));
+        let prefix = self.prefix.iter().map(|(p, r)| (PathKind::Prefix, p, r));
+        exact.chain(prefix).map(move |(kind, path, route)| {
+            (RouteKey { host: self.host.clone(), kind, path: path.clone() }, route)
+        })
+    }
+}
+
+/// The immutable, compiled routing table of one generation.
+#[derive(Debug, Default)]
+pub struct RouteTable {
+    exact_hosts: FxMap<Arc<str>, Arc<HostRoutes>>,
+    /// Keyed by the suffix after `*.`: `*.example.com` is stored as `example.com`.
+    wildcard_hosts: FxMap<Arc<str>, Arc<HostRoutes>>,
+    any_host: Option<Arc<HostRoutes>>,
+    default_route: Option<Arc<Route>>,
+    /// TLS certificate per host as declared (exact or `*.` wildcard).
+    tls: BTreeMap<Arc<str>, CertId>,
+    /// Hosts whose plain-HTTP requests are redirected to HTTPS.
+    ssl_redirect: FxMap<Arc<str>, ()>,
+    digest: Digest,
+}
+
+impl RouteTable {
+    /// The route for a request: the host header (any case, with or without `:port`) and the request
+    /// target (origin form; a `?query` is ignored). Falls back to the default backend; `None` is a 404.
+    #[inline]
+    pub fn route(&self, host: &str, target: &str) -> Option<&Arc<Route>> {
+        let path = match target.find('?') {
+            Some(i) => &target[..i],
+            None => target,
+        };
+        let mut buf = [0u8; 256];
+        let found = match normalize_host(host, &mut buf) {
+            Some(h) => self.host_routes(h).and_then(|hr| hr.route(path)),
+            None => self.any_host.as_ref().and_then(|hr| hr.route(path)),
+        };
+        found.or(self.default_route.as_ref())
+    }
+
+    /// The rules that apply to a normalized host: exact, then wildcard, then the any-host rules.
+    /// A request belongs to the most specific host that has rules; it does not fall through to a less
+    /// specific host when no path matches (that is the default backend's job).
+    #[inline]
+    pub fn host_routes(&self, host: &str) -> Option<&Arc<HostRoutes>> {
+        if let Some(hr) = self.exact_hosts.get(host) {
+            return Some(hr);
+        }
+        if !self.wildcard_hosts.is_empty() {
+            if let Some((label, suffix)) = host.split_once('.') {
+                if !label.is_empty() {
+                    if let Some(hr) = self.wildcard_hosts.get(suffix) {
+                        return Some(hr);
+                    }
+                }
+            }
+        }
+        self.any_host.as_ref()
+    }
+
+    /// The certificate for an SNI name (normalized, lower case): exact host, then wildcard.
+    pub fn certificate_for(&self, sni: &str) -> Option<CertId> {
+        if let Some(id) = self.tls.get(sni) {
+            return Some(*id);
+        }
+        let (label, suffix) = sni.split_once('.')?;
+        if label.is_empty() {
+            return None;
+        }
+        let mut wildcard = String::with_capacity(suffix.len() + 2);
+        wildcard.push_str("*.");
+        wildcard.push_str(suffix);
+        self.tls.get(wildcard.as_str()).copied()
+    }
+
+    /// Whether plain-HTTP requests for this normalized host are redirected to HTTPS.
+    #[inline]
+    pub fn redirects_to_https(&self, host: &str) -> bool {
+        !self.ssl_redirect.is_empty() && self.ssl_redirect.contains_key(host)
+    }
+
+    pub fn default_route(&self) -> Option<&Arc<Route>> {
+        self.default_route.as_ref()
+    }
+
+    /// Every host group (exact, wildcard, any-host).
+    pub fn hosts(&self) -> impl Iterator<Item = &Arc<HostRoutes>> {
+        self.exact_hosts.values().chain(self.wildcard_hosts.values()).chain(self.any_host.iter())
+    }
+
+    pub fn tls_hosts(&self) -> &BTreeMap<Arc<str>, CertId> {
+        &self.tls
+    }
+
+    pub fn route_count(&self) -> usize {
+        self.hosts().map(|h| h.len()).sum()
+    }
+
+    /// Number of distinct named hosts (rules without a host are not a host).
+    pub fn host_count(&self) -> usize {
+        self.exact_hosts.len() + self.wildcard_hosts.len()
+    }
+
+    /// Distinct certificates referenced by this table.
+    pub fn cert_ids(&self) -> Vec<CertId> {
+        let mut ids: Vec<CertId> = self.tls.values().copied().collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// SHA-256 over the compiled content (hosts, routes, backends, TLS, default backend); equal digests
+    /// mean the data plane would behave identically.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+}
+
+/// Lower-cases a Host header or SNI value into `buf`, dropping a `:port` and a trailing dot.
+/// `None` when it is empty, too long, or not ASCII.
+#[inline]
+pub fn normalize_host<'b>(raw: &str, buf: &'b mut [u8; 256]) -> Option<&'b str> {
+    let raw = raw.as_bytes();
+    let host = if raw.first() == Some(&b'[') {
+        // IPv6 literal: keep the brackets, drop the port.
+        let end = raw.iter().position(|&b| b == b']')?;
+        &raw[..=end]
+    } else {
+        match raw.iter().rposition(|&b| b == b':') {
+            Some(i) => &raw[..i],
+            None => raw,
+        }
+    };
+    let host = host.strip_suffix(b".").unwrap_or(host);
+    if host.is_empty() || host.len() > buf.len() || !host.is_ascii() {
+        return None;
+    }
+    let out = &mut buf[..host.len()];
+    for (o, b) in out.iter_mut().zip(host) {
+        *o = b.to_ascii_lowercase();
+    }
+    std::str::from_utf8(out).ok()
+}
+
+/// Two rules claim the same host, path and path kind for different backends; the first one added wins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteConflict {
+    pub key: RouteKey,
+    /// Who holds the route.
+    pub kept: Arc<str>,
+}
+
+#[derive(Default)]
+struct HostDraft {
+    exact: BTreeMap<Arc<str>, Arc<Route>>,
+    prefix: BTreeMap<Arc<str>, Arc<Route>>,
+}
+
+/// Collects rules, then builds an immutable [`RouteTable`]. Hosts are given as declared (lower case,
+/// `*.` for a wildcard, `""` for any host); the compilers validate them before they get here.
+#[derive(Default)]
+pub struct TableBuilder {
+    hosts: BTreeMap<Arc<str>, HostDraft>,
+    default_route: Option<Arc<Route>>,
+    tls: BTreeMap<Arc<str>, CertId>,
+    ssl_redirect: Vec<Arc<str>>,
+}
+
+impl TableBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a rule. A Prefix path's trailing `/` is not significant (`/foo/` is `/foo`). A second rule
+    /// with the same key and the same backend merges silently; with another backend it is refused and
+    /// the first stays (the caller adds rules in precedence order).
+    pub fn add_route(
+        &mut self,
+        host: &str,
+        path: &str,
+        kind: PathKind,
+        backend: Arc<Backend>,
+        source: &str,
+    ) -> Result<(), RouteConflict> {
+        let host: Arc<str> = host.to_ascii_lowercase().into();
+        let path: Arc<str> = match kind {
+            PathKind::Exact => path.into(),
+            PathKind::Prefix => path.trim_end_matches('/').into(),
+        };
+        let draft = self.hosts.entry(host.clone()).or_default();
+        let map = match kind {
+            PathKind::Exact => &mut draft.exact,
+            PathKind::Prefix => &mut draft.prefix,
+        };
+        if let Some(existing) = map.get(&path) {
+            if existing.backend == backend {
+                return Ok(());
+            }
+            return Err(RouteConflict { key: RouteKey { host, kind, path }, kept: existing.source.clone() });
+        }
+        map.insert(path, Arc::new(Route { backend, source: source.into() }));
+        Ok(())
+    }
+
+    /// The backend for requests that match no rule (without one they get 404).
+    pub fn set_default_backend(&mut self, backend: Arc<Backend>, source: &str) {
+        self.default_route = Some(Arc::new(Route { backend, source: source.into() }));
+    }
+
+    pub fn has_default_backend(&self) -> bool {
+        self.default_route.is_some()
+    }
+
+    /// Serve `host` (exact or `*.` wildcard) with this certificate; the first one given for a host wins.
+    pub fn add_tls_host(&mut self, host: &str, cert: CertId) -> bool {
+        let host: Arc<str> = host.to_ascii_lowercase().into();
+        if self.tls.contains_key(&host) {
+            return false;
+        }
+        self.tls.insert(host, cert);
+        true
+    }
+
+    /// Redirect plain-HTTP requests for `host` to HTTPS.
+    pub fn add_ssl_redirect(&mut self, host: &str) {
+        self.ssl_redirect.push(host.to_ascii_lowercase().into());
+    }
+
+    /// Builds the table. Host groups whose content equals the one in `previous` are taken from it
+    /// (shared), so unchanged parts of the configuration cost nothing per generation.
+    pub fn build(self, previous: Option<&RouteTable>) -> RouteTable {
+        let mut table = RouteTable::default();
+        let mut top = Sha256::new();
+        for (host, draft) in self.hosts {
+            let digest = draft_digest(&host, &draft);
+            top.update(digest.0);
+            let shared = previous
+                .and_then(|p| p.group_by_declared_name(&host))
+                .filter(|hr| hr.digest == digest)
+                .cloned();
+            let group = shared.unwrap_or_else(|| {
+                Arc::new(HostRoutes {
+                    host: host.clone(),
+                    exact: draft.exact.into_iter().collect(),
+                    prefix: draft.prefix.into_iter().collect(),
+                    digest,
+                })
+            });
+            if host.is_empty() {
+                table.any_host = Some(group);
+            } else if let Some(suffix) = host.strip_prefix("*.") {
+                table.wildcard_hosts.insert(suffix.into(), group);
+            } else {
+                table.exact_hosts.insert(host, group);
+            }
+        }
+        top.update(b"\0default\0");
+        if let Some(d) = &self.default_route {
+            d.backend.hash_into(&mut top);
+        }
+        top.update(b"\0tls\0");
+        for (host, id) in &self.tls {
+            top.update(host.as_bytes());
+            top.update([0]);
+            top.update(id.0);
+        }
+        top.update(b"\0redirect\0");
+        let mut redirects = self.ssl_redirect;
+        redirects.sort();
+        redirects.dedup();
+        for host in redirects {
+            top.update(host.as_bytes());
+            top.update([0]);
+            table.ssl_redirect.insert(host, ());
+        }
+        table.default_route = self.default_route;
+        table.tls = self.tls;
+        table.digest = Digest(top.finalize().into());
+        table
+    }
+}
+
+impl RouteTable {
+    fn group_by_declared_name(&self, host: &str) -> Option<&Arc<HostRoutes>> {
+        if host.is_empty() {
+            self.any_host.as_ref()
+        } else if let Some(suffix) = host.strip_prefix("*.") {
+            self.wildcard_hosts.get(suffix)
+        } else {
+            self.exact_hosts.get(host)
+        }
+    }
+}
+
+fn draft_digest(host: &str, draft: &HostDraft) -> Digest {
+    let mut h = Sha256::new();
+    h.update(host.as_bytes());
+    for (tag, map) in [(b'E', &draft.exact), (b'P', &draft.prefix)] {
+        for (path, route) in map {
+            h.update([0, tag]);
+            h.update(path.as_bytes());
+            h.update([0]);
+            route.backend.hash_into(&mut h);
+        }
+    }
+    Digest(h.finalize().into())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,140 @@
+use super::*;
+
+fn backend(name: &str) -> Arc<Backend> {
+    Arc::new(Backend::respond(name, 0, 200, name.to_string()))
+}
+
+fn table(rules: &[(&str, &str, PathKind, &str)]) -> RouteTable {
+    let mut b = TableBuilder::new();
+    for (host, path, kind, name) in rules {
+        b.add_route(host, path, *kind, backend(name), "test").unwrap();
+    }
+    b.build(None)
+}
+
+fn target(t: &RouteTable, host: &str, path: &str) -> Option<String> {
+    t.route(host, path).map(|r| r.backend.name.to_string())
+}
+
+#[test]
+fn prefix_matches_whole_elements_only() {
+    let t = table(&[("", "/foo", PathKind::Prefix, "foo")]);
+    for p in ["/foo", "/foo/", "/foo/bar", "/foo/bar/baz?x=1", "/foo?q"] {
+        assert_eq!(target(&t, "h", p).as_deref(), Some("foo"), "{p}");
+    }
+    for p in ["/foobar", "/fo", "/", "/bar/foo"] {
+        assert_eq!(target(&t, "h", p), None, "{p}");
+    }
+}
+
+#[test]
+fn trailing_slash_in_prefix_rule_is_ignored() {
+    let t = table(&[("", "/foo/", PathKind::Prefix, "foo")]);
+    assert_eq!(target(&t, "h", "/foo").as_deref(), Some("foo"));
+    assert_eq!(target(&t, "h", "/foo/x").as_deref(), Some("foo"));
+    assert_eq!(target(&t, "h", "/foox"), None);
+}
+
+#[test]
+fn exact_is_exact_and_case_sensitive() {
+    let t = table(&[("", "/foo", PathKind::Exact, "foo")]);
+    assert_eq!(target(&t, "h", "/foo").as_deref(), Some("foo"));
+    assert_eq!(target(&t, "h", "/foo?x").as_deref(), Some("foo"));
+    for p in ["/foo/", "/FOO", "/foo/bar"] {
+        assert_eq!(target(&t, "h", p), None, "{p}");
+    }
+}
+
+#[test]
+fn exact_before_prefix_and_longest_prefix_first() {
+    let t = table(&[
+        ("", "/", PathKind::Prefix, "root"),
+        ("", "/a", PathKind::Prefix, "a"),
+        ("", "/a/b", PathKind::Prefix, "ab"),
+        ("", "/a/b", PathKind::Exact, "ab-exact"),
+    ]);
+    assert_eq!(target(&t, "h", "/a/b").as_deref(), Some("ab-exact"));
+    assert_eq!(target(&t, "h", "/a/b/c").as_deref(), Some("ab"));
+    assert_eq!(target(&t, "h", "/a/bc").as_deref(), Some("a"));
+    assert_eq!(target(&t, "h", "/x").as_deref(), Some("root"));
+    assert_eq!(target(&t, "h", "/").as_deref(), Some("root"));
+}
+
+#[test]
+fn hosts_exact_then_wildcard_then_any() {
+    let t = table(&[
+        ("example.com", "/", PathKind::Prefix, "exact"),
+        ("*.example.com", "/", PathKind::Prefix, "wild"),
+        ("", "/", PathKind::Prefix, "any"),
+    ]);
+    assert_eq!(target(&t, "example.com", "/").as_deref(), Some("exact"));
+    assert_eq!(target(&t, "EXAMPLE.COM:8080", "/").as_deref(), Some("exact"));
+    assert_eq!(target(&t, "a.example.com", "/").as_deref(), Some("wild"));
+    assert_eq!(target(&t, "A.Example.Com.", "/").as_deref(), Some("wild"));
+    assert_eq!(target(&t, "a.b.example.com", "/").as_deref(), Some("any"));
+    assert_eq!(target(&t, ".example.com", "/").as_deref(), Some("any"));
+    assert_eq!(target(&t, "other.org", "/").as_deref(), Some("any"));
+}
+
+#[test]
+fn a_host_with_rules_does_not_fall_through_to_any_host() {
+    let t = table(&[("example.com", "/api", PathKind::Prefix, "api"), ("", "/", PathKind::Prefix, "any")]);
+    assert_eq!(target(&t, "example.com", "/other"), None);
+    let mut b = TableBuilder::new();
+    b.add_route("example.com", "/api", PathKind::Prefix, backend("api"), "t").unwrap();
+    b.set_default_backend(backend("fallback"), "t");
+    let t = b.build(None);
+    assert_eq!(target(&t, "example.com", "/other").as_deref(), Some("fallback"));
+    assert_eq!(target(&t, "nohost.org", "/").as_deref(), Some("fallback"));
+}
+
+#[test]
+fn conflicts_keep_the_first_and_duplicates_merge() {
+    let mut b = TableBuilder::new();
+    let api = backend("api");
+    b.add_route("h", "/x", PathKind::Prefix, api.clone(), "first").unwrap();
+    b.add_route("h", "/x/", PathKind::Prefix, api, "same").unwrap();
+    let err = b.add_route("h", "/x", PathKind::Prefix, backend("other"), "second").unwrap_err();
+    assert_eq!(&*err.kept, "first");
+    let t = b.build(None);
+    assert_eq!(target(&t, "h", "/x").as_deref(), Some("api"));
+}
+
+#[test]
+fn digest_is_content_and_unchanged_hosts_are_shared() {
+    let rules = [("a.com", "/", PathKind::Prefix, "a"), ("b.com", "/", PathKind::Prefix, "b")];
+    let t1 = table(&rules);
+    let t2 = table(&rules);
+    assert_eq!(t1.digest(), t2.digest());
+
+    let mut b = TableBuilder::new();
+    b.add_route("a.com", "/", PathKind::Prefix, backend("a"), "x").unwrap();
+    b.add_route("b.com", "/", PathKind::Prefix, backend("b2"), "x").unwrap();
+    let t3 = b.build(Some(&t1));
+    assert_ne!(t1.digest(), t3.digest());
+    assert!(Arc::ptr_eq(t1.host_routes("a.com").unwrap(), t3.host_routes("a.com").unwrap()));
+    assert!(!Arc::ptr_eq(t1.host_routes("b.com").unwrap(), t3.host_routes("b.com").unwrap()));
+}
+
+#[test]
+fn normalize_host_handles_ports_and_ipv6() {
+    let mut buf = [0u8; 256];
+    assert_eq!(normalize_host("Example.COM:443", &mut buf), Some("example.com"));
+    assert_eq!(normalize_host("[::1]:8080", &mut buf), Some("[::1]"));
+    assert_eq!(normalize_host("", &mut buf), None);
+    assert_eq!(normalize_host(&"a".repeat(300), &mut buf), None);
+}
+
+#[test]
+fn certificate_for_exact_then_wildcard() {
+    let mut b = TableBuilder::new();
+    let one = CertId([1; 32]);
+    let two = CertId([2; 32]);
+    b.add_tls_host("example.com", one);
+    b.add_tls_host("*.example.com", two);
+    let t = b.build(None);
+    assert_eq!(t.certificate_for("example.com"), Some(one));
+    assert_eq!(t.certificate_for("www.example.com"), Some(two));
+    assert_eq!(t.certificate_for("a.b.example.com"), None);
+    assert_eq!(t.cert_ids(), vec![one, two]);
+}
