@@ -1,0 +1,336 @@
+{{/*
+Chart name, truncated to the 63 characters a label value allows.
+*/}}
+{{- define "ramjet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name: <release>-<chart>, or <release> when it already contains the chart name.
+*/}}
+{{- define "ramjet.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "ramjet.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "ramjet.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ramjet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "ramjet.labels" -}}
+helm.sh/chart: {{ include "ramjet.chart" . }}
+{{ include "ramjet.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: ramjet
+{{- end }}
+
+{{- define "ramjet.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "ramjet.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "ramjet.electionID" -}}
+{{- default (printf "%s-leader" (include "ramjet.fullname" .)) .Values.controller.electionID | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The image reference: repository:tag@digest when a digest is given (what runs is
+what was verified), else repository:tag. The tag defaults to the appVersion.
+*/}}
+{{- define "ramjet.image" -}}
+{{- $tag := .Values.image.tag | default .Chart.AppVersion | toString }}
+{{- with .Values.image.digest }}
+{{- if not (regexMatch "^sha256:[a-f0-9]{64}$" .) }}
+{{- fail (printf "image.digest must look like sha256:<64 lowercase hex digits>, got %q" .) }}
+{{- end }}
+{{- printf "%s:%s@%s" $.Values.image.repository $tag . }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/*
+True ("true") when any listener port is privileged (< 1024).
+*/}}
+{{- define "ramjet.lowPorts" -}}
+{{- $p := .Values.controller.containerPorts }}
+{{- if or (lt (int $p.http) 1024) (lt (int $p.https) 1024) (lt (int $p.admin) 1024) }}true{{ end }}
+{{- end }}
+
+{{/*
+The lowest listener port, for net.ipv4.ip_unprivileged_port_start.
+*/}}
+{{- define "ramjet.lowestPort" -}}
+{{- $p := .Values.controller.containerPorts }}
+{{- min (int $p.http) (int $p.https) (int $p.admin) }}
+{{- end }}
+
+{{/*
+An int-or-string value (a count or a percentage) as YAML.
+*/}}
+{{- define "ramjet.intOrString" -}}
+{{- if kindIs "string" . }}{{ . | quote }}{{ else }}{{ int . }}{{ end }}
+{{- end }}
+
+{{- define "ramjet.adminTokenDir" -}}/etc/ramjet/admin-token{{- end }}
+{{- define "ramjet.defaultCertDir" -}}/etc/ramjet/default-certificate{{- end }}
+
+{{/*
+Checks on values that the templates cannot express otherwise. Included once,
+from the workload template, so a bad value fails the render with a message a
+person can act on.
+*/}}
+{{- define "ramjet.validate" -}}
+{{- $c := .Values.controller }}
+{{- if not (has $c.kind (list "Deployment" "DaemonSet")) }}
+{{- fail (printf "controller.kind must be Deployment or DaemonSet, got %q" (toString $c.kind)) }}
+{{- end }}
+{{- if not (has $c.ioDriver (list "io-uring" "auto" "legacy")) }}
+{{- fail (printf "controller.ioDriver must be io-uring, auto or legacy, got %q" (toString $c.ioDriver)) }}
+{{- end }}
+{{- if not (has $c.logFormat (list "text" "json")) }}
+{{- fail (printf "controller.logFormat must be text or json, got %q" (toString $c.logFormat)) }}
+{{- end }}
+{{- if lt (int $c.historySize) 1 }}
+{{- fail "controller.historySize must be at least 1" }}
+{{- end }}
+{{- if lt (int $c.workers) 0 }}
+{{- fail "controller.workers must be 0 (one per CPU) or a positive number" }}
+{{- end }}
+{{- with $c.auditWebhook }}
+{{- if not (hasPrefix "http://" .) }}
+{{- fail (printf "controller.auditWebhook must be an http:// URL (ramjet refuses https:// and anything else), got %q" .) }}
+{{- end }}
+{{- end }}
+{{- range $name, $port := $c.containerPorts }}
+{{- if or (lt (int $port) 1) (gt (int $port) 65535) }}
+{{- fail (printf "controller.containerPorts.%s must be a port number, got %v" $name $port) }}
+{{- end }}
+{{- end }}
+{{- if and .Values.metrics.serviceMonitor.enabled (not .Values.metrics.enabled) }}
+{{- fail "metrics.serviceMonitor.enabled needs metrics.enabled (the ServiceMonitor scrapes the metrics Service)" }}
+{{- end }}
+{{- end }}
+
+{{/*
+The daemon's command-line arguments. Each flag is one "--flag=value" item.
+*/}}
+{{- define "ramjet.args" -}}
+{{- $c := .Values.controller }}
+{{- $bind := $c.bindAddress }}
+- {{ printf "--http-addr=%s:%d" $bind (int $c.containerPorts.http) | quote }}
+- {{ printf "--https-addr=%s:%d" $bind (int $c.containerPorts.https) | quote }}
+- {{ printf "--admin-addr=%s:%d" $bind (int $c.containerPorts.admin) | quote }}
+- {{ printf "--ingress-class=%s" .Values.ingressClass.name | quote }}
+- {{ printf "--controller-name=%s" .Values.ingressClass.controllerValue | quote }}
+- {{ printf "--election-id=%s" (include "ramjet.electionID" .) | quote }}
+- {{ printf "--io-driver=%s" $c.ioDriver | quote }}
+- {{ printf "--history-size=%d" (int $c.historySize) | quote }}
+- {{ printf "--log-format=%s" $c.logFormat | quote }}
+- {{ printf "--upstream-timeout=%s" (toString $c.upstreamTimeout) | quote }}
+- {{ printf "--header-timeout=%s" (toString $c.headerTimeout) | quote }}
+- {{ printf "--drain-timeout=%s" (toString $c.drainTimeout) | quote }}
+{{- if gt (int $c.workers) 0 }}
+- {{ printf "--workers=%d" (int $c.workers) | quote }}
+{{- end }}
+{{- with $c.watchNamespace }}
+- {{ printf "--watch-namespace=%s" . | quote }}
+{{- end }}
+{{- if and $c.publishService.enabled (or $c.publishService.pathOverride $c.service.enabled) }}
+- {{ printf "--publish-service=%s" (default (printf "%s/%s" .Release.Namespace (include "ramjet.fullname" .)) $c.publishService.pathOverride) | quote }}
+{{- else if $c.publishAddress }}
+- {{ printf "--publish-address=%s" $c.publishAddress | quote }}
+{{- end }}
+{{- with $c.auditWebhook }}
+- {{ printf "--audit-webhook=%s" . | quote }}
+{{- end }}
+{{- if $c.adminToken.secretName }}
+- {{ printf "--admin-token-file=%s/token" (include "ramjet.adminTokenDir" .) | quote }}
+{{- end }}
+{{- if $c.defaultCertificate.secretName }}
+- {{ printf "--default-certificate=%s/tls.crt" (include "ramjet.defaultCertDir" .) | quote }}
+- {{ printf "--default-certificate-key=%s/tls.key" (include "ramjet.defaultCertDir" .) | quote }}
+{{- end }}
+{{- range $c.extraArgs }}
+- {{ . | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+The pod template shared by the Deployment and the DaemonSet.
+*/}}
+{{- define "ramjet.podTemplate" -}}
+{{- $c := .Values.controller }}
+metadata:
+  labels:
+    {{- include "ramjet.selectorLabels" . | nindent 4 }}
+    {{- with $c.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- if or $c.podAnnotations (and .Values.metrics.enabled .Values.metrics.scrapeAnnotations) }}
+  annotations:
+    {{- if and .Values.metrics.enabled .Values.metrics.scrapeAnnotations }}
+    prometheus.io/scrape: "true"
+    prometheus.io/port: {{ $c.containerPorts.admin | int | toString | quote }}
+    prometheus.io/path: /metrics
+    {{- end }}
+    {{- with $c.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- end }}
+spec:
+  serviceAccountName: {{ include "ramjet.serviceAccountName" . }}
+  automountServiceAccountToken: true
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- if $c.hostNetwork }}
+  hostNetwork: true
+  dnsPolicy: ClusterFirstWithHostNet
+  {{- end }}
+  terminationGracePeriodSeconds: {{ int $c.terminationGracePeriodSeconds }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: {{ int $c.runAsUser }}
+    runAsGroup: {{ int $c.runAsGroup }}
+    fsGroup: {{ int $c.runAsGroup }}
+    seccompProfile:
+      {{- toYaml $c.seccompProfile | nindent 6 }}
+    {{- if and (include "ramjet.lowPorts" .) (not $c.hostNetwork) }}
+    # Lets the non-root process bind the privileged ports it was given.
+    sysctls:
+      - name: net.ipv4.ip_unprivileged_port_start
+        value: {{ include "ramjet.lowestPort" . | quote }}
+    {{- end }}
+  containers:
+    - name: ramjet
+      image: {{ include "ramjet.image" . | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args:
+        {{- include "ramjet.args" . | trim | nindent 8 }}
+      env:
+        # The namespace of the leader-election Lease.
+        - name: RAMJET_POD_NAMESPACE
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+        # The Lease holder identity.
+        - name: POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        {{- with $c.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      ports:
+        - name: http
+          containerPort: {{ int $c.containerPorts.http }}
+          protocol: TCP
+        - name: https
+          containerPort: {{ int $c.containerPorts.https }}
+          protocol: TCP
+        - name: admin
+          containerPort: {{ int $c.containerPorts.admin }}
+          protocol: TCP
+      livenessProbe:
+        {{- toYaml $c.livenessProbe | nindent 8 }}
+      readinessProbe:
+        {{- toYaml $c.readinessProbe | nindent 8 }}
+      {{- with $c.lifecycle }}
+      lifecycle:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $c.resources }}
+      resources:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: {{ int $c.runAsUser }}
+        runAsGroup: {{ int $c.runAsGroup }}
+        readOnlyRootFilesystem: true
+        allowPrivilegeEscalation: false
+        privileged: false
+        capabilities:
+          drop:
+            - ALL
+          {{- if include "ramjet.lowPorts" . }}
+          add:
+            - NET_BIND_SERVICE
+          {{- end }}
+      volumeMounts:
+        - name: tmp
+          mountPath: /tmp
+        {{- if $c.adminToken.secretName }}
+        - name: admin-token
+          mountPath: {{ include "ramjet.adminTokenDir" . }}
+          readOnly: true
+        {{- end }}
+        {{- if $c.defaultCertificate.secretName }}
+        - name: default-certificate
+          mountPath: {{ include "ramjet.defaultCertDir" . }}
+          readOnly: true
+        {{- end }}
+  volumes:
+    - name: tmp
+      emptyDir:
+        sizeLimit: 16Mi
+    {{- if $c.adminToken.secretName }}
+    - name: admin-token
+      secret:
+        secretName: {{ $c.adminToken.secretName }}
+        defaultMode: 288 # 0440: owner and group (fsGroup) may read
+        items:
+          - key: {{ $c.adminToken.key }}
+            path: token
+    {{- end }}
+    {{- if $c.defaultCertificate.secretName }}
+    - name: default-certificate
+      secret:
+        secretName: {{ $c.defaultCertificate.secretName }}
+        defaultMode: 288 # 0440: owner and group (fsGroup) may read
+        items:
+          - key: tls.crt
+            path: tls.crt
+          - key: tls.key
+            path: tls.key
+    {{- end }}
+  {{- with $c.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $c.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}

@@ -1,0 +1,828 @@
+#!/usr/bin/env python3
+"""Tests for the Helm chart in charts/ramjet and its Dockerfile.
+
+Run through tests/chart/run.sh, which provides a virtualenv with
+helm-python-sdk (Helm's own Go engine, offline) and kubernetes-validate.
+
+For every value set in SCENARIOS the chart is rendered by Helm, linted
+strictly by Helm, every rendered manifest is validated against the
+Kubernetes 1.33 schemas in strict mode (unknown fields are errors), and
+invariants that must hold for every value set are checked. Then specific
+facts are asserted per value set, bad values are shown to fail the render
+with a message, and the Dockerfile is checked against the chart. If a built
+`ramjet` binary is found, every flag the chart passes is checked against its
+--help.
+
+Usage: test_chart.py [SUBSTRING]   (run only tests whose name contains it)
+The last line is "chart: N passed, M failed[, K skipped]"; the exit status is
+non-zero when anything failed.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import helm_python as helm
+import kubernetes_validate.utils as kv
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "ramjet"
+KUBE_VERSION = "1.33.0"
+RELEASE = "edge"
+NAMESPACE = "ingress"
+FULLNAME = "edge-ramjet"
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+# Kinds that have no schema in kubernetes-validate (CRDs). They are skipped by
+# the schema validation on purpose, and checked by hand in test_servicemonitor.
+NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+NAMESPACED_KINDS = {
+    "Deployment", "DaemonSet", "Service", "ServiceAccount", "Role",
+    "RoleBinding", "PodDisruptionBudget", "ServiceMonitor",
+}
+
+SCENARIOS: dict[str, dict] = {
+    "default": {},
+    "daemonset": {
+        "controller": {
+            "kind": "DaemonSet",
+            "hostNetwork": True,
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "nodeSelector": {"node-role.kubernetes.io/edge": ""},
+            "tolerations": [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}],
+            "podDisruptionBudget": {"enabled": True, "minAvailable": "", "maxUnavailable": "50%"},
+        }
+    },
+    "admin-token": {
+        "controller": {
+            "adminToken": {"secretName": "ramjet-admin"},
+            "defaultCertificate": {"secretName": "fallback-tls"},
+        }
+    },
+    "digest": {"image": {"repository": "registry.example.com/ramjet", "tag": "1.2.3", "digest": DIGEST}},
+    "service-monitor": {
+        "metrics": {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prometheus"},
+                                       "interval": "15s"}}
+    },
+    "default-class": {"ingressClass": {"default": True}},
+    "watch-namespace": {
+        "controller": {
+            "watchNamespace": "apps",
+            "auditWebhook": "http://audit.apps.svc:8080/ramjet",
+            "workers": 4,
+            "historySize": 25,
+            "logFormat": "json",
+            "extraArgs": ["--kubeconfig=/etc/ramjet/kubeconfig"],
+        }
+    },
+    "pdb": {"controller": {"podDisruptionBudget": {"enabled": True}}},
+    "low-ports": {"controller": {"containerPorts": {"http": 80, "https": 443}}},
+    "restricted": {"controller": {"seccompProfile": {"type": "RuntimeDefault"}, "ioDriver": "auto"}},
+    "localhost-seccomp": {
+        "controller": {"seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/ramjet.json"}}
+    },
+    "nodeport": {
+        "controller": {"service": {"type": "NodePort", "nodePorts": {"http": 30080, "https": 30443},
+                                   "externalTrafficPolicy": "Local"}}
+    },
+    "clusterip": {
+        "controller": {"service": {"type": "ClusterIP", "nodePorts": {"http": 30080},
+                                   "externalTrafficPolicy": "Local"}}
+    },
+    "no-service": {
+        "controller": {"service": {"enabled": False}, "publishAddress": "203.0.113.10"},
+        "metrics": {"enabled": False},
+    },
+    "external-rbac": {
+        "rbac": {"create": False},
+        "serviceAccount": {"create": False, "name": "ramjet-managed"},
+        "ingressClass": {"create": False},
+    },
+    "everything": {
+        "fullnameOverride": "edge-proxy",
+        "imagePullSecrets": [{"name": "regcred"}],
+        "controller": {
+            "replicaCount": 3,
+            "electionID": "edge-proxy-lock",
+            "resources": {"requests": {"cpu": "2", "memory": "256Mi"},
+                          "limits": {"cpu": "4", "memory": "1Gi"}},
+            "workers": 4,
+            "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": {
+                    "topologyKey": "kubernetes.io/hostname",
+                    "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "ramjet"}}}}]}},
+            "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                           "whenUnsatisfiable": "ScheduleAnyway",
+                                           "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "ramjet"}}}],
+            "priorityClassName": "system-cluster-critical",
+            "lifecycle": {"preStop": {"sleep": {"seconds": 5}}},
+            "extraEnv": [{"name": "RUST_LOG", "value": "info"}],
+            "podAnnotations": {"example.com/team": "edge"},
+            "podLabels": {"example.com/tier": "edge"},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "minReadySeconds": 5,
+            "publishService": {"pathOverride": "edge/public-lb"},
+            "service": {"loadBalancerClass": "example.com/lb", "loadBalancerSourceRanges": ["198.51.100.0/24"],
+                        "annotations": {"example.com/lb-type": "nlb"}, "labels": {"exposed": "yes"}},
+            "podDisruptionBudget": {"enabled": True, "minAvailable": 2},
+        },
+        "serviceAccount": {"annotations": {"example.com/role": "edge"}},
+        "metrics": {"scrapeAnnotations": False, "serviceMonitor": {"enabled": True, "namespace": "monitoring"}},
+    },
+}
+
+# Values that must fail, with a piece of the message that says why: first the
+# values.schema.json message (what `helm install` shows), then the template's
+# own guard (what shows when schema validation is skipped); None where only
+# the schema can catch it.
+BAD_VALUES: dict[str, tuple[dict, str, str | None]] = {
+    "https-audit-webhook": ({"controller": {"auditWebhook": "https://audit.example/x"}},
+                            "/controller/auditWebhook", "must be an http:// URL"),
+    "bad-digest": ({"image": {"digest": "latest"}}, "/image/digest", "image.digest must look like"),
+    "short-digest": ({"image": {"digest": "sha256:abc"}}, "/image/digest", "image.digest must look like"),
+    "bad-kind": ({"controller": {"kind": "StatefulSet"}}, "/controller/kind", "controller.kind must be"),
+    "bad-io-driver": ({"controller": {"ioDriver": "epoll"}}, "/controller/ioDriver",
+                      "controller.ioDriver must be"),
+    "bad-log-format": ({"controller": {"logFormat": "yaml"}}, "/controller/logFormat",
+                       "controller.logFormat must be"),
+    "zero-history": ({"controller": {"historySize": 0}}, "/controller/historySize",
+                     "controller.historySize must be"),
+    "negative-workers": ({"controller": {"workers": -1}}, "/controller/workers", "controller.workers must be"),
+    "port-out-of-range": ({"controller": {"containerPorts": {"http": 70000}}},
+                          "/controller/containerPorts/http", "controller.containerPorts.http must be"),
+    "servicemonitor-without-metrics": ({"metrics": {"enabled": False, "serviceMonitor": {"enabled": True}}},
+                                       None, "metrics.serviceMonitor.enabled needs metrics.enabled"),
+    "misspelt-key": ({"controller": {"adminTokens": {"secretName": "x"}}}, "adminTokens", None),
+    "bad-seccomp-type": ({"controller": {"seccompProfile": {"type": "Disabled"}}},
+                         "/controller/seccompProfile/type", None),
+    "bad-duration": ({"controller": {"drainTimeout": "30 seconds"}}, "/controller/drainTimeout", None),
+}
+
+
+# --------------------------------------------------------------------------- helpers
+
+def deep_merge(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+_CHART: helm.Chart | None = None
+_RENDERED: dict[str, dict[str, str]] = {}
+
+
+def chart() -> helm.Chart:
+    global _CHART
+    if _CHART is None:
+        _CHART = helm.Chart.load(str(CHART))
+    return _CHART
+
+
+def render_raw(values: dict | None) -> dict[str, str]:
+    return chart().render(values or None, name=RELEASE, namespace=NAMESPACE,
+                          is_install=True)
+
+
+def rendered(scenario: str) -> dict[str, str]:
+    if scenario not in _RENDERED:
+        _RENDERED[scenario] = render_raw(SCENARIOS[scenario])
+    return _RENDERED[scenario]
+
+
+def docs(scenario: str) -> list[dict]:
+    out = []
+    for path, text in sorted(rendered(scenario).items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        for doc in yaml.safe_load_all(text):
+            if doc:
+                doc.setdefault("_source", path)
+                out.append(doc)
+    return out
+
+
+def clean(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k != "_source"}
+
+
+def find(scenario: str, kind: str, name: str | None = None) -> list[dict]:
+    return [d for d in docs(scenario)
+            if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(scenario: str, kind: str, name: str | None = None) -> dict:
+    found = find(scenario, kind, name)
+    assert len(found) == 1, f"{scenario}: expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def workload(scenario: str) -> dict:
+    found = [d for d in docs(scenario) if d["kind"] in ("Deployment", "DaemonSet")]
+    assert len(found) == 1, f"{scenario}: expected one workload, found {[d['kind'] for d in found]}"
+    return found[0]
+
+
+def container(scenario: str) -> dict:
+    cs = workload(scenario)["spec"]["template"]["spec"]["containers"]
+    assert len(cs) == 1 and cs[0]["name"] == "ramjet", cs
+    return cs[0]
+
+
+def args(scenario: str) -> list[str]:
+    return container(scenario)["args"]
+
+
+def flag(scenario: str, name: str) -> str | None:
+    """The value of --name=VALUE in the args, None when absent; fails if given twice."""
+    vals = [a.split("=", 1)[1] for a in args(scenario) if a.startswith(f"--{name}=")]
+    assert len(vals) <= 1, f"--{name} given {len(vals)} times: {args(scenario)}"
+    return vals[0] if vals else None
+
+
+def notes(scenario: str) -> str:
+    return next(v for k, v in rendered(scenario).items() if k.endswith("NOTES.txt"))
+
+
+def rules_grant(rules: list[dict], group: str, resource: str, verb: str) -> bool:
+    return any(group in r.get("apiGroups", []) and resource in r.get("resources", [])
+               and verb in r.get("verbs", []) and not r.get("resourceNames") for r in rules)
+
+
+# --------------------------------------------------------------------------- per-scenario checks
+
+def check_renders(s: str) -> None:
+    out = rendered(s)
+    assert any(k.endswith("NOTES.txt") for k in out), "no NOTES.txt rendered"
+    assert docs(s), "nothing rendered"
+
+
+def check_lint(s: str) -> None:
+    report = helm.lint(str(CHART), SCENARIOS[s] or None, strict=True, namespace=NAMESPACE,
+                       kube_version="v" + KUBE_VERSION)
+    assert report["total_charts_linted"] == 1, report
+    assert not report["errors"], f"lint errors: {report['errors']}"
+    bad = [m for m in report["messages"] if m["severity"] >= 2]  # 2 warning, 3 error
+    assert not bad, f"lint findings (strict): {bad}"
+
+
+def check_schemas(s: str) -> None:
+    validated = 0
+    for d in docs(s):
+        key = (d["apiVersion"], d["kind"])
+        if key in NO_SCHEMA:
+            continue  # a CRD: no schema to validate against; see test_servicemonitor
+        try:
+            kv.validate(clean(d), KUBE_VERSION, strict=True)
+        except kv.ValidationError as e:
+            path = ".".join(str(p) for p in e.path)
+            raise AssertionError(f"{d['_source']}: {d['kind']}/{d['metadata']['name']}: {path}: {e.message}")
+        except kv.SchemaNotFoundError as e:
+            raise AssertionError(f"{d['_source']}: {e.message} (not a known CRD either)")
+        validated += 1
+    assert validated >= 3, f"only {validated} manifests validated"
+
+
+def check_invariants(s: str) -> None:
+    values = chart().merge_values(SCENARIOS[s])
+    all_docs = docs(s)
+    # Names and namespaces.
+    names = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in all_docs]
+    assert len(names) == len(set(names)), f"duplicate objects: {names}"
+    for d in all_docs:
+        md = d["metadata"]
+        if d["kind"] in NAMESPACED_KINDS:
+            assert md.get("namespace"), f"{d['kind']}/{md['name']} has no namespace"
+        else:
+            assert "namespace" not in md, f"cluster-scoped {d['kind']}/{md['name']} has a namespace"
+        assert len(md["name"]) <= 63, md["name"]
+        assert md["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+
+    w = workload(s)
+    pod = w["spec"]["template"]
+    c = container(s)
+    # The selector picks the pods, and Services pick the pods.
+    sel = w["spec"]["selector"]["matchLabels"]
+    assert sel.items() <= pod["metadata"]["labels"].items(), (sel, pod["metadata"]["labels"])
+    for svc in find(s, "Service"):
+        assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+        port_names = {p["name"] for p in c["ports"]}
+        for p in svc["spec"]["ports"]:
+            assert p["targetPort"] in port_names, f"{svc['metadata']['name']}: {p['targetPort']} not a container port"
+
+    # Hardened security context, whatever the values.
+    psc = pod["spec"]["securityContext"]
+    csc = c["securityContext"]
+    assert psc["runAsNonRoot"] is True and csc["runAsNonRoot"] is True
+    assert psc["runAsUser"] == csc["runAsUser"] == values["controller"]["runAsUser"] != 0
+    assert csc["readOnlyRootFilesystem"] is True
+    assert csc["allowPrivilegeEscalation"] is False
+    assert csc["privileged"] is False
+    assert csc["capabilities"]["drop"] == ["ALL"]
+    assert csc["capabilities"].get("add", []) in ([], ["NET_BIND_SERVICE"])
+    assert psc["seccompProfile"] == values["controller"]["seccompProfile"]
+
+    # Image, probes, env.
+    assert c["image"].startswith(values["image"]["repository"] + ":"), c["image"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {k: int(v) for k, v in values["controller"]["containerPorts"].items()}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+    env = {e["name"]: e for e in c["env"]}
+    assert env["RAMJET_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+    # Args: every item one --flag=value, listeners on the container ports.
+    a = c["args"]
+    assert all(x.startswith("--") for x in a), a
+    for name, port in ports.items():
+        assert flag(s, f"{name}-addr").endswith(f":{port}"), (name, a)
+    assert flag(s, "ingress-class") == values["ingressClass"]["name"]
+    assert flag(s, "controller-name") == values["ingressClass"]["controllerValue"]
+    assert flag(s, "io-driver") == values["controller"]["ioDriver"]
+    assert flag(s, "history-size") == str(values["controller"]["historySize"])
+
+    # Every volume mount has a volume, mounted secrets are read-only.
+    vols = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+    for m in c.get("volumeMounts", []):
+        assert m["name"] in vols, m
+        if "secret" in vols[m["name"]]:
+            assert m.get("readOnly") is True, m
+
+    # Grace period outlasts the drain.
+    drain = flag(s, "drain-timeout")
+    assert drain.endswith("s") and int(drain[:-1]) < pod["spec"]["terminationGracePeriodSeconds"]
+
+
+CHECKS = [("renders", check_renders), ("lint-strict", check_lint),
+          ("kubernetes-validate-strict", check_schemas), ("invariants", check_invariants)]
+
+
+# --------------------------------------------------------------------------- specific facts
+
+def test_default_is_a_deployment_with_loadbalancer_service():
+    w = workload("default")
+    assert w["kind"] == "Deployment" and w["metadata"]["name"] == FULLNAME
+    assert w["spec"]["replicas"] == 2
+    svc = one("default", "Service", FULLNAME)
+    assert svc["spec"]["type"] == "LoadBalancer"
+    ports = {p["name"]: (p["port"], p["targetPort"]) for p in svc["spec"]["ports"]}
+    assert ports == {"http": (80, "http"), "https": (443, "https")}, ports
+    cports = {p["name"]: p["containerPort"] for p in container("default")["ports"]}
+    assert cports == {"http": 8080, "https": 8443, "admin": 10254}
+    assert not find("default", "PodDisruptionBudget")
+    assert not find("default", "ServiceMonitor")
+    assert not find("default", "DaemonSet")
+
+
+def test_default_image_is_repository_and_appversion():
+    app_version = chart().metadata["appVersion"]
+    assert container("default")["image"] == f"ramjet/ramjet:{app_version}"
+    assert "@" not in container("default")["image"]
+
+
+def test_digest_pins_the_image():
+    assert container("digest")["image"] == f"registry.example.com/ramjet:1.2.3@{DIGEST}"
+    assert f"@{DIGEST}" in notes("digest")
+
+
+def test_default_security_context():
+    pod = workload("default")["spec"]["template"]["spec"]
+    csc = container("default")["securityContext"]
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["runAsGroup"] == 65532
+    assert pod["securityContext"]["fsGroup"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert "sysctls" not in pod["securityContext"]
+    assert csc["readOnlyRootFilesystem"] is True and csc["allowPrivilegeEscalation"] is False
+    assert csc["capabilities"] == {"drop": ["ALL"]}, "default ports need no capability"
+    assert flag("default", "io-driver") == "io-uring"
+    # The read-only root gets a small writable /tmp.
+    mounts = {m["mountPath"]: m["name"] for m in container("default")["volumeMounts"]}
+    assert mounts == {"/tmp": "tmp"}
+
+
+def test_low_ports_add_net_bind_service_and_sysctl():
+    csc = container("low-ports")["securityContext"]
+    assert csc["capabilities"] == {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}
+    sysctls = workload("low-ports")["spec"]["template"]["spec"]["securityContext"]["sysctls"]
+    assert sysctls == [{"name": "net.ipv4.ip_unprivileged_port_start", "value": "80"}]
+    assert flag("low-ports", "http-addr") == "0.0.0.0:80"
+    assert flag("low-ports", "https-addr") == "0.0.0.0:443"
+
+
+def test_daemonset():
+    w = workload("daemonset")
+    assert w["kind"] == "DaemonSet" and not find("daemonset", "Deployment")
+    assert "replicas" not in w["spec"]
+    assert w["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == 1
+    pod = w["spec"]["template"]["spec"]
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux", "node-role.kubernetes.io/edge": ""}
+    assert pod["tolerations"] == [{"key": "edge", "operator": "Exists", "effect": "NoSchedule"}]
+    pdb = one("daemonset", "PodDisruptionBudget")
+    assert pdb["spec"] == {"maxUnavailable": "50%", "selector": w["spec"]["selector"]}
+    assert "daemonset/" in notes("daemonset")
+
+
+def test_admin_token_is_mounted_and_passed():
+    c = container("admin-token")
+    pod = workload("admin-token")["spec"]["template"]["spec"]
+    assert flag("admin-token", "admin-token-file") == "/etc/ramjet/admin-token/token"
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "admin-token")
+    assert mount == {"name": "admin-token", "mountPath": "/etc/ramjet/admin-token", "readOnly": True}
+    vol = next(v for v in pod["volumes"] if v["name"] == "admin-token")
+    assert vol["secret"]["secretName"] == "ramjet-admin"
+    assert vol["secret"]["items"] == [{"key": "token", "path": "token"}]
+    assert vol["secret"]["defaultMode"] == 0o440
+    # The default certificate in the same scenario.
+    assert flag("admin-token", "default-certificate") == "/etc/ramjet/default-certificate/tls.crt"
+    assert flag("admin-token", "default-certificate-key") == "/etc/ramjet/default-certificate/tls.key"
+    assert "WARNING: controller.adminToken" not in notes("admin-token")
+
+
+def test_no_admin_token_by_default_and_notes_warn():
+    assert flag("default", "admin-token-file") is None
+    assert not any(v["name"] == "admin-token"
+                   for v in workload("default")["spec"]["template"]["spec"]["volumes"])
+    assert "WARNING: controller.adminToken.secretName is not set" in notes("default")
+
+
+def test_admin_token_custom_key():
+    out = render_raw({"controller": {"adminToken": {"secretName": "s", "key": "bearer"}}})
+    assert "- key: bearer\n" in out["ramjet/templates/deployment.yaml"]
+    assert "path: token\n" in out["ramjet/templates/deployment.yaml"]
+
+
+def test_clusterrole_grants():
+    rules = one("default", "ClusterRole", FULLNAME)["rules"]
+    for group, resource in [("networking.k8s.io", "ingresses"), ("networking.k8s.io", "ingressclasses"),
+                            ("", "services"), ("", "secrets"), ("discovery.k8s.io", "endpointslices")]:
+        for verb in ("get", "list", "watch"):
+            assert rules_grant(rules, group, resource, verb), (group, resource, verb)
+    for verb in ("update", "patch"):
+        assert rules_grant(rules, "networking.k8s.io", "ingresses/status", verb), verb
+    for verb in ("create", "patch"):
+        assert rules_grant(rules, "events.k8s.io", "events", verb), verb
+    # Nothing it does not need.
+    assert not rules_grant(rules, "", "secrets", "update")
+    assert not rules_grant(rules, "", "events", "create"), "core/v1 events: ramjet writes events.k8s.io/v1"
+    assert not any("*" in r.get("verbs", []) or "*" in r.get("resources", []) for r in rules)
+    assert not any(v in r["verbs"] for r in rules for v in ("delete", "deletecollection", "create")
+                   if "events" not in r["resources"])
+    crb = one("default", "ClusterRoleBinding", FULLNAME)
+    assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": FULLNAME}
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
+
+
+def test_role_for_leases_in_release_namespace():
+    role = one("default", "Role", FULLNAME)
+    assert role["metadata"]["namespace"] == NAMESPACE
+    rules = role["rules"]
+    assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in rules)
+    verbs = {v for r in rules for v in r["verbs"]}
+    assert verbs == {"get", "create", "update"}, verbs
+    named = [r for r in rules if r.get("resourceNames")]
+    assert named and all(r["resourceNames"] == [f"{FULLNAME}-leader"] for r in named)
+    assert flag("default", "election-id") == f"{FULLNAME}-leader"
+    rb = one("default", "RoleBinding", FULLNAME)
+    assert rb["roleRef"]["kind"] == "Role" and rb["subjects"][0]["name"] == FULLNAME
+    # A custom election id follows through to the Role.
+    role = one("everything", "Role")
+    assert [r for r in role["rules"] if r.get("resourceNames")][0]["resourceNames"] == ["edge-proxy-lock"]
+    assert flag("everything", "election-id") == "edge-proxy-lock"
+
+
+def test_serviceaccount():
+    sa = one("default", "ServiceAccount", FULLNAME)
+    assert sa["metadata"]["namespace"] == NAMESPACE
+    assert workload("default")["spec"]["template"]["spec"]["serviceAccountName"] == FULLNAME
+    assert not find("external-rbac", "ServiceAccount")
+    assert not find("external-rbac", "ClusterRole") and not find("external-rbac", "Role")
+    assert workload("external-rbac")["spec"]["template"]["spec"]["serviceAccountName"] == "ramjet-managed"
+
+
+def test_ingressclass():
+    ic = one("default", "IngressClass", "ramjet")
+    assert ic["spec"] == {"controller": "ramjet.dev/ingress-controller"}
+    assert "ingressclass.kubernetes.io/is-default-class" not in (ic["metadata"].get("annotations") or {})
+    ic = one("default-class", "IngressClass", "ramjet")
+    assert ic["metadata"]["annotations"]["ingressclass.kubernetes.io/is-default-class"] == "true"
+    assert not find("external-rbac", "IngressClass")
+    assert flag("external-rbac", "ingress-class") == "ramjet"
+
+
+def test_watch_namespace_and_other_flags():
+    assert flag("watch-namespace", "watch-namespace") == "apps"
+    assert flag("default", "watch-namespace") is None
+    assert flag("watch-namespace", "audit-webhook") == "http://audit.apps.svc:8080/ramjet"
+    assert flag("default", "audit-webhook") is None
+    assert flag("watch-namespace", "workers") == "4"
+    assert flag("default", "workers") is None, "0 workers = one per CPU: no flag"
+    assert flag("watch-namespace", "history-size") == "25"
+    assert flag("watch-namespace", "log-format") == "json"
+    assert args("watch-namespace")[-1] == "--kubeconfig=/etc/ramjet/kubeconfig", "extraArgs go last"
+    assert flag("default", "upstream-timeout") == "60s"
+    assert flag("default", "header-timeout") == "10s"
+    assert flag("default", "drain-timeout") == "30s"
+
+
+def test_publish_service_and_address():
+    assert flag("default", "publish-service") == f"{NAMESPACE}/{FULLNAME}"
+    assert flag("default", "publish-address") is None
+    assert flag("no-service", "publish-service") is None
+    assert flag("no-service", "publish-address") == "203.0.113.10"
+    assert flag("everything", "publish-service") == "edge/public-lb"
+    assert not [d for d in find("no-service", "Service")]
+
+
+def test_pdb():
+    pdb = one("pdb", "PodDisruptionBudget", FULLNAME)
+    assert pdb["spec"]["minAvailable"] == 1 and "maxUnavailable" not in pdb["spec"]
+    assert pdb["spec"]["selector"] == workload("pdb")["spec"]["selector"]
+    assert one("everything", "PodDisruptionBudget")["spec"]["minAvailable"] == 2
+
+
+def test_metrics_annotations_and_service():
+    ann = workload("default")["spec"]["template"]["metadata"]["annotations"]
+    assert ann == {"prometheus.io/scrape": "true", "prometheus.io/port": "10254",
+                   "prometheus.io/path": "/metrics"}, ann
+    msvc = one("default", "Service", f"{FULLNAME}-metrics")
+    assert msvc["spec"]["type"] == "ClusterIP"
+    assert msvc["spec"]["ports"] == [{"name": "metrics", "port": 10254, "targetPort": "admin",
+                                      "protocol": "TCP", "appProtocol": "http"}]
+    # The public Service never exposes the admin port.
+    pub = one("default", "Service", FULLNAME)
+    assert all(p["targetPort"] != "admin" for p in pub["spec"]["ports"])
+    # Turned off.
+    assert "prometheus.io/scrape" not in workload("everything")["spec"]["template"]["metadata"]["annotations"]
+    assert not find("no-service", "Service")
+    assert "annotations" not in workload("no-service")["spec"]["template"]["metadata"]
+
+
+def test_servicemonitor():
+    sm = one("service-monitor", "ServiceMonitor", FULLNAME)
+    assert sm["apiVersion"] == "monitoring.coreos.com/v1"
+    assert sm["metadata"]["namespace"] == NAMESPACE
+    assert sm["metadata"]["labels"]["release"] == "prometheus"
+    assert sm["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+    assert sm["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "interval": "15s",
+                                       "scrapeTimeout": "10s"}]
+    # It selects the metrics Service, and only it.
+    sel = sm["spec"]["selector"]["matchLabels"]
+    matching = [svc["metadata"]["name"] for svc in find("service-monitor", "Service")
+                if sel.items() <= svc["metadata"]["labels"].items()]
+    assert matching == [f"{FULLNAME}-metrics"], matching
+    assert one("everything", "ServiceMonitor")["metadata"]["namespace"] == "monitoring"
+    assert one("everything", "ServiceMonitor")["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+
+
+def test_service_types():
+    svc = one("nodeport", "Service", FULLNAME)
+    assert svc["spec"]["type"] == "NodePort"
+    assert svc["spec"]["externalTrafficPolicy"] == "Local"
+    assert {p["name"]: p["nodePort"] for p in svc["spec"]["ports"]} == {"http": 30080, "https": 30443}
+    svc = one("clusterip", "Service", FULLNAME)
+    assert svc["spec"]["type"] == "ClusterIP"
+    assert "externalTrafficPolicy" not in svc["spec"]
+    assert all("nodePort" not in p for p in svc["spec"]["ports"])
+    svc = one("everything", "Service", "edge-proxy")
+    assert svc["spec"]["loadBalancerClass"] == "example.com/lb"
+    assert svc["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
+    assert svc["metadata"]["annotations"] == {"example.com/lb-type": "nlb"}
+    assert svc["metadata"]["labels"]["exposed"] == "yes"
+
+
+def test_seccomp_choices():
+    pod = workload("restricted")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert flag("restricted", "io-driver") == "auto"
+    assert "WARNING: controller.ioDriver" not in notes("restricted")
+    pod = workload("localhost-seccomp")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "Localhost",
+                                                        "localhostProfile": "profiles/ramjet.json"}
+    # RuntimeDefault with io-uring is allowed (some runtimes permit io_uring) but NOTES warn.
+    out = render_raw({"controller": {"seccompProfile": {"type": "RuntimeDefault"}}})
+    n = next(v for k, v in out.items() if k.endswith("NOTES.txt"))
+    assert "WARNING: controller.ioDriver is \"io-uring\"" in n
+
+
+def test_restricted_scenario_meets_pod_security_restricted():
+    """The documented hardened setup passes the 'restricted' Pod Security Standard."""
+    pod = workload("restricted")["spec"]["template"]["spec"]
+    c = container("restricted")
+    assert pod["securityContext"]["seccompProfile"]["type"] in ("RuntimeDefault", "Localhost")
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert set(c["securityContext"]["capabilities"].get("add", [])) <= {"NET_BIND_SERVICE"}
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    assert all("hostPath" not in v for v in pod["volumes"])
+    assert all("hostPort" not in p for p in c["ports"])
+
+
+def test_memlock_is_documented():
+    values_text = (CHART / "values.yaml").read_text()
+    for needle in ("RLIMIT_MEMLOCK", "105 KB", "LimitMEMLOCK", "io_uring_setup", "RuntimeDefault",
+                   "auto"):
+        assert needle in values_text, needle
+    assert "4 workers: 512 KiB" in notes("watch-namespace")
+    assert "RLIMIT_MEMLOCK" not in notes("restricted"), "auto driver: no memlock lecture"
+
+
+def test_everything_passthroughs():
+    w = workload("everything")
+    pod = w["spec"]["template"]
+    spec = pod["spec"]
+    c = container("everything")
+    assert w["metadata"]["name"] == "edge-proxy" and w["spec"]["replicas"] == 3
+    assert w["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+    assert w["spec"]["minReadySeconds"] == 5
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert spec["affinity"]["podAntiAffinity"]
+    assert spec["topologySpreadConstraints"][0]["topologyKey"] == "topology.kubernetes.io/zone"
+    assert c["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    assert c["resources"]["limits"] == {"cpu": "4", "memory": "1Gi"}
+    assert {"name": "RUST_LOG", "value": "info"} in c["env"]
+    assert pod["metadata"]["annotations"] == {"example.com/team": "edge"}
+    assert pod["metadata"]["labels"]["example.com/tier"] == "edge"
+    assert one("everything", "ServiceAccount")["metadata"]["annotations"] == {"example.com/role": "edge"}
+    assert flag("everything", "workers") == "4"
+
+
+def test_release_name_containing_chart_name():
+    out = chart().render(None, name="ramjet", namespace="edge")
+    d = yaml.safe_load(out["ramjet/templates/deployment.yaml"])
+    assert d["metadata"]["name"] == "ramjet"
+    assert "--publish-service=edge/ramjet" in d["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
+def test_bad_values_fail_with_a_message():
+    """What `helm install` says: the render fails, naming the value."""
+    for name, (values, schema_msg, template_msg) in BAD_VALUES.items():
+        try:
+            render_raw(values)
+        except helm.HelmError as e:
+            wanted = schema_msg or template_msg
+            assert wanted in str(e), f"{name}: message does not mention {wanted!r}: {e}"
+        else:
+            raise AssertionError(f"{name}: render accepted {values}")
+
+
+def test_template_guards_without_schema():
+    """The templates refuse bad values by themselves too (--skip-schema-validation)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        copy_dir = Path(tmp) / "ramjet"
+        shutil.copytree(CHART, copy_dir)
+        (copy_dir / "values.schema.json").unlink()
+        with helm.Chart.load(str(copy_dir)) as bare:
+            for name, (values, _, template_msg) in BAD_VALUES.items():
+                if template_msg is None:
+                    continue
+                try:
+                    bare.render(values, name=RELEASE, namespace=NAMESPACE)
+                except helm.HelmError as e:
+                    assert template_msg in str(e), f"{name}: {e}"
+                else:
+                    raise AssertionError(f"{name}: the templates accepted {values}")
+
+
+def test_values_schema_accepts_every_scenario():
+    for name, values in SCENARIOS.items():
+        try:
+            chart().validate_schema(values)
+        except helm.HelmError as e:
+            raise AssertionError(f"{name}: {e}")
+
+
+def test_chart_metadata():
+    md = chart().metadata
+    assert md["apiVersion"] == "v2" and md["name"] == "ramjet"
+    assert md["version"] == "0.1.0" and md["appVersion"] == "0.1.0"
+    for f in ("values.yaml", "values.schema.json", "templates/_helpers.tpl", "templates/NOTES.txt"):
+        assert (CHART / f).is_file(), f
+
+
+# --------------------------------------------------------------------------- Dockerfile
+
+def dockerfile() -> str:
+    return (ROOT / "Dockerfile").read_text()
+
+
+def test_dockerfile_matches_chart():
+    df = dockerfile()
+    values = chart().values
+    assert re.search(r"^FROM rust:1\.95-bookworm AS builder", df, re.M), "builder image"
+    assert re.search(r"cargo build --release --locked --bin ramjet --bin ramjet-top", df)
+    froms = re.findall(r"^FROM (\S+)", df, re.M)
+    assert len(froms) >= 2 and froms[-1].startswith(("gcr.io/distroless/cc-debian12", "debian:bookworm-slim"))
+    user = re.findall(r"^USER (\S+)", df, re.M)[-1]
+    assert user.split(":")[0] == str(values["controller"]["runAsUser"]), user
+    exposed = {int(p) for line in re.findall(r"^EXPOSE (.+)$", df, re.M) for p in line.split()}
+    assert exposed == set(values["controller"]["containerPorts"].values()), exposed
+    assert re.search(r'^ENTRYPOINT \["/usr/local/bin/ramjet"\]', df, re.M)
+    for b in ("ramjet", "ramjet-top"):
+        assert re.search(rf"/usr/local/bin/{b}\b", df), b
+    # The chart relies on the image's ENTRYPOINT: it passes args only.
+    assert "command" not in container("default")
+
+
+def test_dockerignore_keeps_context_small():
+    lines = {l.strip() for l in (ROOT / ".dockerignore").read_text().splitlines()
+             if l.strip() and not l.startswith("#")}
+    assert {"target", ".git"} <= {l.strip("/") for l in lines}, lines
+    assert not any(l.strip("/") in ("src", "shared", "dataplane", "control", "Cargo.lock", "Cargo.toml")
+                   for l in lines), "build inputs must stay in the context"
+
+
+# --------------------------------------------------------------------------- the daemon's flags
+
+def test_flags_exist_in_the_daemon():
+    """Every flag the chart passes, in every value set, is one the daemon knows.
+
+    Runs when RAMJET_BIN names a freshly built daemon (CI sets it after its
+    build); a binary merely lying in target/ may be stale, so it is not used.
+    """
+    env = os.environ.get("RAMJET_BIN")
+    if not env:
+        raise Skip("set RAMJET_BIN=target/debug/ramjet (a fresh build) to check the chart's flags")
+    binary = Path(env)
+    assert binary.is_file(), f"RAMJET_BIN={env}: no such file"
+    proc = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, f"{binary} --help exited {proc.returncode}: {proc.stderr}"
+    known = set(re.findall(r"--[a-z][a-z0-9-]*", proc.stdout))
+    used = set()
+    for s in SCENARIOS:
+        used |= {a.split("=", 1)[0] for a in args(s)}
+    missing = sorted(used - known)
+    assert not missing, f"{binary} --help does not list {missing}"
+
+
+# --------------------------------------------------------------------------- runner
+
+class Skip(Exception):
+    pass
+
+
+def collect() -> list[tuple[str, object]]:
+    tests: list[tuple[str, object]] = []
+    for s in SCENARIOS:
+        for label, fn in CHECKS:
+            tests.append((f"{s}: {label}", (lambda fn=fn, s=s: fn(s))))
+    for name, fn in list(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            tests.append((name, fn))
+    return tests
+
+
+def main() -> int:
+    only = sys.argv[1] if len(sys.argv) > 1 else ""
+    print(f"helm engine {helm.helm_sdk_version()} (helm-c {helm.helm_c_version()}), "
+          f"kubernetes-validate schemas for {KUBE_VERSION}")
+    passed = failed = skipped = 0
+    failures = []
+    start = time.monotonic()
+    for name, fn in collect():
+        if only and only not in name:
+            continue
+        t0 = time.monotonic()
+        try:
+            fn()
+        except Skip as e:
+            skipped += 1
+            print(f"skip {name}: {e}")
+            continue
+        except Exception as e:  # noqa: BLE001 - report every failure, keep going
+            failed += 1
+            failures.append((name, traceback.format_exc()))
+            print(f"FAIL {name}: {type(e).__name__}: {str(e)[:300]}")
+            continue
+        passed += 1
+        print(f"ok   {name} ({time.monotonic() - t0:.2f}s)")
+    for name, tb in failures:
+        print(f"\n---- {name}\n{tb}")
+    print(f"\n{time.monotonic() - start:.1f}s")
+    line = f"chart: {passed} passed, {failed} failed"
+    if skipped:
+        line += f", {skipped} skipped"
+    print(line)
+    return 1 if failed or passed == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
