@@ -1,1 +1,209 @@
-//! placeholder
+//! The control thread: everything that talks to the cluster or to operators, on one OS thread
+//! (`ramjet-control`) running a single-threaded tokio runtime.
+//!
+//! ```text
+//! source (static file, API) ─▶ rebuild loop ─▶ compile (pure) ─▶ latest-value channel ─▶ applier
+//!                                                                                        │
+//!              admin listener (axum) ◀── history ring, pin ◀────────────────────────────┤
+//!                                                     audit trail (log, Events, webhook) ◀┘
+//! ```
+//!
+//! The applier publishes through [`ramjet_shared::Published`] — certificates, then table — and the
+//! data plane never waits for any of this. [`Control::start`] runs it; [`ControlHandle::submit`]
+//! feeds it new configurations (the daemon does so once for `--static-routes`; tests and embedders
+//! may do it as often as they like).
+
+pub mod admin;
+pub mod apply;
+pub mod audit;
+pub mod certs;
+pub mod compile;
+pub mod history;
+pub mod latest;
+pub mod metrics;
+pub mod static_routes;
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use ramjet_shared::{Published, WorkerStats};
+use tokio::sync::{mpsc, oneshot};
+
+use apply::Applier;
+use audit::{AuditTrail, EventSink, Webhook};
+use compile::Compiler;
+use metrics::{ControlMetrics, MetricsSources};
+use static_routes::StaticRoutes;
+
+/// How long the rebuild loop waits for more changes before compiling, so bursts coalesce.
+const DEBOUNCE: Duration = Duration::from_millis(5);
+
+/// A configuration to compile.
+#[derive(Debug, Clone)]
+pub enum Input {
+    Static(Arc<StaticRoutes>),
+}
+
+/// What the control thread needs.
+pub struct ControlConfig {
+    pub published: Arc<Published>,
+    pub worker_stats: Arc<WorkerStats>,
+    pub history_size: usize,
+    /// Bound by the caller (so a port in use is refused before anything starts).
+    pub admin_listener: std::net::TcpListener,
+    pub admin_token: Option<String>,
+    pub audit_webhook: Option<Webhook>,
+    pub event_sinks: Vec<Arc<dyn EventSink>>,
+}
+
+/// Why the control thread did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// The tokio runtime or the admin listener could not be set up.
+    #[error("control thread: {0}")]
+    Start(#[from] std::io::Error),
+}
+
+pub struct Control;
+
+/// The running control thread.
+pub struct ControlHandle {
+    thread: Option<JoinHandle<()>>,
+    inputs: mpsc::UnboundedSender<Input>,
+    shutdown: Option<oneshot::Sender<()>>,
+    pub applier: Arc<Applier>,
+    pub admin_addr: SocketAddr,
+    pub metrics: Arc<ControlMetrics>,
+}
+
+impl Control {
+    pub fn start(config: ControlConfig) -> Result<ControlHandle, ControlError> {
+        let metrics = Arc::new(ControlMetrics::default());
+        let audit = AuditTrail { sinks: config.event_sinks, webhook: config.audit_webhook.clone() };
+        let applier = Arc::new(Applier::new(config.published.clone(), config.history_size, audit, metrics.clone()));
+        let admin_addr = config.admin_listener.local_addr()?;
+        config.admin_listener.set_nonblocking(true)?;
+        let admin_state = Arc::new(admin::AdminState {
+            applier: applier.clone(),
+            metrics: MetricsSources {
+                control: metrics.clone(),
+                workers: config.worker_stats,
+                webhook: config.audit_webhook.as_ref().map(|w| (w.delivered.clone(), w.failures.clone())),
+                history_size: config.history_size,
+            },
+            token_digest: config.admin_token.as_deref().map(admin::token_digest),
+        });
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (inputs, inputs_rx) = mpsc::unbounded_channel();
+        let (shutdown, shutdown_rx) = oneshot::channel();
+        let listener = config.admin_listener;
+        let thread_applier = applier.clone();
+        let thread_metrics = metrics.clone();
+        let thread = std::thread::Builder::new().name("ramjet-control".into()).spawn(move || {
+            runtime.block_on(async move {
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot register the admin listener");
+                        return;
+                    }
+                };
+                let (generations, generations_rx) = latest::latest();
+                tokio::spawn(rebuild(inputs_rx, generations, thread_metrics));
+                let applier = thread_applier.clone();
+                tokio::spawn(async move {
+                    loop {
+                        let generation = generations_rx.recv().await;
+                        let _span = tracing::info_span!("apply", generation = generation.number).entered();
+                        applier.apply(generation);
+                    }
+                });
+                let applier = thread_applier.clone();
+                tokio::spawn(async move {
+                    let mut tick = tokio::time::interval(Duration::from_secs(5));
+                    loop {
+                        tick.tick().await;
+                        applier.prune();
+                    }
+                });
+                let server = axum::serve(listener, admin::router(admin_state))
+                    .with_graceful_shutdown(async move {
+                        let _ = shutdown_rx.await;
+                    });
+                if let Err(e) = server.await {
+                    tracing::error!(error = %e, "admin listener failed");
+                }
+            });
+        })?;
+        Ok(ControlHandle { thread: Some(thread), inputs, shutdown: Some(shutdown), applier, admin_addr, metrics })
+    }
+}
+
+impl ControlHandle {
+    /// Hands a new configuration to the rebuild loop. Compiling it to the table already compiled
+    /// produces no generation.
+    pub fn submit(&self, input: Input) {
+        let _ = self.inputs.send(input);
+    }
+
+    /// Waits until the first generation is published, up to `timeout`.
+    pub fn wait_ready(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.applier.is_ready() {
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    }
+
+    /// Stops the admin listener and the control thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for ControlHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Compiles each new input (the newest of a burst) and offers the result to the applier.
+async fn rebuild(
+    mut inputs: mpsc::UnboundedReceiver<Input>,
+    generations: latest::LatestSender<ramjet_shared::Generation>,
+    metrics: Arc<ControlMetrics>,
+) {
+    let mut compiler = Compiler::new();
+    while let Some(mut input) = inputs.recv().await {
+        tokio::time::sleep(DEBOUNCE).await;
+        while let Ok(newer) = inputs.try_recv() {
+            input = newer;
+        }
+        let draft = match &input {
+            Input::Static(routes) => compile::static_routes::compile(routes, &mut compiler),
+        };
+        metrics.compiles.fetch_add(1, Relaxed);
+        metrics.diagnostics.store(draft.diagnostics.len() as u64, Relaxed);
+        let started = Instant::now();
+        if let Some(generation) = compiler.finish(draft) {
+            metrics.generations_compiled.fetch_add(1, Relaxed);
+            tracing::debug!(generation = generation.number, took = ?started.elapsed(), "compiled");
+            generations.send(generation);
+        }
+    }
+}

@@ -1,1 +1,305 @@
-//! placeholder
+//! The data plane: one monoio worker per core, serving HTTP/1.1 (and TLS) from the published
+//! generation, with nothing shared between workers but the published pointers and their counters.
+//!
+//! [`DataPlane::start`] binds one SO_REUSEPORT listener per worker (refusing a port another process
+//! holds), starts the worker threads (`ramjet-worker-N`, each pinned to a CPU, each its own
+//! io_uring runtime, or the epoll driver where allowed) and returns once every worker runs. A worker
+//! accepts connections, parses each request head in place, loads the current generation once,
+//! routes, and answers directly or proxies over its own pooled upstream connections (see
+//! [`http1`]). [`DataPlane::drain`] stops accepting, lets in-flight requests finish within the drain
+//! timeout, and closes idle keep-alive connections.
+//!
+//! This crate never depends on tokio and takes no lock on the request path.
+
+mod buf;
+mod drain;
+mod error;
+pub mod http1;
+mod listener;
+mod tls;
+mod upstream;
+mod worker;
+
+pub use error::{error_response, ProxyError};
+pub use listener::{bind_shared, ListenError};
+pub use tls::{server_config, SniResolver};
+
+use std::fmt;
+use std::net::{SocketAddr, TcpListener};
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ramjet_shared::{Published, WorkerStats};
+use rustls::ServerConfig;
+
+/// Timeouts and limits of the request path.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// A client must send a complete request head within this time.
+    pub header_timeout: Duration,
+    /// An idle keep-alive client connection is closed after this time.
+    pub keepalive_timeout: Duration,
+    /// Connect, send and each wait for upstream bytes must finish within this time (504 otherwise).
+    pub upstream_timeout: Duration,
+    /// Pooled upstream connections idle longer than this are closed.
+    pub upstream_idle_timeout: Duration,
+    /// On shutdown, in-flight requests get this long to finish.
+    pub drain_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            header_timeout: Duration::from_secs(10),
+            keepalive_timeout: Duration::from_secs(60),
+            upstream_timeout: Duration::from_secs(60),
+            upstream_idle_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Which I/O driver the workers may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IoDriver {
+    /// io_uring, or refuse to start.
+    #[default]
+    IoUring,
+    /// io_uring where it can be set up, else epoll (with a warning that says why).
+    Auto,
+    /// epoll.
+    Legacy,
+}
+
+/// The driver a worker ended up with, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverChoice {
+    pub io_uring: bool,
+    pub reason: String,
+}
+
+impl fmt::Display for DriverChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = if self.io_uring { "io_uring" } else { "epoll (legacy)" };
+        write!(f, "{name}: {}", self.reason)
+    }
+}
+
+/// What the data plane needs to start.
+pub struct DataPlaneConfig {
+    pub workers: usize,
+    pub http_addr: SocketAddr,
+    /// HTTPS listener and the TLS configuration (see [`server_config`]).
+    pub https: Option<(SocketAddr, Arc<ServerConfig>)>,
+    pub settings: Settings,
+    pub io_driver: IoDriver,
+    /// Pin worker `i` to the i-th CPU this process may run on.
+    pub pin_workers: bool,
+}
+
+/// Why the data plane did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A listener could not be bound.
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    /// A worker could not build its runtime.
+    #[error("worker {worker} could not start: {reason}")]
+    Worker { worker: usize, reason: String },
+}
+
+/// The running workers.
+pub struct DataPlane {
+    threads: Vec<JoinHandle<()>>,
+    drain: Option<flume::Sender<()>>,
+    /// Where HTTP is served (the real port when 0 was asked for).
+    pub http_addr: SocketAddr,
+    pub https_addr: Option<SocketAddr>,
+    /// The driver of each worker.
+    pub drivers: Vec<DriverChoice>,
+}
+
+impl DataPlane {
+    /// Binds the listeners and starts the workers; returns once all of them serve.
+    pub fn start(
+        config: DataPlaneConfig,
+        published: Arc<Published>,
+        stats: Arc<WorkerStats>,
+    ) -> Result<DataPlane, StartError> {
+        let workers = config.workers.max(1);
+        let http = listener::bind_shared(config.http_addr, workers)?;
+        let http_addr = http[0].local_addr().map_err(|source| ListenError::Bind { addr: config.http_addr, source })?;
+        let (https, https_addr, tls_config) = match config.https {
+            Some((addr, tls)) => {
+                let listeners = listener::bind_shared(addr, workers)?;
+                let bound = listeners[0].local_addr().map_err(|source| ListenError::Bind { addr, source })?;
+                (listeners.into_iter().map(Some).collect(), Some(bound), Some(tls))
+            }
+            None => ((0..workers).map(|_| None).collect::<Vec<Option<TcpListener>>>(), None, None),
+        };
+        let cpus = if config.pin_workers { allowed_cpus() } else { Vec::new() };
+        let settings = Arc::new(config.settings);
+        let (drain_tx, drain_rx) = flume::bounded::<()>(1);
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let mut threads = Vec::with_capacity(workers);
+        for (id, (http, https)) in http.into_iter().zip(https).enumerate() {
+            let cpu = (!cpus.is_empty()).then(|| cpus[id % cpus.len()]);
+            let settings = settings.clone();
+            let published = published.clone();
+            let stats = stats.clone();
+            let drain_rx = drain_rx.clone();
+            let ready_tx = ready_tx.clone();
+            let tls_config = tls_config.clone();
+            let policy = config.io_driver;
+            let thread = std::thread::Builder::new()
+                .name(format!("ramjet-worker-{id}"))
+                .spawn(move || {
+                    if let Some(cpu) = cpu {
+                        if let Err(e) = monoio::utils::bind_to_cpu_set([cpu]) {
+                            tracing::warn!(worker = id, cpu, error = %e, "cannot pin worker to its CPU");
+                        }
+                    }
+                    let main = move || async move {
+                        let worker = Rc::new(worker::Worker::new(id, settings, published, stats));
+                        let https = https.zip(tls_config.map(tls::TlsTerminator::new));
+                        worker::run(worker, http, https, drain_rx).await
+                    };
+                    run_worker(id, policy, ready_tx, main);
+                })
+                .map_err(|e| StartError::Worker { worker: id, reason: e.to_string() })?;
+            threads.push(thread);
+        }
+        drop(ready_tx);
+        let mut drivers = vec![None; workers];
+        for _ in 0..workers {
+            match ready_rx.recv() {
+                Ok((id, Ok(choice))) => drivers[id] = Some(choice),
+                Ok((worker, Err(reason))) => {
+                    drop(drain_tx);
+                    return Err(StartError::Worker { worker, reason });
+                }
+                Err(_) => return Err(StartError::Worker { worker: 0, reason: "worker exited".into() }),
+            }
+        }
+        Ok(DataPlane {
+            threads,
+            drain: Some(drain_tx),
+            http_addr,
+            https_addr,
+            drivers: drivers.into_iter().flatten().collect(),
+        })
+    }
+
+    /// Stops accepting and lets the workers finish their connections (see [`Settings::drain_timeout`]).
+    pub fn drain(&mut self) {
+        self.drain.take();
+    }
+
+    /// Waits for every worker to finish (after [`DataPlane::drain`]).
+    pub fn join(mut self) {
+        self.drain();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+type Ready = mpsc::Sender<(usize, Result<DriverChoice, String>)>;
+
+/// Builds the worker's runtime on the driver the policy allows and runs `main` on it.
+fn run_worker<F, Fut>(id: usize, policy: IoDriver, ready: Ready, main: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    type Uring = monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>;
+    type Legacy = monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>;
+    enum Built {
+        Uring(Uring),
+        Legacy(Legacy, String),
+    }
+    let forced = std::env::var("MONOIO_FORCE_LEGACY_DRIVER")
+        .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"));
+    let build_legacy = |reason: String| -> Result<Built, String> {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .map(|rt| Built::Legacy(rt, reason))
+            .map_err(|e| format!("cannot build the epoll runtime: {e}"))
+    };
+    let built = if forced {
+        build_legacy("MONOIO_FORCE_LEGACY_DRIVER is set".into())
+    } else if policy == IoDriver::Legacy {
+        build_legacy("--io-driver legacy".into())
+    } else {
+        let uring = if monoio::utils::detect_uring() {
+            monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().with_entries(1024).build()
+        } else {
+            Err(std::io::Error::other("the io_uring probe failed (kernel too old, seccomp, or RLIMIT_MEMLOCK)"))
+        };
+        match uring {
+            Ok(rt) => Ok(Built::Uring(rt)),
+            Err(e) => {
+                let why = format!("io_uring unavailable: {e}; RLIMIT_MEMLOCK is {}", memlock_limit());
+                if policy == IoDriver::Auto {
+                    build_legacy(format!("{why}; falling back as --io-driver auto allows"))
+                } else {
+                    Err(format!(
+                        "{why}. Raise the memlock limit, or start with --io-driver auto to allow the epoll fallback"
+                    ))
+                }
+            }
+        }
+    };
+    match built {
+        Ok(Built::Uring(mut rt)) => {
+            let choice = DriverChoice { io_uring: true, reason: "io_uring available".into() };
+            let _ = ready.send((id, Ok(choice)));
+            rt.block_on(main());
+        }
+        Ok(Built::Legacy(mut rt, reason)) => {
+            let _ = ready.send((id, Ok(DriverChoice { io_uring: false, reason })));
+            rt.block_on(main());
+        }
+        Err(reason) => {
+            let _ = ready.send((id, Err(reason)));
+        }
+    }
+}
+
+/// RLIMIT_MEMLOCK, for the start-up message (io_uring rings count against it).
+#[allow(unsafe_code)]
+fn memlock_limit() -> String {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes one rlimit struct, which `limit` is.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) } != 0 {
+        return "unknown".into();
+    }
+    if limit.rlim_cur == libc::RLIM_INFINITY {
+        "unlimited".into()
+    } else {
+        format!("{} KiB", limit.rlim_cur / 1024)
+    }
+}
+
+/// The CPUs this process may run on (its affinity mask), in order.
+#[allow(unsafe_code)]
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills at most size_of::<cpu_set_t>() bytes
+    // of it, and CPU_ISSET reads within it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&cpu| libc::CPU_ISSET(cpu, &set)).collect()
+    }
+}
+
+/// The number of CPUs this process may run on: the default worker count.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}

@@ -1,0 +1,184 @@
+//! The admin listener: generations, rollback, metrics and probes, on the control thread.
+//!
+//! | verb and path | what | token |
+//! |---|---|---|
+//! | `GET /admin/generations` | the history ring, newest first, with serving and pin | never |
+//! | `POST /admin/rollback {"generation": N}` | republish N and pin it | with `--admin-token-file` |
+//! | `DELETE /admin/rollback` | release the pin, publish the newest (idempotent) | with `--admin-token-file` |
+//! | `GET /metrics` | Prometheus text | never |
+//! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published | never |
+
+mod error;
+
+pub use error::AdminError;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+use crate::apply::{Applier, PinState, RollbackError};
+use crate::audit::diff::DiffCounts;
+use crate::metrics::{render, MetricsSources};
+
+/// Largest request body accepted by the admin API.
+const MAX_BODY: usize = 4096;
+
+pub struct AdminState {
+    pub applier: Arc<Applier>,
+    pub metrics: MetricsSources,
+    /// SHA-256 of the bearer token, when one is required for the mutating verbs.
+    pub token_digest: Option<[u8; 32]>,
+}
+
+pub fn router(state: Arc<AdminState>) -> Router {
+    Router::new()
+        .route("/admin/generations", get(generations))
+        .route("/admin/rollback", axum::routing::post(rollback).delete(release))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .fallback(|| async { AdminError::new(StatusCode::NOT_FOUND, "no such admin endpoint; see /admin/generations, /admin/rollback, /metrics, /healthz, /readyz") })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// Hashes a token so it can be compared in constant time whatever its length.
+pub fn token_digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+fn authorize(state: &AdminState, headers: &HeaderMap) -> Result<(), AdminError> {
+    let Some(expected) = &state.token_digest else { return Ok(()) };
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .ok_or_else(|| AdminError::new(StatusCode::UNAUTHORIZED, "this endpoint needs `Authorization: Bearer <token>` (the daemon runs with --admin-token-file)"))?;
+    let got = token_digest(presented.trim());
+    // Constant time: every byte is compared whatever the first difference.
+    let diff = got.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    if diff != 0 {
+        return Err(AdminError::new(StatusCode::UNAUTHORIZED, "wrong admin token; nothing was changed"));
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct GenerationView {
+    generation: u64,
+    digest: String,
+    compiled_at: String,
+    applied_at: String,
+    published: bool,
+    serving: bool,
+    routes: usize,
+    hosts: usize,
+    certs: usize,
+    summary: String,
+    changes: DiffCounts,
+    diagnostics: Vec<ramjet_shared::Diagnostic>,
+}
+
+#[derive(Serialize)]
+struct GenerationsView {
+    serving: u64,
+    pinned: Option<u64>,
+    newest: u64,
+    history_size: usize,
+    generations: Vec<GenerationView>,
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+async fn generations(State(state): State<Arc<AdminState>>) -> Json<GenerationsView> {
+    let (pin, history_size, entries) = state.applier.snapshot();
+    let generations = entries
+        .into_iter()
+        .map(|(e, serving)| {
+            let g = &e.generation;
+            GenerationView {
+                generation: g.number,
+                digest: g.digest.short(),
+                compiled_at: rfc3339(g.compiled_at),
+                applied_at: rfc3339(e.applied_at),
+                published: e.published,
+                serving,
+                routes: g.table.route_count(),
+                hosts: g.table.host_count(),
+                certs: g.certificates.len(),
+                summary: e.summary,
+                changes: e.counts,
+                diagnostics: g.diagnostics.to_vec(),
+            }
+        })
+        .collect();
+    Json(GenerationsView { serving: pin.serving, pinned: pin.pinned, newest: pin.newest, history_size, generations })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RollbackRequest {
+    generation: u64,
+}
+
+#[derive(Serialize)]
+struct PinAnswer {
+    #[serde(flatten)]
+    state: PinState,
+    message: String,
+}
+
+async fn rollback(
+    State(state): State<Arc<AdminState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<PinAnswer>, AdminError> {
+    authorize(&state, &headers)?;
+    let body = body.map_err(|e| AdminError::new(e.status(), format!("cannot read the body (at most {MAX_BODY} bytes): {e}")))?;
+    // Any content type: `curl -d` sends form-encoded headers with a JSON body.
+    let request: RollbackRequest = serde_json::from_slice(&body).map_err(|e| {
+        AdminError::new(StatusCode::BAD_REQUEST, format!("the body must be JSON like {{\"generation\": 41}}: {e}"))
+    })?;
+    let pin = state.applier.rollback(request.generation).map_err(|e| match e {
+        RollbackError::NotInHistory { .. } => AdminError::new(StatusCode::NOT_FOUND, e.to_string()),
+    })?;
+    let message = format!(
+        "generation {} is serving and pinned; new generations are recorded but not published until DELETE /admin/rollback",
+        pin.serving
+    );
+    Ok(Json(PinAnswer { state: pin, message }))
+}
+
+async fn release(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Result<Json<PinAnswer>, AdminError> {
+    authorize(&state, &headers)?;
+    let (released, pin) = state.applier.release();
+    let message = if released {
+        format!("pin released; the newest generation {} is serving", pin.serving)
+    } else {
+        format!("nothing was pinned; generation {} is serving", pin.serving)
+    };
+    Ok(Json(PinAnswer { state: pin, message }))
+}
+
+async fn metrics(State(state): State<Arc<AdminState>>) -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], render(&state.metrics)).into_response()
+}
+
+async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
+    if state.applier.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "no configuration published yet\n").into_response()
+    }
+}

@@ -1,0 +1,102 @@
+//! The compiler's shared half: numbering, digests, structural sharing, backend slots and the
+//! certificate cache. Each source (static routes, Kubernetes objects) turns its input into a
+//! [`Draft`] with the helpers here, and [`Compiler::finish`] turns a draft into a [`Generation`] — or
+//! into nothing, when the compiled table is the one compiled last (a fixed point: re-applying the
+//! same input changes nothing).
+
+pub mod static_routes;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ramjet_shared::{Backend, BackendKind, CertId, Certificate, Diagnostic, Digest, Generation, RouteTable, TableBuilder};
+
+/// A table being compiled, with the certificates it names and what went wrong on the way.
+#[derive(Default)]
+pub struct Draft {
+    pub builder: TableBuilder,
+    pub certificates: Vec<Arc<Certificate>>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Draft {
+    pub fn diagnose(&mut self, object: impl Into<String>, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic { object: object.into(), message: message.into() });
+    }
+}
+
+/// State that lives across compiles.
+#[derive(Default)]
+pub struct Compiler {
+    last_number: u64,
+    last_digest: Option<Digest>,
+    previous: Option<Arc<RouteTable>>,
+    slots: HashMap<Arc<str>, u32>,
+    backends: HashMap<Arc<str>, Arc<Backend>>,
+    used_backends: HashMap<Arc<str>, Arc<Backend>>,
+    certificates: HashMap<CertId, Arc<Certificate>>,
+    /// Compiles that produced a new generation, and compiles in all.
+    pub compiled: u64,
+    pub compiles: u64,
+}
+
+impl Compiler {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A backend for this compile; the same name and content as last time gives the same `Arc`, so
+    /// unchanged routes keep sharing it.
+    pub fn backend(&mut self, name: &str, kind: BackendKind) -> Arc<Backend> {
+        if let Some(b) = self.used_backends.get(name) {
+            if b.kind == kind {
+                return b.clone();
+            }
+        }
+        let next_slot = self.slots.len() as u32;
+        let slot = *self.slots.entry(name.into()).or_insert(next_slot);
+        let candidate = Backend { name: name.into(), slot, kind };
+        let backend = match self.backends.get(name) {
+            Some(prev) if **prev == candidate => prev.clone(),
+            _ => Arc::new(candidate),
+        };
+        self.used_backends.insert(backend.name.clone(), backend.clone());
+        backend
+    }
+
+    /// The parsed certificate for `cert`'s content, parsed once across compiles.
+    pub fn certificate(&mut self, cert: &Arc<Certificate>) -> Arc<Certificate> {
+        self.certificates.entry(cert.id).or_insert_with(|| cert.clone()).clone()
+    }
+
+    /// A parsed certificate already known by id (no parsing needed).
+    pub fn known_certificate(&self, id: &CertId) -> Option<Arc<Certificate>> {
+        self.certificates.get(id).cloned()
+    }
+
+    /// Builds the table and numbers it, unless it equals the last compiled table.
+    pub fn finish(&mut self, draft: Draft) -> Option<Generation> {
+        self.compiles += 1;
+        let table = draft.builder.build(self.previous.as_deref());
+        // Backends not used by this compile are forgotten (their slots stay reserved).
+        self.backends = std::mem::take(&mut self.used_backends);
+        let ids = table.cert_ids();
+        self.certificates.retain(|id, _| ids.contains(id));
+        if self.last_digest == Some(table.digest()) {
+            return None;
+        }
+        self.last_number += 1;
+        self.compiled += 1;
+        self.last_digest = Some(table.digest());
+        let mut certificates: Vec<Arc<Certificate>> =
+            draft.certificates.into_iter().filter(|c| ids.contains(&c.id)).collect();
+        certificates.sort_by_key(|c| c.id);
+        certificates.dedup_by_key(|c| c.id);
+        let mut diagnostics = draft.diagnostics;
+        diagnostics.sort();
+        diagnostics.dedup();
+        let generation = Generation::new(self.last_number, table, certificates, diagnostics);
+        self.previous = Some(generation.table.clone());
+        Some(generation)
+    }
+}

@@ -1,0 +1,51 @@
+//! Compiling a static routes file: the same vocabulary as an Ingress, without a cluster.
+
+use std::sync::Arc;
+
+use ramjet_shared::{BackendKind, PathKind};
+
+use super::{Compiler, Draft};
+use crate::static_routes::{BackendSpec, StaticRoutes};
+
+/// Compiles a parsed static routes file into a draft.
+pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
+    let mut draft = Draft::default();
+    let backend = |compiler: &mut Compiler, name: &str| {
+        let kind = match &routes.backends[name] {
+            BackendSpec::Endpoints(addrs) => BackendKind::Endpoints(addrs.clone().into_boxed_slice()),
+            BackendSpec::Respond { status, body } => {
+                let b = ramjet_shared::Backend::respond(name, 0, *status, body.clone());
+                b.kind
+            }
+        };
+        compiler.backend(name, kind)
+    };
+    for (i, rule) in routes.routes.iter().enumerate() {
+        let target = backend(compiler, &rule.backend);
+        let source = format!("routes[{i}]");
+        let kind = if rule.exact { PathKind::Exact } else { PathKind::Prefix };
+        if let Err(conflict) = draft.builder.add_route(&rule.host, &rule.path, kind, target, &source) {
+            draft.diagnose(
+                source,
+                format!("{} is already routed by {}; this rule is ignored", conflict.key, conflict.kept),
+            );
+        }
+    }
+    if let Some(name) = &routes.default_backend {
+        let target = backend(compiler, name);
+        draft.builder.set_default_backend(target, "defaultBackend");
+    }
+    for (i, tls) in routes.tls.iter().enumerate() {
+        let cert: Arc<_> = compiler.certificate(&tls.certificate);
+        for host in &tls.hosts {
+            if !draft.builder.add_tls_host(host, cert.id) {
+                draft.diagnose(format!("tls[{i}]"), format!("{host} already has a certificate; this one is ignored"));
+            }
+            if tls.ssl_redirect {
+                draft.builder.add_ssl_redirect(host);
+            }
+        }
+        draft.certificates.push(cert);
+    }
+    draft
+}

@@ -1,0 +1,115 @@
+//! `/metrics`: the control thread's own figures plus the data plane's per-worker counters, summed
+//! at scrape time, in the Prometheus text format.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ramjet_shared::{StatusClass, UpstreamErrorKind, WorkerStats};
+
+/// Upper bounds of the publish-latency histogram, in seconds.
+const PUBLISH_BUCKETS: [f64; 10] = [1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 1e-1];
+
+/// Counters the control thread updates.
+#[derive(Default)]
+pub struct ControlMetrics {
+    pub compiles: AtomicU64,
+    pub generations_compiled: AtomicU64,
+    generations_applied: AtomicU64,
+    serving: AtomicU64,
+    pinned: AtomicU64,
+    publish_buckets: [AtomicU64; PUBLISH_BUCKETS.len()],
+    publish_count: AtomicU64,
+    publish_nanos: AtomicU64,
+    pub diagnostics: AtomicU64,
+}
+
+impl ControlMetrics {
+    pub fn applied(&self) {
+        self.generations_applied.fetch_add(1, Relaxed);
+    }
+
+    pub fn set_pinned(&self, pinned: bool) {
+        self.pinned.store(pinned as u64, Relaxed);
+    }
+
+    pub fn published(&self, took: Duration, generation: u64) {
+        self.serving.store(generation, Relaxed);
+        let secs = took.as_secs_f64();
+        for (bucket, bound) in self.publish_buckets.iter().zip(PUBLISH_BUCKETS) {
+            if secs <= bound {
+                bucket.fetch_add(1, Relaxed);
+            }
+        }
+        self.publish_count.fetch_add(1, Relaxed);
+        self.publish_nanos.fetch_add(took.as_nanos() as u64, Relaxed);
+    }
+}
+
+/// Everything `/metrics` reads.
+pub struct MetricsSources {
+    pub control: Arc<ControlMetrics>,
+    pub workers: Arc<WorkerStats>,
+    pub webhook: Option<(Arc<AtomicU64>, Arc<AtomicU64>)>,
+    pub history_size: usize,
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// Renders the exposition text.
+pub fn render(m: &MetricsSources) -> String {
+    let mut out = String::with_capacity(4096);
+    let c = &m.control;
+    let w = &m.workers;
+
+    family(&mut out, "ramjet_requests_total", "counter", "Requests answered, by status class.");
+    for class in StatusClass::ALL {
+        let _ = writeln!(out, "ramjet_requests_total{{class=\"{}\"}} {}", class.label(), w.requests(class));
+    }
+    family(&mut out, "ramjet_upstream_errors_total", "counter", "Failed upstream exchanges, by kind.");
+    for kind in UpstreamErrorKind::ALL {
+        let _ = writeln!(out, "ramjet_upstream_errors_total{{kind=\"{}\"}} {}", kind.label(), w.upstream_errors(kind));
+    }
+    family(&mut out, "ramjet_upstream_retries_total", "counter", "Requests sent again on another endpoint or a fresh connection.");
+    let _ = writeln!(out, "ramjet_upstream_retries_total {}", w.upstream_retries());
+    family(&mut out, "ramjet_connections_active", "gauge", "Client connections open now.");
+    let _ = writeln!(out, "ramjet_connections_active {}", w.active_connections());
+    family(&mut out, "ramjet_connections_total", "counter", "Client connections accepted.");
+    let _ = writeln!(out, "ramjet_connections_total {}", w.connections_accepted());
+    family(&mut out, "ramjet_tls_handshake_failures_total", "counter", "TLS handshakes that failed or timed out.");
+    let _ = writeln!(out, "ramjet_tls_handshake_failures_total {}", w.tls_handshake_failures());
+
+    family(&mut out, "ramjet_pinned", "gauge", "1 while an operator pin (rollback) holds the configuration.");
+    let _ = writeln!(out, "ramjet_pinned {}", c.pinned.load(Relaxed));
+    family(&mut out, "ramjet_serving_generation", "gauge", "Number of the generation serving traffic.");
+    let _ = writeln!(out, "ramjet_serving_generation {}", c.serving.load(Relaxed));
+    family(&mut out, "ramjet_compiles_total", "counter", "Compiles run, including those that changed nothing.");
+    let _ = writeln!(out, "ramjet_compiles_total {}", c.compiles.load(Relaxed));
+    family(&mut out, "ramjet_generations_compiled_total", "counter", "Compiles that produced a new generation.");
+    let _ = writeln!(out, "ramjet_generations_compiled_total {}", c.generations_compiled.load(Relaxed));
+    family(&mut out, "ramjet_generations_applied_total", "counter", "Generations taken by the applier (published or held back).");
+    let _ = writeln!(out, "ramjet_generations_applied_total {}", c.generations_applied.load(Relaxed));
+    family(&mut out, "ramjet_config_diagnostics", "gauge", "Problems reported by the last compile.");
+    let _ = writeln!(out, "ramjet_config_diagnostics {}", c.diagnostics.load(Relaxed));
+    family(&mut out, "ramjet_history_size", "gauge", "Generations the history ring keeps.");
+    let _ = writeln!(out, "ramjet_history_size {}", m.history_size);
+
+    family(&mut out, "ramjet_publish_duration_seconds", "histogram", "Time to publish a generation (certificate store, then table).");
+    for (bucket, bound) in c.publish_buckets.iter().zip(PUBLISH_BUCKETS) {
+        let _ = writeln!(out, "ramjet_publish_duration_seconds_bucket{{le=\"{bound}\"}} {}", bucket.load(Relaxed));
+    }
+    let count = c.publish_count.load(Relaxed);
+    let _ = writeln!(out, "ramjet_publish_duration_seconds_bucket{{le=\"+Inf\"}} {count}");
+    let _ = writeln!(out, "ramjet_publish_duration_seconds_sum {}", c.publish_nanos.load(Relaxed) as f64 / 1e9);
+    let _ = writeln!(out, "ramjet_publish_duration_seconds_count {count}");
+
+    if let Some((delivered, failed)) = &m.webhook {
+        family(&mut out, "ramjet_audit_webhook_deliveries_total", "counter", "Audit webhook POSTs, by outcome.");
+        let _ = writeln!(out, "ramjet_audit_webhook_deliveries_total{{outcome=\"delivered\"}} {}", delivered.load(Relaxed));
+        let _ = writeln!(out, "ramjet_audit_webhook_deliveries_total{{outcome=\"failed\"}} {}", failed.load(Relaxed));
+    }
+    out
+}

@@ -1,0 +1,397 @@
+//! The static routes file (`--static-routes FILE`): backends, routes, TLS and a default backend in
+//! YAML, with Kubernetes' vocabulary. Every mistake is refused with the file, line and field.
+//!
+//! ```yaml
+//! backends:
+//!   api:   { endpoints: ["127.0.0.1:9001", "127.0.0.1:9002"] }
+//!   hello: { respond: { status: 200, body: "hello from ramjet\n" } }
+//! defaultBackend: hello
+//! routes:
+//!   - { host: example.com, path: /api, pathType: Prefix, backend: api }
+//!   - { path: /, backend: hello }
+//! tls:
+//!   - { hosts: [example.com], certFile: example.crt, keyFile: example.key }
+//! ```
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ramjet_shared::Certificate;
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+
+use crate::certs::{is_expired, parse_certificate};
+
+/// A static routes file, parsed and validated.
+#[derive(Debug, Clone)]
+pub struct StaticRoutes {
+    pub backends: BTreeMap<String, BackendSpec>,
+    pub default_backend: Option<String>,
+    pub routes: Vec<RouteSpec>,
+    pub tls: Vec<TlsSpec>,
+    /// Non-fatal findings (an expired certificate).
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum BackendSpec {
+    Endpoints(Vec<SocketAddr>),
+    Respond { status: u16, body: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct RouteSpec {
+    /// Lower case; `""` for any host; may start with `*.`.
+    pub host: String,
+    pub path: String,
+    /// Exact, or Prefix (ImplementationSpecific is Prefix).
+    pub exact: bool,
+    pub backend: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct TlsSpec {
+    pub hosts: Vec<String>,
+    pub certificate: Arc<Certificate>,
+    pub ssl_redirect: bool,
+}
+
+/// A file that cannot be used, and where.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    pub file: String,
+    /// 1-based line and column, when known.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.line, self.column) {
+            (Some(l), Some(c)) => write!(f, "{}:{}:{}: {}", self.file, l, c, self.message),
+            _ => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+struct ParseContext {
+    backends: BTreeSet<String>,
+    base_dir: PathBuf,
+    warnings: Vec<String>,
+}
+
+thread_local! {
+    /// What the typed pass needs to validate references: the backend names found by the first pass,
+    /// and the directory relative certificate paths start from. Set only for the length of a parse.
+    static CONTEXT: RefCell<Option<ParseContext>> = const { RefCell::new(None) };
+}
+
+/// Reads and validates a static routes file.
+pub fn load(path: &Path) -> Result<StaticRoutes, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+        file: path.display().to_string(),
+        line: None,
+        column: None,
+        message: format!("cannot read: {e}"),
+    })?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse(&text, base, &path.display().to_string())
+}
+
+/// Parses static routes from text; `base_dir` resolves relative certificate paths, `file` names the
+/// origin in errors.
+pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, ConfigError> {
+    let error = |e: serde_yaml::Error| {
+        let location = e.location();
+        ConfigError {
+            file: file.to_string(),
+            line: location.as_ref().map(|l| l.line()),
+            column: location.as_ref().map(|l| l.column()),
+            message: strip_location(&e.to_string()),
+        }
+    };
+    // First pass: just the backend names, so references can be checked where they are written.
+    #[derive(Deserialize)]
+    struct Names {
+        #[serde(default)]
+        backends: Option<BTreeMap<String, serde_yaml::Value>>,
+    }
+    let names: Names = serde_yaml::from_str(text).map_err(error)?;
+    let backends = names.backends.unwrap_or_default().into_keys().collect();
+    CONTEXT.with(|c| *c.borrow_mut() = Some(ParseContext { backends, base_dir: base_dir.to_path_buf(), warnings: Vec::new() }));
+    let parsed: Result<File, _> = serde_yaml::from_str(text);
+    let warnings = CONTEXT.with(|c| c.borrow_mut().take()).map(|c| c.warnings).unwrap_or_default();
+    let file_spec = parsed.map_err(error)?;
+    if let Some(name) = &file_spec.default_backend {
+        if !file_spec.backends.contains_key(name) {
+            let line = text.lines().position(|l| l.starts_with("defaultBackend")).map(|i| i + 1);
+            let defined: Vec<&str> = file_spec.backends.keys().map(String::as_str).collect();
+            return Err(ConfigError {
+                file: file.to_string(),
+                line,
+                column: line.map(|_| 1),
+                message: format!("defaultBackend: unknown backend `{name}`; the backends defined are: {}", defined.join(", ")),
+            });
+        }
+    }
+    Ok(StaticRoutes {
+        backends: file_spec.backends.into_iter().map(|(k, v)| (k, v.0)).collect(),
+        default_backend: file_spec.default_backend,
+        routes: file_spec
+            .routes
+            .into_iter()
+            .map(|r| RouteSpec {
+                host: r.host.map(|h| h.0).unwrap_or_default(),
+                path: r.path.0,
+                exact: r.path_type == PathType::Exact,
+                backend: r.backend.0,
+            })
+            .collect(),
+        tls: file_spec
+            .tls
+            .into_iter()
+            .map(|t| TlsSpec {
+                hosts: t.hosts.into_iter().map(|h| h.0).collect(),
+                certificate: t.files.0,
+                ssl_redirect: t.ssl_redirect,
+            })
+            .collect(),
+        warnings,
+    })
+}
+
+/// serde_yaml appends " at line L column C" (carried separately here) and reports a custom error at
+/// the enclosing entry (`routes[0]: …`); a field-tagged message (see [`field_error`]) names the field
+/// itself: `routes[0].backend: …`.
+fn strip_location(message: &str) -> String {
+    let message = match message.rfind(" at line ") {
+        Some(i) => &message[..i],
+        None => message,
+    };
+    match message.split_once(FIELD_TAG) {
+        Some((prefix, rest)) => {
+            let (field, text) = rest.split_once(FIELD_TAG).unwrap_or(("", rest));
+            match prefix.strip_suffix(": ") {
+                Some(path) if !path.is_empty() => format!("{path}.{field}: {text}"),
+                _ => format!("{field}: {text}"),
+            }
+        }
+        None => message.to_string(),
+    }
+}
+
+const FIELD_TAG: char = '\u{1}';
+
+/// A custom error that names the field it is about.
+fn field_error<E: de::Error>(field: &str, message: impl fmt::Display) -> E {
+    E::custom(format!("{FIELD_TAG}{field}{FIELD_TAG}{message}"))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct File {
+    #[serde(default)]
+    backends: BTreeMap<String, BackendField>,
+    #[serde(default)]
+    default_backend: Option<String>,
+    #[serde(default)]
+    routes: Vec<RouteField>,
+    #[serde(default)]
+    tls: Vec<TlsField>,
+}
+
+struct BackendField(BackendSpec);
+
+impl<'de> Deserialize<'de> for BackendField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            endpoints: Option<Vec<Endpoint>>,
+            respond: Option<Respond>,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Respond {
+            status: u16,
+            #[serde(default)]
+            body: String,
+        }
+        let raw = Raw::deserialize(d)?;
+        match (raw.endpoints, raw.respond) {
+            (Some(e), None) => Ok(BackendField(BackendSpec::Endpoints(e.into_iter().map(|e| e.0).collect()))),
+            (None, Some(r)) if (200..=599).contains(&r.status) => {
+                Ok(BackendField(BackendSpec::Respond { status: r.status, body: r.body }))
+            }
+            (None, Some(r)) => Err(de::Error::custom(format!("respond.status {} is not between 200 and 599", r.status))),
+            _ => Err(de::Error::custom("a backend needs exactly one of `endpoints` or `respond`")),
+        }
+    }
+}
+
+struct Endpoint(SocketAddr);
+
+impl<'de> Deserialize<'de> for Endpoint {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if let Ok(addr) = s.parse::<SocketAddr>() {
+            return Ok(Endpoint(addr));
+        }
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| de::Error::custom(format!("endpoint `{s}` is not host:port")))?;
+        port.parse::<u16>().map_err(|_| de::Error::custom(format!("endpoint `{s}` has an invalid port")))?;
+        if host.is_empty() {
+            return Err(de::Error::custom(format!("endpoint `{s}` has no host")));
+        }
+        let resolved = s
+            .to_socket_addrs()
+            .map_err(|e| de::Error::custom(format!("endpoint `{s}` does not resolve: {e}")))?
+            .next()
+            .ok_or_else(|| de::Error::custom(format!("endpoint `{s}` resolves to no address")))?;
+        Ok(Endpoint(resolved))
+    }
+}
+
+struct BackendRef(String);
+
+impl<'de> Deserialize<'de> for BackendRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        let known = CONTEXT.with(|c| {
+            c.borrow().as_ref().map(|c| (c.backends.contains(&name), c.backends.iter().cloned().collect::<Vec<_>>()))
+        });
+        match known {
+            Some((false, names)) => Err(field_error(
+                "backend",
+                format!(
+                    "unknown backend `{name}`; the backends defined are: {}",
+                    if names.is_empty() { "(none)".to_string() } else { names.join(", ") }
+                ),
+            )),
+            _ => Ok(BackendRef(name)),
+        }
+    }
+}
+
+/// A host as the Ingress spec allows it: DNS labels, optionally `*.` first; no port, no IP.
+pub(crate) struct HostName(pub String);
+
+impl<'de> Deserialize<'de> for HostName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        validate_host(&raw).map(HostName).map_err(|e| field_error("host", e))
+    }
+}
+
+/// Checks a host as the Ingress spec allows it and returns it in lower case.
+pub fn validate_host(raw: &str) -> Result<String, String> {
+    let host = raw.to_ascii_lowercase();
+    let labels = host.strip_prefix("*.").unwrap_or(&host);
+    let valid = !labels.is_empty()
+        && labels.len() <= 253
+        && labels.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        });
+    if valid {
+        Ok(host)
+    } else {
+        Err(format!("host `{raw}` is not a DNS name (labels of a-z, 0-9 and `-`, optionally starting with `*.`)"))
+    }
+}
+
+struct PathValue(String);
+
+impl<'de> Deserialize<'de> for PathValue {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let path = String::deserialize(d)?;
+        if !path.starts_with('/') {
+            return Err(field_error("path", format!("`{path}` must start with `/`")));
+        }
+        if path.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'?' || b == b'#') {
+            return Err(field_error("path", format!("`{path}` contains whitespace, `?` or `#`")));
+        }
+        Ok(PathValue(path))
+    }
+}
+
+impl Default for PathValue {
+    fn default() -> Self {
+        PathValue("/".into())
+    }
+}
+
+#[derive(Deserialize, PartialEq, Eq, Default)]
+enum PathType {
+    Exact,
+    #[default]
+    Prefix,
+    ImplementationSpecific,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RouteField {
+    #[serde(default)]
+    host: Option<HostName>,
+    #[serde(default)]
+    path: PathValue,
+    #[serde(default)]
+    path_type: PathType,
+    backend: BackendRef,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TlsField {
+    hosts: Vec<HostName>,
+    #[serde(flatten)]
+    files: CertFiles,
+    #[serde(default)]
+    ssl_redirect: bool,
+}
+
+struct CertFiles(Arc<Certificate>);
+
+impl<'de> Deserialize<'de> for CertFiles {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Raw {
+            cert_file: PathBuf,
+            key_file: PathBuf,
+        }
+        let raw = Raw::deserialize(d)?;
+        let base = CONTEXT.with(|c| c.borrow().as_ref().map(|c| c.base_dir.clone())).unwrap_or_default();
+        let read = |p: &Path| {
+            let full = base.join(p);
+            std::fs::read(&full).map_err(|e| field_error("certFile", format!("cannot read {}: {e}", full.display())))
+        };
+        let chain = read(&raw.cert_file)?;
+        let key = read(&raw.key_file)?;
+        let source = base.join(&raw.cert_file).display().to_string();
+        let cert = parse_certificate(&chain, &key, &source).map_err(|e| {
+            field_error("certFile", format!("{} / {}: {e}", raw.cert_file.display(), raw.key_file.display()))
+        })?;
+        if is_expired(&cert) {
+            CONTEXT.with(|c| {
+                if let Some(c) = c.borrow_mut().as_mut() {
+                    c.warnings.push(format!("certificate {source} has expired"));
+                }
+            });
+        }
+        Ok(CertFiles(cert))
+    }
+}
+
+#[cfg(test)]
+mod tests;

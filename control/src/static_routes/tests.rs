@@ -1,0 +1,68 @@
+use super::*;
+
+fn parse_str(text: &str) -> Result<StaticRoutes, ConfigError> {
+    parse(text, Path::new("."), "routes.yaml")
+}
+
+#[test]
+fn parses_the_quickstart_shape() {
+    let r = parse_str(
+        r#"
+backends:
+  api:   { endpoints: ["127.0.0.1:9001", "127.0.0.1:9002"] }
+  hello: { respond: { status: 200, body: "hello from ramjet\n" } }
+defaultBackend: hello
+routes:
+  - { host: Example.com, path: /api, pathType: Prefix, backend: api }
+  - { host: "*.example.com", path: /exact, pathType: Exact, backend: api }
+  - { path: /, backend: hello }
+"#,
+    )
+    .unwrap();
+    assert_eq!(r.routes.len(), 3);
+    assert_eq!(r.routes[0].host, "example.com");
+    assert!(r.routes[1].exact);
+    assert_eq!(r.routes[2].host, "");
+    assert_eq!(r.default_backend.as_deref(), Some("hello"));
+    assert_eq!(r.backends["api"], BackendSpec::Endpoints(vec!["127.0.0.1:9001".parse().unwrap(), "127.0.0.1:9002".parse().unwrap()]));
+}
+
+fn error(text: &str) -> ConfigError {
+    parse_str(text).unwrap_err()
+}
+
+#[test]
+fn errors_name_line_and_field() {
+    let e = error("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\nroutes:\n  - { path: /, backend: b }\n");
+    assert_eq!(e.line, Some(4), "{e}");
+    assert!(e.message.contains("routes[0].backend"), "{e}");
+    assert!(e.message.contains("unknown backend `b`") && e.message.contains("a"), "{e}");
+
+    let e = error("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\nroutes:\n  - { path: nope, backend: a }\n");
+    assert_eq!(e.line, Some(4));
+    assert!(e.message.contains("routes[0].path: `nope` must start with `/`"), "{e}");
+
+    let e = error("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ndefaultBackend: c\n");
+    assert_eq!(e.line, Some(3));
+    assert!(e.message.starts_with("defaultBackend: unknown backend `c`"), "{e}");
+
+    let e = error("backends:\n  a: { endpoints: [\"999.0.0.1:x\"] }\n");
+    assert_eq!(e.line, Some(2));
+    assert!(e.message.contains("backends.a.endpoints: endpoint `999.0.0.1:x`"), "{e}");
+
+    let e = error("backends: {}\nroutse: []\n");
+    assert_eq!(e.line, Some(2));
+    assert!(e.message.contains("unknown field `routse`"), "{e}");
+
+    let e = error("backends:\n  a: { endpoints: [] , respond: { status: 200 } }\n");
+    assert!(e.message.contains("exactly one"), "{e}");
+
+    let e = error("backends:\n  a: { respond: { status: 200 } }\nroutes:\n  - { host: \"a b\", backend: a }\n");
+    assert!(e.message.contains("not a DNS name"), "{e}");
+
+    let e = error("backends:\n  a: { respond: { status: 200 } }\ntls:\n  - { hosts: [a.com], certFile: /nonexistent.crt, keyFile: /nonexistent.key }\n");
+    assert_eq!(e.line, Some(4));
+    assert!(e.message.contains("/nonexistent.crt"), "{e}");
+    assert!(e.to_string().starts_with("routes.yaml:4:"), "{e}");
+}
+

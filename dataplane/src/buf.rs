@@ -1,0 +1,131 @@
+//! Owned I/O buffers, reused per worker.
+//!
+//! monoio's I/O takes a buffer and gives it back (`BufResult`), so a connection's buffer moves into
+//! each read and out again. [`ReadBuf`] keeps the bytes read but not yet consumed (`buf[start..]`),
+//! reads append after them, and [`BufferPool`] recycles the allocations when connections close.
+
+use std::cell::RefCell;
+use std::io;
+
+use monoio::buf::{IoBuf, IoBufMut};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+
+/// Bytes read from a stream and not consumed yet.
+pub struct ReadBuf {
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl ReadBuf {
+    pub fn new(buf: Vec<u8>) -> Self {
+        ReadBuf { buf, start: 0 }
+    }
+
+    /// The unconsumed bytes.
+    #[inline]
+    pub fn data(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Marks `n` bytes as consumed.
+    #[inline]
+    pub fn consume(&mut self, n: usize) {
+        debug_assert!(n <= self.len());
+        self.start += n;
+        if self.start == self.buf.len() {
+            self.start = 0;
+            self.buf.clear();
+        }
+    }
+
+    /// Room left for unconsumed bytes before the buffer is full (after compaction).
+    pub fn room(&self) -> usize {
+        self.buf.capacity() - self.len()
+    }
+
+    /// Reads once from `stream`, appending to the unconsumed bytes. `Ok(0)` is end of stream; a full
+    /// buffer (no room) is the caller's business and is reported as `Ok(0)` never: callers check
+    /// [`ReadBuf::room`] first.
+    pub async fn fill<S: AsyncReadRent>(&mut self, stream: &mut S) -> io::Result<usize> {
+        // Compact first, so that a read cancelled with its buffer (timeouts, draining) leaves a
+        // consistent, empty state behind.
+        if self.start > 0 {
+            self.buf.copy_within(self.start.., 0);
+            self.buf.truncate(self.buf.len() - self.start);
+            self.start = 0;
+        }
+        let vec = std::mem::take(&mut self.buf);
+        let filled = vec.len();
+        let (res, slice) = stream.read(vec.slice_mut(filled..)).await;
+        self.buf = slice.into_inner();
+        res
+    }
+
+    /// Writes `n` unconsumed bytes to `stream` and consumes them.
+    pub async fn forward<S: AsyncWriteRent>(&mut self, n: usize, stream: &mut S) -> io::Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let vec = std::mem::take(&mut self.buf);
+        let (res, slice) = stream.write_all(vec.slice(self.start..self.start + n)).await;
+        self.buf = slice.into_inner();
+        res?;
+        self.consume(n);
+        Ok(())
+    }
+
+    pub fn into_inner(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+/// Writes all of `out` to `stream`; `out` keeps its content (a failed request head can be retried).
+pub async fn write_vec<S: AsyncWriteRent>(stream: &mut S, out: &mut Vec<u8>) -> io::Result<()> {
+    let vec = std::mem::take(out);
+    let (res, vec) = stream.write_all(vec).await;
+    *out = vec;
+    res.map(|_| ())
+}
+
+/// A worker's free list of buffers, so steady-state traffic allocates nothing.
+pub struct BufferPool {
+    free: RefCell<Vec<Vec<u8>>>,
+    size: usize,
+    keep: usize,
+}
+
+impl BufferPool {
+    pub fn new(size: usize, keep: usize) -> Self {
+        BufferPool { free: RefCell::new(Vec::new()), size, keep }
+    }
+
+    pub fn take(&self) -> Vec<u8> {
+        self.free.borrow_mut().pop().unwrap_or_else(|| Vec::with_capacity(self.size))
+    }
+
+    pub fn give(&self, mut buf: Vec<u8>) {
+        let mut free = self.free.borrow_mut();
+        if free.len() < self.keep && buf.capacity() >= self.size {
+            buf.clear();
+            free.push(buf);
+        }
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_bufs() {
+    fn io_buf<T: IoBuf>() {}
+    fn io_buf_mut<T: IoBufMut>() {}
+    io_buf::<Vec<u8>>();
+    io_buf_mut::<Vec<u8>>();
+}

@@ -1,0 +1,49 @@
+//! Listening sockets: one SO_REUSEPORT listener per worker, and a refusal to share a port with
+//! another copy of the daemon.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+/// Why the listeners could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// Another process holds the address. SO_REUSEPORT would let a second daemon bind it silently
+    /// and steal half the connections, so this is checked before binding.
+    #[error("{addr} is already in use (is another ramjet running?): {source}")]
+    InUse { addr: SocketAddr, source: io::Error },
+    /// Any other failure to bind or listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: io::Error },
+}
+
+fn socket(addr: SocketAddr, reuse_port: bool) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    if reuse_port {
+        socket.set_reuse_port(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket)
+}
+
+/// Binds `count` listeners sharing `addr` with SO_REUSEPORT, after checking with a plain bind that
+/// no other process listens there. With port 0 the kernel picks one port for all of them.
+pub fn bind_shared(addr: SocketAddr, count: usize) -> Result<Vec<TcpListener>, ListenError> {
+    let probe = socket(addr, false).map_err(|source| match source.kind() {
+        io::ErrorKind::AddrInUse => ListenError::InUse { addr, source },
+        _ => ListenError::Bind { addr, source },
+    })?;
+    let bound = probe.local_addr().ok().and_then(|a| a.as_socket()).unwrap_or(addr);
+    drop(probe);
+    (0..count)
+        .map(|_| {
+            let s = socket(bound, true)?;
+            s.listen(1024)?;
+            Ok(TcpListener::from(s))
+        })
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|source| ListenError::Bind { addr: bound, source })
+}

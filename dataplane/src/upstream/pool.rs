@@ -1,0 +1,73 @@
+//! A worker's idle upstream connections, by endpoint. Worker-local: no lock, no sharing.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use rustc_hash::FxHashMap;
+
+use super::UpstreamConn;
+
+/// Idle connections kept per endpoint at most.
+const MAX_IDLE_PER_ENDPOINT: usize = 128;
+
+pub struct Pool {
+    idle: RefCell<FxHashMap<SocketAddr, Vec<(UpstreamConn, Instant)>>>,
+    idle_timeout: Duration,
+}
+
+impl Pool {
+    pub fn new(idle_timeout: Duration) -> Self {
+        Pool { idle: RefCell::new(FxHashMap::default()), idle_timeout }
+    }
+
+    /// The most recently used idle connection to `addr` that has not been idle too long.
+    pub fn take(&self, addr: SocketAddr) -> Option<UpstreamConn> {
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.get_mut(&addr)?;
+        while let Some((mut conn, since)) = list.pop() {
+            if since.elapsed() < self.idle_timeout {
+                conn.reused = true;
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    /// Keeps a connection that finished an exchange cleanly.
+    pub fn put(&self, conn: UpstreamConn) {
+        let mut idle = self.idle.borrow_mut();
+        let list = idle.entry(conn.addr).or_default();
+        if list.len() < MAX_IDLE_PER_ENDPOINT {
+            list.push((conn, Instant::now()));
+        }
+    }
+
+    /// Drops connections idle longer than the timeout; run periodically by the worker.
+    pub fn sweep(&self) {
+        self.idle.borrow_mut().retain(|_, list| {
+            list.retain(|(_, since)| since.elapsed() < self.idle_timeout);
+            !list.is_empty()
+        });
+    }
+}
+
+/// Whether an idle connection still looks open: no EOF and no unexpected bytes waiting. One
+/// non-blocking `recv(MSG_PEEK)`, used only before sending a request body that could not be
+/// replayed if the connection turned out to be stale.
+#[allow(unsafe_code)]
+pub fn looks_alive(conn: &UpstreamConn) -> bool {
+    let mut byte = 0u8;
+    // SAFETY: the fd is open for the lifetime of `conn`, the buffer is one valid byte, and
+    // MSG_DONTWAIT keeps the call from blocking whatever the socket's mode.
+    let n = unsafe {
+        libc::recv(
+            conn.stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+}

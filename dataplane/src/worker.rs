@@ -1,0 +1,196 @@
+//! A worker: one thread, one monoio runtime, its own listeners, pools, cursors and counters.
+
+use std::cell::{Cell, RefCell};
+use std::net::TcpListener as StdListener;
+use std::ops::Deref;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::{ArcSwap, Cache};
+use monoio::net::TcpListener;
+use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
+
+use crate::buf::BufferPool;
+use crate::drain::DrainSignal;
+use crate::http1::{self, ConnFacts};
+use crate::tls::TlsTerminator;
+use crate::upstream::Pool;
+use crate::Settings;
+
+/// Derefs to the published generation pointer, so a per-worker `arc_swap::Cache` can follow it.
+struct GenerationPointer(Arc<Published>);
+
+impl Deref for GenerationPointer {
+    type Target = ArcSwap<Generation>;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.generation()
+    }
+}
+
+pub(crate) struct Worker {
+    pub id: usize,
+    pub settings: Arc<Settings>,
+    pub pool: Pool,
+    /// Client-side read buffers (room for the largest head).
+    pub client_buffers: BufferPool,
+    /// Upstream read buffers.
+    pub upstream_buffers: BufferPool,
+    /// Head-writing buffers.
+    pub out_buffers: BufferPool,
+    pub drain: DrainSignal,
+    stats: Arc<WorkerStats>,
+    cache: RefCell<Cache<GenerationPointer, Arc<Generation>>>,
+    /// The generation in use, wrapped so that requests share it by a worker-local count instead of
+    /// the cross-core atomic count of the `Arc`.
+    current: RefCell<Rc<Arc<Generation>>>,
+    cursors: RefCell<Vec<u32>>,
+    open_connections: Cell<usize>,
+}
+
+impl Worker {
+    pub fn new(id: usize, settings: Arc<Settings>, published: Arc<Published>, stats: Arc<WorkerStats>) -> Self {
+        let cache = Cache::new(GenerationPointer(published.clone()));
+        let current = Rc::new(published.generation().load_full());
+        Worker {
+            id,
+            pool: Pool::new(settings.upstream_idle_timeout),
+            client_buffers: BufferPool::new(http1::CLIENT_BUFFER, 1024),
+            upstream_buffers: BufferPool::new(http1::UPSTREAM_BUFFER, 1024),
+            out_buffers: BufferPool::new(4096, 1024),
+            drain: DrainSignal::default(),
+            settings,
+            stats,
+            cache: RefCell::new(cache),
+            current: RefCell::new(current),
+            cursors: RefCell::new(Vec::new()),
+            open_connections: Cell::new(0),
+        }
+    }
+
+    #[inline]
+    pub fn counters(&self) -> &WorkerCounters {
+        self.stats.worker(self.id)
+    }
+
+    /// The generation for a new request: one pointer comparison when nothing changed.
+    #[inline]
+    pub fn generation(&self) -> Rc<Arc<Generation>> {
+        let mut cache = self.cache.borrow_mut();
+        let latest = cache.load();
+        let mut current = self.current.borrow_mut();
+        if !Arc::ptr_eq(&current, latest) {
+            *current = Rc::new(latest.clone());
+        }
+        current.clone()
+    }
+
+    /// Round robin over a backend's endpoints; each worker starts at its own offset.
+    #[inline]
+    pub fn next_endpoint(&self, slot: u32, len: usize) -> usize {
+        let mut cursors = self.cursors.borrow_mut();
+        let slot = slot as usize;
+        if cursors.len() <= slot {
+            let id = self.id as u32;
+            cursors.resize(slot + 1, id);
+        }
+        let c = cursors[slot];
+        cursors[slot] = c.wrapping_add(1);
+        c as usize % len
+    }
+
+    fn connection_opened(&self) {
+        self.open_connections.set(self.open_connections.get() + 1);
+        self.counters().connection_opened();
+    }
+
+    fn connection_closed(&self) {
+        self.open_connections.set(self.open_connections.get() - 1);
+        self.counters().connection_closed();
+    }
+}
+
+/// Runs a worker until the drain signal arrives and its connections have finished (or the drain
+/// timeout passed).
+pub(crate) async fn run(
+    worker: Rc<Worker>,
+    http: StdListener,
+    https: Option<(StdListener, Rc<TlsTerminator>)>,
+    drain: flume::Receiver<()>,
+) {
+    let http = match TcpListener::from_std(http) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(worker = worker.id, error = %e, "cannot register the HTTP listener");
+            return;
+        }
+    };
+    monoio::spawn(accept_loop(worker.clone(), http, None));
+    if let Some((listener, tls)) = https {
+        match TcpListener::from_std(listener) {
+            Ok(l) => {
+                monoio::spawn(accept_loop(worker.clone(), l, Some(tls)));
+            }
+            Err(e) => tracing::error!(worker = worker.id, error = %e, "cannot register the HTTPS listener"),
+        }
+    }
+    monoio::spawn(sweep_pool(worker.clone()));
+
+    // Every sender gone (the daemon is draining) ends this wait.
+    let _ = drain.recv_async().await;
+    worker.drain.fire();
+    let deadline = Instant::now() + worker.settings.drain_timeout;
+    while worker.open_connections.get() > 0 && Instant::now() < deadline {
+        monoio::time::sleep(Duration::from_millis(10)).await;
+    }
+    if worker.open_connections.get() > 0 {
+        tracing::warn!(
+            worker = worker.id,
+            open = worker.open_connections.get(),
+            "drain timeout reached with connections still open; closing them"
+        );
+    }
+}
+
+async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<TlsTerminator>>) {
+    let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    loop {
+        let accepted = monoio::select! {
+            r = listener.accept() => r,
+            _ = worker.drain.wait() => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(worker = worker.id, error = %e, "accept failed");
+                monoio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let worker = worker.clone();
+        let tls = tls.clone();
+        monoio::spawn(async move {
+            worker.connection_opened();
+            let facts = ConnFacts::new(peer, tls.is_some(), local_port);
+            match tls {
+                None => http1::serve(&worker, stream, &facts).await,
+                Some(tls) => tls.serve(&worker, stream, &facts).await,
+            }
+            worker.connection_closed();
+        });
+    }
+    // Dropping the listener closes it: the kernel stops queueing connections for this worker.
+}
+
+async fn sweep_pool(worker: Rc<Worker>) {
+    let period = (worker.settings.upstream_idle_timeout / 2).max(Duration::from_millis(100));
+    loop {
+        monoio::select! {
+            _ = monoio::time::sleep(period) => worker.pool.sweep(),
+            _ = worker.drain.wait() => return,
+        }
+    }
+}
