@@ -1,1 +1,122 @@
-fn main() {}
+//! `ramjet`: the daemon. Parses flags, validates everything before binding a port, starts the
+//! [`ramjet::Daemon`], and drains on SIGTERM or SIGINT.
+
+use std::process::ExitCode;
+use anyhow::Context;
+use clap::Parser;
+use ramjet::cli::{Cli, IoDriverArg, LogFormat};
+use ramjet::{read_token, Daemon, DaemonConfig};
+use ramjet_control::audit::Webhook;
+use ramjet_control::certs::parse_certificate;
+use ramjet_control::static_routes;
+use ramjet_dataplane::{IoDriver, Settings};
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ramjet: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_env("RAMJET_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    ramjet::install_crypto();
+    // Everything is validated before any port is bound.
+    let audit_webhook = cli.audit_webhook.as_deref().map(Webhook::new).transpose()?;
+    let admin_token = cli.admin_token_file.as_deref().map(read_token).transpose()?;
+    let default_certificate = match (&cli.default_certificate, &cli.default_certificate_key) {
+        (Some(cert), Some(key)) => {
+            let chain = std::fs::read(cert).with_context(|| format!("--default-certificate {}", cert.display()))?;
+            let key_pem = std::fs::read(key).with_context(|| format!("--default-certificate-key {}", key.display()))?;
+            let parsed = parse_certificate(&chain, &key_pem, &cert.display().to_string())
+                .with_context(|| format!("--default-certificate {} / {}", cert.display(), key.display()))?;
+            Some(parsed.key.clone())
+        }
+        _ => None,
+    };
+    let Some(path) = &cli.static_routes else {
+        anyhow::bail!(
+            "watching a Kubernetes cluster is not available in this build yet; start with --static-routes FILE"
+        );
+    };
+    let routes = static_routes::load(path)?;
+    for warning in &routes.warnings {
+        tracing::warn!("{}: {warning}", path.display());
+    }
+    if cli.check {
+        println!(
+            "{}: ok ({} routes, {} backends, {} TLS entries{})",
+            path.display(),
+            routes.routes.len(),
+            routes.backends.len(),
+            routes.tls.len(),
+            if routes.default_backend.is_some() { ", a default backend" } else { "" }
+        );
+        return Ok(());
+    }
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // Handlers first, so a signal during start-up is not fatal.
+    let (mut term, mut int) = runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok::<_, std::io::Error>((signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?))
+    })?;
+
+    let daemon = Daemon::start(DaemonConfig {
+        routes,
+        http_addr: cli.http_addr,
+        https_addr: cli.https_addr,
+        admin_addr: cli.admin_addr,
+        workers: cli.workers,
+        history_size: cli.history_size as usize,
+        admin_token,
+        audit_webhook,
+        settings: Settings {
+            header_timeout: cli.header_timeout,
+            keepalive_timeout: cli.keepalive_timeout,
+            upstream_timeout: cli.upstream_timeout,
+            drain_timeout: cli.drain_timeout,
+            ..Settings::default()
+        },
+        io_driver: match cli.io_driver {
+            IoDriverArg::IoUring => IoDriver::IoUring,
+            IoDriverArg::Auto => IoDriver::Auto,
+            IoDriverArg::Legacy => IoDriver::Legacy,
+        },
+        default_certificate,
+        pin_workers: true,
+    })?;
+    for (id, driver) in daemon.dataplane.drivers.iter().enumerate() {
+        tracing::info!(worker = id, "driver {driver}");
+    }
+    tracing::info!(
+        http = %daemon.http_addr(),
+        https = ?daemon.https_addr(),
+        admin = %daemon.admin_addr(),
+        workers = daemon.dataplane.drivers.len(),
+        "serving"
+    );
+    runtime.block_on(async {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: draining"),
+            _ = int.recv() => tracing::info!("SIGINT: draining"),
+        }
+    });
+    daemon.shutdown();
+    tracing::info!("drained; exiting");
+    Ok(())
+}

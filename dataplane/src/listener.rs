@@ -11,10 +11,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 pub enum ListenError {
     /// Another process holds the address. SO_REUSEPORT would let a second daemon bind it silently
     /// and steal half the connections, so this is checked before binding.
-    #[error("{addr} is already in use (is another ramjet running?): {source}")]
+    #[error("{addr} is already in use (is another ramjet running?)")]
     InUse { addr: SocketAddr, source: io::Error },
     /// Any other failure to bind or listen.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Bind { addr: SocketAddr, source: io::Error },
 }
 

@@ -1,0 +1,124 @@
+//! Command-line flags; every flag can also be set as `RAMJET_<FLAG>` (the Helm chart does).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(name = "ramjet", version, about = "Kubernetes ingress controller and edge proxy: a configuration change is one pointer store")]
+pub struct Cli {
+    /// Serve the routes in this YAML file instead of watching a cluster.
+    #[arg(long, env = "RAMJET_STATIC_ROUTES", value_name = "FILE")]
+    pub static_routes: Option<PathBuf>,
+
+    /// Validate the configuration and exit (0 when it is usable), binding no port.
+    #[arg(long)]
+    pub check: bool,
+
+    /// Where plain HTTP is served.
+    #[arg(long, env = "RAMJET_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    pub http_addr: SocketAddr,
+
+    /// Where HTTPS is served.
+    #[arg(long, env = "RAMJET_HTTPS_ADDR", default_value = "0.0.0.0:8443")]
+    pub https_addr: SocketAddr,
+
+    /// The admin listener: /admin/generations, /admin/rollback, /metrics, /healthz, /readyz.
+    #[arg(long, env = "RAMJET_ADMIN_ADDR", default_value = "0.0.0.0:10254")]
+    pub admin_addr: SocketAddr,
+
+    /// Data-plane workers (0: one per CPU this process may run on).
+    #[arg(long, env = "RAMJET_WORKERS", default_value_t = 0)]
+    pub workers: usize,
+
+    /// Applied generations kept for rollback.
+    #[arg(long, env = "RAMJET_HISTORY_SIZE", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub history_size: u64,
+
+    /// File holding the bearer token that POST and DELETE /admin/rollback require.
+    #[arg(long, env = "RAMJET_ADMIN_TOKEN_FILE", value_name = "PATH")]
+    pub admin_token_file: Option<PathBuf>,
+
+    /// POST each audit record as JSON to this http:// URL (https is refused).
+    #[arg(long, env = "RAMJET_AUDIT_WEBHOOK", value_name = "URL")]
+    pub audit_webhook: Option<String>,
+
+    /// Connect, send, and each wait for the upstream must finish within this (504 otherwise).
+    #[arg(long, env = "RAMJET_UPSTREAM_TIMEOUT", default_value = "60s", value_parser = duration)]
+    pub upstream_timeout: Duration,
+
+    /// Clients must send a complete request head within this (408 otherwise).
+    #[arg(long, env = "RAMJET_HEADER_TIMEOUT", default_value = "10s", value_parser = duration)]
+    pub header_timeout: Duration,
+
+    /// Idle keep-alive client connections are closed after this.
+    #[arg(long, env = "RAMJET_KEEPALIVE_TIMEOUT", default_value = "60s", value_parser = duration)]
+    pub keepalive_timeout: Duration,
+
+    /// On SIGTERM, in-flight requests get this long to finish.
+    #[arg(long, env = "RAMJET_DRAIN_TIMEOUT", default_value = "30s", value_parser = duration)]
+    pub drain_timeout: Duration,
+
+    /// Certificate (PEM chain) for handshakes without SNI or for hosts without a certificate.
+    #[arg(long, env = "RAMJET_DEFAULT_CERTIFICATE", value_name = "PATH", requires = "default_certificate_key")]
+    pub default_certificate: Option<PathBuf>,
+
+    /// Private key (PEM) of --default-certificate.
+    #[arg(long, env = "RAMJET_DEFAULT_CERTIFICATE_KEY", value_name = "PATH", requires = "default_certificate")]
+    pub default_certificate_key: Option<PathBuf>,
+
+    /// io_uring (refuse to start without it), auto (fall back to epoll with a warning), or legacy.
+    #[arg(long, env = "RAMJET_IO_DRIVER", value_enum, default_value_t = IoDriverArg::IoUring)]
+    pub io_driver: IoDriverArg,
+
+    /// Log format.
+    #[arg(long, env = "RAMJET_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    /// Kubernetes mode: the IngressClass name this controller serves.
+    #[arg(long, env = "RAMJET_INGRESS_CLASS", default_value = "ramjet")]
+    pub ingress_class: String,
+
+    /// Kubernetes mode: the IngressClass `spec.controller` value that is ours.
+    #[arg(long, env = "RAMJET_CONTROLLER_NAME", default_value = "ramjet.dev/ingress-controller")]
+    pub controller_name: String,
+
+    /// Kubernetes mode: watch only this namespace.
+    #[arg(long, env = "RAMJET_WATCH_NAMESPACE")]
+    pub watch_namespace: Option<String>,
+
+    /// Kubernetes mode: kubeconfig to use instead of the in-cluster configuration.
+    #[arg(long, env = "RAMJET_KUBECONFIG", value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Kubernetes mode: write this Service's load-balancer addresses into Ingress status.
+    #[arg(long, env = "RAMJET_PUBLISH_SERVICE", value_name = "NS/NAME")]
+    pub publish_service: Option<String>,
+
+    /// Kubernetes mode: write this address into Ingress status.
+    #[arg(long, env = "RAMJET_PUBLISH_ADDRESS")]
+    pub publish_address: Option<String>,
+
+    /// Kubernetes mode: the Lease that elects the replica writing Ingress status.
+    #[arg(long, env = "RAMJET_ELECTION_ID", default_value = "ramjet-leader")]
+    pub election_id: String,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoDriverArg {
+    IoUring,
+    Auto,
+    Legacy,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration like 500ms, 10s or 2m: {e}"))
+}

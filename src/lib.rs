@@ -1,0 +1,150 @@
+//! The `ramjet` daemon, as a library: [`Daemon::start`] wires the control thread and the data plane
+//! together the way the binary does, so tests and embedders run exactly the real thing.
+//!
+//! Start-up order: the admin port is bound first without SO_REUSEPORT (a second daemon is refused
+//! there), the control thread starts and compiles the configuration, the first generation is
+//! published, and only then do the workers bind their listeners and serve.
+
+pub mod cli;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use ramjet_control::audit::Webhook;
+use ramjet_control::static_routes::StaticRoutes;
+use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
+use ramjet_dataplane::{DataPlane, DataPlaneConfig, IoDriver, Settings};
+use ramjet_shared::{Published, WorkerStats};
+use rustls::sign::CertifiedKey;
+
+/// Everything the daemon needs, validated.
+pub struct DaemonConfig {
+    pub routes: StaticRoutes,
+    pub http_addr: SocketAddr,
+    pub https_addr: SocketAddr,
+    pub admin_addr: SocketAddr,
+    pub workers: usize,
+    pub history_size: usize,
+    pub admin_token: Option<String>,
+    pub audit_webhook: Option<Webhook>,
+    pub settings: Settings,
+    pub io_driver: IoDriver,
+    pub default_certificate: Option<Arc<CertifiedKey>>,
+    pub pin_workers: bool,
+}
+
+impl DaemonConfig {
+    /// Defaults for tests and embedders: loopback, ephemeral ports, two workers.
+    pub fn local(routes: StaticRoutes) -> Self {
+        let any = SocketAddr::from(([127, 0, 0, 1], 0));
+        DaemonConfig {
+            routes,
+            http_addr: any,
+            https_addr: any,
+            admin_addr: any,
+            workers: 2,
+            history_size: 10,
+            admin_token: None,
+            audit_webhook: None,
+            settings: Settings::default(),
+            io_driver: IoDriver::Auto,
+            default_certificate: None,
+            pin_workers: false,
+        }
+    }
+}
+
+/// A running daemon.
+pub struct Daemon {
+    pub control: ControlHandle,
+    pub dataplane: DataPlane,
+    pub published: Arc<Published>,
+    pub stats: Arc<WorkerStats>,
+}
+
+/// Installs the ring crypto provider once per process (the default features would pull aws-lc-rs).
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Reads the admin token; a missing or empty file is an error. Whitespace around it is ignored
+/// (a Secret created from a file often ends in a newline).
+pub fn read_token(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("--admin-token-file {}: cannot read", path.display()))?;
+    let token = text.trim();
+    if token.is_empty() {
+        bail!("--admin-token-file {}: the file is empty; put the token in it", path.display());
+    }
+    Ok(token.to_string())
+}
+
+impl Daemon {
+    pub fn start(config: DaemonConfig) -> anyhow::Result<Daemon> {
+        install_crypto();
+        let admin = TcpListener::bind(config.admin_addr).map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+                "admin address {} is already in use (is another ramjet running?)",
+                config.admin_addr
+            ),
+            _ => anyhow::anyhow!("cannot listen on the admin address {}: {e}", config.admin_addr),
+        })?;
+        let workers = if config.workers == 0 { ramjet_dataplane::default_workers() } else { config.workers };
+        let published = Arc::new(Published::new());
+        let stats = Arc::new(WorkerStats::new(workers));
+        let control = Control::start(ControlConfig {
+            published: published.clone(),
+            worker_stats: stats.clone(),
+            history_size: config.history_size,
+            admin_listener: admin,
+            admin_token: config.admin_token,
+            audit_webhook: config.audit_webhook,
+            event_sinks: Vec::new(),
+        })?;
+        control.submit(Input::Static(Arc::new(config.routes)));
+        if !control.wait_ready(Duration::from_secs(30)) {
+            bail!("the first configuration was not published within 30 s");
+        }
+        let tls = ramjet_dataplane::server_config(published.clone(), config.default_certificate)
+            .context("cannot set up TLS")?;
+        let dataplane = DataPlane::start(
+            DataPlaneConfig {
+                workers,
+                http_addr: config.http_addr,
+                https: Some((config.https_addr, tls)),
+                settings: config.settings,
+                io_driver: config.io_driver,
+                pin_workers: config.pin_workers,
+            },
+            published.clone(),
+            stats.clone(),
+        )?;
+        Ok(Daemon { control, dataplane, published, stats })
+    }
+
+    pub fn http_addr(&self) -> SocketAddr {
+        self.dataplane.http_addr
+    }
+
+    pub fn https_addr(&self) -> Option<SocketAddr> {
+        self.dataplane.https_addr
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.control.admin_addr
+    }
+
+    /// Feeds a new static configuration through the compiler (tests and embedders; the daemon
+    /// compiles its file once).
+    pub fn submit(&self, routes: StaticRoutes) {
+        self.control.submit(Input::Static(Arc::new(routes)));
+    }
+
+    /// Stops accepting, lets in-flight requests finish, then stops the control thread.
+    pub fn shutdown(self) {
+        self.dataplane.join();
+        self.control.shutdown();
+    }
+}
