@@ -1,0 +1,177 @@
+//! A real HTTP/1.1 backend on loopback (std threads), answering with its name and what it saw.
+//!
+//! Paths: `/slow/<ms>` sleeps first; `/chunked` answers chunked; `/close` answers without a length
+//! and closes; `/ws` accepts a WebSocket-style upgrade and echoes bytes; `/nobody/<status>` answers
+//! that status with no body; anything else answers 200 with `name`, the method, the target, the
+//! headers and the request body.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct Backend {
+    pub addr: SocketAddr,
+    pub name: String,
+    connections: Arc<AtomicUsize>,
+    requests: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Backend {
+    pub fn start(name: &str) -> Self {
+        Self::start_with(name, None)
+    }
+
+    /// A backend that closes idle keep-alive connections after `idle` (to exercise stale pooled
+    /// connections).
+    pub fn start_with(name: &str, idle: Option<Duration>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let backend = Backend {
+            addr,
+            name: name.to_string(),
+            connections: Arc::default(),
+            requests: Arc::default(),
+            stop: Arc::default(),
+        };
+        let (name, connections, requests, stop) =
+            (backend.name.clone(), backend.connections.clone(), backend.requests.clone(), backend.stop.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(stream) = stream else { continue };
+                connections.fetch_add(1, Ordering::Relaxed);
+                let (name, requests) = (name.clone(), requests.clone());
+                std::thread::spawn(move || serve(stream, &name, &requests, idle));
+            }
+        });
+        backend
+    }
+
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+fn serve(stream: TcpStream, name: &str, requests: &AtomicUsize, idle: Option<Duration>) {
+    let _ = stream.set_nodelay(true);
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let _ = reader.get_ref().set_read_timeout(idle);
+        let mut line = String::new();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let _ = reader.get_ref().set_read_timeout(None);
+        let mut parts = line.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let target = parts.next().unwrap_or("").to_string();
+        let mut headers = Vec::new();
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end().to_string();
+            if h.is_empty() {
+                break;
+            }
+            headers.push(h);
+        }
+        requests.fetch_add(1, Ordering::Relaxed);
+        let header = |n: &str| {
+            headers.iter().find_map(|h| {
+                let (k, v) = h.split_once(':')?;
+                k.eq_ignore_ascii_case(n).then(|| v.trim().to_string())
+            })
+        };
+        let mut body = Vec::new();
+        if let Some(len) = header("content-length") {
+            body.resize(len.parse().unwrap(), 0);
+            if reader.read_exact(&mut body).is_err() {
+                return;
+            }
+        } else if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+            loop {
+                let mut size = String::new();
+                reader.read_line(&mut size).unwrap();
+                let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                let mut chunk = vec![0; n + 2];
+                reader.read_exact(&mut chunk).unwrap();
+                if n == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        }
+        if let Some(ms) = target.strip_prefix("/slow/") {
+            std::thread::sleep(Duration::from_millis(ms.parse().unwrap_or(100)));
+        }
+        if target == "/ws" {
+            let _ = writer.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+            // Echo whatever arrives until the client closes.
+            let mut buf = [0u8; 4096];
+            let mut rest = reader.buffer().to_vec();
+            if !rest.is_empty() {
+                let _ = writer.write_all(&rest);
+                rest.clear();
+            }
+            let mut raw = reader.into_inner();
+            loop {
+                match raw.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        if writer.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        let mut text = format!("backend={name}\nmethod={method}\ntarget={target}\n");
+        for h in &headers {
+            text.push_str(&format!("header={h}\n"));
+        }
+        text.push_str(&format!("body={}\n", String::from_utf8_lossy(&body)));
+        let response = if target == "/chunked" {
+            let mut r = String::from("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+            for piece in [text.as_str(), "and more\n"] {
+                r.push_str(&format!("{:x}\r\n{piece}\r\n", piece.len()));
+            }
+            r.push_str("0\r\n\r\n");
+            r
+        } else if target == "/close" {
+            let r = format!("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{text}");
+            let _ = writer.write_all(r.as_bytes());
+            return;
+        } else if let Some(status) = target.strip_prefix("/nobody/") {
+            format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n")
+        } else {
+            format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{text}", text.len())
+        };
+        if method == "HEAD" {
+            let head_only = response.split("\r\n\r\n").next().unwrap().to_string() + "\r\n\r\n";
+            let _ = writer.write_all(head_only.as_bytes());
+        } else if writer.write_all(response.as_bytes()).is_err() {
+            return;
+        }
+    }
+}

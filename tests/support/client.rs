@@ -1,0 +1,140 @@
+//! A raw HTTP/1.1 client: sends bytes as given and parses what comes back, so tests see exactly
+//! what a client would.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+}
+
+pub struct Conn {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    pub fn open(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Conn { stream, buf: Vec::new() }
+    }
+
+    pub fn send(&mut self, raw: &[u8]) {
+        self.stream.write_all(raw).unwrap();
+    }
+
+    fn fill(&mut self) -> usize {
+        let mut chunk = [0u8; 16384];
+        match self.stream.read(&mut chunk) {
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                n
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// Reads one response; `head_request` for answers to HEAD (no body whatever the headers say).
+    pub fn read_response_to(&mut self, head_request: bool) -> Option<Response> {
+        let end = loop {
+            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            if self.fill() == 0 {
+                return None;
+            }
+        };
+        let head = String::from_utf8_lossy(&self.buf[..end]).to_string();
+        self.buf.drain(..end);
+        let status: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
+        let mut resp = Response { status, head, body: String::new() };
+        if head_request || status == 204 || status == 304 || (100..200).contains(&status) {
+            return Some(resp);
+        }
+        if let Some(len) = resp.header("content-length").map(|l| l.parse::<usize>().unwrap()) {
+            while self.buf.len() < len {
+                if self.fill() == 0 {
+                    return None;
+                }
+            }
+            resp.body = String::from_utf8_lossy(&self.buf[..len]).to_string();
+            self.buf.drain(..len);
+        } else if resp.header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+            let mut body = Vec::new();
+            loop {
+                let line_end = loop {
+                    if let Some(i) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                        break i;
+                    }
+                    if self.fill() == 0 {
+                        return None;
+                    }
+                };
+                let size = usize::from_str_radix(std::str::from_utf8(&self.buf[..line_end]).unwrap().trim(), 16).unwrap();
+                self.buf.drain(..line_end + 2);
+                while self.buf.len() < size + 2 {
+                    if self.fill() == 0 {
+                        return None;
+                    }
+                }
+                body.extend_from_slice(&self.buf[..size]);
+                self.buf.drain(..size + 2);
+                if size == 0 {
+                    break;
+                }
+            }
+            resp.body = String::from_utf8_lossy(&body).to_string();
+        } else {
+            while self.fill() > 0 {}
+            resp.body = String::from_utf8_lossy(&self.buf).to_string();
+            self.buf.clear();
+        }
+        Some(resp)
+    }
+
+    pub fn read_response(&mut self) -> Response {
+        self.read_response_to(false).expect("a response")
+    }
+
+    /// True when the server closed the connection (EOF) with nothing more to read.
+    pub fn is_closed(&mut self) -> bool {
+        self.buf.is_empty() && self.fill() == 0
+    }
+
+    /// GET `path` with `Host: host` on this connection.
+    pub fn get(&mut self, host: &str, path: &str) -> Response {
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+        self.read_response()
+    }
+}
+
+/// One request on a new connection.
+pub fn request(addr: SocketAddr, raw: &str) -> Response {
+    let mut c = Conn::open(addr);
+    c.send(raw.as_bytes());
+    c.read_response()
+}
+
+pub fn get(addr: SocketAddr, host: &str, path: &str) -> Response {
+    Conn::open(addr).get(host, path)
+}
+
+/// The backend name an answer came from (`backend=NAME` line), or the body of a direct response.
+pub fn served_by(resp: &Response) -> String {
+    resp.body.lines().find_map(|l| l.strip_prefix("backend=")).unwrap_or(resp.body.trim()).to_string()
+}

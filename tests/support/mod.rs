@@ -1,0 +1,77 @@
+//! Test helpers: real backends, a raw HTTP/1.1 client, and the daemon started as the binary runs it.
+#![allow(dead_code)]
+
+pub mod backend;
+pub mod client;
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ramjet::{Daemon, DaemonConfig};
+use ramjet_control::static_routes::{self, StaticRoutes};
+use ramjet_dataplane::IoDriver;
+
+/// Both I/O drivers: every data-plane test runs on each.
+pub const DRIVERS: [IoDriver; 2] = [IoDriver::IoUring, IoDriver::Legacy];
+
+/// Parses static routes YAML (relative paths from `dir`).
+pub fn routes_in(yaml: &str, dir: &Path) -> StaticRoutes {
+    static_routes::parse(yaml, dir, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+}
+
+pub fn routes(yaml: &str) -> StaticRoutes {
+    routes_in(yaml, Path::new("."))
+}
+
+/// Starts the daemon in-process on loopback with ephemeral ports.
+pub fn daemon(yaml: &str, driver: IoDriver) -> Daemon {
+    daemon_with(routes(yaml), driver, |_| {})
+}
+
+pub fn daemon_with(routes: StaticRoutes, driver: IoDriver, tweak: impl FnOnce(&mut DaemonConfig)) -> Daemon {
+    let mut config = DaemonConfig::local(routes);
+    config.io_driver = driver;
+    tweak(&mut config);
+    Daemon::start(config).expect("daemon starts")
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// An address that refuses connections.
+pub fn dead_addr() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], free_port()))
+}
+
+/// A fresh directory under the target directory.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ramjet-test-{name}-{}-{}", std::process::id(), free_port()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Polls `check` until it holds or `timeout` passes.
+pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Waits until the serving generation is `n`.
+pub fn wait_serving(daemon: &Daemon, n: u64) {
+    assert!(
+        eventually(Duration::from_secs(10), || daemon.published.current().number == n),
+        "generation {n} never served (serving {})",
+        daemon.published.current().number
+    );
+}
