@@ -1,0 +1,180 @@
+//! The `ramjet` binary as a user runs it: validation before binding, double start, drain on SIGTERM.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::backend::Backend;
+use support::client::Conn;
+use support::{eventually, free_port, temp_dir};
+
+fn ramjet() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ramjet"));
+    c.env("RAMJET_LOG", "info");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    ramjet().args(args).output().unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+const HELLO: &str = "backends:\n  hello: { respond: { status: 200, body: \"hello from ramjet\\n\" } }\nroutes:\n  - { path: /, backend: hello }\n";
+
+struct Running {
+    child: Child,
+    http: SocketAddr,
+    admin: SocketAddr,
+}
+
+impl Running {
+    fn start(routes: &str, extra: &[&str], env: &[(&str, &str)]) -> Running {
+        let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let mut cmd = ramjet();
+        cmd.args(["--static-routes", routes, "--workers", "2", "--io-driver", "auto"])
+            .args(["--http-addr", &http.to_string(), "--https-addr", &https.to_string(), "--admin-addr", &admin.to_string()])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let ready = eventually(Duration::from_secs(20), || std::net::TcpStream::connect(http).is_ok());
+        if !ready {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!("daemon did not start: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        Running { child, http, admin }
+    }
+
+    fn signal(&self, sig: &str) {
+        Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
+    }
+
+    /// Stops it and returns (exit success, stderr).
+    fn stop(mut self) -> (bool, String) {
+        self.signal("-TERM");
+        let status = self.child.wait().unwrap();
+        let mut err = String::new();
+        for line in BufReader::new(self.child.stderr.take().unwrap()).lines() {
+            err.push_str(&line.unwrap());
+            err.push('\n');
+        }
+        (status.success(), err)
+    }
+}
+
+#[test]
+fn check_validates_without_binding_and_names_file_line_field() {
+    let dir = temp_dir("check");
+    let good = write(&dir, "good.yaml", HELLO);
+    let out = run(&["--check", "--static-routes", &good]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ok (1 routes"));
+
+    let bad = write(&dir, "bad.yaml", "backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\nroutes:\n  - { path: /, backend: nope }\n");
+    let out = run(&["--check", "--static-routes", &bad]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{bad}:4:")) && err.contains("routes[0].backend: unknown backend `nope`"), "{err}");
+
+    let unknown_field = write(&dir, "field.yaml", "backends: {}\nrouts: []\n");
+    let err = String::from_utf8_lossy(&run(&["--check", "--static-routes", &unknown_field]).stderr).to_string();
+    assert!(err.contains(":2:") && err.contains("unknown field `routs`"), "{err}");
+
+    let missing = run(&["--check", "--static-routes", "/nonexistent/routes.yaml"]);
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/routes.yaml: cannot read"));
+}
+
+#[test]
+fn bad_operator_input_refuses_to_start_with_a_reason() {
+    let dir = temp_dir("refuse");
+    let routes = write(&dir, "r.yaml", HELLO);
+    let out = run(&["--static-routes", &routes, "--audit-webhook", "https://collector:8443/audit"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("https:// is not supported"));
+
+    let out = run(&["--static-routes", &routes, "--admin-token-file", "/nonexistent/token"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--admin-token-file /nonexistent/token: cannot read"));
+    let empty = write(&dir, "empty-token", "\n");
+    let out = run(&["--static-routes", &routes, "--admin-token-file", &empty]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the file is empty"));
+
+    let out = run(&["--static-routes", &routes, "--upstream-timeout", "soon"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a duration"));
+}
+
+#[test]
+fn a_second_daemon_on_the_same_ports_is_refused() {
+    let dir = temp_dir("double");
+    let routes = write(&dir, "r.yaml", HELLO);
+    let first = Running::start(&routes, &[], &[]);
+    // Same HTTP port, different admin port: the HTTP bind is refused despite SO_REUSEPORT.
+    let out = run(&[
+        "--static-routes",
+        &routes,
+        "--io-driver",
+        "auto",
+        "--http-addr",
+        &first.http.to_string(),
+        "--admin-addr",
+        &format!("127.0.0.1:{}", free_port()),
+        "--https-addr",
+        &format!("127.0.0.1:{}", free_port()),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already in use (is another ramjet running?)"));
+    // Same admin port.
+    let out = run(&["--static-routes", &routes, "--admin-addr", &first.admin.to_string()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already in use"));
+    // The first one still serves every connection.
+    for _ in 0..10 {
+        assert_eq!(Conn::open(first.http).get("h", "/").body, "hello from ramjet\n");
+    }
+    let (ok, _) = first.stop();
+    assert!(ok);
+}
+
+#[test]
+fn sigterm_drains_in_flight_requests_and_exits_zero() {
+    let slow = Backend::start("slow");
+    let dir = temp_dir("drain");
+    let routes = write(
+        &dir,
+        "r.yaml",
+        &format!("backends:\n  slow: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: slow }}\n", slow.addr),
+    );
+    for env in [&[][..], &[("MONOIO_FORCE_LEGACY_DRIVER", "1")][..]] {
+        let daemon = Running::start(&routes, &[], env);
+        let idle = Conn::open(daemon.http);
+        let http = daemon.http;
+        let in_flight = std::thread::spawn(move || Conn::open(http).get("h", "/slow/700"));
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        daemon.signal("-TERM");
+        // New connections are refused once draining started.
+        assert!(eventually(Duration::from_secs(5), || std::net::TcpStream::connect(http).is_err()));
+        let resp = in_flight.join().unwrap();
+        assert_eq!(resp.status, 200, "the in-flight request completes");
+        assert!(resp.body.contains("target=/slow/700"));
+        let (ok, log) = daemon.stop();
+        assert!(ok, "exit 0 after draining: {log}");
+        assert!(started.elapsed() < Duration::from_secs(10), "idle keep-alive connections do not hold the drain");
+        drop(idle);
+        let driver = if env.is_empty() { "driver io_uring" } else { "MONOIO_FORCE_LEGACY_DRIVER is set" };
+        assert!(log.contains(driver), "{log}");
+    }
+}

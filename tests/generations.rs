@@ -1,0 +1,222 @@
+//! Generations over the real daemon: the admin API's every verb and error, pin and release moving
+//! traffic, the audit webhook, and metrics.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use ramjet::Daemon;
+use ramjet_control::audit::Webhook;
+use ramjet_dataplane::IoDriver;
+use serde_json::Value;
+use support::client::{get, request, Response};
+use support::{daemon_with, routes, wait_serving};
+
+/// A configuration whose one route answers with `name`.
+fn says(name: &str) -> String {
+    format!("backends:\n  {name}: {{ respond: {{ status: 200, body: \"{name}\" }} }}\nroutes:\n  - {{ path: /, backend: {name} }}\n")
+}
+
+fn admin(d: &Daemon, method: &str, path: &str, body: Option<&str>, token: Option<&str>) -> Response {
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let body = body.unwrap_or("");
+    request(
+        d.admin_addr(),
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\nContent-Type: application/x-www-form-urlencoded\r\n{auth}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+fn json(r: &Response) -> Value {
+    serde_json::from_str(&r.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", r.body))
+}
+
+fn serving_body(d: &Daemon) -> String {
+    get(d.http_addr(), "h", "/").body
+}
+
+fn start(token: Option<&str>) -> Daemon {
+    daemon_with(routes(&says("one")), IoDriver::IoUring, |c| c.admin_token = token.map(String::from))
+}
+
+#[test]
+fn pin_moves_traffic_back_and_release_jumps_to_the_newest() {
+    let d = start(None);
+    assert_eq!(serving_body(&d), "one");
+    d.submit(routes(&says("two")));
+    wait_serving(&d, 2);
+    assert_eq!(serving_body(&d), "two");
+
+    let r = admin(&d, "POST", "/admin/rollback", Some(r#"{"generation": 1}"#), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(json(&r)["pinned"], 1);
+    assert_eq!(serving_body(&d), "one");
+
+    // Compiled while pinned: recorded, not published.
+    d.submit(routes(&says("three")));
+    let held = support::eventually(Duration::from_secs(10), || json(&admin(&d, "GET", "/admin/generations", None, None))["newest"] == 3);
+    assert!(held);
+    assert_eq!(serving_body(&d), "one");
+    let g = json(&admin(&d, "GET", "/admin/generations", None, None));
+    assert_eq!((g["serving"].as_u64(), g["pinned"].as_u64()), (Some(1), Some(1)));
+    let newest = &g["generations"][0];
+    assert_eq!((newest["generation"].as_u64(), newest["published"].as_bool()), (Some(3), Some(false)));
+    assert_eq!(g["generations"].as_array().unwrap().len(), 3);
+    let metrics = admin(&d, "GET", "/metrics", None, None).body;
+    assert!(metrics.contains("ramjet_pinned 1"), "{metrics}");
+
+    // Release publishes the newest, not the one pinned over.
+    let r = admin(&d, "DELETE", "/admin/rollback", None, None);
+    assert_eq!(r.status, 200);
+    assert_eq!((json(&r)["serving"].as_u64(), json(&r)["pinned"].is_null()), (Some(3), true));
+    assert_eq!(serving_body(&d), "three");
+    // Idempotent.
+    let r = admin(&d, "DELETE", "/admin/rollback", None, None);
+    assert_eq!(r.status, 200);
+    assert!(json(&r)["message"].as_str().unwrap().contains("nothing was pinned"));
+    let metrics = admin(&d, "GET", "/metrics", None, None).body;
+    for line in ["ramjet_pinned 0", "ramjet_serving_generation 3", "ramjet_generations_compiled_total 3", "ramjet_generations_applied_total 3"] {
+        assert!(metrics.contains(line), "{line} in {metrics}");
+    }
+    // Pinning the generation that serves is allowed: it freezes the configuration.
+    assert_eq!(admin(&d, "POST", "/admin/rollback", Some(r#"{"generation": 3}"#), None).status, 200);
+    d.submit(routes(&says("four")));
+    assert!(support::eventually(Duration::from_secs(10), || json(&admin(&d, "GET", "/admin/generations", None, None))["newest"] == 4));
+    assert_eq!(serving_body(&d), "three");
+    d.shutdown();
+}
+
+#[test]
+fn the_same_configuration_twice_is_no_new_generation() {
+    let d = start(None);
+    d.submit(routes(&says("one")));
+    d.submit(routes(&says("one")));
+    std::thread::sleep(Duration::from_millis(200));
+    let g = json(&admin(&d, "GET", "/admin/generations", None, None));
+    assert_eq!(g["generations"].as_array().unwrap().len(), 1);
+    assert_eq!(g["newest"], 1);
+    // With static routes there is one generation, and rolling back to it republishes it.
+    let r = admin(&d, "POST", "/admin/rollback", Some(r#"{"generation": 1}"#), None);
+    assert_eq!((r.status, json(&r)["serving"].as_u64()), (200, Some(1)));
+    assert_eq!(serving_body(&d), "one");
+    d.shutdown();
+}
+
+#[test]
+fn operator_mistakes_change_nothing_and_say_why() {
+    let d = start(Some("s3cret"));
+    d.submit(routes(&says("two")));
+    wait_serving(&d, 2);
+    let cases: [(&str, Option<&str>, Option<&str>, u16, &str); 7] = [
+        ("POST", Some(r#"{"generation": 1}"#), None, 401, "Authorization: Bearer"),
+        ("POST", Some(r#"{"generation": 1}"#), Some("wrong"), 401, "wrong admin token"),
+        ("DELETE", None, Some("wrong"), 401, "wrong admin token"),
+        ("POST", Some("generation=1"), Some("s3cret"), 400, "must be JSON"),
+        ("POST", Some(r#"{"generation": 1, "force": true}"#), Some("s3cret"), 400, "unknown field"),
+        ("POST", Some(r#"{"generation": "one"}"#), Some("s3cret"), 400, "must be JSON"),
+        ("POST", Some(r#"{"generation": 99}"#), Some("s3cret"), 404, "generation 99 is not in the history; the generations that are: [2, 1]"),
+    ];
+    for (method, body, token, status, message) in cases {
+        let r = admin(&d, method, "/admin/rollback", body, token);
+        assert_eq!(r.status, status, "{method} {body:?} {token:?}: {}", r.body);
+        assert!(json(&r)["error"].as_str().unwrap().contains(message), "{}", r.body);
+        assert_eq!(serving_body(&d), "two", "nothing changed");
+    }
+    let big = format!(r#"{{"generation": 1, "pad": "{}"}}"#, "x".repeat(10_000));
+    assert_eq!(admin(&d, "POST", "/admin/rollback", Some(&big), Some("s3cret")).status, 413);
+    // GETs never need the token.
+    assert_eq!(admin(&d, "GET", "/admin/generations", None, None).status, 200);
+    assert_eq!(admin(&d, "GET", "/metrics", None, None).status, 200);
+    // The right token works.
+    assert_eq!(admin(&d, "POST", "/admin/rollback", Some(r#"{"generation": 1}"#), Some("s3cret")).status, 200);
+    assert_eq!(serving_body(&d), "one");
+    assert_eq!(admin(&d, "DELETE", "/admin/rollback", None, Some("s3cret")).status, 200);
+    assert_eq!(serving_body(&d), "two");
+    d.shutdown();
+}
+
+#[test]
+fn probes_and_unknown_paths() {
+    let d = start(None);
+    assert_eq!(admin(&d, "GET", "/healthz", None, None).status, 200);
+    assert_eq!(admin(&d, "GET", "/readyz", None, None).status, 200);
+    let r = admin(&d, "GET", "/admin/nope", None, None);
+    assert_eq!(r.status, 404);
+    assert!(json(&r)["error"].as_str().unwrap().contains("/admin/generations"));
+    d.shutdown();
+}
+
+/// A collector that records each POST body.
+fn collector() -> (SocketAddr, mpsc::Receiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    let mut body = vec![0; len];
+                    reader.read_exact(&mut body).unwrap();
+                    let _ = tx.send(String::from_utf8(body).unwrap());
+                    let _ = (&stream).write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n");
+                    break;
+                }
+            }
+        }
+    });
+    (addr, rx)
+}
+
+#[test]
+fn the_audit_webhook_receives_each_publish_as_json() {
+    let (addr, bodies) = collector();
+    let webhook = Webhook::new(&format!("http://{addr}/audit")).unwrap();
+    let d = daemon_with(routes(&says("one")), IoDriver::IoUring, |c| c.audit_webhook = Some(webhook));
+    let first: Value = serde_json::from_str(&bodies.recv_timeout(Duration::from_secs(10)).unwrap()).unwrap();
+    assert_eq!(first["reason"], "ConfigApplied");
+    assert_eq!(first["generation"], 1);
+    assert_eq!(first["published"], true);
+    assert_eq!(first["counts"]["routes_added"], 1);
+    assert!(first["message"].as_str().unwrap().ends_with("(gen 0→1)"));
+    d.submit(routes(&says("two")));
+    let second: Value = serde_json::from_str(&bodies.recv_timeout(Duration::from_secs(10)).unwrap()).unwrap();
+    assert_eq!(second["counts"]["backends_changed"], 1);
+    assert_eq!(second["message"], "1 backend changed (gen 1→2)");
+    admin(&d, "POST", "/admin/rollback", Some(r#"{"generation": 1}"#), None);
+    let pinned: Value = serde_json::from_str(&bodies.recv_timeout(Duration::from_secs(10)).unwrap()).unwrap();
+    assert_eq!((pinned["reason"].as_str(), pinned["generation"].as_u64()), (Some("ConfigPinned"), Some(1)));
+    admin(&d, "DELETE", "/admin/rollback", None, None);
+    let resumed: Value = serde_json::from_str(&bodies.recv_timeout(Duration::from_secs(10)).unwrap()).unwrap();
+    assert_eq!(resumed["reason"], "ConfigResumed");
+    d.shutdown();
+}
+
+#[test]
+fn a_dead_webhook_slows_nothing() {
+    // Accepts connections and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let webhook = Webhook::new(&format!("http://{}/audit", silent.local_addr().unwrap())).unwrap();
+    let d = daemon_with(routes(&says("g1")), IoDriver::IoUring, |c| c.audit_webhook = Some(webhook));
+    let started = Instant::now();
+    for n in 2..=6 {
+        d.submit(routes(&says(&format!("g{n}"))));
+        wait_serving(&d, n);
+    }
+    assert!(started.elapsed() < Duration::from_secs(4), "publishing waited for the webhook: {:?}", started.elapsed());
+    assert_eq!(serving_body(&d), "g6");
+    d.shutdown();
+}
