@@ -16,7 +16,7 @@ pub use chunked::{ChunkError, ChunkedDecoder};
 pub use head::{parse_request, parse_response, ConnFacts, Framing, RequestHead, ResponsePlan, MAX_HEAD};
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split, Splitable};
-use ramjet_shared::{BackendKind, RouteTable};
+use ramjet_shared::{normalize_host, BackendKind, RouteTable};
 
 use crate::buf::{write_vec, ReadBuf};
 use crate::error::{error_response, ProxyError};
@@ -111,8 +111,27 @@ where
     let data = cbuf.data();
     let host = std::str::from_utf8(&data[head.host.clone()]).unwrap_or("");
     let target = std::str::from_utf8(&data[head.target.clone()]).unwrap_or("/");
-    let route = table.route(host, if target.is_empty() { "/" } else { target });
+    let target = if target.is_empty() { "/" } else { target };
     let keep_alive = head.keep_alive && !worker.drain.is_fired();
+    if !facts.tls && table.has_ssl_redirects() {
+        let mut buf = [0u8; 256];
+        if let Some(h) = normalize_host(host, &mut buf).filter(|h| table.redirects_to_https(h)) {
+            // 308 keeps the method and body; the request body, if any, is not read.
+            let keep = keep_alive && head.body == Framing::None;
+            out.clear();
+            out.extend_from_slice(b"HTTP/1.1 308 Permanent Redirect\r\nlocation: https://");
+            out.extend_from_slice(h.as_bytes());
+            out.extend_from_slice(target.as_bytes());
+            out.extend_from_slice(if keep { b"\r\ncontent-length: 0\r\n\r\n" } else { b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n" });
+            cbuf.consume(head.head_len);
+            worker.counters().request(308);
+            return match write_vec(client, out).await {
+                Ok(()) if keep => Next::KeepAlive,
+                _ => Next::Close,
+            };
+        }
+    }
+    let route = table.route(host, target);
     cbuf.consume(head.head_len);
 
     let Some(route) = route else {

@@ -240,8 +240,9 @@ pub struct RouteTable {
     default_route: Option<Arc<Route>>,
     /// TLS certificate per host as declared (exact or `*.` wildcard).
     tls: BTreeMap<Arc<str>, CertId>,
-    /// Hosts whose plain-HTTP requests are redirected to HTTPS.
+    /// Hosts whose plain-HTTP requests are redirected to HTTPS; wildcards by their suffix.
     ssl_redirect: FxMap<Arc<str>, ()>,
+    ssl_redirect_wildcard: FxMap<Arc<str>, ()>,
     digest: Digest,
 }
 
@@ -300,7 +301,16 @@ impl RouteTable {
     /// Whether plain-HTTP requests for this normalized host are redirected to HTTPS.
     #[inline]
     pub fn redirects_to_https(&self, host: &str) -> bool {
-        !self.ssl_redirect.is_empty() && self.ssl_redirect.contains_key(host)
+        self.ssl_redirect.contains_key(host)
+            || host
+                .split_once('.')
+                .is_some_and(|(label, suffix)| !label.is_empty() && self.ssl_redirect_wildcard.contains_key(suffix))
+    }
+
+    /// Whether any host redirects to HTTPS (so the common case skips the host normalization).
+    #[inline]
+    pub fn has_ssl_redirects(&self) -> bool {
+        !self.ssl_redirect.is_empty() || !self.ssl_redirect_wildcard.is_empty()
     }
 
     pub fn default_route(&self) -> Option<&Arc<Route>> {
@@ -495,7 +505,10 @@ impl TableBuilder {
         for host in redirects {
             top.update(host.as_bytes());
             top.update([0]);
-            table.ssl_redirect.insert(host, ());
+            match host.strip_prefix("*.") {
+                Some(suffix) => table.ssl_redirect_wildcard.insert(suffix.into(), ()),
+                None => table.ssl_redirect.insert(host, ()),
+            };
         }
         table.default_route = self.default_route;
         table.tls = self.tls;

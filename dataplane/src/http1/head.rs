@@ -45,6 +45,8 @@ pub struct RequestHead {
 
 /// Per-connection facts added to every upstream head.
 pub struct ConnFacts {
+    /// The client connection is TLS.
+    pub tls: bool,
     /// `x-forwarded-for`, `x-real-ip`, `x-forwarded-proto` and `x-forwarded-port` lines, rendered once
     /// per connection.
     pub forwarded: Vec<u8>,
@@ -60,7 +62,7 @@ impl ConnFacts {
             forwarded,
             "x-forwarded-for: {ip}\r\nx-real-ip: {ip}\r\nx-forwarded-proto: {proto}\r\nx-forwarded-port: {local_port}\r\n"
         );
-        ConnFacts { forwarded }
+        ConnFacts { tls, forwarded }
     }
 }
 

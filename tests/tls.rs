@@ -1,0 +1,247 @@
+//! TLS termination over real handshakes: SNI selection from the serving generation, the default
+//! certificate, TLS 1.2 and 1.3, resumption, rotation under a handshake loop, redirects.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ramjet_control::certs::parse_certificate;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use support::backend::Backend;
+use support::client::get;
+use support::{daemon_with, routes_in, temp_dir, DRIVERS};
+
+struct Pki {
+    dir: PathBuf,
+    ca: CertificateDer<'static>,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let key = KeyPair::generate().unwrap();
+        let ca = params.self_signed(&key).unwrap();
+        Pki { dir: temp_dir(name), ca: ca.der().clone(), issuer: Issuer::new(params, key) }
+    }
+
+    /// Writes `<file>.crt` / `<file>.key` for these names; returns the leaf DER.
+    fn leaf(&self, file: &str, names: &[&str]) -> CertificateDer<'static> {
+        let params = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        std::fs::write(self.dir.join(format!("{file}.crt")), cert.pem()).unwrap();
+        std::fs::write(self.dir.join(format!("{file}.key")), key.serialize_pem()).unwrap();
+        cert.der().clone()
+    }
+
+    fn path(&self, f: &str) -> PathBuf {
+        self.dir.join(f)
+    }
+
+    fn client(&self, versions: &[&'static rustls::SupportedProtocolVersion]) -> Arc<ClientConfig> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.ca.clone()).unwrap();
+        let mut config = ClientConfig::builder_with_protocol_versions(versions).with_root_certificates(roots).with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Arc::new(config)
+    }
+}
+
+const BOTH: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
+
+struct Handshake {
+    peer: CertificateDer<'static>,
+    version: rustls::ProtocolVersion,
+    resumed: bool,
+    stream: StreamOwned<ClientConnection, TcpStream>,
+}
+
+fn handshake(addr: SocketAddr, config: &Arc<ClientConfig>, sni: &str) -> Result<Handshake, std::io::Error> {
+    let name = ServerName::try_from(sni.to_string()).unwrap();
+    let conn = ClientConnection::new(config.clone(), name).unwrap();
+    let tcp = TcpStream::connect(addr)?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut stream = StreamOwned::new(conn, tcp);
+    while stream.conn.is_handshaking() {
+        stream.conn.complete_io(&mut stream.sock)?;
+    }
+    Ok(Handshake {
+        peer: stream.conn.peer_certificates().unwrap()[0].clone(),
+        version: stream.conn.protocol_version().unwrap(),
+        resumed: stream.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+        stream,
+    })
+}
+
+fn https_get(h: &mut Handshake, host: &str, path: &str) -> String {
+    write!(h.stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    let _ = h.stream.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).to_string()
+}
+
+fn config(pki: &Pki, backend: &Backend, example: &str, redirect: bool) -> String {
+    format!(
+        "backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\ntls:\n  - {{ hosts: [example.com], certFile: {example}.crt, keyFile: {example}.key, sslRedirect: {redirect} }}\n  - {{ hosts: [\"*.example.com\"], certFile: wild.crt, keyFile: wild.key }}\n",
+        backend.addr
+    )
+    .replace("{dir}", &pki.dir.display().to_string())
+}
+
+fn default_cert(pki: &Pki) -> Arc<rustls::sign::CertifiedKey> {
+    let chain = std::fs::read(pki.path("default.crt")).unwrap();
+    let key = std::fs::read(pki.path("default.key")).unwrap();
+    parse_certificate(&chain, &key, "default").unwrap().key.clone()
+}
+
+#[test]
+fn sni_picks_the_certificate_and_the_default_covers_the_rest() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-sni");
+    let exact = pki.leaf("example", &["example.com"]);
+    let wild = pki.leaf("wild", &["*.example.com"]);
+    let default = pki.leaf("default", &["default.test", "other.org", "a.b.example.com"]);
+    let backend = Backend::start("b");
+    for driver in DRIVERS {
+        let routes = routes_in(&config(&pki, &backend, "example", false), &pki.dir);
+        let d = daemon_with(routes, driver, |c| c.default_certificate = Some(default_cert(&pki)));
+        let addr = d.https_addr().unwrap();
+        for versions in [&[&rustls::version::TLS13][..], &[&rustls::version::TLS12][..]] {
+            let client = pki.client(versions);
+            let mut h = handshake(addr, &client, "example.com").unwrap();
+            assert_eq!(h.peer, exact, "{driver:?}");
+            assert_eq!(h.version, versions[0].version);
+            let page = https_get(&mut h, "example.com", "/hello");
+            assert!(page.contains("header=x-forwarded-proto: https"), "{page}");
+            assert_eq!(handshake(addr, &client, "www.example.com").unwrap().peer, wild);
+            assert_eq!(handshake(addr, &client, "a.b.example.com").unwrap().peer, default);
+            assert_eq!(handshake(addr, &client, "other.org").unwrap().peer, default);
+        }
+        d.shutdown();
+    }
+}
+
+#[test]
+fn no_certificate_fails_the_handshake_and_resumption_works() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-resume");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let backend = Backend::start("b");
+    for driver in DRIVERS {
+        let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |_| {});
+        let addr = d.https_addr().unwrap();
+        let client = pki.client(BOTH);
+        assert!(handshake(addr, &client, "unknown.org").is_err(), "no certificate for the name: the handshake fails");
+        for versions in [&[&rustls::version::TLS13][..], &[&rustls::version::TLS12][..]] {
+            let client = pki.client(versions);
+            let mut first = handshake(addr, &client, "example.com").unwrap();
+            assert!(!first.resumed);
+            https_get(&mut first, "example.com", "/");
+            let second = handshake(addr, &client, "example.com").unwrap();
+            assert!(second.resumed, "{driver:?} {:?}: session resumed", versions[0].version);
+        }
+        d.shutdown();
+    }
+}
+
+#[test]
+fn rotation_under_a_handshake_loop_never_fails_a_handshake() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-rotate");
+    let old = pki.leaf("example", &["example.com"]);
+    let new = pki.leaf("example2", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let backend = Backend::start("b");
+    for driver in DRIVERS {
+        let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |_| {});
+        let addr = d.https_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (seen_old, seen_new, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut client = (*pki.client(BOTH)).clone();
+        client.resumption = rustls::client::Resumption::disabled();
+        let client = Arc::new(client);
+        let loops: Vec<_> = (0..2)
+            .map(|_| {
+                let (stop, seen_old, seen_new, failed) = (stop.clone(), seen_old.clone(), seen_new.clone(), failed.clone());
+                let (client, old, new) = (client.clone(), old.clone(), new.clone());
+                std::thread::spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        match handshake(addr, &client, "example.com") {
+                            Ok(h) if h.peer == old => seen_old.fetch_add(1, Ordering::Relaxed),
+                            Ok(h) if h.peer == new => seen_new.fetch_add(1, Ordering::Relaxed),
+                            _ => failed.fetch_add(1, Ordering::Relaxed),
+                        };
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        // Rotate back and forth several times while handshakes run.
+        for round in 0..6 {
+            let file = if round % 2 == 0 { "example2" } else { "example" };
+            d.submit(routes_in(&config(&pki, &backend, file, false), &pki.dir));
+            support::wait_serving(&d, round + 2);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        stop.store(true, Ordering::Relaxed);
+        for l in loops {
+            l.join().unwrap();
+        }
+        let (o, n, f) = (seen_old.load(Ordering::Relaxed), seen_new.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+        assert_eq!(f, 0, "{driver:?}: failed handshakes (old {o}, new {n})");
+        assert!(o > 0 && n > 0, "{driver:?}: both certificates served (old {o}, new {n})");
+        d.shutdown();
+    }
+}
+
+#[test]
+fn ssl_redirect_sends_plain_http_to_https() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-redirect");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let backend = Backend::start("b");
+    for driver in DRIVERS {
+        let d = daemon_with(routes_in(&config(&pki, &backend, "example", true), &pki.dir), driver, |_| {});
+        let r = get(d.http_addr(), "Example.com:8080", "/path?q=1");
+        assert_eq!((r.status, r.header("location")), (308, Some("https://example.com/path?q=1")));
+        // Other hosts are served over plain HTTP as before.
+        assert_eq!(get(d.http_addr(), "www.example.com", "/").status, 200);
+        d.shutdown();
+    }
+}
+
+#[test]
+fn an_invalid_key_refuses_to_start_naming_the_file() {
+    let pki = Pki::new("tls-invalid");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("other", &["other.org"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let yaml = |cert: &str, key: &str| {
+        format!("backends:\n  h: {{ respond: {{ status: 200 }} }}\nroutes:\n  - {{ path: /, backend: h }}\ntls:\n  - {{ hosts: [example.com], certFile: {cert}, keyFile: {key} }}\n")
+    };
+    let check = |text: String| -> String {
+        let file = pki.path("routes.yaml");
+        std::fs::write(&file, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ramjet")).args(["--check", "--static-routes"]).arg(&file).output().unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let err = check(yaml("example.crt", "other.key"));
+    assert!(err.contains("routes.yaml:6:") && err.contains("example.crt / other.key: the private key does not match the certificate"), "{err}");
+    std::fs::write(pki.path("garbage.key"), "not a key").unwrap();
+    let err = check(yaml("example.crt", "garbage.key"));
+    assert!(err.contains("no PRIVATE KEY PEM block"), "{err}");
+    let err = check(yaml("example.key", "example.key"));
+    assert!(err.contains("no CERTIFICATE PEM block"), "{err}");
+}
