@@ -6,6 +6,7 @@
 //! published, and only then do the workers bind their listeners and serve.
 
 pub mod cli;
+pub mod top;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
