@@ -50,7 +50,11 @@ fn main() {
         yaml.push_str("routes:\n");
         for r in 0..ROUTES {
             let backend = if r == variant { (r + 1) % 20 } else { r % 20 };
-            yaml.push_str(&format!("  - {{ host: h{}.example.com, path: /p{}, backend: b{backend} }}\n", r / 10, r % 10));
+            yaml.push_str(&format!(
+                "  - {{ host: h{}.example.com, path: /p{}, backend: b{backend} }}\n",
+                r / 10,
+                r % 10
+            ));
         }
         parse(&yaml, Path::new("."), "bench.yaml").unwrap()
     };
@@ -72,7 +76,15 @@ fn main() {
     let rest = LIVE.load(Relaxed) - before_rest;
     let per_generation = rest as f64 / (GENERATIONS - 1) as f64;
     println!("routes per table:                    {ROUTES}");
-    println!("first generation (whole table):      {:.2} MB ({:.0} bytes/route)", first as f64 / 1e6, first as f64 / ROUTES as f64);
-    println!("each further generation (one edit):  {:.1} KB ({:.1} bytes/route/generation)", per_generation / 1e3, per_generation / ROUTES as f64);
+    println!(
+        "first generation (whole table):      {:.2} MB ({:.0} bytes/route)",
+        first as f64 / 1e6,
+        first as f64 / ROUTES as f64
+    );
+    println!(
+        "each further generation (one edit):  {:.1} KB ({:.1} bytes/route/generation)",
+        per_generation / 1e3,
+        per_generation / ROUTES as f64
+    );
     println!("{GENERATIONS} generations in the ring:           {:.2} MB", (first + rest) as f64 / 1e6);
 }

@@ -85,9 +85,7 @@ fn load_while_publishing(c: &mut Criterion) {
         }
     }
     let mut cache = Cache::new(Pointer(published.clone()));
-    c.bench_function("publish/worker_load_while_publishing", |b| {
-        b.iter(|| black_box(cache.load().number))
-    });
+    c.bench_function("publish/worker_load_while_publishing", |b| b.iter(|| black_box(cache.load().number)));
     stop.store(true, Ordering::Relaxed);
     publisher.join().unwrap();
 }

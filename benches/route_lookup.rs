@@ -16,7 +16,14 @@ fn lookup(c: &mut Criterion) {
         let backend = Arc::new(Backend::endpoints("b", 0, vec!["127.0.0.1:1".parse().unwrap()]));
         let mut b = TableBuilder::new();
         for r in 0..routes {
-            b.add_route(&format!("h{}.example.com", r / 10), &format!("/api/v{}", r % 10), PathKind::Prefix, backend.clone(), "bench").unwrap();
+            b.add_route(
+                &format!("h{}.example.com", r / 10),
+                &format!("/api/v{}", r % 10),
+                PathKind::Prefix,
+                backend.clone(),
+                "bench",
+            )
+            .unwrap();
         }
         let table = b.build(None);
         let hosts: Vec<String> = (0..64).map(|i| format!("H{}.Example.com:8080", (i * 7919) % (routes / 10))).collect();

@@ -43,7 +43,14 @@ impl Running {
         let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut cmd = ramjet();
         cmd.args(["--static-routes", routes, "--workers", "2", "--io-driver", "auto"])
-            .args(["--http-addr", &http.to_string(), "--https-addr", &https.to_string(), "--admin-addr", &admin.to_string()])
+            .args([
+                "--http-addr",
+                &http.to_string(),
+                "--https-addr",
+                &https.to_string(),
+                "--admin-addr",
+                &admin.to_string(),
+            ])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -85,7 +92,11 @@ fn check_validates_without_binding_and_names_file_line_field() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("ok (1 routes"));
 
-    let bad = write(&dir, "bad.yaml", "backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\nroutes:\n  - { path: /, backend: nope }\n");
+    let bad = write(
+        &dir,
+        "bad.yaml",
+        "backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\nroutes:\n  - { path: /, backend: nope }\n",
+    );
     let out = run(&["--check", "--static-routes", &bad]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -155,7 +166,10 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
     let routes = write(
         &dir,
         "r.yaml",
-        &format!("backends:\n  slow: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: slow }}\n", slow.addr),
+        &format!(
+            "backends:\n  slow: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: slow }}\n",
+            slow.addr
+        ),
     );
     for env in [&[][..], &[("MONOIO_FORCE_LEGACY_DRIVER", "1")][..]] {
         let daemon = Running::start(&routes, &[], env);

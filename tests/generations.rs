@@ -59,7 +59,9 @@ fn pin_moves_traffic_back_and_release_jumps_to_the_newest() {
 
     // Compiled while pinned: recorded, not published.
     d.submit(routes(&says("three")));
-    let held = support::eventually(Duration::from_secs(10), || json(&admin(&d, "GET", "/admin/generations", None, None))["newest"] == 3);
+    let held = support::eventually(Duration::from_secs(10), || {
+        json(&admin(&d, "GET", "/admin/generations", None, None))["newest"] == 3
+    });
     assert!(held);
     assert_eq!(serving_body(&d), "one");
     let g = json(&admin(&d, "GET", "/admin/generations", None, None));
@@ -80,13 +82,20 @@ fn pin_moves_traffic_back_and_release_jumps_to_the_newest() {
     assert_eq!(r.status, 200);
     assert!(json(&r)["message"].as_str().unwrap().contains("nothing was pinned"));
     let metrics = admin(&d, "GET", "/metrics", None, None).body;
-    for line in ["ramjet_pinned 0", "ramjet_serving_generation 3", "ramjet_generations_compiled_total 3", "ramjet_generations_applied_total 3"] {
+    for line in [
+        "ramjet_pinned 0",
+        "ramjet_serving_generation 3",
+        "ramjet_generations_compiled_total 3",
+        "ramjet_generations_applied_total 3",
+    ] {
         assert!(metrics.contains(line), "{line} in {metrics}");
     }
     // Pinning the generation that serves is allowed: it freezes the configuration.
     assert_eq!(admin(&d, "POST", "/admin/rollback", Some(r#"{"generation": 3}"#), None).status, 200);
     d.submit(routes(&says("four")));
-    assert!(support::eventually(Duration::from_secs(10), || json(&admin(&d, "GET", "/admin/generations", None, None))["newest"] == 4));
+    assert!(support::eventually(Duration::from_secs(10), || json(&admin(&d, "GET", "/admin/generations", None, None))
+        ["newest"]
+        == 4));
     assert_eq!(serving_body(&d), "three");
     d.shutdown();
 }
@@ -112,14 +121,22 @@ fn operator_mistakes_change_nothing_and_say_why() {
     let d = start(Some("s3cret"));
     d.submit(routes(&says("two")));
     wait_serving(&d, 2);
-    let cases: [(&str, Option<&str>, Option<&str>, u16, &str); 7] = [
+    // (method, body, token, status, what the error says)
+    type Case<'a> = (&'a str, Option<&'a str>, Option<&'a str>, u16, &'a str);
+    let cases: [Case; 7] = [
         ("POST", Some(r#"{"generation": 1}"#), None, 401, "Authorization: Bearer"),
         ("POST", Some(r#"{"generation": 1}"#), Some("wrong"), 401, "wrong admin token"),
         ("DELETE", None, Some("wrong"), 401, "wrong admin token"),
         ("POST", Some("generation=1"), Some("s3cret"), 400, "must be JSON"),
         ("POST", Some(r#"{"generation": 1, "force": true}"#), Some("s3cret"), 400, "unknown field"),
         ("POST", Some(r#"{"generation": "one"}"#), Some("s3cret"), 400, "must be JSON"),
-        ("POST", Some(r#"{"generation": 99}"#), Some("s3cret"), 404, "generation 99 is not in the history; the generations that are: [2, 1]"),
+        (
+            "POST",
+            Some(r#"{"generation": 99}"#),
+            Some("s3cret"),
+            404,
+            "generation 99 is not in the history; the generations that are: [2, 1]",
+        ),
     ];
     for (method, body, token, status, message) in cases {
         let r = admin(&d, method, "/admin/rollback", body, token);

@@ -27,7 +27,10 @@ fn venv_python() -> String {
 
 #[test]
 fn metrics_parse_as_prometheus_text() {
-    let d = daemon("backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n", IoDriver::IoUring);
+    let d = daemon(
+        "backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n",
+        IoDriver::IoUring,
+    );
     for _ in 0..3 {
         assert_eq!(get(d.http_addr(), "h", "/").status, 200);
     }
@@ -42,11 +45,14 @@ for name in ["ramjet_requests", "ramjet_upstream_errors", "ramjet_connections_ac
     assert name in families, name
 print(len(families))
 "#;
-    let mut child = Command::new(venv_python()).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child =
+        Command::new(venv_python()).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
     std::io::Write::write_all(child.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "the Prometheus parser refused /metrics:\n{text}");
-    if let Ok(mut promtool) = Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+    if let Ok(mut promtool) =
+        Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn()
+    {
         std::io::Write::write_all(promtool.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
         let out = promtool.wait_with_output().unwrap();
         assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));

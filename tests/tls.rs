@@ -50,7 +50,8 @@ impl Pki {
     fn client(&self, versions: &[&'static rustls::SupportedProtocolVersion]) -> Arc<ClientConfig> {
         let mut roots = RootCertStore::empty();
         roots.add(self.ca.clone()).unwrap();
-        let mut config = ClientConfig::builder_with_protocol_versions(versions).with_root_certificates(roots).with_no_client_auth();
+        let mut config =
+            ClientConfig::builder_with_protocol_versions(versions).with_root_certificates(roots).with_no_client_auth();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Arc::new(config)
     }
@@ -166,13 +167,15 @@ fn rotation_under_a_handshake_loop_never_fails_a_handshake() {
         let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |_| {});
         let addr = d.https_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
-        let (seen_old, seen_new, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (seen_old, seen_new, failed) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let mut client = (*pki.client(BOTH)).clone();
         client.resumption = rustls::client::Resumption::disabled();
         let client = Arc::new(client);
         let loops: Vec<_> = (0..2)
             .map(|_| {
-                let (stop, seen_old, seen_new, failed) = (stop.clone(), seen_old.clone(), seen_new.clone(), failed.clone());
+                let (stop, seen_old, seen_new, failed) =
+                    (stop.clone(), seen_old.clone(), seen_new.clone(), failed.clone());
                 let (client, old, new) = (client.clone(), old.clone(), new.clone());
                 std::thread::spawn(move || {
                     while !stop.load(Ordering::Relaxed) {
@@ -197,7 +200,8 @@ fn rotation_under_a_handshake_loop_never_fails_a_handshake() {
         for l in loops {
             l.join().unwrap();
         }
-        let (o, n, f) = (seen_old.load(Ordering::Relaxed), seen_new.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+        let (o, n, f) =
+            (seen_old.load(Ordering::Relaxed), seen_new.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
         assert_eq!(f, 0, "{driver:?}: failed handshakes (old {o}, new {n})");
         assert!(o > 0 && n > 0, "{driver:?}: both certificates served (old {o}, new {n})");
         d.shutdown();
@@ -233,12 +237,20 @@ fn an_invalid_key_refuses_to_start_naming_the_file() {
     let check = |text: String| -> String {
         let file = pki.path("routes.yaml");
         std::fs::write(&file, text).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ramjet")).args(["--check", "--static-routes"]).arg(&file).output().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_ramjet"))
+            .args(["--check", "--static-routes"])
+            .arg(&file)
+            .output()
+            .unwrap();
         assert!(!out.status.success());
         String::from_utf8_lossy(&out.stderr).to_string()
     };
     let err = check(yaml("example.crt", "other.key"));
-    assert!(err.contains("routes.yaml:6:") && err.contains("example.crt / other.key: the private key does not match the certificate"), "{err}");
+    assert!(
+        err.contains("routes.yaml:6:")
+            && err.contains("example.crt / other.key: the private key does not match the certificate"),
+        "{err}"
+    );
     std::fs::write(pki.path("garbage.key"), "not a key").unwrap();
     let err = check(yaml("example.crt", "garbage.key"));
     assert!(err.contains("no PRIVATE KEY PEM block"), "{err}");

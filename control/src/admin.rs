@@ -46,7 +46,12 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
-        .fallback(|| async { AdminError::new(StatusCode::NOT_FOUND, "no such admin endpoint; see /admin/generations, /admin/rollback, /metrics, /healthz, /readyz") })
+        .fallback(|| async {
+            AdminError::new(
+                StatusCode::NOT_FOUND,
+                "no such admin endpoint; see /admin/generations, /admin/rollback, /metrics, /healthz, /readyz",
+            )
+        })
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
@@ -62,7 +67,12 @@ fn authorize(state: &AdminState, headers: &HeaderMap) -> Result<(), AdminError> 
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .ok_or_else(|| AdminError::new(StatusCode::UNAUTHORIZED, "this endpoint needs `Authorization: Bearer <token>` (the daemon runs with --admin-token-file)"))?;
+        .ok_or_else(|| {
+            AdminError::new(
+                StatusCode::UNAUTHORIZED,
+                "this endpoint needs `Authorization: Bearer <token>` (the daemon runs with --admin-token-file)",
+            )
+        })?;
     let got = token_digest(presented.trim());
     // Constant time: every byte is compared whatever the first difference.
     let diff = got.iter().zip(expected).fold(0u8, |acc, (a, b)| acc | (a ^ b));
@@ -145,7 +155,8 @@ async fn rollback(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<PinAnswer>, AdminError> {
     authorize(&state, &headers)?;
-    let body = body.map_err(|e| AdminError::new(e.status(), format!("cannot read the body (at most {MAX_BODY} bytes): {e}")))?;
+    let body =
+        body.map_err(|e| AdminError::new(e.status(), format!("cannot read the body (at most {MAX_BODY} bytes): {e}")))?;
     // Any content type: `curl -d` sends form-encoded headers with a JSON body.
     let request: RollbackRequest = serde_json::from_slice(&body).map_err(|e| {
         AdminError::new(StatusCode::BAD_REQUEST, format!("the body must be JSON like {{\"generation\": 41}}: {e}"))

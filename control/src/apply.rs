@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use ramjet_shared::{CertId, Generation, Published};
 
-use crate::audit::diff::{diff, TableView};
+use crate::audit::diff::diff_tables;
 use crate::audit::{AuditRecord, AuditTrail, Reason};
 use crate::history::{Entry, History};
 use crate::metrics::ControlMetrics;
@@ -51,7 +51,12 @@ pub struct Applier {
 }
 
 impl Applier {
-    pub fn new(published: Arc<Published>, history_size: usize, audit: AuditTrail, metrics: Arc<ControlMetrics>) -> Self {
+    pub fn new(
+        published: Arc<Published>,
+        history_size: usize,
+        audit: AuditTrail,
+        metrics: Arc<ControlMetrics>,
+    ) -> Self {
         let empty = published.current();
         Applier {
             state: Mutex::new(State {
@@ -76,7 +81,7 @@ impl Applier {
     pub fn apply(&self, generation: Generation) {
         let generation = Arc::new(generation);
         let mut state = self.lock();
-        let d = diff(&TableView::of(&state.newest.table), &TableView::of(&generation.table));
+        let d = diff_tables(&state.newest.table, &generation.table);
         let published = state.pinned.is_none();
         let previous = state.newest.number;
         if published {
@@ -115,7 +120,7 @@ impl Applier {
         self.metrics.set_pinned(true);
         let pin = pin_state(&state);
         drop(state);
-        let d = diff(&TableView::of(&before.table), &TableView::of(&target.table));
+        let d = diff_tables(&before.table, &target.table);
         self.audit.record(AuditRecord::new(Reason::ConfigPinned, before.number, number, true, d));
         Ok(pin)
     }
@@ -137,7 +142,7 @@ impl Applier {
         self.prune_certificates(&mut state);
         let pin = pin_state(&state);
         drop(state);
-        let d = diff(&TableView::of(&before.table), &TableView::of(&newest.table));
+        let d = diff_tables(&before.table, &newest.table);
         self.audit.record(AuditRecord::new(Reason::ConfigResumed, before.number, newest.number, true, d));
         (true, pin)
     }

@@ -55,7 +55,7 @@ impl Compiler {
         }
         let next_slot = self.slots.len() as u32;
         let slot = *self.slots.entry(name.into()).or_insert(next_slot);
-        let candidate = Backend { name: name.into(), slot, kind };
+        let candidate = Backend::new(name, slot, kind);
         let backend = match self.backends.get(name) {
             Some(prev) if **prev == candidate => prev.clone(),
             _ => Arc::new(candidate),

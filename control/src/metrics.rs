@@ -73,7 +73,12 @@ pub fn render(m: &MetricsSources) -> String {
     for kind in UpstreamErrorKind::ALL {
         let _ = writeln!(out, "ramjet_upstream_errors_total{{kind=\"{}\"}} {}", kind.label(), w.upstream_errors(kind));
     }
-    family(&mut out, "ramjet_upstream_retries_total", "counter", "Requests sent again on another endpoint or a fresh connection.");
+    family(
+        &mut out,
+        "ramjet_upstream_retries_total",
+        "counter",
+        "Requests sent again on another endpoint or a fresh connection.",
+    );
     let _ = writeln!(out, "ramjet_upstream_retries_total {}", w.upstream_retries());
     family(&mut out, "ramjet_connections_active", "gauge", "Client connections open now.");
     let _ = writeln!(out, "ramjet_connections_active {}", w.active_connections());
@@ -90,14 +95,24 @@ pub fn render(m: &MetricsSources) -> String {
     let _ = writeln!(out, "ramjet_compiles_total {}", c.compiles.load(Relaxed));
     family(&mut out, "ramjet_generations_compiled_total", "counter", "Compiles that produced a new generation.");
     let _ = writeln!(out, "ramjet_generations_compiled_total {}", c.generations_compiled.load(Relaxed));
-    family(&mut out, "ramjet_generations_applied_total", "counter", "Generations taken by the applier (published or held back).");
+    family(
+        &mut out,
+        "ramjet_generations_applied_total",
+        "counter",
+        "Generations taken by the applier (published or held back).",
+    );
     let _ = writeln!(out, "ramjet_generations_applied_total {}", c.generations_applied.load(Relaxed));
     family(&mut out, "ramjet_config_diagnostics", "gauge", "Problems reported by the last compile.");
     let _ = writeln!(out, "ramjet_config_diagnostics {}", c.diagnostics.load(Relaxed));
     family(&mut out, "ramjet_history_size", "gauge", "Generations the history ring keeps.");
     let _ = writeln!(out, "ramjet_history_size {}", m.history_size);
 
-    family(&mut out, "ramjet_publish_duration_seconds", "histogram", "Time to publish a generation (certificate store, then table).");
+    family(
+        &mut out,
+        "ramjet_publish_duration_seconds",
+        "histogram",
+        "Time to publish a generation (certificate store, then table).",
+    );
     for (bucket, bound) in c.publish_buckets.iter().zip(PUBLISH_BUCKETS) {
         let _ = writeln!(out, "ramjet_publish_duration_seconds_bucket{{le=\"{bound}\"}} {}", bucket.load(Relaxed));
     }
@@ -108,7 +123,8 @@ pub fn render(m: &MetricsSources) -> String {
 
     if let Some((delivered, failed)) = &m.webhook {
         family(&mut out, "ramjet_audit_webhook_deliveries_total", "counter", "Audit webhook POSTs, by outcome.");
-        let _ = writeln!(out, "ramjet_audit_webhook_deliveries_total{{outcome=\"delivered\"}} {}", delivered.load(Relaxed));
+        let _ =
+            writeln!(out, "ramjet_audit_webhook_deliveries_total{{outcome=\"delivered\"}} {}", delivered.load(Relaxed));
         let _ = writeln!(out, "ramjet_audit_webhook_deliveries_total{{outcome=\"failed\"}} {}", failed.load(Relaxed));
     }
     out

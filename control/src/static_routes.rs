@@ -123,7 +123,9 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
     }
     let names: Names = serde_yaml::from_str(text).map_err(error)?;
     let backends = names.backends.unwrap_or_default().into_keys().collect();
-    CONTEXT.with(|c| *c.borrow_mut() = Some(ParseContext { backends, base_dir: base_dir.to_path_buf(), warnings: Vec::new() }));
+    CONTEXT.with(|c| {
+        *c.borrow_mut() = Some(ParseContext { backends, base_dir: base_dir.to_path_buf(), warnings: Vec::new() })
+    });
     let parsed: Result<File, _> = serde_yaml::from_str(text);
     let warnings = CONTEXT.with(|c| c.borrow_mut().take()).map(|c| c.warnings).unwrap_or_default();
     let file_spec = parsed.map_err(error)?;
@@ -135,7 +137,10 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
                 file: file.to_string(),
                 line,
                 column: line.map(|_| 1),
-                message: format!("defaultBackend: unknown backend `{name}`; the backends defined are: {}", defined.join(", ")),
+                message: format!(
+                    "defaultBackend: unknown backend `{name}`; the backends defined are: {}",
+                    defined.join(", ")
+                ),
             });
         }
     }
@@ -228,7 +233,9 @@ impl<'de> Deserialize<'de> for BackendField {
             (None, Some(r)) if (200..=599).contains(&r.status) => {
                 Ok(BackendField(BackendSpec::Respond { status: r.status, body: r.body }))
             }
-            (None, Some(r)) => Err(de::Error::custom(format!("respond.status {} is not between 200 and 599", r.status))),
+            (None, Some(r)) => {
+                Err(de::Error::custom(format!("respond.status {} is not between 200 and 599", r.status)))
+            }
             _ => Err(de::Error::custom("a backend needs exactly one of `endpoints` or `respond`")),
         }
     }
@@ -242,9 +249,8 @@ impl<'de> Deserialize<'de> for Endpoint {
         if let Ok(addr) = s.parse::<SocketAddr>() {
             return Ok(Endpoint(addr));
         }
-        let (host, port) = s
-            .rsplit_once(':')
-            .ok_or_else(|| de::Error::custom(format!("endpoint `{s}` is not host:port")))?;
+        let (host, port) =
+            s.rsplit_once(':').ok_or_else(|| de::Error::custom(format!("endpoint `{s}` is not host:port")))?;
         port.parse::<u16>().map_err(|_| de::Error::custom(format!("endpoint `{s}` has an invalid port")))?;
         if host.is_empty() {
             return Err(de::Error::custom(format!("endpoint `{s}` has no host")));

@@ -69,11 +69,29 @@ pub fn error_response(status: u16, close: bool) -> &'static [u8] {
     macro_rules! canned {
         ($status:literal, $reason:literal, $len:literal, $body:literal) => {
             if close {
-                concat!("HTTP/1.1 ", $status, " ", $reason, "\r\ncontent-type: text/plain\r\ncontent-length: ",
-                    $len, "\r\nconnection: close\r\n\r\n", $body).as_bytes()
+                concat!(
+                    "HTTP/1.1 ",
+                    $status,
+                    " ",
+                    $reason,
+                    "\r\ncontent-type: text/plain\r\ncontent-length: ",
+                    $len,
+                    "\r\nconnection: close\r\n\r\n",
+                    $body
+                )
+                .as_bytes()
             } else {
-                concat!("HTTP/1.1 ", $status, " ", $reason, "\r\ncontent-type: text/plain\r\ncontent-length: ",
-                    $len, "\r\n\r\n", $body).as_bytes()
+                concat!(
+                    "HTTP/1.1 ",
+                    $status,
+                    " ",
+                    $reason,
+                    "\r\ncontent-type: text/plain\r\ncontent-length: ",
+                    $len,
+                    "\r\n\r\n",
+                    $body
+                )
+                .as_bytes()
             }
         };
     }
@@ -100,12 +118,8 @@ mod tests {
                 let text = std::str::from_utf8(error_response(status, close)).unwrap();
                 let (head, body) = text.split_once("\r\n\r\n").unwrap();
                 assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length: "))
-                    .unwrap()
-                    .parse()
-                    .unwrap();
+                let len: usize =
+                    head.lines().find_map(|l| l.strip_prefix("content-length: ")).unwrap().parse().unwrap();
                 assert_eq!(len, body.len(), "{status}");
                 assert_eq!(head.contains("connection: close"), close);
             }

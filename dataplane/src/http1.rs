@@ -93,8 +93,7 @@ where
             Ok(Some(head)) => break head,
             Ok(None) if cbuf.room() == 0 => return reject(worker, client, ProxyError::HeadTooLarge).await,
             Ok(None) => {
-                let deadline = *deadline
-                    .get_or_insert_with(|| monoio::time::Instant::now() + settings.header_timeout);
+                let deadline = *deadline.get_or_insert_with(|| monoio::time::Instant::now() + settings.header_timeout);
                 match monoio::time::timeout_at(deadline, cbuf.fill(client)).await {
                     Ok(Ok(n)) if n > 0 => {}
                     Ok(_) => return Next::Close,
@@ -122,7 +121,11 @@ where
             out.extend_from_slice(b"HTTP/1.1 308 Permanent Redirect\r\nlocation: https://");
             out.extend_from_slice(h.as_bytes());
             out.extend_from_slice(target.as_bytes());
-            out.extend_from_slice(if keep { b"\r\ncontent-length: 0\r\n\r\n" } else { b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n" });
+            out.extend_from_slice(if keep {
+                b"\r\ncontent-length: 0\r\n\r\n"
+            } else {
+                b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            });
             cbuf.consume(head.head_len);
             worker.counters().request(308);
             return match write_vec(client, out).await {
@@ -239,4 +242,3 @@ where
     };
     monoio::join!(upstream_bound, client_bound);
 }
-

@@ -43,7 +43,8 @@ pub(crate) struct Worker {
     stats: Arc<WorkerStats>,
     cache: RefCell<Cache<GenerationPointer, Arc<Generation>>>,
     /// The generation in use, wrapped so that requests share it by a worker-local count instead of
-    /// the cross-core atomic count of the `Arc`.
+    /// the cross-core atomic count of the `Arc` (which every worker would bounce between caches).
+    #[allow(clippy::redundant_allocation)]
     current: RefCell<Rc<Arc<Generation>>>,
     cursors: RefCell<Vec<u32>>,
     open_connections: Cell<usize>,
@@ -76,6 +77,7 @@ impl Worker {
 
     /// The generation for a new request: one pointer comparison when nothing changed.
     #[inline]
+    #[allow(clippy::redundant_allocation)]
     pub fn generation(&self) -> Rc<Arc<Generation>> {
         let mut cache = self.cache.borrow_mut();
         let latest = cache.load();

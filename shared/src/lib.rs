@@ -30,7 +30,7 @@ pub use cert::{CertId, CertStore, Certificate};
 pub use generation::{Diagnostic, Digest, Generation};
 pub use publish::Published;
 pub use route::{
-    normalize_host, Backend, BackendKind, DirectResponse, HostRoutes, PathKind, Route, RouteConflict,
-    RouteKey, RouteTable, TableBuilder,
+    normalize_host, Backend, BackendKind, DirectResponse, HostRoutes, PathKind, Route, RouteConflict, RouteKey,
+    RouteTable, TableBuilder,
 };
 pub use stats::{StatusClass, UpstreamErrorKind, WorkerCounters, WorkerStats};

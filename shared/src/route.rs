@@ -39,6 +39,9 @@ pub struct Backend {
     /// (the round-robin cursor) in a vector instead of a map.
     pub slot: u32,
     pub kind: BackendKind,
+    /// SHA-256 over the name and the kind, computed once: host digests include it, so a backend
+    /// whose endpoints move changes the digest of every host that routes to it.
+    pub digest: Digest,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -60,8 +63,14 @@ pub struct DirectResponse {
 }
 
 impl Backend {
+    pub fn new(name: &str, slot: u32, kind: BackendKind) -> Self {
+        let mut h = Sha256::new();
+        hash_backend(name, &kind, &mut h);
+        Backend { name: name.into(), slot, kind, digest: Digest(h.finalize().into()) }
+    }
+
     pub fn endpoints(name: &str, slot: u32, addrs: Vec<SocketAddr>) -> Self {
-        Backend { name: name.into(), slot, kind: BackendKind::Endpoints(addrs.into_boxed_slice()) }
+        Self::new(name, slot, BackendKind::Endpoints(addrs.into_boxed_slice()))
     }
 
     pub fn respond(name: &str, slot: u32, status: u16, body: impl Into<Bytes>) -> Self {
@@ -72,11 +81,7 @@ impl Backend {
             reason_phrase(status),
             body.len()
         );
-        Backend {
-            name: name.into(),
-            slot,
-            kind: BackendKind::Respond(DirectResponse { status, body, head: Bytes::from(head) }),
-        }
+        Self::new(name, slot, BackendKind::Respond(DirectResponse { status, body, head: Bytes::from(head) }))
     }
 
     /// Number of endpoints (a direct response counts as one).
@@ -86,24 +91,27 @@ impl Backend {
             BackendKind::Respond(_) => 1,
         }
     }
+}
 
-    fn hash_into(&self, h: &mut Sha256) {
-        h.update(self.name.as_bytes());
-        h.update([0]);
-        match &self.kind {
-            BackendKind::Endpoints(addrs) => {
-                h.update(b"E");
-                for a in addrs.iter() {
-                    h.update(a.to_string().as_bytes());
-                    h.update([0]);
+fn hash_backend(name: &str, kind: &BackendKind, h: &mut Sha256) {
+    h.update(name.as_bytes());
+    h.update([0]);
+    match kind {
+        BackendKind::Endpoints(addrs) => {
+            h.update(b"E");
+            for a in addrs.iter() {
+                match a.ip() {
+                    std::net::IpAddr::V4(ip) => h.update(ip.octets()),
+                    std::net::IpAddr::V6(ip) => h.update(ip.octets()),
                 }
+                h.update(a.port().to_be_bytes());
             }
-            BackendKind::Respond(r) => {
-                h.update(b"R");
-                h.update(r.status.to_be_bytes());
-                h.update((r.body.len() as u64).to_be_bytes());
-                h.update(&r.body);
-            }
+        }
+        BackendKind::Respond(r) => {
+            h.update(b"R");
+            h.update(r.status.to_be_bytes());
+            h.update((r.body.len() as u64).to_be_bytes());
+            h.update(&r.body);
         }
     }
 }
@@ -216,6 +224,11 @@ impl HostRoutes {
         self.exact.len() + self.prefix.len()
     }
 
+    /// SHA-256 over this host's rules and backends.
+    pub fn digest(&self) -> Digest {
+        self.digest
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -224,9 +237,9 @@ impl HostRoutes {
     pub fn routes(&self) -> impl Iterator<Item = (RouteKey, &Arc<Route>)> + '_ {
         let exact = self.exact.iter().map(|(p, r)| (PathKind::Exact, p, r));
         let prefix = self.prefix.iter().map(|(p, r)| (PathKind::Prefix, p, r));
-        exact.chain(prefix).map(move |(kind, path, route)| {
-            (RouteKey { host: self.host.clone(), kind, path: path.clone() }, route)
-        })
+        exact
+            .chain(prefix)
+            .map(move |(kind, path, route)| (RouteKey { host: self.host.clone(), kind, path: path.clone() }, route))
     }
 }
 
@@ -416,12 +429,21 @@ impl TableBuilder {
         backend: Arc<Backend>,
         source: &str,
     ) -> Result<(), RouteConflict> {
-        let host: Arc<str> = host.to_ascii_lowercase().into();
+        let lower;
+        let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
+            lower = host.to_ascii_lowercase();
+            &lower
+        } else {
+            host
+        };
         let path: Arc<str> = match kind {
             PathKind::Exact => path.into(),
             PathKind::Prefix => path.trim_end_matches('/').into(),
         };
-        let draft = self.hosts.entry(host.clone()).or_default();
+        if !self.hosts.contains_key(host) {
+            self.hosts.insert(host.into(), HostDraft::default());
+        }
+        let draft = self.hosts.get_mut(host).expect("inserted above");
         let map = match kind {
             PathKind::Exact => &mut draft.exact,
             PathKind::Prefix => &mut draft.prefix,
@@ -430,7 +452,10 @@ impl TableBuilder {
             if existing.backend == backend {
                 return Ok(());
             }
-            return Err(RouteConflict { key: RouteKey { host, kind, path }, kept: existing.source.clone() });
+            return Err(RouteConflict {
+                key: RouteKey { host: host.into(), kind, path },
+                kept: existing.source.clone(),
+            });
         }
         map.insert(path, Arc::new(Route { backend, source: source.into() }));
         Ok(())
@@ -468,10 +493,7 @@ impl TableBuilder {
         for (host, draft) in self.hosts {
             let digest = draft_digest(&host, &draft);
             top.update(digest.0);
-            let shared = previous
-                .and_then(|p| p.group_by_declared_name(&host))
-                .filter(|hr| hr.digest == digest)
-                .cloned();
+            let shared = previous.and_then(|p| p.host_group(&host)).filter(|hr| hr.digest == digest).cloned();
             let group = shared.unwrap_or_else(|| {
                 Arc::new(HostRoutes {
                     host: host.clone(),
@@ -490,7 +512,7 @@ impl TableBuilder {
         }
         top.update(b"\0default\0");
         if let Some(d) = &self.default_route {
-            d.backend.hash_into(&mut top);
+            top.update(d.backend.digest.0);
         }
         top.update(b"\0tls\0");
         for (host, id) in &self.tls {
@@ -518,7 +540,8 @@ impl TableBuilder {
 }
 
 impl RouteTable {
-    fn group_by_declared_name(&self, host: &str) -> Option<&Arc<HostRoutes>> {
+    /// The group of rules declared for `host` exactly as declared (`*.example.com`, `""` for any).
+    pub fn host_group(&self, host: &str) -> Option<&Arc<HostRoutes>> {
         if host.is_empty() {
             self.any_host.as_ref()
         } else if let Some(suffix) = host.strip_prefix("*.") {
@@ -537,7 +560,7 @@ fn draft_digest(host: &str, draft: &HostDraft) -> Digest {
             h.update([0, tag]);
             h.update(path.as_bytes());
             h.update([0]);
-            route.backend.hash_into(&mut h);
+            h.update(route.backend.digest.0);
         }
     }
     Digest(h.finalize().into())

@@ -126,7 +126,8 @@ fn serve(stream: TcpStream, name: &str, requests: &AtomicUsize, idle: Option<Dur
             std::thread::sleep(Duration::from_millis(ms.parse().unwrap_or(100)));
         }
         if target == "/ws" {
-            let _ = writer.write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+            let _ = writer
+                .write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
             // Echo whatever arrives until the client closes.
             let mut buf = [0u8; 4096];
             let mut rest = reader.buffer().to_vec();

@@ -85,7 +85,8 @@ impl Conn {
                         return None;
                     }
                 };
-                let size = usize::from_str_radix(std::str::from_utf8(&self.buf[..line_end]).unwrap().trim(), 16).unwrap();
+                let size =
+                    usize::from_str_radix(std::str::from_utf8(&self.buf[..line_end]).unwrap().trim(), 16).unwrap();
                 self.buf.drain(..line_end + 2);
                 while self.buf.len() < size + 2 {
                     if self.fill() == 0 {

@@ -5,7 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ramjet_shared::{BackendKind, CertId, RouteKey, RouteTable};
+use std::sync::Arc;
+
+use ramjet_shared::{BackendKind, CertId, HostRoutes, RouteKey, RouteTable};
 use serde::Serialize;
 
 /// What a route resolves to, as far as the audit trail is concerned.
@@ -25,29 +27,71 @@ pub struct TableView {
 }
 
 impl TableView {
+    /// Views of only what differs between two tables: host groups that are the same in both
+    /// (shared, or equal by digest) are left out of both, so the diff costs time for what changed,
+    /// not for the size of the table. TLS and the default backend are always included.
+    pub fn changed_parts(old: &RouteTable, new: &RouteTable) -> (TableView, TableView) {
+        let same = |a: &HostRoutes, b: Option<&Arc<HostRoutes>>| b.is_some_and(|b| b.digest() == a.digest());
+        let mut old_view = TableView::default();
+        let mut new_view = TableView::default();
+        for group in new.hosts() {
+            if !same(group, old.host_group(&group.host)) {
+                new_view.add_group(group);
+            }
+        }
+        for group in old.hosts() {
+            if !same(group, new.host_group(&group.host)) {
+                old_view.add_group(group);
+            }
+        }
+        old_view.add_tls_and_default(old);
+        new_view.add_tls_and_default(new);
+        (old_view, new_view)
+    }
+
+    fn add_group(&mut self, group: &HostRoutes) {
+        if !group.host.is_empty() {
+            self.hosts.insert(group.host.to_string());
+        }
+        for (key, route) in group.routes() {
+            self.routes.insert(key, RouteTarget::of(&route.backend));
+        }
+    }
+
+    fn add_tls_and_default(&mut self, table: &RouteTable) {
+        for (host, id) in table.tls_hosts() {
+            self.certs.insert(host.to_string(), *id);
+        }
+        self.default_backend = table.default_route().map(|r| r.backend.name.to_string());
+    }
+
+    /// The whole table (tests and tools; the applier uses [`TableView::changed_parts`]).
     pub fn of(table: &RouteTable) -> Self {
-        let target = |b: &ramjet_shared::Backend| RouteTarget {
+        let mut view = TableView::default();
+        for group in table.hosts() {
+            view.add_group(group);
+        }
+        view.add_tls_and_default(table);
+        view
+    }
+}
+
+impl RouteTarget {
+    fn of(b: &ramjet_shared::Backend) -> Self {
+        RouteTarget {
             backend: b.name.to_string(),
             endpoints: match &b.kind {
                 BackendKind::Endpoints(e) => e.iter().map(|a| a.to_string()).collect(),
                 BackendKind::Respond(r) => vec![format!("respond {}", r.status)],
             },
-        };
-        let mut view = TableView::default();
-        for group in table.hosts() {
-            if !group.host.is_empty() {
-                view.hosts.insert(group.host.to_string());
-            }
-            for (key, route) in group.routes() {
-                view.routes.insert(key, target(&route.backend));
-            }
         }
-        for (host, id) in table.tls_hosts() {
-            view.certs.insert(host.to_string(), *id);
-        }
-        view.default_backend = table.default_route().map(|r| r.backend.name.to_string());
-        view
     }
+}
+
+/// The diff between two compiled tables.
+pub fn diff_tables(old: &RouteTable, new: &RouteTable) -> TableDiff {
+    let (old, new) = TableView::changed_parts(old, new);
+    diff(&old, &new)
 }
 
 /// The changes from one table to the next.

@@ -24,7 +24,10 @@ routes:
     assert!(r.routes[1].exact);
     assert_eq!(r.routes[2].host, "");
     assert_eq!(r.default_backend.as_deref(), Some("hello"));
-    assert_eq!(r.backends["api"], BackendSpec::Endpoints(vec!["127.0.0.1:9001".parse().unwrap(), "127.0.0.1:9002".parse().unwrap()]));
+    assert_eq!(
+        r.backends["api"],
+        BackendSpec::Endpoints(vec!["127.0.0.1:9001".parse().unwrap(), "127.0.0.1:9002".parse().unwrap()])
+    );
 }
 
 fn error(text: &str) -> ConfigError {
@@ -65,4 +68,3 @@ fn errors_name_line_and_field() {
     assert!(e.message.contains("/nonexistent.crt"), "{e}");
     assert!(e.to_string().starts_with("routes.yaml:4:"), "{e}");
 }
-

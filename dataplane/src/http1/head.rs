@@ -387,10 +387,10 @@ pub fn parse_response(
     out.extend_from_slice(b"\r\n");
     for h in resp.headers.iter() {
         let name = h.name.as_bytes();
-        if is_hop_by_hop_response(name, switching) {
-            if !(name.eq_ignore_ascii_case(b"transfer-encoding") && body == Framing::Chunked && !dechunk) {
-                continue;
-            }
+        // Hop-by-hop headers go, except the chunked framing that is passed through unchanged.
+        let passthrough_te = name.eq_ignore_ascii_case(b"transfer-encoding") && body == Framing::Chunked && !dechunk;
+        if is_hop_by_hop_response(name, switching) && !passthrough_te {
+            continue;
         }
         let line = offset(data, name).start..offset(data, h.value).end;
         out.extend_from_slice(&data[line]);

@@ -62,12 +62,7 @@ pub fn looks_alive(conn: &UpstreamConn) -> bool {
     // SAFETY: the fd is open for the lifetime of `conn`, the buffer is one valid byte, and
     // MSG_DONTWAIT keeps the call from blocking whatever the socket's mode.
     let n = unsafe {
-        libc::recv(
-            conn.stream.as_raw_fd(),
-            (&mut byte as *mut u8).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
+        libc::recv(conn.stream.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
     };
     n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }

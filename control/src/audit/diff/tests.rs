@@ -45,6 +45,8 @@ proptest! {
         let d = diff(&old, &new);
         prop_assert_eq!(d.apply(&old), new.clone());
         prop_assert_eq!(d.is_empty(), old == new);
+        // The applier's diff over changed parts only is the same diff.
+        prop_assert_eq!(diff_tables(&build(&a), &build(&b)), d);
     }
 
     #[test]

@@ -66,13 +66,15 @@ fn bodies_and_expect() {
     let (head, out) = parse("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap().unwrap();
     assert_eq!(head.body, Framing::Chunked);
     assert!(out.contains("Transfer-Encoding: chunked\r\n"));
-    let (head, _) = parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n").unwrap().unwrap();
+    let (head, _) =
+        parse("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n").unwrap().unwrap();
     assert_eq!(head.body, Framing::Length(3));
 }
 
 #[test]
 fn upgrade_is_forwarded() {
-    let raw = "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: x\r\n\r\n";
+    let raw =
+        "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: x\r\n\r\n";
     let (head, out) = parse(raw).unwrap().unwrap();
     assert!(head.upgrade);
     assert!(out.contains("connection: upgrade\r\nupgrade: websocket\r\n"));
@@ -156,7 +158,8 @@ fn responses_keep_framing_and_drop_hop_by_hop() {
     );
     assert_eq!(head.body, Framing::None);
 
-    let (head, _, out) = respond("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", plan(1));
+    let (head, _, out) =
+        respond("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", plan(1));
     assert_eq!(head.status, 101);
     assert!(out.contains("Connection: Upgrade") && out.contains("Upgrade: websocket"));
 
