@@ -1,5 +1,5 @@
-//! Publish latency: the pointer store alone; compile + diff + publish at 10, 1,000 and 10,000
-//! routes; and a worker's load of the current generation while another thread publishes.
+//! Publish latency: the pointer store alone; compile + diff + publish at 10, 1,000, 10,000 and
+//! 100,000 routes; and a worker's load of the current generation while another thread publishes.
 //!
 //! `cargo bench --bench publish`
 
@@ -45,7 +45,8 @@ fn pointer_store(c: &mut Criterion) {
 
 fn compile_diff_publish(c: &mut Criterion) {
     let mut group = c.benchmark_group("publish/compile_diff_publish");
-    for routes in [10, 1_000, 10_000] {
+    group.sample_size(10);
+    for routes in [10, 1_000, 10_000, 100_000] {
         let configs = [config(routes, 1), config(routes, 2)];
         let published = Arc::new(Published::new());
         let applier = Applier::new(published.clone(), 10, AuditTrail::default(), Arc::default());
