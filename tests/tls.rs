@@ -28,14 +28,29 @@ impl Pki {
     fn new(name: &str) -> Pki {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, "ramjet test CA");
         let key = KeyPair::generate().unwrap();
         let ca = params.self_signed(&key).unwrap();
-        Pki { dir: temp_dir(name), ca: ca.der().clone(), issuer: Issuer::new(params, key) }
+        let dir = temp_dir(name);
+        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+        Pki { dir, ca: ca.der().clone(), issuer: Issuer::new(params, key) }
     }
 
     /// Writes `<file>.crt` / `<file>.key` for these names; returns the leaf DER.
     fn leaf(&self, file: &str, names: &[&str]) -> CertificateDer<'static> {
-        let params = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        self.leaf_with(file, names, |_| {})
+    }
+
+    fn leaf_with(
+        &self,
+        file: &str,
+        names: &[&str],
+        tweak: impl FnOnce(&mut CertificateParams),
+    ) -> CertificateDer<'static> {
+        let mut params = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        // A subject of its own, or OpenSSL-based clients take the leaf for self-signed.
+        params.distinguished_name.push(rcgen::DnType::CommonName, names[0]);
+        tweak(&mut params);
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         std::fs::write(self.dir.join(format!("{file}.crt")), cert.pem()).unwrap();
@@ -121,6 +136,7 @@ fn sni_picks_the_certificate_and_the_default_covers_the_rest() {
             let mut h = handshake(addr, &client, "example.com").unwrap();
             assert_eq!(h.peer, exact, "{driver:?}");
             assert_eq!(h.version, versions[0].version);
+            assert_eq!(h.stream.conn.alpn_protocol(), Some(&b"http/1.1"[..]), "ALPN offers only what is served");
             let page = https_get(&mut h, "example.com", "/hello");
             assert!(page.contains("header=x-forwarded-proto: https"), "{page}");
             assert_eq!(handshake(addr, &client, "www.example.com").unwrap().peer, wild);
@@ -256,4 +272,52 @@ fn an_invalid_key_refuses_to_start_naming_the_file() {
     assert!(err.contains("no PRIVATE KEY PEM block"), "{err}");
     let err = check(yaml("example.key", "example.key"));
     assert!(err.contains("no CERTIFICATE PEM block"), "{err}");
+}
+
+#[test]
+fn curl_gets_a_page_over_https() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-curl");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let backend = Backend::start("b");
+    let d = daemon_with(
+        routes_in(&config(&pki, &backend, "example", false), &pki.dir),
+        ramjet_dataplane::IoDriver::IoUring,
+        |_| {},
+    );
+    let port = d.https_addr().unwrap().port();
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--http1.1", "--cacert"])
+        .arg(pki.path("ca.pem"))
+        .args(["--resolve", &format!("example.com:{port}:127.0.0.1"), &format!("https://example.com:{port}/via-curl")])
+        .output()
+        .expect("curl is installed");
+    let body = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(body.contains("target=/via-curl") && body.contains("x-forwarded-proto: https"), "{body}");
+    d.shutdown();
+}
+
+#[test]
+fn an_expired_certificate_is_a_warning_not_a_refusal() {
+    let pki = Pki::new("tls-expired");
+    pki.leaf_with("old", &["example.com"], |p| {
+        p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    });
+    let file = pki.path("routes.yaml");
+    std::fs::write(
+        &file,
+        "backends:\n  h: { respond: { status: 200 } }\nroutes:\n  - { path: /, backend: h }\ntls:\n  - { hosts: [example.com], certFile: old.crt, keyFile: old.key }\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ramjet"))
+        .args(["--check", "--static-routes"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("old.crt has expired"), "{err}");
 }
