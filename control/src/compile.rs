@@ -4,12 +4,15 @@
 //! into nothing, when the compiled table is the one compiled last (a fixed point: re-applying the
 //! same input changes nothing).
 
+pub mod ingress;
 pub mod static_routes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ramjet_shared::{Backend, BackendKind, CertId, Certificate, Diagnostic, Digest, Generation, RouteTable, TableBuilder};
+use ramjet_shared::{
+    Backend, BackendKind, CertId, Certificate, Diagnostic, Digest, Generation, RouteTable, TableBuilder,
+};
 
 /// A table being compiled, with the certificates it names and what went wrong on the way.
 #[derive(Default)]

@@ -20,6 +20,7 @@ pub mod certs;
 pub mod compile;
 pub mod history;
 pub mod latest;
+pub mod manifests;
 pub mod metrics;
 pub mod static_routes;
 
@@ -29,11 +30,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ramjet_shared::{Published, WorkerStats};
-use tokio::sync::{mpsc, oneshot};
+use ramjet_shared::{Diagnostic, Published, WorkerStats};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use apply::Applier;
 use audit::{AuditTrail, EventSink, Webhook};
+use compile::ingress::ClusterSnapshot;
 use compile::Compiler;
 use metrics::{ControlMetrics, MetricsSources};
 use static_routes::StaticRoutes;
@@ -45,6 +47,8 @@ const DEBOUNCE: Duration = Duration::from_millis(5);
 #[derive(Debug, Clone)]
 pub enum Input {
     Static(Arc<StaticRoutes>),
+    /// Kubernetes objects, from the cluster or a manifests directory.
+    Objects(Arc<ClusterSnapshot>),
 }
 
 /// What the control thread needs.
@@ -77,6 +81,9 @@ pub struct ControlHandle {
     pub applier: Arc<Applier>,
     pub admin_addr: SocketAddr,
     pub metrics: Arc<ControlMetrics>,
+    /// The control thread's runtime, for sources that run beside the rebuild loop (the watcher).
+    pub runtime: tokio::runtime::Handle,
+    diagnostics: watch::Receiver<Arc<[Diagnostic]>>,
 }
 
 impl Control {
@@ -99,6 +106,8 @@ impl Control {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let (inputs, inputs_rx) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = oneshot::channel();
+        let (diagnostics_tx, diagnostics) = watch::channel(Arc::from(Vec::new()));
+        let handle = runtime.handle().clone();
         let listener = config.admin_listener;
         let thread_applier = applier.clone();
         let thread_metrics = metrics.clone();
@@ -112,7 +121,7 @@ impl Control {
                     }
                 };
                 let (generations, generations_rx) = latest::latest();
-                tokio::spawn(rebuild(inputs_rx, generations, thread_metrics));
+                tokio::spawn(rebuild(inputs_rx, generations, thread_metrics, diagnostics_tx));
                 let applier = thread_applier.clone();
                 tokio::spawn(async move {
                     loop {
@@ -129,16 +138,24 @@ impl Control {
                         applier.prune();
                     }
                 });
-                let server = axum::serve(listener, admin::router(admin_state))
-                    .with_graceful_shutdown(async move {
-                        let _ = shutdown_rx.await;
-                    });
+                let server = axum::serve(listener, admin::router(admin_state)).with_graceful_shutdown(async move {
+                    let _ = shutdown_rx.await;
+                });
                 if let Err(e) = server.await {
                     tracing::error!(error = %e, "admin listener failed");
                 }
             });
         })?;
-        Ok(ControlHandle { thread: Some(thread), inputs, shutdown: Some(shutdown), applier, admin_addr, metrics })
+        Ok(ControlHandle {
+            thread: Some(thread),
+            inputs,
+            shutdown: Some(shutdown),
+            applier,
+            admin_addr,
+            metrics,
+            runtime: handle,
+            diagnostics,
+        })
     }
 }
 
@@ -147,6 +164,17 @@ impl ControlHandle {
     /// produces no generation.
     pub fn submit(&self, input: Input) {
         let _ = self.inputs.send(input);
+    }
+
+    /// A sender for new configurations, for sources that run on their own.
+    pub fn inputs(&self) -> mpsc::UnboundedSender<Input> {
+        self.inputs.clone()
+    }
+
+    /// The diagnostics of the latest compile — also of compiles that produced no new generation
+    /// (an object that fails to compile does not change the table).
+    pub fn diagnostics(&self) -> watch::Receiver<Arc<[Diagnostic]>> {
+        self.diagnostics.clone()
     }
 
     /// Waits until the first generation is published, up to `timeout`.
@@ -187,6 +215,7 @@ async fn rebuild(
     mut inputs: mpsc::UnboundedReceiver<Input>,
     generations: latest::LatestSender<ramjet_shared::Generation>,
     metrics: Arc<ControlMetrics>,
+    diagnostics: watch::Sender<Arc<[Diagnostic]>>,
 ) {
     let mut compiler = Compiler::new();
     while let Some(mut input) = inputs.recv().await {
@@ -196,7 +225,18 @@ async fn rebuild(
         }
         let draft = match &input {
             Input::Static(routes) => compile::static_routes::compile(routes, &mut compiler),
+            Input::Objects(snapshot) => compile::ingress::compile(snapshot, &mut compiler),
         };
+        let mut found = draft.diagnostics.clone();
+        found.sort();
+        found.dedup();
+        diagnostics.send_if_modified(|d| {
+            let changed = **d != *found;
+            if changed {
+                *d = found.into();
+            }
+            changed
+        });
         metrics.compiles.fetch_add(1, Relaxed);
         metrics.diagnostics.store(draft.diagnostics.len() as u64, Relaxed);
         let started = Instant::now();

@@ -1,0 +1,524 @@
+//! Compiling Kubernetes objects — Ingresses and what they reference — into a draft table.
+//!
+//! A pure function of a [`ClusterSnapshot`]: the same objects always compile to the same table, so
+//! the watcher, the `--manifests` file source and the tests all share it. What it does, in order:
+//!
+//! 1. keep the Ingresses of our class ([`ClassSelector`]);
+//! 2. order them oldest first (`creationTimestamp`, then namespace/name), which is how every conflict
+//!    is decided: a host+path+pathType, a TLS host or the default backend belongs to the oldest
+//!    Ingress that claims it, and the others get a diagnostic;
+//! 3. resolve each Ingress completely — hosts, paths, Services and their ports, endpoints through
+//!    EndpointSlices, certificates from Secrets — before any of it enters the table. An Ingress
+//!    with a problem (unknown Service or port, missing or invalid Secret, invalid host or path) is
+//!    reported and left out whole; the others compile as if it were not there.
+//!
+//! `docs/ingress.md` describes the semantics for users.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use ramjet_shared::{Backend, BackendKind, CertId, Certificate, Diagnostic, PathKind};
+
+use super::{Compiler, Draft};
+use crate::certs::{is_expired, parse_certificate};
+use crate::static_routes::validate_host;
+
+/// `kubernetes.io/ingress.class`: the class before `spec.ingressClassName` existed.
+pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+/// Marks an IngressClass as the one for Ingresses that name none.
+pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+/// The label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// Redirect plain HTTP to HTTPS for the Ingress's TLS hosts (`"true"`); ingress-nginx's name is
+/// accepted too.
+pub const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = ["ramjet.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"];
+/// The Secret type that carries a certificate and key.
+pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+
+/// Which Ingresses are ours.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngressOptions {
+    /// `--ingress-class`: the class name the legacy annotation must carry.
+    pub ingress_class: String,
+    /// `--controller-name`: the `spec.controller` of the IngressClasses that are ours.
+    pub controller_name: String,
+}
+
+impl Default for IngressOptions {
+    fn default() -> Self {
+        IngressOptions { ingress_class: "ramjet".into(), controller_name: "ramjet.dev/ingress-controller".into() }
+    }
+}
+
+/// Everything the compiler reads: the objects as a watcher's stores or a manifests directory hold
+/// them.
+#[derive(Clone, Default)]
+pub struct ClusterSnapshot {
+    pub options: Arc<IngressOptions>,
+    pub ingress_classes: Vec<Arc<IngressClass>>,
+    pub ingresses: Vec<Arc<Ingress>>,
+    pub services: Vec<Arc<Service>>,
+    pub endpoint_slices: Vec<Arc<EndpointSlice>>,
+    pub secrets: Vec<Arc<Secret>>,
+    /// Problems found while reading the objects (a manifest that is not valid YAML); they are
+    /// carried into the generation's diagnostics.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl fmt::Debug for ClusterSnapshot {
+    /// Counts only: a snapshot holds Secrets.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClusterSnapshot")
+            .field("ingress_classes", &self.ingress_classes.len())
+            .field("ingresses", &self.ingresses.len())
+            .field("services", &self.services.len())
+            .field("endpoint_slices", &self.endpoint_slices.len())
+            .field("secrets", &self.secrets.len())
+            .field("diagnostics", &self.diagnostics.len())
+            .finish()
+    }
+}
+
+/// Decides whether an Ingress belongs to this controller.
+#[derive(Debug, Clone)]
+pub struct ClassSelector {
+    /// IngressClasses whose `spec.controller` is ours.
+    ours: HashSet<String>,
+    /// One of them carries the default-class annotation.
+    default: bool,
+    legacy_name: String,
+}
+
+impl ClassSelector {
+    pub fn new(classes: &[Arc<IngressClass>], options: &IngressOptions) -> Self {
+        let mut ours = HashSet::new();
+        let mut default = false;
+        for class in classes {
+            let controller = class.spec.as_ref().and_then(|s| s.controller.as_deref());
+            if controller != Some(options.controller_name.as_str()) {
+                continue;
+            }
+            if let Some(name) = &class.metadata.name {
+                ours.insert(name.clone());
+            }
+            let annotations = class.metadata.annotations.as_ref();
+            if annotations.and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION)).is_some_and(|v| v == "true") {
+                default = true;
+            }
+        }
+        ClassSelector { ours, default, legacy_name: options.ingress_class.clone() }
+    }
+
+    /// `spec.ingressClassName` naming one of our IngressClasses; without it, the legacy annotation
+    /// naming our class; without either, our IngressClass being the default one.
+    pub fn selects(&self, ingress: &Ingress) -> bool {
+        if let Some(class) = ingress.spec.as_ref().and_then(|s| s.ingress_class_name.as_ref()) {
+            return self.ours.contains(class);
+        }
+        let legacy = ingress.metadata.annotations.as_ref().and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
+        match legacy {
+            Some(name) => *name == self.legacy_name,
+            None => self.default,
+        }
+    }
+}
+
+/// `Ingress namespace/name`, as diagnostics name an Ingress.
+pub fn ingress_object(namespace: &str, name: &str) -> String {
+    format!("Ingress {namespace}/{name}")
+}
+
+/// Compiles the Ingresses of our class into a draft.
+pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
+    let mut draft = Draft::default();
+    draft.diagnostics.extend(snapshot.diagnostics.iter().cloned());
+    let selector = ClassSelector::new(&snapshot.ingress_classes, &snapshot.options);
+    let mut ours: Vec<&Ingress> = snapshot.ingresses.iter().map(|i| &**i).filter(|i| selector.selects(i)).collect();
+    ours.sort_by(|a, b| age(a).cmp(&age(b)));
+    let mut resolver = Resolver::new(snapshot, compiler);
+    let mut tls_owner: HashMap<String, (CertId, String)> = HashMap::new();
+    let mut default_owner: Option<String> = None;
+    for ingress in ours {
+        let (namespace, name) =
+            (namespace_of(&ingress.metadata.namespace), ingress.metadata.name.as_deref().unwrap_or(""));
+        let source = format!("{namespace}/{name}");
+        let object = ingress_object(namespace, name);
+        let plan = match resolver.plan(ingress, namespace) {
+            Ok(plan) => plan,
+            Err(problems) => {
+                for problem in problems {
+                    draft.diagnose(&object, format!("{problem}; the Ingress is not served"));
+                }
+                continue;
+            }
+        };
+        for warning in plan.warnings {
+            draft.diagnose(&object, warning);
+        }
+        for route in plan.routes {
+            if let Err(conflict) = draft.builder.add_route(&route.host, &route.path, route.kind, route.backend, &source)
+            {
+                draft.diagnose(
+                    &object,
+                    format!(
+                        "{} ({:?}) is already routed by the older Ingress {}; this path is ignored",
+                        conflict.key, route.kind, conflict.kept
+                    ),
+                );
+            }
+        }
+        if let Some(backend) = plan.default_backend {
+            match &default_owner {
+                Some(owner) => draft.diagnose(
+                    &object,
+                    format!("spec.defaultBackend is ignored: the older Ingress {owner} sets the default backend"),
+                ),
+                None => {
+                    draft.builder.set_default_backend(backend, &source);
+                    default_owner = Some(source.clone());
+                }
+            }
+        }
+        for (host, cert) in plan.tls {
+            match tls_owner.get(&host) {
+                Some((id, _)) if *id == cert.id => {}
+                Some((_, owner)) => draft.diagnose(
+                    &object,
+                    format!("TLS for {host} is ignored: the older Ingress {owner} gives it another certificate"),
+                ),
+                None => {
+                    draft.builder.add_tls_host(&host, cert.id);
+                    tls_owner.insert(host.clone(), (cert.id, source.clone()));
+                    draft.certificates.push(cert);
+                }
+            }
+            if plan.ssl_redirect {
+                draft.builder.add_ssl_redirect(&host);
+            }
+        }
+    }
+    draft
+}
+
+/// Oldest first; namespace and name break ties (and order objects without a timestamp, such as
+/// manifests, which count as older than any object that has one).
+fn age(ingress: &Ingress) -> (Option<&Time>, &str, &str) {
+    let m = &ingress.metadata;
+    (m.creation_timestamp.as_ref(), namespace_of(&m.namespace), m.name.as_deref().unwrap_or(""))
+}
+
+fn namespace_of(namespace: &Option<String>) -> &str {
+    namespace.as_deref().unwrap_or("default")
+}
+
+/// One Ingress, fully resolved and not yet in the table.
+struct Plan {
+    routes: Vec<PlannedRoute>,
+    default_backend: Option<Arc<Backend>>,
+    tls: Vec<(String, Arc<Certificate>)>,
+    ssl_redirect: bool,
+    /// Served anyway, but worth telling (an expired certificate).
+    warnings: Vec<String>,
+}
+
+struct PlannedRoute {
+    host: String,
+    path: String,
+    kind: PathKind,
+    backend: Arc<Backend>,
+}
+
+/// How an Ingress names a Service port.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum PortRef<'a> {
+    Number(i32),
+    Name(&'a str),
+}
+
+impl fmt::Display for PortRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortRef::Number(n) => write!(f, "{n}"),
+            PortRef::Name(n) => write!(f, "`{n}`"),
+        }
+    }
+}
+
+type BackendKey<'a> = (&'a str, &'a str, PortRef<'a>);
+
+/// Looks objects up by name and remembers what it resolved, for one compile.
+struct Resolver<'s, 'c> {
+    compiler: &'c mut Compiler,
+    services: HashMap<(&'s str, &'s str), &'s Service>,
+    /// EndpointSlices by the namespace and name of their Service.
+    slices: HashMap<(&'s str, &'s str), Vec<&'s EndpointSlice>>,
+    secrets: HashMap<(&'s str, &'s str), &'s Secret>,
+    backends: HashMap<BackendKey<'s>, Result<Arc<Backend>, String>>,
+    certificates: HashMap<(&'s str, &'s str), Result<Arc<Certificate>, String>>,
+}
+
+impl<'s, 'c> Resolver<'s, 'c> {
+    fn new(snapshot: &'s ClusterSnapshot, compiler: &'c mut Compiler) -> Self {
+        let key = |m: &'s k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            (namespace_of(&m.namespace), m.name.as_deref().unwrap_or(""))
+        };
+        let services = snapshot.services.iter().map(|s| (key(&s.metadata), &**s)).collect();
+        let secrets = snapshot.secrets.iter().map(|s| (key(&s.metadata), &**s)).collect();
+        let mut slices: HashMap<_, Vec<_>> = HashMap::new();
+        for slice in &snapshot.endpoint_slices {
+            let service = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
+            if let Some(service) = service {
+                slices.entry((namespace_of(&slice.metadata.namespace), service.as_str())).or_default().push(&**slice);
+            }
+        }
+        Resolver { compiler, services, slices, secrets, backends: HashMap::new(), certificates: HashMap::new() }
+    }
+
+    /// Everything an Ingress asks for, or every problem that keeps it out of the table.
+    fn plan(&mut self, ingress: &'s Ingress, namespace: &'s str) -> Result<Plan, Vec<String>> {
+        let mut problems = Vec::new();
+        let mut plan = Plan {
+            routes: Vec::new(),
+            default_backend: None,
+            tls: Vec::new(),
+            ssl_redirect: false,
+            warnings: Vec::new(),
+        };
+        let Some(spec) = &ingress.spec else {
+            return Ok(plan);
+        };
+        if let Some(backend) = &spec.default_backend {
+            match self.backend(namespace, backend) {
+                Ok(b) => plan.default_backend = Some(b),
+                Err(e) => problems.push(format!("spec.defaultBackend: {e}")),
+            }
+        }
+        let mut rule_hosts = Vec::new();
+        for (i, rule) in spec.rules.iter().flatten().enumerate() {
+            let host = match rule.host.as_deref() {
+                None | Some("") => String::new(),
+                Some(h) => match validate_host(h) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        problems.push(format!("spec.rules[{i}].host: {e}"));
+                        continue;
+                    }
+                },
+            };
+            if !host.is_empty() {
+                rule_hosts.push(host.clone());
+            }
+            for (j, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
+                let at = format!("spec.rules[{i}].http.paths[{j}]");
+                let kind = match path.path_type.as_str() {
+                    "Exact" => PathKind::Exact,
+                    "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
+                    "" => {
+                        problems.push(format!("{at}.pathType is required (Exact, Prefix or ImplementationSpecific)"));
+                        continue;
+                    }
+                    other => {
+                        problems
+                            .push(format!("{at}.pathType: `{other}` is not Exact, Prefix or ImplementationSpecific"));
+                        continue;
+                    }
+                };
+                let value = match path.path.as_deref() {
+                    None | Some("") => "/",
+                    Some(p) => p,
+                };
+                if let Err(e) = validate_path(value) {
+                    problems.push(format!("{at}.path: {e}"));
+                    continue;
+                }
+                match self.backend(namespace, &path.backend) {
+                    Ok(backend) => {
+                        plan.routes.push(PlannedRoute { host: host.clone(), path: value.to_string(), kind, backend })
+                    }
+                    Err(e) => problems.push(format!("{at}.backend: {e}")),
+                }
+            }
+        }
+        for (i, tls) in spec.tls.iter().flatten().enumerate() {
+            let Some(secret) = tls.secret_name.as_deref().filter(|s| !s.is_empty()) else {
+                // No secret: the hosts are served with the default certificate, as the spec allows.
+                continue;
+            };
+            let cert = match self.certificate(namespace, secret) {
+                Ok(cert) => cert,
+                Err(e) => {
+                    problems.push(format!("spec.tls[{i}]: {e}"));
+                    continue;
+                }
+            };
+            if is_expired(&cert) {
+                plan.warnings
+                    .push(format!("spec.tls[{i}]: the certificate in Secret {namespace}/{secret} has expired"));
+            }
+            // Without hosts, the certificate serves every host of this Ingress's rules.
+            let hosts: Vec<String> = match &tls.hosts {
+                Some(hosts) if !hosts.is_empty() => {
+                    let mut valid = Vec::new();
+                    for host in hosts {
+                        match validate_host(host) {
+                            Ok(h) => valid.push(h),
+                            Err(e) => problems.push(format!("spec.tls[{i}].hosts: {e}")),
+                        }
+                    }
+                    valid
+                }
+                _ => rule_hosts.clone(),
+            };
+            plan.tls.extend(hosts.into_iter().map(|h| (h, cert.clone())));
+        }
+        let annotations = ingress.metadata.annotations.as_ref();
+        plan.ssl_redirect = SSL_REDIRECT_ANNOTATIONS
+            .iter()
+            .any(|a| annotations.and_then(|m| m.get(*a)).is_some_and(|v| v.eq_ignore_ascii_case("true")));
+        if problems.is_empty() {
+            Ok(plan)
+        } else {
+            Err(problems)
+        }
+    }
+
+    fn backend(&mut self, namespace: &'s str, backend: &'s IngressBackend) -> Result<Arc<Backend>, String> {
+        let Some(service) = &backend.service else {
+            return Err(match &backend.resource {
+                Some(r) => format!("resource backends ({} {}) are not supported; use a Service", r.kind, r.name),
+                None => "the backend names no Service".to_string(),
+            });
+        };
+        let port = match &service.port {
+            Some(p) => match (p.number, p.name.as_deref()) {
+                (Some(n), _) => PortRef::Number(n),
+                (None, Some(name)) if !name.is_empty() => PortRef::Name(name),
+                _ => return Err(format!("the backend for Service {} names no port", service.name)),
+            },
+            None => return Err(format!("the backend for Service {} names no port", service.name)),
+        };
+        let key = (namespace, service.name.as_str(), port);
+        if let Some(known) = self.backends.get(&key) {
+            return known.clone();
+        }
+        let resolved = self.resolve_backend(namespace, service, port);
+        self.backends.insert(key, resolved.clone());
+        resolved
+    }
+
+    /// The Service port, then its ready endpoints from the Service's EndpointSlices.
+    fn resolve_backend(
+        &mut self,
+        namespace: &str,
+        backend: &IngressServiceBackend,
+        port: PortRef<'_>,
+    ) -> Result<Arc<Backend>, String> {
+        let name = backend.name.as_str();
+        let Some(service) = self.services.get(&(namespace, name)) else {
+            return Err(format!("Service {namespace}/{name} does not exist"));
+        };
+        let spec = service.spec.as_ref();
+        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            return Err(format!("Service {namespace}/{name} is of type ExternalName, which is not supported"));
+        }
+        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        let found = ports.iter().find(|p| match port {
+            PortRef::Number(n) => p.port == n,
+            PortRef::Name(n) => p.name.as_deref() == Some(n),
+        });
+        let Some(service_port) = found else {
+            let known: Vec<String> = ports
+                .iter()
+                .map(|p| match &p.name {
+                    Some(n) if !n.is_empty() => format!("{} ({n})", p.port),
+                    _ => p.port.to_string(),
+                })
+                .collect();
+            return Err(format!(
+                "Service {namespace}/{name} has no port {port} (its ports: {})",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ));
+        };
+        // EndpointSlice ports carry the Service port's name and the resolved target port.
+        let port_name = service_port.name.as_deref().unwrap_or("");
+        let mut endpoints = Vec::new();
+        for slice in self.slices.get(&(namespace, name)).into_iter().flatten() {
+            if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
+                continue;
+            }
+            let target = slice
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+                .and_then(|p| p.port)
+                .and_then(|p| u16::try_from(p).ok());
+            let Some(target) = target else { continue };
+            for endpoint in &slice.endpoints {
+                let conditions = endpoint.conditions.as_ref();
+                let ready = conditions.and_then(|c| c.ready) != Some(false);
+                let terminating = conditions.and_then(|c| c.terminating) == Some(true);
+                if !ready || terminating {
+                    continue;
+                }
+                if let Some(ip) = endpoint.addresses.first().and_then(|a| a.parse::<IpAddr>().ok()) {
+                    endpoints.push(SocketAddr::new(ip, target));
+                }
+            }
+        }
+        endpoints.sort();
+        endpoints.dedup();
+        let backend_name = format!("{namespace}/{name}:{}", service_port.port);
+        Ok(self.compiler.backend(&backend_name, BackendKind::Endpoints(endpoints.into_boxed_slice())))
+    }
+
+    fn certificate(&mut self, namespace: &'s str, name: &'s str) -> Result<Arc<Certificate>, String> {
+        if let Some(known) = self.certificates.get(&(namespace, name)) {
+            return known.clone();
+        }
+        let resolved = self.load_certificate(namespace, name);
+        self.certificates.insert((namespace, name), resolved.clone());
+        resolved
+    }
+
+    fn load_certificate(&mut self, namespace: &str, name: &str) -> Result<Arc<Certificate>, String> {
+        let Some(secret) = self.secrets.get(&(namespace, name)) else {
+            return Err(format!("Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE})"));
+        };
+        if secret.type_.as_deref() != Some(TLS_SECRET_TYPE) {
+            return Err(format!("Secret {namespace}/{name} is not of type {TLS_SECRET_TYPE}"));
+        }
+        let data = secret.data.as_ref();
+        let field = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.as_slice());
+        let (Some(chain), Some(key)) = (field("tls.crt"), field("tls.key")) else {
+            return Err(format!("Secret {namespace}/{name} lacks tls.crt or tls.key"));
+        };
+        let id = CertId::of(chain, key);
+        if let Some(known) = self.compiler.known_certificate(&id) {
+            return Ok(known);
+        }
+        let parsed = parse_certificate(chain, key, &format!("{namespace}/{name}"))
+            .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?;
+        Ok(self.compiler.certificate(&parsed))
+    }
+}
+
+/// A path as the Ingress spec allows it: absolute, without whitespace, query or fragment.
+fn validate_path(path: &str) -> Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!("`{path}` must start with `/`"));
+    }
+    if path.bytes().any(|b| b.is_ascii_whitespace() || b.is_ascii_control() || b == b'?' || b == b'#') {
+        return Err(format!("`{path}` contains whitespace, `?` or `#`"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

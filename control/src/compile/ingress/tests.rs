@@ -1,0 +1,280 @@
+//! Table-driven tests: each file under `control/tests/fixtures/ingress/` holds real Kubernetes
+//! objects and, last, an `Expect` document saying what the compiled table answers, which
+//! certificate each host gets and which diagnostics are reported.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use ramjet_shared::{BackendKind, CertId, RouteTable};
+use serde::Deserialize;
+
+use super::*;
+use crate::compile::Compiler;
+use crate::manifests;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expect {
+    #[allow(dead_code)]
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    #[allow(dead_code)]
+    kind: String,
+    #[serde(default)]
+    routes: Vec<ExpectRoute>,
+    #[serde(default)]
+    endpoints: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    tls: BTreeMap<String, Option<String>>,
+    #[serde(default)]
+    redirects: Vec<String>,
+    diagnostics: Vec<ExpectDiagnostic>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExpectRoute {
+    host: String,
+    path: String,
+    backend: Option<String>,
+}
+
+#[derive(Deserialize, Debug)]
+#[serde(deny_unknown_fields)]
+struct ExpectDiagnostic {
+    object: String,
+    contains: String,
+}
+
+/// Two certificate/key pairs, generated once per test run.
+fn pems() -> &'static [(String, String); 2] {
+    static PEMS: OnceLock<[(String, String); 2]> = OnceLock::new();
+    PEMS.get_or_init(|| {
+        let make = |host: &str| {
+            let c = rcgen::generate_simple_self_signed(vec![host.to_string()]).unwrap();
+            (c.cert.pem(), c.signing_key.serialize_pem())
+        };
+        [make("a.test"), make("b.test")]
+    })
+}
+
+fn fixture_text(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ingress").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let [(ca, ka), (cb, kb)] = pems();
+    let quoted = |s: &str| serde_json::to_string(s).unwrap();
+    text.replace("\"__CERT_A__\"", &quoted(ca))
+        .replace("\"__KEY_A__\"", &quoted(ka))
+        .replace("\"__CERT_B__\"", &quoted(cb))
+        .replace("\"__KEY_B__\"", &quoted(kb))
+}
+
+/// The objects of a fixture (without its `Expect` document).
+fn snapshot(name: &str) -> ClusterSnapshot {
+    snapshot_and_expect(name).0
+}
+
+fn snapshot_and_expect(name: &str) -> (ClusterSnapshot, Option<Expect>) {
+    let text = fixture_text(name);
+    let mut objects = String::new();
+    let mut expect = None;
+    for document in text.split("\n---\n") {
+        if document.contains("kind: Expect") {
+            expect = Some(serde_yaml::from_str(document).unwrap_or_else(|e| panic!("{name}: Expect: {e}")));
+        } else {
+            objects.push_str(document);
+            objects.push_str("\n---\n");
+        }
+    }
+    let mut snapshot = ClusterSnapshot { options: Arc::new(IngressOptions::default()), ..Default::default() };
+    manifests::parse(&objects, name, &mut snapshot);
+    assert!(snapshot.diagnostics.is_empty(), "{name}: the fixture does not parse: {:?}", snapshot.diagnostics);
+    (snapshot, expect)
+}
+
+fn route_name(table: &RouteTable, host: &str, path: &str) -> Option<String> {
+    table.route(host, path).map(|r| r.backend.name.to_string())
+}
+
+fn cert_id(pem: &(String, String)) -> CertId {
+    CertId::of(pem.0.as_bytes(), pem.1.as_bytes())
+}
+
+fn run(name: &str) {
+    let (snapshot, expect) = snapshot_and_expect(name);
+    let expect = expect.unwrap_or_else(|| panic!("{name} has no Expect document"));
+    let mut compiler = Compiler::new();
+    let generation = next(&mut compiler, &snapshot).expect("a first generation");
+    let table = &generation.table;
+    let mut failures = Vec::new();
+    for r in &expect.routes {
+        let got = route_name(table, &r.host, &r.path);
+        if got != r.backend {
+            failures.push(format!("{}{}: expected {:?}, got {:?}", r.host, r.path, r.backend, got));
+        }
+    }
+    for (backend, want) in &expect.endpoints {
+        let found = table.hosts().flat_map(|h| h.routes().map(|(_, r)| r.backend.clone()).collect::<Vec<_>>());
+        let found = found.chain(table.default_route().map(|r| r.backend.clone())).find(|b| &*b.name == backend);
+        match found.as_deref().map(|b| &b.kind) {
+            Some(BackendKind::Endpoints(addrs)) => {
+                let got: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+                if &got != want {
+                    failures.push(format!("endpoints of {backend}: expected {want:?}, got {got:?}"));
+                }
+            }
+            other => failures.push(format!("endpoints of {backend}: expected {want:?}, got {other:?}")),
+        }
+    }
+    let [a, b] = pems();
+    for (host, want) in &expect.tls {
+        let want = want.as_deref().map(|w| match w {
+            "A" => cert_id(a),
+            "B" => cert_id(b),
+            other => panic!("{name}: unknown certificate {other}"),
+        });
+        let got = table.certificate_for(host);
+        if got != want {
+            failures.push(format!("certificate for {host}: expected {want:?}, got {got:?}"));
+        }
+        if let Some(id) = got {
+            if !generation.certificates.iter().any(|c| c.id == id) {
+                failures.push(format!("certificate for {host} is not carried by the generation"));
+            }
+        }
+    }
+    for host in &expect.redirects {
+        if !table.redirects_to_https(host) {
+            failures.push(format!("{host} does not redirect to HTTPS"));
+        }
+    }
+    let mut unmatched: Vec<_> = generation.diagnostics.iter().collect();
+    for want in &expect.diagnostics {
+        match unmatched.iter().position(|d| d.object == want.object && d.message.contains(&want.contains)) {
+            Some(i) => {
+                unmatched.remove(i);
+            }
+            None => failures.push(format!("missing diagnostic {want:?}")),
+        }
+    }
+    for extra in unmatched {
+        failures.push(format!("unexpected diagnostic {extra:?}"));
+    }
+    assert!(failures.is_empty(), "{name}:\n  {}", failures.join("\n  "));
+}
+
+macro_rules! fixtures {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                run(concat!(stringify!($name), ".yaml"));
+            }
+        )*
+    };
+}
+
+fixtures!(
+    class_selection,
+    class_not_default,
+    hosts_and_paths,
+    default_backend,
+    conflicts,
+    service_ports,
+    endpoints,
+    bad_objects,
+    tls,
+);
+
+/// Every fixture file is run by a test above.
+#[test]
+fn every_fixture_is_listed() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ingress");
+    let listed = [
+        "class_selection",
+        "class_not_default",
+        "hosts_and_paths",
+        "default_backend",
+        "conflicts",
+        "service_ports",
+        "endpoints",
+        "bad_objects",
+        "tls",
+        "scaling",
+    ];
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().trim_end_matches(".yaml").to_string();
+        assert!(listed.contains(&name.as_str()), "fixture {name}.yaml is not run by any test");
+    }
+}
+
+fn next(compiler: &mut Compiler, snapshot: &ClusterSnapshot) -> Option<ramjet_shared::Generation> {
+    let draft = compile(snapshot, compiler);
+    compiler.finish(draft)
+}
+
+fn ingress_mut<'a>(snapshot: &'a mut ClusterSnapshot, name: &str) -> &'a mut Ingress {
+    let i = snapshot.ingresses.iter().position(|i| i.metadata.name.as_deref() == Some(name)).unwrap();
+    Arc::make_mut(&mut snapshot.ingresses[i])
+}
+
+/// Prefix `/foo` → `/foo/` compiles to the same table: no generation.
+#[test]
+fn an_edit_to_the_same_table_is_no_generation() {
+    let mut compiler = Compiler::new();
+    let mut snapshot = snapshot("hosts_and_paths.yaml");
+    assert!(next(&mut compiler, &snapshot).is_some());
+    let site = ingress_mut(&mut snapshot, "site");
+    let paths = &mut site.spec.as_mut().unwrap().rules.as_mut().unwrap()[0].http.as_mut().unwrap().paths;
+    assert_eq!(paths[1].path.as_deref(), Some("/foo"));
+    paths[1].path = Some("/foo/".into());
+    assert!(next(&mut compiler, &snapshot).is_none(), "/foo → /foo/ made a generation");
+    // The same objects in another order: still the same table.
+    snapshot.ingress_classes.reverse();
+    snapshot.services.reverse();
+    assert!(next(&mut compiler, &snapshot).is_none());
+}
+
+/// A Deployment scaling 3 → 5 (only the EndpointSlice changes) is a new generation, and the hosts it
+/// does not touch are shared with the previous one.
+#[test]
+fn an_endpoint_slice_change_is_a_new_generation() {
+    let mut compiler = Compiler::new();
+    let mut snapshot = snapshot("scaling.yaml");
+    let first = next(&mut compiler, &snapshot).unwrap();
+    let backend = |g: &ramjet_shared::Generation, host: &str| g.table.route(host, "/").unwrap().backend.clone();
+    assert_eq!(backend(&first, "web.test").endpoint_count(), 3);
+    let i = snapshot.endpoint_slices.iter().position(|s| s.metadata.name.as_deref() == Some("web-1")).unwrap();
+    let slice = Arc::make_mut(&mut snapshot.endpoint_slices[i]);
+    let mut more = slice.endpoints[0].clone();
+    for ip in ["10.0.0.4", "10.0.0.5"] {
+        more.addresses = vec![ip.into()];
+        slice.endpoints.push(more.clone());
+    }
+    let second = next(&mut compiler, &snapshot).expect("a new generation");
+    assert_eq!(second.number, first.number + 1);
+    assert_eq!(backend(&second, "web.test").endpoint_count(), 5);
+    assert!(Arc::ptr_eq(&backend(&first, "other.test"), &backend(&second, "other.test")));
+    let group = |g: &ramjet_shared::Generation| g.table.host_routes("other.test").unwrap().clone();
+    assert!(Arc::ptr_eq(&group(&first), &group(&second)), "the untouched host is shared");
+}
+
+/// A bad Ingress added next to good ones changes nothing they serve.
+#[test]
+fn a_bad_ingress_does_not_change_the_good_ones() {
+    let mut compiler = Compiler::new();
+    let mut snapshot = snapshot("scaling.yaml");
+    let first = next(&mut compiler, &snapshot).unwrap();
+    let mut bad = (*snapshot.ingresses[0]).clone();
+    bad.metadata.name = Some("bad".into());
+    let rule = &mut bad.spec.as_mut().unwrap().rules.as_mut().unwrap()[0];
+    rule.host = Some("bad.test".into());
+    rule.http.as_mut().unwrap().paths[0].backend.service.as_mut().unwrap().name = "missing".into();
+    snapshot.ingresses.push(Arc::new(bad));
+    let draft = compile(&snapshot, &mut compiler);
+    assert_eq!(draft.diagnostics.len(), 1);
+    assert_eq!(draft.diagnostics[0].object, "Ingress default/bad");
+    assert!(compiler.finish(draft).is_none(), "the table is the same");
+    assert!(first.table.route("web.test", "/").is_some());
+}

@@ -1,0 +1,277 @@
+//! The file source (`--manifests DIR`): Kubernetes objects read from YAML files instead of a
+//! cluster, compiled by the same compiler.
+//!
+//! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively, in name order) is
+//! read as one or more YAML documents. IngressClass, Ingress, Service, EndpointSlice and Secret
+//! objects are kept (a `kind: List` is opened); other kinds are skipped silently, so a directory of
+//! real application manifests works as it is. A document that is not valid YAML or not a valid
+//! object of its kind becomes a diagnostic naming the file and the document; the rest still
+//! compiles. Objects without a namespace are in `default`; a Secret's `stringData` is merged into
+//! `data` as the API server would.
+//!
+//! [`watch`] re-reads the directory on an interval and submits a new snapshot when any file's bytes
+//! changed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::ByteString;
+use ramjet_shared::Diagnostic;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+
+use crate::compile::ingress::{ClusterSnapshot, IngressOptions};
+
+/// Why a manifests directory could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The directory (or a file in it) could not be read.
+    #[error("--manifests {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The files of a manifests directory, as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestFiles {
+    files: Vec<(PathBuf, Vec<u8>)>,
+    digest: [u8; 32],
+}
+
+impl ManifestFiles {
+    /// Reads every manifest file under `dir`.
+    pub fn read(dir: &Path) -> Result<Self, ManifestError> {
+        let mut paths = Vec::new();
+        collect(dir, &mut paths)?;
+        paths.sort();
+        let mut hasher = Sha256::new();
+        let mut files = Vec::with_capacity(paths.len());
+        for path in paths {
+            let bytes = std::fs::read(&path)
+                .map_err(|source| ManifestError::Read { path: path.display().to_string(), source })?;
+            hasher.update(path.as_os_str().as_encoded_bytes());
+            hasher.update((bytes.len() as u64).to_be_bytes());
+            hasher.update(&bytes);
+            files.push((path, bytes));
+        }
+        Ok(ManifestFiles { files, digest: hasher.finalize().into() })
+    }
+
+    /// Parses the files into a snapshot.
+    pub fn snapshot(&self, options: Arc<IngressOptions>) -> ClusterSnapshot {
+        let mut snapshot = ClusterSnapshot { options, ..ClusterSnapshot::default() };
+        for (path, bytes) in &self.files {
+            let name = path.display().to_string();
+            match std::str::from_utf8(bytes) {
+                Ok(text) => parse(text, &name, &mut snapshot),
+                Err(_) => {
+                    snapshot.diagnostics.push(Diagnostic { object: name, message: "the file is not UTF-8 text".into() })
+                }
+            }
+        }
+        snapshot
+    }
+
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
+    let read_error = |source| ManifestError::Read { path: dir.display().to_string(), source };
+    for entry in std::fs::read_dir(dir).map_err(read_error)? {
+        let path = entry.map_err(read_error)?.path();
+        if path.is_dir() {
+            collect(&path, out)?;
+        } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Reads a manifests directory into a snapshot.
+pub fn load(dir: &Path, options: Arc<IngressOptions>) -> Result<ClusterSnapshot, ManifestError> {
+    Ok(ManifestFiles::read(dir)?.snapshot(options))
+}
+
+/// Adds the objects in `text` (one or more YAML documents) to `snapshot`; `file` names the origin in
+/// diagnostics.
+pub fn parse(text: &str, file: &str, snapshot: &mut ClusterSnapshot) {
+    for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let at = format!("{file} (document {})", i + 1);
+        match serde_yaml::Value::deserialize(document) {
+            Ok(serde_yaml::Value::Null) => {}
+            Ok(value) => add(value, &at, snapshot),
+            Err(e) => {
+                snapshot.diagnostics.push(Diagnostic { object: at, message: format!("not valid YAML: {e}") });
+                // The YAML stream cannot be resumed after a syntax error.
+                return;
+            }
+        }
+    }
+}
+
+fn add(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) {
+    let field = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or("").to_string();
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    match (api_version.as_str(), kind.as_str()) {
+        ("v1", "List") => {
+            if let Some(serde_yaml::Value::Sequence(items)) = value.get("items").cloned() {
+                for (i, item) in items.into_iter().enumerate() {
+                    add(item, &format!("{at} items[{i}]"), snapshot);
+                }
+            }
+        }
+        ("networking.k8s.io/v1", "IngressClass") => {
+            if let Some(o) = typed::<IngressClass>(value, at, snapshot) {
+                snapshot.ingress_classes.push(Arc::new(o));
+            }
+        }
+        ("networking.k8s.io/v1", "Ingress") => {
+            if let Some(mut o) = typed::<Ingress>(value, at, snapshot) {
+                o.metadata.namespace.get_or_insert_with(|| "default".into());
+                snapshot.ingresses.push(Arc::new(o));
+            }
+        }
+        ("v1", "Service") => {
+            if let Some(mut o) = typed::<Service>(value, at, snapshot) {
+                o.metadata.namespace.get_or_insert_with(|| "default".into());
+                snapshot.services.push(Arc::new(o));
+            }
+        }
+        ("discovery.k8s.io/v1", "EndpointSlice") => {
+            if let Some(mut o) = typed::<EndpointSlice>(value, at, snapshot) {
+                o.metadata.namespace.get_or_insert_with(|| "default".into());
+                snapshot.endpoint_slices.push(Arc::new(o));
+            }
+        }
+        ("v1", "Secret") => {
+            if let Some(mut o) = typed::<Secret>(value, at, snapshot) {
+                o.metadata.namespace.get_or_insert_with(|| "default".into());
+                if let Some(strings) = o.string_data.take() {
+                    let data = o.data.get_or_insert_with(BTreeMap::new);
+                    for (k, v) in strings {
+                        data.insert(k, ByteString(v.into_bytes()));
+                    }
+                }
+                snapshot.secrets.push(Arc::new(o));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn typed<T: DeserializeOwned>(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T> {
+    let name = value
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str())
+        .map(|n| format!(" {n}"))
+        .unwrap_or_default();
+    let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
+    match serde_yaml::from_value(value) {
+        Ok(o) => Some(o),
+        Err(e) => {
+            snapshot.diagnostics.push(Diagnostic {
+                object: format!("{at}: {kind}{name}"),
+                message: format!("not a valid {kind}: {e}"),
+            });
+            None
+        }
+    }
+}
+
+/// Re-reads `dir` every `interval` and calls `submit` with a new snapshot whenever a file changed
+/// (the first read included). A directory that cannot be read is logged and tried again.
+pub async fn watch(
+    dir: PathBuf,
+    options: Arc<IngressOptions>,
+    interval: Duration,
+    submit: impl Fn(ClusterSnapshot) + Send + 'static,
+) {
+    let mut last: Option<[u8; 32]> = None;
+    let mut failing = false;
+    loop {
+        match ManifestFiles::read(&dir) {
+            Ok(files) => {
+                failing = false;
+                if last != Some(files.digest) {
+                    last = Some(files.digest);
+                    tracing::info!(dir = %dir.display(), files = files.len(), "manifests read");
+                    submit(files.snapshot(options.clone()));
+                }
+            }
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!("{e}; trying again");
+            }
+            Err(_) => {}
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_kinds_lists_and_defaults_and_reports_bad_documents() {
+        let text = r#"
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Service
+    metadata: { name: web }
+    spec: { ports: [{ port: 80 }] }
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: { name: ignored }
+---
+apiVersion: v1
+kind: Secret
+metadata: { name: s, namespace: team }
+type: kubernetes.io/tls
+stringData: { tls.crt: "x", tls.key: "y" }
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: { name: broken }
+spec: { rules: "not a list" }
+"#;
+        let mut snapshot = ClusterSnapshot::default();
+        parse(text, "m.yaml", &mut snapshot);
+        assert_eq!(snapshot.services.len(), 1);
+        assert_eq!(snapshot.services[0].metadata.namespace.as_deref(), Some("default"));
+        assert_eq!(snapshot.secrets[0].data.as_ref().unwrap()["tls.crt"].0, b"x");
+        assert!(snapshot.ingresses.is_empty());
+        assert_eq!(snapshot.diagnostics.len(), 1, "{:?}", snapshot.diagnostics);
+        let d = &snapshot.diagnostics[0];
+        assert!(d.object.starts_with("m.yaml (document 4): Ingress broken"), "{d:?}");
+        assert!(d.message.starts_with("not a valid Ingress"), "{d:?}");
+    }
+
+    #[test]
+    fn invalid_yaml_is_a_diagnostic() {
+        let mut snapshot = ClusterSnapshot::default();
+        parse("kind: [unclosed", "bad.yaml", &mut snapshot);
+        assert_eq!(snapshot.diagnostics.len(), 1);
+        assert!(snapshot.diagnostics[0].message.starts_with("not valid YAML"));
+    }
+}
