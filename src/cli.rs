@@ -7,11 +7,20 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 #[derive(Parser, Debug)]
-#[command(name = "ramjet", version, about = "Kubernetes ingress controller and edge proxy: a configuration change is one pointer store")]
+#[command(
+    name = "ramjet",
+    version,
+    about = "Kubernetes ingress controller and edge proxy: a configuration change is one pointer store"
+)]
 pub struct Cli {
     /// Serve the routes in this YAML file instead of watching a cluster.
     #[arg(long, env = "RAMJET_STATIC_ROUTES", value_name = "FILE")]
     pub static_routes: Option<PathBuf>,
+
+    /// Serve the Kubernetes objects (Ingress, IngressClass, Service, EndpointSlice, Secret) in the
+    /// YAML files of this directory instead of watching a cluster; re-read when they change.
+    #[arg(long, env = "RAMJET_MANIFESTS", value_name = "DIR", conflicts_with = "static_routes")]
+    pub manifests: Option<PathBuf>,
 
     /// Validate the configuration and exit (0 when it is usable), binding no port.
     #[arg(long)]

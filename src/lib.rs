@@ -9,21 +9,30 @@ pub mod cli;
 pub mod top;
 
 use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ramjet_control::audit::Webhook;
+use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_control::static_routes::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
 use ramjet_dataplane::{DataPlane, DataPlaneConfig, IoDriver, Settings};
 use ramjet_shared::{Published, WorkerStats};
 use rustls::sign::CertifiedKey;
 
+/// Where the configuration comes from.
+pub enum Source {
+    /// `--static-routes FILE`, compiled once.
+    Static(StaticRoutes),
+    /// `--manifests DIR`: Kubernetes objects in files, re-read every `interval`.
+    Manifests { dir: PathBuf, options: IngressOptions, interval: Duration },
+}
+
 /// Everything the daemon needs, validated.
 pub struct DaemonConfig {
-    pub routes: StaticRoutes,
+    pub source: Source,
     pub http_addr: SocketAddr,
     pub https_addr: SocketAddr,
     pub admin_addr: SocketAddr,
@@ -40,9 +49,14 @@ pub struct DaemonConfig {
 impl DaemonConfig {
     /// Defaults for tests and embedders: loopback, ephemeral ports, two workers.
     pub fn local(routes: StaticRoutes) -> Self {
+        Self::with_source(Source::Static(routes))
+    }
+
+    /// The same defaults with another configuration source.
+    pub fn with_source(source: Source) -> Self {
         let any = SocketAddr::from(([127, 0, 0, 1], 0));
         DaemonConfig {
-            routes,
+            source,
             http_addr: any,
             https_addr: any,
             admin_addr: any,
@@ -74,7 +88,8 @@ pub fn install_crypto() {
 /// Reads the admin token; a missing or empty file is an error. Whitespace around it is ignored
 /// (a Secret created from a file often ends in a newline).
 pub fn read_token(path: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("--admin-token-file {}: cannot read", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--admin-token-file {}: cannot read", path.display()))?;
     let token = text.trim();
     if token.is_empty() {
         bail!("--admin-token-file {}: the file is empty; put the token in it", path.display());
@@ -86,10 +101,9 @@ impl Daemon {
     pub fn start(config: DaemonConfig) -> anyhow::Result<Daemon> {
         install_crypto();
         let admin = TcpListener::bind(config.admin_addr).map_err(|e| match e.kind() {
-            std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
-                "admin address {} is already in use (is another ramjet running?)",
-                config.admin_addr
-            ),
+            std::io::ErrorKind::AddrInUse => {
+                anyhow::anyhow!("admin address {} is already in use (is another ramjet running?)", config.admin_addr)
+            }
             _ => anyhow::anyhow!("cannot listen on the admin address {}: {e}", config.admin_addr),
         })?;
         let workers = if config.workers == 0 { ramjet_dataplane::default_workers() } else { config.workers };
@@ -104,9 +118,22 @@ impl Daemon {
             audit_webhook: config.audit_webhook,
             event_sinks: Vec::new(),
         })?;
-        control.submit(Input::Static(Arc::new(config.routes)));
-        if !control.wait_ready(Duration::from_secs(30)) {
-            bail!("the first configuration was not published within 30 s");
+        let ready_within = match config.source {
+            Source::Static(routes) => {
+                control.submit(Input::Static(Arc::new(routes)));
+                Duration::from_secs(30)
+            }
+            Source::Manifests { dir, options, interval } => {
+                let inputs = control.inputs();
+                let submit = move |snapshot| {
+                    let _ = inputs.send(Input::Objects(Arc::new(snapshot)));
+                };
+                control.runtime.spawn(ramjet_control::manifests::watch(dir, Arc::new(options), interval, submit));
+                Duration::from_secs(30)
+            }
+        };
+        if !control.wait_ready(ready_within) {
+            bail!("the first configuration was not published within {}", humantime::format_duration(ready_within));
         }
         let tls = ramjet_dataplane::server_config(published.clone(), config.default_certificate)
             .context("cannot set up TLS")?;

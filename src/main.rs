@@ -2,12 +2,18 @@
 //! [`ramjet::Daemon`], and drains on SIGTERM or SIGINT.
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
 use anyhow::Context;
 use clap::Parser;
 use ramjet::cli::{Cli, IoDriverArg, LogFormat};
-use ramjet::{read_token, Daemon, DaemonConfig};
+use ramjet::{read_token, Daemon, DaemonConfig, Source};
 use ramjet_control::audit::Webhook;
 use ramjet_control::certs::parse_certificate;
+use ramjet_control::compile::ingress::{self, IngressOptions};
+use ramjet_control::compile::Compiler;
+use ramjet_control::manifests;
 use ramjet_control::static_routes;
 use ramjet_dataplane::{IoDriver, Settings};
 use tracing_subscriber::EnvFilter;
@@ -33,6 +39,62 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+/// The configuration source the flags choose; `None` when `--check` has done its job.
+fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
+    let ingress =
+        IngressOptions { ingress_class: cli.ingress_class.clone(), controller_name: cli.controller_name.clone() };
+    if let Some(path) = &cli.static_routes {
+        let routes = static_routes::load(path)?;
+        for warning in &routes.warnings {
+            tracing::warn!("{}: {warning}", path.display());
+        }
+        if cli.check {
+            println!(
+                "{}: ok ({} routes, {} backends, {} TLS entries{})",
+                path.display(),
+                routes.routes.len(),
+                routes.backends.len(),
+                routes.tls.len(),
+                if routes.default_backend.is_some() { ", a default backend" } else { "" }
+            );
+            return Ok(None);
+        }
+        return Ok(Some(Source::Static(routes)));
+    }
+    if let Some(dir) = &cli.manifests {
+        let snapshot = manifests::load(dir, Arc::new(ingress.clone()))?;
+        if cli.check {
+            let mut compiler = Compiler::new();
+            let draft = ingress::compile(&snapshot, &mut compiler);
+            let generation = compiler.finish(draft).context("nothing compiled")?;
+            let selector = ingress::ClassSelector::new(&snapshot.ingress_classes, &ingress);
+            let ours = snapshot.ingresses.iter().filter(|i| selector.selects(i)).count();
+            for d in generation.diagnostics.iter() {
+                println!("{}: {}", d.object, d.message);
+            }
+            println!(
+                "{}: {} ({} Ingresses of class {}, {} routes, {} hosts, {} TLS hosts, {} problems)",
+                dir.display(),
+                if generation.diagnostics.is_empty() { "ok" } else { "usable with problems" },
+                ours,
+                ingress.ingress_class,
+                generation.table.route_count(),
+                generation.table.host_count(),
+                generation.table.tls_hosts().len(),
+                generation.diagnostics.len(),
+            );
+            if !generation.diagnostics.is_empty() {
+                anyhow::bail!("{} problems in {}", generation.diagnostics.len(), dir.display());
+            }
+            return Ok(None);
+        }
+        return Ok(Some(Source::Manifests { dir: dir.clone(), options: ingress, interval: Duration::from_secs(1) }));
+    }
+    anyhow::bail!(
+        "watching a Kubernetes cluster is not available in this build yet; start with --static-routes FILE or --manifests DIR"
+    )
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     ramjet::install_crypto();
     // Everything is validated before any port is bound.
@@ -48,26 +110,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let Some(path) = &cli.static_routes else {
-        anyhow::bail!(
-            "watching a Kubernetes cluster is not available in this build yet; start with --static-routes FILE"
-        );
-    };
-    let routes = static_routes::load(path)?;
-    for warning in &routes.warnings {
-        tracing::warn!("{}: {warning}", path.display());
-    }
-    if cli.check {
-        println!(
-            "{}: ok ({} routes, {} backends, {} TLS entries{})",
-            path.display(),
-            routes.routes.len(),
-            routes.backends.len(),
-            routes.tls.len(),
-            if routes.default_backend.is_some() { ", a default backend" } else { "" }
-        );
+    let Some(source) = source(&cli)? else {
         return Ok(());
-    }
+    };
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     // Handlers first, so a signal during start-up is not fatal.
@@ -77,7 +122,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     })?;
 
     let daemon = Daemon::start(DaemonConfig {
-        routes,
+        source,
         http_addr: cli.http_addr,
         https_addr: cli.https_addr,
         admin_addr: cli.admin_addr,

@@ -1,0 +1,136 @@
+//! The file source (`--manifests DIR`) end to end: real Kubernetes objects in files, compiled by
+//! the Ingress compiler, published, rolled back — and the binary's `--check` on the same files.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use ramjet::{Daemon, DaemonConfig, Source};
+use ramjet_control::compile::ingress::IngressOptions;
+use ramjet_dataplane::IoDriver;
+use support::backend::Backend;
+use support::client::{get, request, served_by};
+use support::{eventually, temp_dir, wait_serving};
+
+fn objects(endpoint: SocketAddr) -> String {
+    format!(
+        r#"apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {{ name: ramjet }}
+spec: {{ controller: ramjet.dev/ingress-controller }}
+---
+apiVersion: v1
+kind: Service
+metadata: {{ name: web, namespace: shop }}
+spec: {{ ports: [{{ name: http, port: 80, targetPort: 8080 }}] }}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {{ name: web-1, namespace: shop, labels: {{ kubernetes.io/service-name: web }} }}
+addressType: IPv4
+ports: [{{ name: http, port: {port} }}]
+endpoints: [{{ addresses: ["{ip}"], conditions: {{ ready: true }} }}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {{ name: web, namespace: shop }}
+spec:
+  ingressClassName: ramjet
+  rules:
+    - host: web.test
+      http: {{ paths: [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: web, port: {{ name: http }} }} }} }}] }}
+"#,
+        port = endpoint.port(),
+        ip = endpoint.ip()
+    )
+}
+
+fn start(dir: &Path) -> Daemon {
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.to_path_buf(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = IoDriver::Auto;
+    Daemon::start(config).expect("the daemon starts")
+}
+
+fn served(daemon: &Daemon, host: &str) -> String {
+    let response = get(daemon.http_addr(), host, "/");
+    if response.status == 200 {
+        served_by(&response)
+    } else {
+        response.status.to_string()
+    }
+}
+
+#[test]
+fn manifests_are_served_re_read_and_rolled_back() {
+    let dir = temp_dir("manifests");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    std::fs::write(dir.join("app.yaml"), objects(a.addr)).unwrap();
+    let daemon = start(&dir);
+    assert_eq!(served(&daemon, "web.test"), "a");
+    assert_eq!(daemon.published.current().number, 1);
+
+    // The endpoint moves: a new generation.
+    std::fs::write(dir.join("app.yaml"), objects(b.addr)).unwrap();
+    wait_serving(&daemon, 2);
+    assert_eq!(served(&daemon, "web.test"), "b");
+
+    // Writing the same objects again (or adding a file of other kinds) is no generation.
+    std::fs::write(dir.join("app.yaml"), objects(b.addr)).unwrap();
+    std::fs::write(dir.join("deployment.yaml"), "apiVersion: apps/v1\nkind: Deployment\nmetadata: { name: web }\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(daemon.published.current().number, 2);
+
+    // Roll back to generation 1 through the admin API: a again, pinned.
+    let body = r#"{"generation":1}"#;
+    let raw = format!(
+        "POST /admin/rollback HTTP/1.1\r\nHost: admin\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let response = request(daemon.admin_addr(), &raw);
+    assert_eq!(response.status, 200, "{}", response.body);
+    assert_eq!(served(&daemon, "web.test"), "a");
+    let raw = "DELETE /admin/rollback HTTP/1.1\r\nHost: admin\r\nconnection: close\r\n\r\n";
+    assert_eq!(request(daemon.admin_addr(), raw).status, 200);
+    assert_eq!(served(&daemon, "web.test"), "b");
+
+    // A broken file is reported and the rest keeps serving.
+    std::fs::write(dir.join("broken.yaml"), "kind: [unclosed").unwrap();
+    let diagnostics = daemon.control.diagnostics();
+    assert!(eventually(Duration::from_secs(5), || diagnostics
+        .borrow()
+        .iter()
+        .any(|d| d.object.ends_with("broken.yaml (document 1)"))));
+    assert_eq!(served(&daemon, "web.test"), "b");
+    daemon.shutdown();
+}
+
+#[test]
+fn check_reports_every_problem_and_fails() {
+    let dir = temp_dir("manifests-check");
+    let endpoint: SocketAddr = "10.0.0.1:8080".parse().unwrap();
+    std::fs::write(dir.join("app.yaml"), objects(endpoint)).unwrap();
+    let ramjet = env!("CARGO_BIN_EXE_ramjet");
+    let ok = Command::new(ramjet).arg("--manifests").arg(&dir).arg("--check").output().unwrap();
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(ok.status.success(), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(stdout.contains(": ok (1 Ingresses of class ramjet, 1 routes, 1 hosts"), "{stdout}");
+
+    let broken = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: { name: broken, namespace: shop }\n\
+                  spec:\n  ingressClassName: ramjet\n  defaultBackend: { service: { name: web, port: { number: 81 } } }\n";
+    std::fs::write(dir.join("broken.yaml"), broken).unwrap();
+    let failed = Command::new(ramjet).arg("--manifests").arg(&dir).arg("--check").output().unwrap();
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    assert!(!failed.status.success());
+    assert!(
+        stdout.contains("Ingress shop/broken: spec.defaultBackend: Service shop/web has no port 81 (its ports: 80 (http)); the Ingress is not served"),
+        "{stdout}"
+    );
+}
