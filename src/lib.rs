@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use ramjet_control::audit::Webhook;
+use ramjet_control::audit::{EventSink, Webhook};
 use ramjet_control::compile::ingress::IngressOptions;
+use ramjet_control::kube::{AuditEvents, KubeOptions};
 use ramjet_control::static_routes::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
 use ramjet_dataplane::{DataPlane, DataPlaneConfig, IoDriver, Settings};
@@ -28,6 +29,8 @@ pub enum Source {
     Static(StaticRoutes),
     /// `--manifests DIR`: Kubernetes objects in files, re-read every `interval`.
     Manifests { dir: PathBuf, options: IngressOptions, interval: Duration },
+    /// Watch a cluster.
+    Cluster(KubeOptions),
 }
 
 /// Everything the daemon needs, validated.
@@ -109,6 +112,13 @@ impl Daemon {
         let workers = if config.workers == 0 { ramjet_dataplane::default_workers() } else { config.workers };
         let published = Arc::new(Published::new());
         let stats = Arc::new(WorkerStats::new(workers));
+        let mut event_sinks: Vec<Arc<dyn EventSink>> = Vec::new();
+        let mut audit_events = None;
+        if let Source::Cluster(_) = &config.source {
+            let (sink, records) = AuditEvents::channel();
+            event_sinks.push(sink);
+            audit_events = Some(records);
+        }
         let control = Control::start(ControlConfig {
             published: published.clone(),
             worker_stats: stats.clone(),
@@ -116,7 +126,7 @@ impl Daemon {
             admin_listener: admin,
             admin_token: config.admin_token,
             audit_webhook: config.audit_webhook,
-            event_sinks: Vec::new(),
+            event_sinks,
         })?;
         let ready_within = match config.source {
             Source::Static(routes) => {
@@ -130,6 +140,18 @@ impl Daemon {
                 };
                 control.runtime.spawn(ramjet_control::manifests::watch(dir, Arc::new(options), interval, submit));
                 Duration::from_secs(30)
+            }
+            Source::Cluster(options) => {
+                let records = audit_events.take().context("audit events")?;
+                ramjet_control::kube::start(
+                    &control.runtime,
+                    options,
+                    control.inputs(),
+                    control.diagnostics(),
+                    records,
+                )?;
+                // Every first list must finish before the first generation; a large cluster takes a while.
+                Duration::from_secs(120)
             }
         };
         if !control.wait_ready(ready_within) {

@@ -13,6 +13,7 @@ use ramjet_control::audit::Webhook;
 use ramjet_control::certs::parse_certificate;
 use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
+use ramjet_control::kube::{KubeOptions, LeaseOptions, Publish};
 use ramjet_control::manifests;
 use ramjet_control::static_routes;
 use ramjet_dataplane::{IoDriver, Settings};
@@ -90,9 +91,23 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
         }
         return Ok(Some(Source::Manifests { dir: dir.clone(), options: ingress, interval: Duration::from_secs(1) }));
     }
-    anyhow::bail!(
-        "watching a Kubernetes cluster is not available in this build yet; start with --static-routes FILE or --manifests DIR"
-    )
+    let publish = Publish::from_flags(cli.publish_service.as_deref(), cli.publish_address.as_deref())?;
+    let identity = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| format!("ramjet-{}", std::process::id()));
+    let lease_namespace = std::env::var("RAMJET_POD_NAMESPACE").ok().filter(|n| !n.is_empty());
+    let lease = LeaseOptions::new(cli.election_id.clone(), lease_namespace, identity);
+    let mut options = KubeOptions::new(cli.kubeconfig.clone(), ingress, lease);
+    options.watch_namespace = cli.watch_namespace.clone().filter(|n| !n.is_empty());
+    options.publish = publish;
+    if let Some(path) = &cli.kubeconfig {
+        std::fs::metadata(path).with_context(|| format!("--kubeconfig {}", path.display()))?;
+    }
+    if cli.check {
+        println!("cluster mode: flags ok (the cluster itself is not contacted by --check)");
+        return Ok(None);
+    }
+    Ok(Some(Source::Cluster(options)))
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {

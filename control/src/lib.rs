@@ -19,6 +19,7 @@ pub mod audit;
 pub mod certs;
 pub mod compile;
 pub mod history;
+pub mod kube;
 pub mod latest;
 pub mod manifests;
 pub mod metrics;

@@ -1,0 +1,214 @@
+//! The cluster source and the cluster writer: everything that talks to the Kubernetes API.
+//!
+//! ```text
+//!  reflectors (IngressClass, Ingress, Service, EndpointSlice, tls Secrets) ──▶ snapshot ──▶ Input::Objects
+//!        │ (nothing is submitted before every first list is done)                  (rebuild loop)
+//!        ▼
+//!  status writer ◀── leader? (Lease) ──▶ warning Events for Ingresses that fail to compile
+//!  audit Events (ConfigApplied / ConfigPinned / ConfigResumed on our IngressClass), every replica
+//! ```
+//!
+//! All of it runs as tasks on the control thread's runtime; [`start`] connects (in-cluster
+//! configuration or `--kubeconfig`) and spawns them. Writes follow DESIGN.md's "be a fixed point":
+//! Events are created directly (never through an aggregating recorder) and a missing permission is
+//! logged at debug and skipped; Ingress status is written by the elected replica only, with
+//! server-side apply (field manager `ramjet`) and only when it differs from what is there.
+
+pub mod events;
+pub mod lease;
+pub mod status;
+pub mod watch;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ::kube::config::{KubeConfigOptions, Kubeconfig};
+use ::kube::{Client, Config};
+use ramjet_shared::Diagnostic;
+use tokio::sync::{mpsc, watch as tokio_watch};
+
+use crate::compile::ingress::IngressOptions;
+use crate::Input;
+
+pub use events::{AuditEvents, AuditEventsReceiver};
+
+/// The field manager of every server-side apply ramjet makes.
+pub const FIELD_MANAGER: &str = "ramjet";
+
+/// Where the addresses written into Ingress status come from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Publish {
+    /// Write no status.
+    #[default]
+    Nothing,
+    /// `--publish-service NS/NAME`: that Service's load-balancer addresses.
+    Service { namespace: String, name: String },
+    /// `--publish-address`: these IPs or host names.
+    Addresses(Vec<String>),
+}
+
+impl Publish {
+    /// `--publish-service NS/NAME` or `--publish-address A[,B…]`; the service wins when both are given.
+    pub fn from_flags(service: Option<&str>, address: Option<&str>) -> Result<Self, KubeError> {
+        if let Some(service) = service {
+            let (namespace, name) = service
+                .split_once('/')
+                .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+                .ok_or_else(|| KubeError::Flag(format!("--publish-service `{service}` is not NAMESPACE/NAME")))?;
+            return Ok(Publish::Service { namespace: namespace.into(), name: name.into() });
+        }
+        match address {
+            Some(a) => {
+                let list: Vec<String> =
+                    a.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+                if list.is_empty() {
+                    return Err(KubeError::Flag("--publish-address is empty".into()));
+                }
+                Ok(Publish::Addresses(list))
+            }
+            None => Ok(Publish::Nothing),
+        }
+    }
+}
+
+/// How the replica that writes status is elected.
+#[derive(Debug, Clone)]
+pub struct LeaseOptions {
+    /// `--election-id`: the Lease's name.
+    pub name: String,
+    /// The Lease's namespace (`RAMJET_POD_NAMESPACE`; else the client's default namespace).
+    pub namespace: Option<String>,
+    /// This replica's identity (`POD_NAME`; else the host name).
+    pub identity: String,
+    /// How long a holder that stopped renewing keeps the Lease.
+    pub duration: Duration,
+    /// How often the Lease is renewed or its expiry checked.
+    pub retry: Duration,
+}
+
+impl LeaseOptions {
+    pub fn new(name: impl Into<String>, namespace: Option<String>, identity: impl Into<String>) -> Self {
+        LeaseOptions {
+            name: name.into(),
+            namespace,
+            identity: identity.into(),
+            duration: Duration::from_secs(15),
+            retry: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Everything the cluster source needs.
+#[derive(Debug, Clone)]
+pub struct KubeOptions {
+    /// `--kubeconfig`; without it, the in-cluster configuration (or the usual kubeconfig lookup).
+    pub kubeconfig: Option<PathBuf>,
+    /// `--watch-namespace`; `None` watches every namespace.
+    pub watch_namespace: Option<String>,
+    pub ingress: IngressOptions,
+    pub publish: Publish,
+    pub lease: LeaseOptions,
+    /// The Events' `reportingInstance`.
+    pub instance: String,
+    /// How long the watcher waits for more changes before handing a snapshot over.
+    pub debounce: Duration,
+}
+
+impl KubeOptions {
+    pub fn new(kubeconfig: Option<PathBuf>, ingress: IngressOptions, lease: LeaseOptions) -> Self {
+        KubeOptions {
+            kubeconfig,
+            watch_namespace: None,
+            ingress,
+            publish: Publish::Nothing,
+            instance: lease.identity.clone(),
+            lease,
+            debounce: Duration::from_millis(20),
+        }
+    }
+}
+
+/// Why the cluster source could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// A flag has a value that cannot be used.
+    #[error("{0}")]
+    Flag(String),
+    /// The kubeconfig file could not be read.
+    #[error("--kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: String,
+        #[source]
+        source: ::kube::config::KubeconfigError,
+    },
+    /// No usable configuration: neither in-cluster nor a kubeconfig.
+    #[error("cannot find how to reach the Kubernetes API (not in a cluster, and no kubeconfig): {0}")]
+    Infer(#[from] ::kube::config::InferConfigError),
+    /// The client could not be built from the configuration.
+    #[error("cannot build the Kubernetes client: {0}")]
+    Client(#[from] ::kube::Error),
+    /// The control thread stopped before the client was ready.
+    #[error("the control thread stopped while connecting to the cluster")]
+    Stopped,
+}
+
+/// Reads the client configuration: `--kubeconfig`, else in-cluster, else the usual kubeconfig.
+async fn connect(options: &KubeOptions) -> Result<(Client, String), KubeError> {
+    let config = match &options.kubeconfig {
+        Some(path) => {
+            let kubeconfig_error = |source| KubeError::Kubeconfig { path: path.display().to_string(), source };
+            let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
+            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(kubeconfig_error)?
+        }
+        None => Config::infer().await?,
+    };
+    let namespace = config.default_namespace.clone();
+    Ok((Client::try_from(config)?, namespace))
+}
+
+/// Connects and starts the watcher and the writers on the control thread's runtime; returns once
+/// the client is built (or could not be). Compiled snapshots go to `inputs`; `diagnostics` is the
+/// rebuild loop's report of every compile; `audit` carries the audit records to turn into Events.
+pub fn start(
+    runtime: &tokio::runtime::Handle,
+    options: KubeOptions,
+    inputs: mpsc::UnboundedSender<Input>,
+    diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
+    audit: AuditEventsReceiver,
+) -> Result<(), KubeError> {
+    let (ready, connected) = std::sync::mpsc::channel();
+    runtime.spawn(async move {
+        let (client, default_namespace) = match connect(&options).await {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        let _ = ready.send(Ok(()));
+        run(client, default_namespace, options, inputs, diagnostics, audit).await;
+    });
+    connected.recv().map_err(|_| KubeError::Stopped)?
+}
+
+async fn run(
+    client: Client,
+    default_namespace: String,
+    options: KubeOptions,
+    inputs: mpsc::UnboundedSender<Input>,
+    diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
+    audit: AuditEventsReceiver,
+) {
+    let options = Arc::new(options);
+    let stores = watch::Stores::start(&client, &options);
+    let writer = events::EventWriter::new(client.clone(), &options);
+    tokio::spawn(events::write_audit(writer.clone(), stores.classes.clone(), options.clone(), audit));
+    // The status writer and the Ingress warnings run only on the elected replica.
+    let (leader_tx, leader) = tokio_watch::channel(false);
+    let lease_namespace = options.lease.namespace.clone().unwrap_or(default_namespace);
+    tokio::spawn(lease::elect(client.clone(), options.lease.clone(), lease_namespace, leader_tx));
+    tokio::spawn(events::report_diagnostics(writer.clone(), stores.ingresses.clone(), diagnostics, leader.clone()));
+    tokio::spawn(status::run(client.clone(), stores.clone(), options.clone(), leader, writer));
+    stores.feed(options, inputs).await;
+}

@@ -1,0 +1,243 @@
+//! Ingress status: the elected replica writes `status.loadBalancer.ingress` of our Ingresses —
+//! the `--publish-service`'s load-balancer addresses or the `--publish-address` list — with
+//! server-side apply (field manager `ramjet`), and only when what is there differs.
+//!
+//! It is a fixed point: after a write, the watch brings the object back with our value and nothing
+//! more is written. A write made while the watch has not yet caught up is not repeated (the
+//! object's resourceVersion says the view is older than the write). If somebody else keeps
+//! reverting the value, ramjet stops after [`MAX_REWRITES`] and says so with one Warning Event on
+//! the Ingress, instead of fighting.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ::kube::api::{Patch, PatchParams};
+use ::kube::{Api, Client};
+use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::events::{ingress_reference, EventWriter, NewEvent};
+use super::watch::Stores;
+use super::{KubeOptions, Publish, FIELD_MANAGER};
+use crate::compile::ingress::ClassSelector;
+
+/// Writes of the same value to the same Ingress that someone else undid, before ramjet gives up.
+pub const MAX_REWRITES: u32 = 3;
+
+/// An address as status carries it: IP or host name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Address {
+    Ip(String),
+    Hostname(String),
+}
+
+impl Address {
+    fn parse(s: &str) -> Address {
+        match s.parse::<IpAddr>() {
+            Ok(ip) => Address::Ip(ip.to_string()),
+            Err(_) => Address::Hostname(s.to_string()),
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        match self {
+            Address::Ip(ip) => json!({ "ip": ip }),
+            Address::Hostname(h) => json!({ "hostname": h }),
+        }
+    }
+}
+
+/// The addresses in an Ingress's status (ports are not ours to compare).
+fn current(ingress: &Ingress) -> Vec<Address> {
+    let list = ingress.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|l| l.ingress.as_ref());
+    list.into_iter().flatten().filter_map(entry_address).collect()
+}
+
+fn entry_address(e: &IngressLoadBalancerIngress) -> Option<Address> {
+    match (&e.ip, &e.hostname) {
+        (Some(ip), _) if !ip.is_empty() => Some(Address::Ip(ip.clone())),
+        (_, Some(h)) if !h.is_empty() => Some(Address::Hostname(h.clone())),
+        _ => None,
+    }
+}
+
+/// What status should say, or `None` when there is nothing to say yet (no publish source, or the
+/// publish Service does not exist).
+fn desired(publish: &Publish, service: Option<&Service>) -> Option<Vec<Address>> {
+    let mut addresses = match publish {
+        Publish::Nothing => return None,
+        Publish::Addresses(list) => list.iter().map(|a| Address::parse(a)).collect(),
+        Publish::Service { .. } => {
+            let service = service?;
+            let lb = service.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|l| l.ingress.as_ref());
+            let mut found: Vec<Address> = lb
+                .into_iter()
+                .flatten()
+                .filter_map(|e| match (&e.ip, &e.hostname) {
+                    (Some(ip), _) if !ip.is_empty() => Some(Address::Ip(ip.clone())),
+                    (_, Some(h)) if !h.is_empty() => Some(Address::Hostname(h.clone())),
+                    _ => None,
+                })
+                .collect();
+            if found.is_empty() {
+                // Not a LoadBalancer (or not provisioned yet): its external IPs, if it has any.
+                let external = service.spec.as_ref().and_then(|s| s.external_ips.as_ref());
+                found = external.into_iter().flatten().map(|a| Address::parse(a)).collect();
+            }
+            found
+        }
+    };
+    addresses.sort();
+    addresses.dedup();
+    Some(addresses)
+}
+
+/// What ramjet last wrote to one Ingress.
+struct Written {
+    value: Vec<Address>,
+    /// The resourceVersion the decision was made on, and the one the write produced.
+    before: Option<String>,
+    after: Option<String>,
+    writes: u32,
+    gave_up: bool,
+}
+
+/// Keeps the status of our Ingresses right while this replica leads.
+pub async fn run(
+    client: Client,
+    stores: Stores,
+    options: Arc<KubeOptions>,
+    mut leader: watch::Receiver<bool>,
+    events: EventWriter,
+) {
+    if options.publish == Publish::Nothing {
+        return;
+    }
+    stores.ready().await;
+    let mut written: HashMap<(String, String), Written> = HashMap::new();
+    loop {
+        if *leader.borrow_and_update() {
+            sync(&client, &stores, &options, &events, &mut written).await;
+        } else {
+            written.clear();
+        }
+        tokio::select! {
+            _ = stores.status_changed.notified() => tokio::time::sleep(options.debounce).await,
+            changed = leader.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+async fn sync(
+    client: &Client,
+    stores: &Stores,
+    options: &KubeOptions,
+    events: &EventWriter,
+    written: &mut HashMap<(String, String), Written>,
+) {
+    let service = stores.publish_service.as_ref().and_then(|s| s.state().into_iter().next());
+    let Some(want) = desired(&options.publish, service.as_deref()) else { return };
+    let selector = ClassSelector::new(&stores.classes.state(), &options.ingress);
+    let ours: Vec<Arc<Ingress>> = stores.ingresses.state().into_iter().filter(|i| selector.selects(i)).collect();
+    written.retain(|(ns, name), _| {
+        ours.iter().any(|i| i.metadata.namespace.as_ref() == Some(ns) && i.metadata.name.as_ref() == Some(name))
+    });
+    for ingress in ours {
+        let (Some(namespace), Some(name)) = (ingress.metadata.namespace.clone(), ingress.metadata.name.clone()) else {
+            continue;
+        };
+        let mut have = current(&ingress);
+        have.sort();
+        have.dedup();
+        if have == want {
+            continue;
+        }
+        let version = ingress.metadata.resource_version.clone();
+        let key = (namespace.clone(), name.clone());
+        let mut writes = 1;
+        if let Some(w) = written.get_mut(&key) {
+            if w.value == want {
+                if version == w.before || version == w.after {
+                    // The watch has not shown our write yet.
+                    continue;
+                }
+                // Somebody changed it after we wrote it.
+                if w.gave_up {
+                    continue;
+                }
+                if w.writes >= MAX_REWRITES {
+                    w.gave_up = true;
+                    tracing::warn!(ingress = %format!("{namespace}/{name}"), "status.loadBalancer keeps being changed by another writer; ramjet stops writing it");
+                    events
+                        .create(NewEvent {
+                            regarding: ingress_reference(&ingress),
+                            warning: true,
+                            reason: "StatusReverted",
+                            action: "UpdateStatus",
+                            note: format!(
+                                "status.loadBalancer.ingress was changed back {} times after ramjet wrote it; ramjet stops writing it so as not to fight another writer",
+                                w.writes
+                            ),
+                        })
+                        .await;
+                    continue;
+                }
+                writes = w.writes + 1;
+            }
+        }
+        let api: Api<Ingress> = Api::namespaced(client.clone(), &namespace);
+        let patch = json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": { "name": name, "namespace": namespace },
+            "status": { "loadBalancer": { "ingress": want.iter().map(Address::to_json).collect::<Vec<_>>() } },
+        });
+        match api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await {
+            Ok(updated) => {
+                tracing::info!(ingress = %format!("{namespace}/{name}"), addresses = ?want, "status written");
+                written.insert(
+                    key,
+                    Written {
+                        value: want.clone(),
+                        before: version,
+                        after: updated.metadata.resource_version,
+                        writes,
+                        gave_up: false,
+                    },
+                );
+            }
+            Err(::kube::Error::Api(s)) if s.code == 403 => {
+                tracing::debug!(ingress = %format!("{namespace}/{name}"), "not allowed to write Ingress status: {}", s.message);
+            }
+            Err(e) => {
+                tracing::warn!(ingress = %format!("{namespace}/{name}"), error = %e, "cannot write Ingress status")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_come_from_flags_or_the_service() {
+        let flags = Publish::Addresses(vec!["203.0.113.7".into(), "lb.example.com".into(), "203.0.113.7".into()]);
+        assert_eq!(
+            desired(&flags, None),
+            Some(vec![Address::Ip("203.0.113.7".into()), Address::Hostname("lb.example.com".into())])
+        );
+        let service: Service = serde_json::from_value(json!({
+            "metadata": { "name": "ramjet", "namespace": "ingress" },
+            "status": { "loadBalancer": { "ingress": [{ "ip": "198.51.100.1" }] } }
+        }))
+        .unwrap();
+        let publish = Publish::Service { namespace: "ingress".into(), name: "ramjet".into() };
+        assert_eq!(desired(&publish, Some(&service)), Some(vec![Address::Ip("198.51.100.1".into())]));
+        assert_eq!(desired(&publish, None), None);
+        assert_eq!(desired(&Publish::Nothing, Some(&service)), None);
+    }
+}

@@ -1,0 +1,179 @@
+//! The reflectors: one kube-runtime watcher and store per kind the compiler reads, and the loop
+//! that turns the stores into snapshots for the rebuild loop.
+//!
+//! Each watcher lists, then watches from the list's resourceVersion; a watch that ends is resumed,
+//! a 410 Gone relists, and errors are logged and retried with backoff — the process never stops
+//! for them. Nothing is submitted until every store has finished its first list, so the first
+//! generation never lacks, say, the Secrets of Ingresses already listed.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::Arc;
+
+use ::kube::runtime::reflector::{self, Store};
+use ::kube::runtime::watcher::{self, Event};
+use ::kube::runtime::WatchStreamExt;
+use ::kube::{Api, Client, Resource};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch, Notify};
+
+use super::{KubeOptions, Publish};
+use crate::compile::ingress::{ClusterSnapshot, TLS_SECRET_TYPE};
+use crate::Input;
+
+/// The reflector stores, and a notification for every change to any of them.
+#[derive(Clone)]
+pub struct Stores {
+    pub classes: Store<IngressClass>,
+    pub ingresses: Store<Ingress>,
+    pub services: Store<Service>,
+    pub slices: Store<EndpointSlice>,
+    pub secrets: Store<Secret>,
+    /// The `--publish-service` Service (watched on its own: it may be outside `--watch-namespace`).
+    pub publish_service: Option<Store<Service>>,
+    /// Any change to the compiler's inputs.
+    pub changed: Arc<Notify>,
+    /// Any change to Ingresses, IngressClasses or the publish Service (what status depends on).
+    pub status_changed: Arc<Notify>,
+    /// Turns true once every store has finished its first list.
+    listed: watch::Receiver<bool>,
+}
+
+impl Stores {
+    /// Starts one watcher per kind.
+    pub fn start(client: &Client, options: &KubeOptions) -> Self {
+        let changed = Arc::new(Notify::new());
+        let status_changed = Arc::new(Notify::new());
+        let ns = options.watch_namespace.as_deref();
+        let both = [changed.clone(), status_changed.clone()];
+        let compile_only = [changed.clone()];
+        let classes = reflect(Api::all(client.clone()), watcher::Config::default(), &both);
+        let ingresses = reflect(api(client, ns), watcher::Config::default(), &both);
+        let services = reflect(api(client, ns), watcher::Config::default(), &compile_only);
+        let slices = reflect(api(client, ns), watcher::Config::default(), &compile_only);
+        let tls_only = watcher::Config::default().fields(&format!("type={TLS_SECRET_TYPE}"));
+        let secrets = reflect(api(client, ns), tls_only, &compile_only);
+        let publish_service = match &options.publish {
+            Publish::Service { namespace, name } => Some(reflect(
+                Api::namespaced(client.clone(), namespace),
+                watcher::Config::default().fields(&format!("metadata.name={name}")),
+                std::slice::from_ref(&status_changed),
+            )),
+            _ => None,
+        };
+        // One task waits on the stores and tells everyone else: a store's readiness wakes only
+        // the last task that polled it (a oneshot underneath), so several waiters would hang.
+        let (listed_tx, listed) = watch::channel(false);
+        let waiting = (classes.clone(), ingresses.clone(), services.clone(), slices.clone(), secrets.clone());
+        let publish = publish_service.clone();
+        tokio::spawn(async move {
+            let (classes, ingresses, services, slices, secrets) = waiting;
+            let _ = futures::join!(
+                classes.wait_until_ready(),
+                ingresses.wait_until_ready(),
+                services.wait_until_ready(),
+                slices.wait_until_ready(),
+                secrets.wait_until_ready(),
+            );
+            if let Some(s) = publish {
+                let _ = s.wait_until_ready().await;
+            }
+            let _ = listed_tx.send(true);
+        });
+        Stores { classes, ingresses, services, slices, secrets, publish_service, changed, status_changed, listed }
+    }
+
+    /// Waits until every store has finished its first list.
+    pub async fn ready(&self) {
+        let mut listed = self.listed.clone();
+        let _ = listed.wait_for(|l| *l).await;
+    }
+
+    /// What the stores hold now.
+    pub fn snapshot(&self, options: &KubeOptions) -> ClusterSnapshot {
+        ClusterSnapshot {
+            options: Arc::new(options.ingress.clone()),
+            ingress_classes: self.classes.state(),
+            ingresses: self.ingresses.state(),
+            services: self.services.state(),
+            endpoint_slices: self.slices.state(),
+            secrets: self.secrets.state(),
+            diagnostics: Vec::new(),
+        }
+    }
+
+    /// After every first list, hands a snapshot to the rebuild loop, and again after every change
+    /// (changes within `options.debounce` of each other make one snapshot).
+    pub async fn feed(self, options: Arc<KubeOptions>, inputs: mpsc::UnboundedSender<Input>) {
+        self.ready().await;
+        tracing::info!(
+            ingresses = self.ingresses.state().len(),
+            services = self.services.state().len(),
+            endpoint_slices = self.slices.state().len(),
+            secrets = self.secrets.state().len(),
+            "cluster listed"
+        );
+        loop {
+            if inputs.send(Input::Objects(Arc::new(self.snapshot(&options)))).is_err() {
+                return;
+            }
+            self.changed.notified().await;
+            tokio::time::sleep(options.debounce).await;
+        }
+    }
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Starts a watcher feeding a store; each applied change or relist notifies `notify`.
+fn reflect<K>(api: Api<K>, config: watcher::Config, notify: &[Arc<Notify>]) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
+    let (store, writer) = reflector::store();
+    let notify = notify.to_vec();
+    let kind = K::kind(&Default::default()).to_string();
+    let stream = watcher::watcher(api, config).default_backoff().reflect(writer);
+    tokio::spawn(async move {
+        let mut failing = false;
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => {
+                    if failing {
+                        tracing::info!(kind, "watch recovered");
+                        failing = false;
+                    }
+                    for n in &notify {
+                        n.notify_one();
+                    }
+                }
+                Ok(Event::Init | Event::InitApply(_)) => {}
+                Err(e) => {
+                    // Retried with backoff by the stream; logged once per failing stretch at warn.
+                    if failing {
+                        tracing::debug!(kind, error = %e, "watch still failing");
+                    } else {
+                        tracing::warn!(kind, error = %e, "watch failed; retrying with backoff");
+                        failing = true;
+                    }
+                }
+            }
+        }
+    });
+    store
+}
