@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::hash::BuildHasherDefault;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{Backend, BackendKind, CertId, Certificate, Diagnostic, PathKind};
+
+use rustc_hash::FxHasher;
 
 use super::{Compiler, Draft};
 use crate::certs::{is_expired, parse_certificate};
@@ -251,16 +254,18 @@ impl fmt::Display for PortRef<'_> {
 }
 
 type BackendKey<'a> = (&'a str, &'a str, PortRef<'a>);
+/// Lookups by name happen once per path: a fast hash, not a DoS-resistant one (the keys are ours).
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Looks objects up by name and remembers what it resolved, for one compile.
 struct Resolver<'s, 'c> {
     compiler: &'c mut Compiler,
-    services: HashMap<(&'s str, &'s str), &'s Service>,
+    services: FastMap<(&'s str, &'s str), &'s Service>,
     /// EndpointSlices by the namespace and name of their Service.
-    slices: HashMap<(&'s str, &'s str), Vec<&'s EndpointSlice>>,
-    secrets: HashMap<(&'s str, &'s str), &'s Secret>,
-    backends: HashMap<BackendKey<'s>, Result<Arc<Backend>, String>>,
-    certificates: HashMap<(&'s str, &'s str), Result<Arc<Certificate>, String>>,
+    slices: FastMap<(&'s str, &'s str), Vec<&'s EndpointSlice>>,
+    secrets: FastMap<(&'s str, &'s str), &'s Secret>,
+    backends: FastMap<BackendKey<'s>, Result<Arc<Backend>, String>>,
+    certificates: FastMap<(&'s str, &'s str), Result<Arc<Certificate>, String>>,
 }
 
 impl<'s, 'c> Resolver<'s, 'c> {
@@ -270,14 +275,14 @@ impl<'s, 'c> Resolver<'s, 'c> {
         };
         let services = snapshot.services.iter().map(|s| (key(&s.metadata), &**s)).collect();
         let secrets = snapshot.secrets.iter().map(|s| (key(&s.metadata), &**s)).collect();
-        let mut slices: HashMap<_, Vec<_>> = HashMap::new();
+        let mut slices: FastMap<_, Vec<_>> = FastMap::default();
         for slice in &snapshot.endpoint_slices {
             let service = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
             if let Some(service) = service {
                 slices.entry((namespace_of(&slice.metadata.namespace), service.as_str())).or_default().push(&**slice);
             }
         }
-        Resolver { compiler, services, slices, secrets, backends: HashMap::new(), certificates: HashMap::new() }
+        Resolver { compiler, services, slices, secrets, backends: FastMap::default(), certificates: FastMap::default() }
     }
 
     /// Everything an Ingress asks for, or every problem that keeps it out of the table.
@@ -315,17 +320,20 @@ impl<'s, 'c> Resolver<'s, 'c> {
                 rule_hosts.push(host.clone());
             }
             for (j, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
-                let at = format!("spec.rules[{i}].http.paths[{j}]");
+                let at = || format!("spec.rules[{i}].http.paths[{j}]");
                 let kind = match path.path_type.as_str() {
                     "Exact" => PathKind::Exact,
                     "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
                     "" => {
-                        problems.push(format!("{at}.pathType is required (Exact, Prefix or ImplementationSpecific)"));
+                        problems
+                            .push(format!("{}.pathType is required (Exact, Prefix or ImplementationSpecific)", at()));
                         continue;
                     }
                     other => {
-                        problems
-                            .push(format!("{at}.pathType: `{other}` is not Exact, Prefix or ImplementationSpecific"));
+                        problems.push(format!(
+                            "{}.pathType: `{other}` is not Exact, Prefix or ImplementationSpecific",
+                            at()
+                        ));
                         continue;
                     }
                 };
@@ -334,14 +342,14 @@ impl<'s, 'c> Resolver<'s, 'c> {
                     Some(p) => p,
                 };
                 if let Err(e) = validate_path(value) {
-                    problems.push(format!("{at}.path: {e}"));
+                    problems.push(format!("{}.path: {e}", at()));
                     continue;
                 }
                 match self.backend(namespace, &path.backend) {
                     Ok(backend) => {
                         plan.routes.push(PlannedRoute { host: host.clone(), path: value.to_string(), kind, backend })
                     }
-                    Err(e) => problems.push(format!("{at}.backend: {e}")),
+                    Err(e) => problems.push(format!("{}.backend: {e}", at())),
                 }
             }
         }
