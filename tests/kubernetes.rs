@@ -317,3 +317,73 @@ fn one_replica_writes_status_and_another_takes_over() {
     assert_eq!(creates[0].1["spec"]["holderIdentity"], "replica-a");
     second.shutdown();
 }
+
+/// The binary as the Helm chart runs it: flags, `POD_NAME` and `RAMJET_POD_NAMESPACE`.
+#[test]
+fn the_binary_serves_the_cluster_its_kubeconfig_names() {
+    use std::process::{Command, Stdio};
+    let api = ApiServer::start();
+    let dir = temp_dir("k8s-binary");
+    let a = Backend::start("a");
+    seed(&api, &a);
+    let port = || SocketAddr::from(([127, 0, 0, 1], support::free_port())).to_string();
+    let (http, https, admin) = (port(), port(), port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ramjet"))
+        .arg("--kubeconfig")
+        .arg(api.kubeconfig(&dir))
+        .args(["--workers", "1", "--io-driver", "auto", "--http-addr", &http, "--https-addr", &https])
+        .args(["--admin-addr", &admin, "--publish-address", PUBLISHED_IP, "--election-id", "ramjet-test-leader"])
+        .env("POD_NAME", "ramjet-0")
+        .env("RAMJET_POD_NAMESPACE", "ingress")
+        .env("RAMJET_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let http: SocketAddr = http.parse().unwrap();
+    let up = eventually(Duration::from_secs(20), || std::net::TcpStream::connect(http).is_ok());
+    if !up {
+        let _ = child.kill();
+        panic!("the daemon did not start");
+    }
+    assert_eq!(served_by(&get(http, "web.test", "/")), "a");
+    let lease = || api.get("coordination.k8s.io/v1/leases", "ingress", "ramjet-test-leader");
+    assert!(eventually(Duration::from_secs(10), || lease().is_some()));
+    assert_eq!(lease().unwrap()["spec"]["holderIdentity"], "ramjet-0");
+    assert!(eventually(Duration::from_secs(10), || api.status_patches().len() == 1));
+    assert!(eventually(Duration::from_secs(10), || !events_with_reason(&api, "ConfigApplied").is_empty()));
+    assert_eq!(events_with_reason(&api, "ConfigApplied")[0]["reportingInstance"], "ramjet-0");
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// `--publish-service`: status follows that Service's load-balancer address, also when it changes.
+#[test]
+fn status_follows_the_publish_service() {
+    let api = ApiServer::start();
+    let dir = temp_dir("k8s-publish-service");
+    let a = Backend::start("a");
+    seed(&api, &a);
+    let lb = |ip: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{ name: ramjet, namespace: ingress }}\n\
+             spec: {{ type: LoadBalancer, ports: [{{ name: http, port: 80 }}] }}\n\
+             status: {{ loadBalancer: {{ ingress: [{{ ip: \"{ip}\" }}] }} }}\n"
+        )
+    };
+    api.apply(&lb("198.51.100.10"));
+    let mut options = options(&api, &dir, "replica-a");
+    options.publish = Publish::Service { namespace: "ingress".into(), name: "ramjet".into() };
+    // Only the Ingress's namespace is watched; the publish Service lives elsewhere.
+    options.watch_namespace = Some("shop".into());
+    let daemon = start(options);
+    let written = |ip: &str| {
+        api.get("networking.k8s.io/v1/ingresses", "shop", "web")
+            .is_some_and(|i| i["status"]["loadBalancer"]["ingress"][0]["ip"] == ip)
+    };
+    assert!(eventually(Duration::from_secs(10), || written("198.51.100.10")));
+    api.apply(&lb("198.51.100.20"));
+    assert!(eventually(Duration::from_secs(10), || written("198.51.100.20")));
+    assert_eq!(api.status_patches().len(), 2);
+    daemon.shutdown();
+}
