@@ -63,10 +63,12 @@ fn snapshot() -> ClusterSnapshot {
         s.endpoint_slices.push(slice(i, 3));
         let host = format!("h{}.t{}.example.com", i / 10, i % 10);
         let paths: Vec<_> = (0..PATHS_PER_INGRESS)
-            .map(|p| json!({
-                "path": format!("/app{}/p{p}", i % 10), "pathType": if p % 2 == 0 { "Prefix" } else { "Exact" },
-                "backend": { "service": { "name": format!("svc-{i}"), "port": { "name": "http" } } },
-            }))
+            .map(|p| {
+                json!({
+                    "path": format!("/app{}/p{p}", i % 10), "pathType": if p % 2 == 0 { "Prefix" } else { "Exact" },
+                    "backend": { "service": { "name": format!("svc-{i}"), "port": { "name": "http" } } },
+                })
+            })
             .collect();
         s.ingresses.push(object::<Ingress>(json!({
             "metadata": { "name": format!("ing-{i}"), "namespace": "bench",

@@ -78,6 +78,8 @@ impl DaemonConfig {
 /// A running daemon.
 pub struct Daemon {
     pub control: ControlHandle,
+    /// The cluster source, when watching a cluster.
+    pub cluster: Option<ramjet_control::kube::ClusterHandle>,
     pub dataplane: DataPlane,
     pub published: Arc<Published>,
     pub stats: Arc<WorkerStats>,
@@ -128,6 +130,7 @@ impl Daemon {
             audit_webhook: config.audit_webhook,
             event_sinks,
         })?;
+        let mut cluster = None;
         let ready_within = match config.source {
             Source::Static(routes) => {
                 control.submit(Input::Static(Arc::new(routes)));
@@ -143,13 +146,13 @@ impl Daemon {
             }
             Source::Cluster(options) => {
                 let records = audit_events.take().context("audit events")?;
-                ramjet_control::kube::start(
+                cluster = Some(ramjet_control::kube::start(
                     &control.runtime,
                     options,
                     control.inputs(),
                     control.diagnostics(),
                     records,
-                )?;
+                )?);
                 // Every first list must finish before the first generation; a large cluster takes a while.
                 Duration::from_secs(120)
             }
@@ -171,7 +174,7 @@ impl Daemon {
             published.clone(),
             stats.clone(),
         )?;
-        Ok(Daemon { control, dataplane, published, stats })
+        Ok(Daemon { control, cluster, dataplane, published, stats })
     }
 
     pub fn http_addr(&self) -> SocketAddr {
@@ -192,8 +195,13 @@ impl Daemon {
         self.control.submit(Input::Static(Arc::new(routes)));
     }
 
-    /// Stops accepting, lets in-flight requests finish, then stops the control thread.
-    pub fn shutdown(self) {
+    /// Gives up the Lease (cluster mode), stops accepting, lets in-flight requests finish, then
+    /// stops the control thread.
+    pub fn shutdown(mut self) {
+        // Another replica takes over writing status at once, not after the lease expires.
+        if let Some(cluster) = &mut self.cluster {
+            cluster.release_lease(Duration::from_secs(2));
+        }
         self.dataplane.join();
         self.control.shutdown();
     }

@@ -292,23 +292,26 @@ fn one_replica_writes_status_and_another_takes_over() {
     let dir = temp_dir("k8s-lease");
     let a = Backend::start("a");
     seed(&api, &a);
-    let first = start(options(&api, &dir, "replica-a"));
+    // A long lease: a takeover within it proves the leader released the Lease on shutdown.
+    let replica = |identity: &str| {
+        let mut options = options(&api, &dir, identity);
+        options.lease.duration = Duration::from_secs(10);
+        options
+    };
+    let first = start(replica("replica-a"));
     assert!(eventually(Duration::from_secs(10), || api.status_patches().len() == 1));
-    let second = start(options(&api, &dir, "replica-b"));
+    let second = start(replica("replica-b"));
     assert_eq!(served(&second, "web.test"), "a", "a follower serves traffic");
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(api.status_patches().len(), 1, "the follower wrote status");
-    let holder = || {
-        api.get("coordination.k8s.io/v1/leases", "ramjet", "ramjet-leader")
-            .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
-    };
-    assert_eq!(holder().as_deref(), Some("replica-a"));
-    // The leader goes away without releasing; after the lease duration the other replica leads
-    // and writes what has changed since.
+    assert_eq!(holder(&api).as_deref(), Some("replica-a"));
+    let stopped = std::time::Instant::now();
     first.shutdown();
-    assert!(eventually(Duration::from_secs(10), || holder().as_deref() == Some("replica-b")));
+    assert!(eventually(Duration::from_secs(5), || holder(&api).as_deref() == Some("replica-b")));
+    assert!(stopped.elapsed() < Duration::from_secs(8), "took over only when the lease expired");
+    // The new leader writes what changes from now on.
     api.apply(&ingress("shop", "shop.test", "web"));
-    assert!(eventually(Duration::from_secs(10), || { api.status_patches().iter().any(|p| p.name == "shop") }));
+    assert!(eventually(Duration::from_secs(10), || api.status_patches().iter().any(|p| p.name == "shop")));
     let lease = api.get("coordination.k8s.io/v1/leases", "ramjet", "ramjet-leader").unwrap();
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
     let writes = api.lease_writes();
@@ -316,6 +319,35 @@ fn one_replica_writes_status_and_another_takes_over() {
     assert_eq!(creates.len(), 1, "the Lease is created once, then only read and updated");
     assert_eq!(creates[0].1["spec"]["holderIdentity"], "replica-a");
     second.shutdown();
+}
+
+fn holder(api: &ApiServer) -> Option<String> {
+    api.get("coordination.k8s.io/v1/leases", "ramjet", "ramjet-leader")
+        .and_then(|l| l["spec"]["holderIdentity"].as_str().map(String::from))
+}
+
+/// A replica that died holding the Lease keeps it for its lease duration, measured on our clock.
+#[test]
+fn a_lease_held_by_a_dead_replica_is_taken_over_when_it_expires() {
+    let api = ApiServer::start();
+    let dir = temp_dir("k8s-dead-leader");
+    let a = Backend::start("a");
+    seed(&api, &a);
+    api.apply(
+        "apiVersion: coordination.k8s.io/v1\nkind: Lease\nmetadata: { name: ramjet-leader, namespace: ramjet }\n\
+         spec: { holderIdentity: crashed, leaseDurationSeconds: 3, renewTime: \"2025-01-01T00:00:00.000000Z\" }\n",
+    );
+    let started = std::time::Instant::now();
+    let daemon = start(options(&api, &dir, "replica-a"));
+    assert_eq!(served(&daemon, "web.test"), "a", "serving does not wait for the Lease");
+    if started.elapsed() < Duration::from_secs(2) {
+        assert_eq!(holder(&api).as_deref(), Some("crashed"));
+        assert!(api.status_patches().is_empty(), "status written without the Lease");
+    }
+    assert!(eventually(Duration::from_secs(10), || holder(&api).as_deref() == Some("replica-a")));
+    assert!(started.elapsed() >= Duration::from_secs(3), "took the Lease before it expired");
+    assert!(eventually(Duration::from_secs(10), || api.status_patches().len() == 1));
+    daemon.shutdown();
 }
 
 /// The binary as the Helm chart runs it: flags, `POD_NAME` and `RAMJET_POD_NAMESPACE`.

@@ -167,6 +167,24 @@ async fn connect(options: &KubeOptions) -> Result<(Client, String), KubeError> {
     Ok((Client::try_from(config)?, namespace))
 }
 
+/// The running cluster source.
+pub struct ClusterHandle {
+    /// Stops the election; the election answers once the Lease is released.
+    stop_election: Option<tokio::sync::oneshot::Sender<std::sync::mpsc::Sender<()>>>,
+}
+
+impl ClusterHandle {
+    /// Stops competing for the Lease and gives it up if this replica holds it, so another replica
+    /// takes over at once instead of after the lease duration. Waits up to `timeout`.
+    pub fn release_lease(&mut self, timeout: Duration) {
+        let Some(stop) = self.stop_election.take() else { return };
+        let (done, released) = std::sync::mpsc::channel();
+        if stop.send(done).is_ok() {
+            let _ = released.recv_timeout(timeout);
+        }
+    }
+}
+
 /// Connects and starts the watcher and the writers on the control thread's runtime; returns once
 /// the client is built (or could not be). Compiled snapshots go to `inputs`; `diagnostics` is the
 /// rebuild loop's report of every compile; `audit` carries the audit records to turn into Events.
@@ -176,8 +194,9 @@ pub fn start(
     inputs: mpsc::UnboundedSender<Input>,
     diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
     audit: AuditEventsReceiver,
-) -> Result<(), KubeError> {
+) -> Result<ClusterHandle, KubeError> {
     let (ready, connected) = std::sync::mpsc::channel();
+    let (stop_election, stop) = tokio::sync::oneshot::channel();
     runtime.spawn(async move {
         let (client, default_namespace) = match connect(&options).await {
             Ok(c) => c,
@@ -187,9 +206,10 @@ pub fn start(
             }
         };
         let _ = ready.send(Ok(()));
-        run(client, default_namespace, options, inputs, diagnostics, audit).await;
+        run(client, default_namespace, options, inputs, diagnostics, audit, stop).await;
     });
-    connected.recv().map_err(|_| KubeError::Stopped)?
+    connected.recv().map_err(|_| KubeError::Stopped)??;
+    Ok(ClusterHandle { stop_election: Some(stop_election) })
 }
 
 async fn run(
@@ -199,6 +219,7 @@ async fn run(
     inputs: mpsc::UnboundedSender<Input>,
     diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
     audit: AuditEventsReceiver,
+    stop_election: tokio::sync::oneshot::Receiver<std::sync::mpsc::Sender<()>>,
 ) {
     let options = Arc::new(options);
     let stores = watch::Stores::start(&client, &options);
@@ -207,7 +228,7 @@ async fn run(
     // The status writer and the Ingress warnings run only on the elected replica.
     let (leader_tx, leader) = tokio_watch::channel(false);
     let lease_namespace = options.lease.namespace.clone().unwrap_or(default_namespace);
-    tokio::spawn(lease::elect(client.clone(), options.lease.clone(), lease_namespace, leader_tx));
+    tokio::spawn(lease::elect(client.clone(), options.lease.clone(), lease_namespace, leader_tx, stop_election));
     tokio::spawn(events::report_diagnostics(writer.clone(), stores.ingresses.clone(), diagnostics, leader.clone()));
     tokio::spawn(status::run(client.clone(), stores.clone(), options.clone(), leader, writer));
     stores.feed(options, inputs).await;

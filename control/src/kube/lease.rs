@@ -6,7 +6,8 @@
 //! clock from when it last saw the record change (so clock skew between nodes does not matter).
 //! Updates carry the resourceVersion read, so two replicas racing for the Lease cannot both win:
 //! the loser gets 409 Conflict. A leader that cannot renew for two thirds of `duration` steps down
-//! before anyone else may take over.
+//! before anyone else may take over. On shutdown the Lease is released, so another replica takes
+//! over at its next round instead of after the lease duration.
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +15,7 @@ use ::kube::api::PostParams;
 use ::kube::{Api, Client};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use super::LeaseOptions;
 
@@ -24,8 +25,15 @@ struct Observed {
     at: Instant,
 }
 
-/// Runs the election forever, publishing whether this replica leads.
-pub async fn elect(client: Client, options: LeaseOptions, namespace: String, leader: watch::Sender<bool>) {
+/// Runs the election, publishing whether this replica leads, until `stop` says to give up: then
+/// the Lease is released (when held) and the sender `stop` carried is told.
+pub async fn elect(
+    client: Client,
+    options: LeaseOptions,
+    namespace: String,
+    leader: watch::Sender<bool>,
+    mut stop: oneshot::Receiver<std::sync::mpsc::Sender<()>>,
+) {
     let api: Api<Lease> = Api::namespaced(client, &namespace);
     let mut observed: Option<Observed> = None;
     let mut renewed: Option<Instant> = None;
@@ -58,8 +66,36 @@ pub async fn elect(client: Client, options: LeaseOptions, namespace: String, lea
                 }
             }
         }
-        tokio::time::sleep(options.retry).await;
+        tokio::select! {
+            _ = tokio::time::sleep(options.retry) => {}
+            done = &mut stop => {
+                let was_leading = leader.send_replace(false);
+                if was_leading {
+                    match release(&api, &options).await {
+                        Ok(()) => tracing::info!(lease = %options.name, "released the lease"),
+                        Err(e) => tracing::warn!(lease = %options.name, error = %e, "cannot release the lease; it expires by itself"),
+                    }
+                }
+                if let Ok(done) = done {
+                    let _ = done.send(());
+                }
+                return;
+            }
+        }
     }
+}
+
+/// Gives the Lease up if this replica holds it: no holder, and a renew time of now, so any replica
+/// takes it at its next round.
+async fn release(api: &Api<Lease>, options: &LeaseOptions) -> Result<(), ::kube::Error> {
+    let Some(mut lease) = api.get_opt(&options.name).await? else { return Ok(()) };
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if spec.holder_identity.as_deref() != Some(options.identity.as_str()) {
+        return Ok(());
+    }
+    spec.holder_identity = None;
+    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    conflict_is_false(api.replace(&options.name, &PostParams::default(), &lease).await).map(|_| ())
 }
 
 /// One round: `Ok(true)` when this replica holds the Lease afterwards.
