@@ -42,7 +42,11 @@ fn no_loadable_table_names_a_certificate_the_store_lacks() {
                     let generation = published.generation().load();
                     let store = published.certs().load();
                     for id in generation.table.cert_ids() {
-                        assert!(store.contains(&id), "generation {} names {id:?} missing from the store", generation.number);
+                        assert!(
+                            store.contains(&id),
+                            "generation {} names {id:?} missing from the store",
+                            generation.number
+                        );
                     }
                     checks += 1;
                 }
@@ -82,10 +86,7 @@ fn pin_holds_back_new_generations_and_release_jumps_to_the_newest() {
     assert_eq!(published.current().number, 5);
     let (released, _) = applier.release();
     assert!(!released, "release is idempotent");
-    assert_eq!(
-        applier.rollback(99),
-        Err(RollbackError::NotInHistory { wanted: 99, available: vec![5, 4, 3, 2, 1] })
-    );
+    assert_eq!(applier.rollback(99), Err(RollbackError::NotInHistory { wanted: 99, available: vec![5, 4, 3, 2, 1] }));
 }
 
 #[test]
