@@ -319,10 +319,12 @@ impl ApiServer {
         self.shared.lock().forbidden.insert(resource.into());
     }
 
-    /// Forgets the change log: a watch resuming from before now gets 410 Gone.
+    /// Forgets the change log: a watch resuming from any resourceVersion handed out so far gets
+    /// 410 Gone (a list made afterwards gives a version that can be watched from).
     pub fn compact(&self) {
         let mut store = self.shared.lock();
-        store.oldest = store.rv + 1;
+        store.rv += 1;
+        store.oldest = store.rv;
         store.log.clear();
     }
 
@@ -474,7 +476,7 @@ async fn watch(shared: Arc<Shared>, target: Target, query: HashMap<String, Strin
     let (epoch, gone) = {
         let mut store = shared.lock();
         *store.watches.entry(target.resource.clone()).or_default() += 1;
-        (store.epoch, from != 0 && from + 1 < store.oldest)
+        (store.epoch, from != 0 && from < store.oldest)
     };
     let (group_version, _) = target.resource.rsplit_once('/').unwrap();
     let group_version = group_version.to_string();
