@@ -27,12 +27,9 @@ fn routes(n: usize) -> ramjet_control::static_routes::StaticRoutes {
         "backends:\n  hello: { respond: { status: 200, body: \"hello\\n\" } }\ndefaultBackend: hello\nroutes:\n",
     );
     for i in 1..=n {
-        yaml.push_str(&format!(
-            "  - {{ path: /r{i}, pathType: Prefix, backend: hello }}\n"
-        ));
+        yaml.push_str(&format!("  - {{ path: /r{i}, pathType: Prefix, backend: hello }}\n"));
     }
-    ramjet_control::static_routes::parse(&yaml, Path::new("."), "test.yaml")
-        .expect("the test routes parse")
+    ramjet_control::static_routes::parse(&yaml, Path::new("."), "test.yaml").expect("the test routes parse")
 }
 
 /// A daemon on loopback with generations 1..=`generations`, generation `generations` serving.
@@ -46,9 +43,7 @@ fn daemon(admin: Option<SocketAddr>, token: Option<&str>, generations: usize) ->
     let daemon = Daemon::start(config).expect("the daemon starts");
     for n in 2..=generations {
         daemon.submit(routes(n));
-        wait_for_daemon(&daemon, &format!("generation {n} compiled"), |g| {
-            g["newest"] == n as u64
-        });
+        wait_for_daemon(&daemon, &format!("generation {n} compiled"), |g| g["newest"] == n as u64);
     }
     daemon
 }
@@ -59,12 +54,7 @@ fn admin_url(daemon: &Daemon) -> String {
 
 fn generations(daemon: &Daemon) -> Value {
     let url = format!("{}/admin/generations", admin_url(daemon));
-    let text = ureq::get(&url)
-        .call()
-        .expect("GET /admin/generations")
-        .body_mut()
-        .read_to_string()
-        .unwrap();
+    let text = ureq::get(&url).call().expect("GET /admin/generations").body_mut().read_to_string().unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -75,10 +65,7 @@ fn wait_for_daemon(daemon: &Daemon, what: &str, done: impl Fn(&Value) -> bool) -
         if done(&g) {
             return g;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the daemon never got to: {what}; it says {g}"
-        );
+        assert!(Instant::now() < deadline, "the daemon never got to: {what}; it says {g}");
         thread::sleep(Duration::from_millis(50));
     }
 }
@@ -96,12 +83,7 @@ impl Top {
     /// variable inherited from the test's own environment.
     fn start(admin: &str, args: &[&str], env: &[(&str, &str)]) -> Top {
         let pty = native_pty_system()
-            .openpty(PtySize {
-                rows: ROWS,
-                cols: COLS,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
+            .openpty(PtySize { rows: ROWS, cols: COLS, pixel_width: 0, pixel_height: 0 })
             .expect("a pseudo-terminal");
         let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_ramjet-top"));
         command.args(["--admin", admin]);
@@ -109,12 +91,7 @@ impl Top {
             command.args(["--interval", "200ms"]);
         }
         command.args(args);
-        for var in [
-            "RAMJET_TOP_TOKEN_FILE",
-            "RAMJET_TOP_ADMIN",
-            "RAMJET_TOP_INTERVAL",
-            "RAMJET_TOP_READ_ONLY",
-        ] {
+        for var in ["RAMJET_TOP_TOKEN_FILE", "RAMJET_TOP_ADMIN", "RAMJET_TOP_INTERVAL", "RAMJET_TOP_READ_ONLY"] {
             command.env_remove(var);
         }
         command.env("TERM", "xterm-256color");
@@ -123,11 +100,8 @@ impl Top {
         }
         let child = pty.slave.spawn_command(command).expect("ramjet-top starts");
         drop(pty.slave);
-        let screen = Arc::new(Mutex::new(vt100::Parser::new(
-            NonZeroU16::new(ROWS).unwrap(),
-            NonZeroU16::new(COLS).unwrap(),
-            0,
-        )));
+        let screen =
+            Arc::new(Mutex::new(vt100::Parser::new(NonZeroU16::new(ROWS).unwrap(), NonZeroU16::new(COLS).unwrap(), 0)));
         let mut output = pty.master.try_clone_reader().unwrap();
         let parser = screen.clone();
         thread::spawn(move || {
@@ -138,12 +112,7 @@ impl Top {
             }
         });
         let keys = pty.master.take_writer().unwrap();
-        Top {
-            child,
-            screen,
-            keys,
-            _master: pty.master,
-        }
+        Top { child, screen, keys, _master: pty.master }
     }
 
     fn text(&self) -> String {
@@ -154,12 +123,7 @@ impl Top {
     /// screen.
     fn wait_for(&mut self, text: &str) -> String {
         self.wait_until(&format!("the screen shows {text:?}"), |s| {
-            s.contains(text)
-                || s.lines()
-                    .map(str::trim)
-                    .collect::<Vec<_>>()
-                    .join(" ")
-                    .contains(text)
+            s.contains(text) || s.lines().map(str::trim).collect::<Vec<_>>().join(" ").contains(text)
         })
     }
 
@@ -173,10 +137,7 @@ impl Top {
             if let Ok(Some(status)) = self.child.try_wait() {
                 panic!("ramjet-top exited ({status:?}) before {what}; the screen:\n{screen}");
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting until {what}; the screen:\n{screen}"
-            );
+            assert!(Instant::now() < deadline, "timed out waiting until {what}; the screen:\n{screen}");
             thread::sleep(Duration::from_millis(50));
         }
     }
@@ -198,20 +159,13 @@ impl Top {
             if let Some(status) = self.child.try_wait().unwrap() {
                 break status;
             }
-            assert!(
-                Instant::now() < deadline,
-                "ramjet-top did not quit on q:\n{}",
-                self.text()
-            );
+            assert!(Instant::now() < deadline, "ramjet-top did not quit on q:\n{}", self.text());
             thread::sleep(Duration::from_millis(50));
         };
         assert!(status.success(), "ramjet-top exited with {status:?}");
         let deadline = Instant::now() + DEADLINE;
         while self.screen.lock().unwrap().screen().alternate_screen() {
-            assert!(
-                Instant::now() < deadline,
-                "ramjet-top left the terminal on the alternate screen"
-            );
+            assert!(Instant::now() < deadline, "ramjet-top left the terminal on the alternate screen");
             thread::sleep(Duration::from_millis(50));
         }
     }
@@ -240,22 +194,13 @@ fn token_file(dir: &str, token: &str) -> std::path::PathBuf {
 fn the_timeline_appears_and_p_y_pins_and_u_y_releases() {
     let daemon = daemon(None, Some("the-right-token"), 3);
     let token = token_file("pin", "the-right-token");
-    let mut top = Top::start(
-        &admin_url(&daemon),
-        &["--token-file", token.to_str().unwrap()],
-        &[],
-    );
+    let mut top = Top::start(&admin_url(&daemon), &["--token-file", token.to_str().unwrap()], &[]);
 
     let screen = top.wait_for("serving generation 3");
     top.wait_for("not pinned");
-    let rows: Vec<usize> = ["    3 ", "    2 ", "    1 "]
-        .iter()
-        .map(|r| screen.find(r).unwrap_or_else(|| panic!("{screen}")))
-        .collect();
-    assert!(
-        rows[0] < rows[1] && rows[1] < rows[2],
-        "newest first:\n{screen}"
-    );
+    let rows: Vec<usize> =
+        ["    3 ", "    2 ", "    1 "].iter().map(|r| screen.find(r).unwrap_or_else(|| panic!("{screen}"))).collect();
+    assert!(rows[0] < rows[1] && rows[1] < rows[2], "newest first:\n{screen}");
 
     top.press("j");
     top.wait_for("generation 2  digest");
@@ -271,17 +216,12 @@ fn the_timeline_appears_and_p_y_pins_and_u_y_releases() {
     top.wait_for("Release the pin on generation 2?");
     top.press("y");
     top.wait_for("daemon: pin released; the newest generation 3 is serving");
-    top.wait_until("the banner is gone", |s| {
-        !s.contains("PINNED") && s.contains("serving generation 3")
-    });
+    top.wait_until("the banner is gone", |s| !s.contains("PINNED") && s.contains("serving generation 3"));
     let g = wait_for_daemon(&daemon, "released", |g| g["pinned"].is_null());
     assert_eq!(g["serving"], 3);
 
     let screen = top.text();
-    assert!(
-        !screen.contains("the-right-token"),
-        "the token must never show:\n{screen}"
-    );
+    assert!(!screen.contains("the-right-token"), "the token must never show:\n{screen}");
     top.quit();
     daemon.shutdown();
 }
@@ -318,13 +258,8 @@ fn read_only_refuses_pin_and_release() {
     top.wait_for("generation 1  digest");
     for key in ["p", "u"] {
         top.press(key);
-        let screen = top.wait_for(
-            "read-only: ramjet-top was started with --read-only, so pin and release are refused",
-        );
-        assert!(
-            !screen.contains("Pin generation") && !screen.contains("Release the pin"),
-            "{screen}"
-        );
+        let screen = top.wait_for("read-only: ramjet-top was started with --read-only, so pin and release are refused");
+        assert!(!screen.contains("Pin generation") && !screen.contains("Release the pin"), "{screen}");
         top.press("y");
     }
     thread::sleep(Duration::from_secs(1));
@@ -340,23 +275,15 @@ fn a_wrong_token_shows_the_daemons_401_message() {
     let daemon = daemon(None, Some("the-right-token"), 2);
     let token = token_file("wrong", "a-wrong-token-0xdead");
     // The token file comes from the environment variable this time.
-    let mut top = Top::start(
-        &admin_url(&daemon),
-        &[],
-        &[("RAMJET_TOP_TOKEN_FILE", token.to_str().unwrap())],
-    );
+    let mut top = Top::start(&admin_url(&daemon), &[], &[("RAMJET_TOP_TOKEN_FILE", token.to_str().unwrap())]);
     top.wait_for("serving generation 2");
     top.press("j");
     top.wait_for("generation 1  digest");
     top.press("p");
     top.wait_for("Pin generation 1?");
     top.press("y");
-    let screen = top
-        .wait_for("pin of generation 1 failed: wrong admin token; nothing was changed (HTTP 401)");
-    assert!(
-        !screen.contains("0xdead"),
-        "the token must never show:\n{screen}"
-    );
+    let screen = top.wait_for("pin of generation 1 failed: wrong admin token; nothing was changed (HTTP 401)");
+    assert!(!screen.contains("0xdead"), "the token must never show:\n{screen}");
     let g = generations(&daemon);
     assert!(g["pinned"].is_null(), "{g}");
     assert_eq!(g["serving"], 2);
@@ -381,24 +308,15 @@ fn no_token_against_a_daemon_that_wants_one_says_how_to_give_it() {
 #[test]
 fn a_dead_daemon_shows_as_unreachable_and_is_retried() {
     // A port nothing listens on (for now).
-    let addr = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let mut top = Top::start(&format!("http://{addr}"), &[], &[]);
     top.wait_for("UNREACHABLE");
     top.wait_for(&format!("cannot reach http://{addr}/admin/generations"));
     top.wait_until("several polls have failed", |s| {
-        s.split("failed polls)")
-            .next()
-            .and_then(|l| l.rsplit('(').next())
-            .and_then(|n| n.trim().parse::<u32>().ok())
+        s.split("failed polls)").next().and_then(|l| l.rsplit('(').next()).and_then(|n| n.trim().parse::<u32>().ok())
             >= Some(3)
     });
-    assert!(
-        top.running(),
-        "ramjet-top must keep running while the daemon is away"
-    );
+    assert!(top.running(), "ramjet-top must keep running while the daemon is away");
     top.press("p");
     top.wait_for("nothing to pin: the daemon has not listed any generation yet");
 
@@ -423,9 +341,7 @@ fn capture_for_the_docs() {
          - { path: /api, pathType: Prefix, backend: api }\n",
     );
     for i in 1..=4 {
-        yaml.push_str(&format!(
-            "  - {{ path: /r{i}, pathType: Prefix, backend: hello }}\n"
-        ));
+        yaml.push_str(&format!("  - {{ path: /r{i}, pathType: Prefix, backend: hello }}\n"));
     }
     let parsed = ramjet_control::static_routes::parse(&yaml, Path::new("."), "capture.yaml");
     daemon.submit(parsed.unwrap());
@@ -437,15 +353,9 @@ fn capture_for_the_docs() {
         let mut i = 0u64;
         while Instant::now() < until {
             i += 1;
-            let path = if i.is_multiple_of(10) {
-                "/api/orders"
-            } else {
-                "/r1"
-            };
+            let path = if i.is_multiple_of(10) { "/api/orders" } else { "/r1" };
             if let Ok(mut s) = std::net::TcpStream::connect(http) {
-                let request = format!(
-                    "GET {path} HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n"
-                );
+                let request = format!("GET {path} HTTP/1.1\r\nHost: shop.example\r\nConnection: close\r\n\r\n");
                 if s.write_all(request.as_bytes()).is_ok() {
                     let _ = s.read_to_end(&mut Vec::new());
                 }

@@ -22,11 +22,7 @@ pub enum Link {
     /// The last poll of `/admin/generations` was answered.
     Up { last: Instant },
     /// The last `failures` polls were not; the timeline shown (if any) is from `last_ok`.
-    Down {
-        error: ClientError,
-        failures: u32,
-        last_ok: Option<Instant>,
-    },
+    Down { error: ClientError, failures: u32, last_ok: Option<Instant> },
 }
 
 /// A line for the operator at the bottom of the screen.
@@ -38,17 +34,11 @@ pub struct Message {
 
 impl Message {
     fn info(text: impl Into<String>) -> Message {
-        Message {
-            text: text.into(),
-            error: false,
-        }
+        Message { text: text.into(), error: false }
     }
 
     fn error(text: impl Into<String>) -> Message {
-        Message {
-            text: text.into(),
-            error: true,
-        }
+        Message { text: text.into(), error: true }
     }
 }
 
@@ -143,12 +133,7 @@ pub struct App {
 }
 
 impl App {
-    pub fn new(
-        admin: impl Into<String>,
-        interval: Duration,
-        read_only: bool,
-        has_token: bool,
-    ) -> App {
+    pub fn new(admin: impl Into<String>, interval: Duration, read_only: bool, has_token: bool) -> App {
         App {
             admin: admin.into(),
             interval,
@@ -169,16 +154,12 @@ impl App {
     pub fn selected_index(&self) -> Option<usize> {
         let snapshot = self.snapshot.as_ref()?;
         let selected = self.selected?;
-        snapshot
-            .generations
-            .iter()
-            .position(|g| g.generation == selected)
+        snapshot.generations.iter().position(|g| g.generation == selected)
     }
 
     /// Handles one key press; returns the command to send, if the key confirmed one.
     pub fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
-        let ctrl_c =
-            key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
+        let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
         if ctrl_c {
             self.quit = true;
             return None;
@@ -187,16 +168,10 @@ impl App {
             // Only `y` sends; any other key, `q` included, cancels and sends nothing.
             if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
                 self.in_flight = Some(command);
-                self.message = Some(Message::info(format!(
-                    "{}: waiting for the daemon...",
-                    describe(command)
-                )));
+                self.message = Some(Message::info(format!("{}: waiting for the daemon...", describe(command))));
                 return Some(command);
             }
-            self.message = Some(Message::info(format!(
-                "{} cancelled; nothing was sent.",
-                describe(command)
-            )));
+            self.message = Some(Message::info(format!("{} cancelled; nothing was sent.", describe(command))));
             return None;
         }
         match key.code {
@@ -233,19 +208,15 @@ impl App {
             return;
         }
         if let Some(command) = self.in_flight {
-            self.message = Some(Message::error(format!(
-                "{} is still waiting for the daemon's answer",
-                describe(command)
-            )));
+            self.message =
+                Some(Message::error(format!("{} is still waiting for the daemon's answer", describe(command))));
             return;
         }
         let command = match verb {
             Verb::Pin => match (self.selected, &self.snapshot) {
                 (Some(generation), Some(_)) => Command::Pin(generation),
                 _ => {
-                    self.message = Some(Message::error(
-                        "nothing to pin: the daemon has not listed any generation yet",
-                    ));
+                    self.message = Some(Message::error("nothing to pin: the daemon has not listed any generation yet"));
                     return;
                 }
             },
@@ -258,11 +229,7 @@ impl App {
     /// Folds in what a background thread reported.
     pub fn on_update(&mut self, update: Update) {
         match update {
-            Update::Poll {
-                at,
-                generations,
-                metrics,
-            } => {
+            Update::Poll { at, generations, metrics } => {
                 match generations {
                     Ok(g) => {
                         self.link = Link::Up { last: at };
@@ -272,15 +239,9 @@ impl App {
                         let (failures, last_ok) = match &self.link {
                             Link::Connecting => (0, None),
                             Link::Up { last } => (0, Some(*last)),
-                            Link::Down {
-                                failures, last_ok, ..
-                            } => (*failures, *last_ok),
+                            Link::Down { failures, last_ok, .. } => (*failures, *last_ok),
                         };
-                        self.link = Link::Down {
-                            error,
-                            failures: failures + 1,
-                            last_ok,
-                        };
+                        self.link = Link::Down { error, failures: failures + 1, last_ok };
                     }
                 }
                 match metrics {
@@ -310,9 +271,7 @@ impl App {
     }
 
     fn set_snapshot(&mut self, g: Generations) {
-        let keep = self
-            .selected
-            .filter(|n| g.generations.iter().any(|e| e.generation == *n));
+        let keep = self.selected.filter(|n| g.generations.iter().any(|e| e.generation == *n));
         self.selected = keep
             .or(Some(g.serving).filter(|n| g.generations.iter().any(|e| e.generation == *n)))
             .or_else(|| g.generations.first().map(|e| e.generation));

@@ -67,11 +67,7 @@ impl AdminClient {
             .user_agent(concat!("ramjet-top/", env!("CARGO_PKG_VERSION")))
             .build()
             .new_agent();
-        AdminClient {
-            base: base.trim_end_matches('/').to_string(),
-            agent,
-            token,
-        }
+        AdminClient { base: base.trim_end_matches('/').to_string(), agent, token }
     }
 
     pub fn base(&self) -> &str {
@@ -122,10 +118,7 @@ type Answer = Result<ureq::http::Response<ureq::Body>, ureq::Error>;
 
 fn json<T: DeserializeOwned>(url: &str, answer: Answer) -> Result<T, ClientError> {
     let body = text(url, answer)?;
-    serde_json::from_str(&body).map_err(|e| ClientError::Malformed {
-        url: url.to_string(),
-        detail: e.to_string(),
-    })
+    serde_json::from_str(&body).map_err(|e| ClientError::Malformed { url: url.to_string(), detail: e.to_string() })
 }
 
 /// The body of a 2xx answer; any other status becomes [`ClientError::Status`] with the daemon's
@@ -133,19 +126,11 @@ fn json<T: DeserializeOwned>(url: &str, answer: Answer) -> Result<T, ClientError
 fn text(url: &str, answer: Answer) -> Result<String, ClientError> {
     let mut response = answer.map_err(|e| unreachable(url, e))?;
     let status = response.status().as_u16();
-    let body = response
-        .body_mut()
-        .with_config()
-        .limit(MAX_BODY)
-        .read_to_string()
-        .map_err(|e| unreachable(url, e))?;
+    let body = response.body_mut().with_config().limit(MAX_BODY).read_to_string().map_err(|e| unreachable(url, e))?;
     if (200..300).contains(&status) {
         return Ok(body);
     }
-    Err(ClientError::Status {
-        status,
-        message: error_message(status, &body),
-    })
+    Err(ClientError::Status { status, message: error_message(status, &body) })
 }
 
 /// The `error` field of the admin API's JSON errors; otherwise the start of the body.
@@ -160,8 +145,7 @@ fn error_message(status: u16, body: &str) -> String {
     let body = body.trim();
     if body.is_empty() {
         return match status {
-            300..=399 => "the admin API answered with a redirect, which ramjet-top does not follow"
-                .to_string(),
+            300..=399 => "the admin API answered with a redirect, which ramjet-top does not follow".to_string(),
             _ => "the daemon gave no reason".to_string(),
         };
     }
@@ -175,8 +159,5 @@ fn unreachable(url: &str, e: ureq::Error) -> ClientError {
         ureq::Error::HostNotFound => "host not found".to_string(),
         other => other.to_string(),
     };
-    ClientError::Unreachable {
-        url: url.to_string(),
-        reason,
-    }
+    ClientError::Unreachable { url: url.to_string(), reason }
 }

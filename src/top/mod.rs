@@ -60,12 +60,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 )]
 pub struct TopCli {
     /// The daemon's admin listener (plain http; reach a pod with `kubectl port-forward`).
-    #[arg(
-        long,
-        env = "RAMJET_TOP_ADMIN",
-        value_name = "URL",
-        default_value = "http://127.0.0.1:10254"
-    )]
+    #[arg(long, env = "RAMJET_TOP_ADMIN", value_name = "URL", default_value = "http://127.0.0.1:10254")]
     pub admin: String,
 
     /// How often /admin/generations and /metrics are polled.
@@ -82,8 +77,7 @@ pub struct TopCli {
 }
 
 fn interval(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s)
-        .map_err(|e| format!("`{s}` is not a duration like 500ms or 2s: {e}"))?;
+    let d = humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration like 500ms or 2s: {e}"))?;
     if d < Duration::from_millis(100) || d > Duration::from_secs(3600) {
         return Err(format!("`{s}` is outside 100ms..1h"));
     }
@@ -94,11 +88,7 @@ fn interval(s: &str) -> Result<Duration, String> {
 /// are refused with the reason.
 pub fn admin_url(raw: &str) -> anyhow::Result<String> {
     let raw = raw.trim();
-    let url = if raw.contains("://") {
-        raw.to_string()
-    } else {
-        format!("http://{raw}")
-    };
+    let url = if raw.contains("://") { raw.to_string() } else { format!("http://{raw}") };
     let Some(rest) = url.strip_prefix("http://") else {
         bail!(
             "--admin {raw}: only http:// is spoken (the admin port has no TLS); \
@@ -121,14 +111,10 @@ pub fn admin_url(raw: &str) -> anyhow::Result<String> {
 
 /// Reads the bearer token; surrounding whitespace is dropped. The error never quotes the file.
 pub fn read_token(path: &Path) -> anyhow::Result<Token> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--token-file {}: cannot read it", path.display()))?;
-    Token::new(&text).with_context(|| {
-        format!(
-            "--token-file {}: the file is empty; put the token in it",
-            path.display()
-        )
-    })
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("--token-file {}: cannot read it", path.display()))?;
+    Token::new(&text)
+        .with_context(|| format!("--token-file {}: the file is empty; put the token in it", path.display()))
 }
 
 /// Runs `ramjet-top` until `q`. Flags are checked before the terminal is touched.
@@ -139,11 +125,8 @@ pub fn run(cli: TopCli) -> anyhow::Result<()> {
         bail!("ramjet-top draws a full-screen view and needs a terminal on standard output");
     }
     let app = App::new(admin.clone(), cli.interval, cli.read_only, token.is_some());
-    let worker = worker::spawn(
-        AdminClient::new(&admin, REQUEST_TIMEOUT, token),
-        cli.interval,
-    )
-    .context("cannot start the polling thread")?;
+    let worker = worker::spawn(AdminClient::new(&admin, REQUEST_TIMEOUT, token), cli.interval)
+        .context("cannot start the polling thread")?;
     // Raw mode and the alternate screen, with a panic hook that restores the terminal first.
     let mut terminal = match ratatui::try_init() {
         Ok(terminal) => terminal,

@@ -53,17 +53,8 @@ fn metrics(ok2xx: u64, e5xx: u64, connect_errors: u64) -> String {
 
 /// An app that has seen one good poll, at `at`.
 fn polled_app(at: Instant) -> App {
-    let mut app = App::new(
-        "http://127.0.0.1:10254",
-        Duration::from_secs(1),
-        false,
-        true,
-    );
-    app.on_update(Update::Poll {
-        at,
-        generations: Ok(generations()),
-        metrics: None,
-    });
+    let mut app = App::new("http://127.0.0.1:10254", Duration::from_secs(1), false, true);
+    app.on_update(Update::Poll { at, generations: Ok(generations()), metrics: None });
     app
 }
 
@@ -94,10 +85,7 @@ fn scrape_reads_the_series_it_shows_and_skips_the_rest() {
     assert_eq!(s.upstream_errors.get("connect"), Some(&4.0));
     assert_eq!(s.upstream_errors_total(), 4.0);
     assert_eq!(s.connections_active, Some(7.0));
-    assert_eq!(
-        Scrape::parse("garbage\nramjet_requests_total{class=\"2xx\"} x\n"),
-        Scrape::default()
-    );
+    assert_eq!(Scrape::parse("garbage\nramjet_requests_total{class=\"2xx\"} x\n"), Scrape::default());
 }
 
 #[test]
@@ -106,30 +94,18 @@ fn rates_come_from_counter_deltas_and_a_reset_gives_none() {
     let t0 = Instant::now();
     app.traffic.record(t0, Scrape::parse(&metrics(100, 0, 0)));
     assert!(app.traffic.rates.is_none(), "one scrape has no rate");
-    app.traffic.record(
-        t0 + Duration::from_secs(2),
-        Scrape::parse(&metrics(140, 10, 2)),
-    );
+    app.traffic.record(t0 + Duration::from_secs(2), Scrape::parse(&metrics(140, 10, 2)));
     let r = app.traffic.rates.clone().unwrap();
     assert_eq!(r.requests_total, 25.0);
     assert_eq!(r.requests.get("2xx"), Some(&20.0));
     assert_eq!(r.requests.get("5xx"), Some(&5.0));
     assert_eq!(r.upstream_errors, 1.0);
-    assert_eq!(
-        app.traffic.history.iter().copied().collect::<Vec<_>>(),
-        vec![25.0]
-    );
+    assert_eq!(app.traffic.history.iter().copied().collect::<Vec<_>>(), vec![25.0]);
 
     // The daemon restarted: counters went down. No rate for that interval, then counting resumes.
-    app.traffic.record(
-        t0 + Duration::from_secs(3),
-        Scrape::parse(&metrics(5, 0, 0)),
-    );
+    app.traffic.record(t0 + Duration::from_secs(3), Scrape::parse(&metrics(5, 0, 0)));
     assert!(app.traffic.rates.is_none());
-    app.traffic.record(
-        t0 + Duration::from_secs(4),
-        Scrape::parse(&metrics(15, 0, 0)),
-    );
+    app.traffic.record(t0 + Duration::from_secs(4), Scrape::parse(&metrics(15, 0, 0)));
     assert_eq!(app.traffic.rates.as_ref().unwrap().requests_total, 10.0);
     assert_eq!(app.traffic.history.len(), 2);
 }
@@ -158,19 +134,10 @@ fn p_asks_and_only_y_sends() {
     assert_eq!(app.confirm, Some(Command::Pin(2)));
     assert_eq!(app.on_key(key('n')), None);
     assert_eq!(app.confirm, None);
-    assert!(app
-        .message
-        .as_ref()
-        .unwrap()
-        .text
-        .contains("nothing was sent"));
+    assert!(app.message.as_ref().unwrap().text.contains("nothing was sent"));
 
     app.on_key(key('p'));
-    assert_eq!(
-        app.on_key(key('q')),
-        None,
-        "q while asked cancels, it does not quit"
-    );
+    assert_eq!(app.on_key(key('q')), None, "q while asked cancels, it does not quit");
     assert!(!app.quit);
 
     app.on_key(key('p'));
@@ -189,18 +156,8 @@ fn p_asks_and_only_y_sends() {
         }),
     });
     let s = app.snapshot.as_ref().unwrap();
-    assert_eq!(
-        (s.serving, s.pinned),
-        (2, Some(2)),
-        "the answer shows before the next poll"
-    );
-    assert!(
-        s.generations
-            .iter()
-            .find(|g| g.generation == 2)
-            .unwrap()
-            .serving
-    );
+    assert_eq!((s.serving, s.pinned), (2, Some(2)), "the answer shows before the next poll");
+    assert!(s.generations.iter().find(|g| g.generation == 2).unwrap().serving);
 
     app.on_key(key('u'));
     assert_eq!(app.on_key(key('y')), Some(Command::Release));
@@ -227,19 +184,11 @@ fn a_401_without_a_token_says_how_to_give_one() {
     app.has_token = false;
     app.on_update(Update::Answer {
         command: Command::Release,
-        result: Err(ClientError::Status {
-            status: 401,
-            message: "this endpoint needs a token".into(),
-        }),
+        result: Err(ClientError::Status { status: 401, message: "this endpoint needs a token".into() }),
     });
     let m = app.message.clone().unwrap();
     assert!(m.error);
-    assert!(
-        m.text
-            .contains("release failed: this endpoint needs a token (HTTP 401)"),
-        "{}",
-        m.text
-    );
+    assert!(m.text.contains("release failed: this endpoint needs a token (HTTP 401)"), "{}", m.text);
     assert!(m.text.contains("--token-file"), "{}", m.text);
 }
 
@@ -247,32 +196,16 @@ fn a_401_without_a_token_says_how_to_give_one() {
 fn failed_polls_count_up_and_keep_the_last_timeline() {
     let t0 = Instant::now();
     let mut app = polled_app(t0);
-    let refused = || ClientError::Unreachable {
-        url: "http://x/admin/generations".into(),
-        reason: "Connection refused".into(),
-    };
-    app.on_update(Update::Poll {
-        at: t0,
-        generations: Err(refused()),
-        metrics: None,
-    });
-    app.on_update(Update::Poll {
-        at: t0,
-        generations: Err(refused()),
-        metrics: None,
-    });
+    let refused =
+        || ClientError::Unreachable { url: "http://x/admin/generations".into(), reason: "Connection refused".into() };
+    app.on_update(Update::Poll { at: t0, generations: Err(refused()), metrics: None });
+    app.on_update(Update::Poll { at: t0, generations: Err(refused()), metrics: None });
     match &app.link {
-        Link::Down {
-            failures, last_ok, ..
-        } => assert_eq!((*failures, *last_ok), (2, Some(t0))),
+        Link::Down { failures, last_ok, .. } => assert_eq!((*failures, *last_ok), (2, Some(t0))),
         other => panic!("{other:?}"),
     }
     assert!(app.snapshot.is_some());
-    app.on_update(Update::Poll {
-        at: t0,
-        generations: Ok(generations()),
-        metrics: None,
-    });
+    app.on_update(Update::Poll { at: t0, generations: Ok(generations()), metrics: None });
     assert_eq!(app.link, Link::Up { last: t0 });
 }
 
@@ -290,43 +223,19 @@ fn the_main_view_shows_serving_the_timeline_newest_first_and_traffic() {
         generations: Ok(generations()),
         metrics: Some(Ok(Scrape::parse(&metrics(40, 2, 1)))),
     });
-    let now = Now {
-        instant: t0 + Duration::from_millis(1300),
-        wall: wall("2026-01-02T03:05:06Z"),
-    };
+    let now = Now { instant: t0 + Duration::from_millis(1300), wall: wall("2026-01-02T03:05:06Z") };
     let text = screen(&app, now);
-    assert!(
-        text.contains("http://127.0.0.1:10254  up · polled 0.3s ago"),
-        "{text}"
-    );
-    assert!(
-        text.contains("serving generation 3 · newest 3 · history 3 of 10 · not pinned"),
-        "{text}"
-    );
+    assert!(text.contains("http://127.0.0.1:10254  up · polled 0.3s ago"), "{text}");
+    assert!(text.contains("serving generation 3 · newest 3 · history 3 of 10 · not pinned"), "{text}");
     assert!(!text.contains("PINNED"), "{text}");
-    assert!(
-        text.contains("requests/s     42.0   2xx 40.0   5xx 2.0"),
-        "{text}"
-    );
-    assert!(
-        text.contains("upstream errors/s 1.0 (since start 1: connect 1)   active connections 7"),
-        "{text}"
-    );
+    assert!(text.contains("requests/s     42.0   2xx 40.0   5xx 2.0"), "{text}");
+    assert!(text.contains("upstream errors/s 1.0 (since start 1: connect 1)   active connections 7"), "{text}");
     assert!(text.contains("peak   42.0 req/s █"), "{text}");
-    let three = text
-        .find("    3 03:04:05 (60s ago)  serving")
-        .unwrap_or_else(|| panic!("{text}"));
-    let two = text
-        .find("    2 03:03:05 (2m ago)   published")
-        .unwrap_or_else(|| panic!("{text}"));
-    let one = text
-        .find("    1 03:02:05 (3m ago)   published")
-        .unwrap_or_else(|| panic!("{text}"));
+    let three = text.find("    3 03:04:05 (60s ago)  serving").unwrap_or_else(|| panic!("{text}"));
+    let two = text.find("    2 03:03:05 (2m ago)   published").unwrap_or_else(|| panic!("{text}"));
+    let one = text.find("    1 03:02:05 (3m ago)   published").unwrap_or_else(|| panic!("{text}"));
     assert!(three < two && two < one, "newest first:\n{text}");
-    assert!(
-        text.contains("! Ingress shop/web: backend svc missing"),
-        "{text}"
-    );
+    assert!(text.contains("! Ingress shop/web: backend svc missing"), "{text}");
     assert!(text.contains("p pin selected"), "{text}");
 }
 
@@ -340,28 +249,11 @@ fn a_pin_shows_a_banner_and_held_back_generations() {
         e.published = e.generation != 3;
     }
     let t0 = Instant::now();
-    let mut app = App::new(
-        "http://127.0.0.1:10254",
-        Duration::from_secs(1),
-        false,
-        false,
-    );
-    app.on_update(Update::Poll {
-        at: t0,
-        generations: Ok(g),
-        metrics: None,
-    });
-    let text = screen(
-        &app,
-        Now {
-            instant: t0,
-            wall: wall("2026-01-02T03:05:06Z"),
-        },
-    );
+    let mut app = App::new("http://127.0.0.1:10254", Duration::from_secs(1), false, false);
+    app.on_update(Update::Poll { at: t0, generations: Ok(g), metrics: None });
+    let text = screen(&app, Now { instant: t0, wall: wall("2026-01-02T03:05:06Z") });
     assert!(
-        text.contains(
-            "PINNED to generation 1: generations 2-3 are held back until the pin is released (u)"
-        ),
+        text.contains("PINNED to generation 1: generations 2-3 are held back until the pin is released (u)"),
         "{text}"
     );
     assert!(text.contains("held back"), "{text}");
@@ -370,38 +262,14 @@ fn a_pin_shows_a_banner_and_held_back_generations() {
     // A short terminal drops the details pane and the traffic panel before the timeline, the
     // banner and the keys.
     let mut terminal = Terminal::new(TestBackend::new(110, 10)).unwrap();
-    terminal
-        .draw(|frame| {
-            draw(
-                frame,
-                &app,
-                Now {
-                    instant: t0,
-                    wall: SystemTime::now(),
-                },
-            )
-        })
-        .unwrap();
-    let rows: Vec<String> = (0..10)
-        .map(|y| {
-            (0..110)
-                .map(|x| terminal.backend().buffer()[(x, y)].symbol().to_string())
-                .collect()
-        })
-        .collect();
+    terminal.draw(|frame| draw(frame, &app, Now { instant: t0, wall: SystemTime::now() })).unwrap();
+    let rows: Vec<String> =
+        (0..10).map(|y| (0..110).map(|x| terminal.backend().buffer()[(x, y)].symbol().to_string()).collect()).collect();
     assert!(rows[0].contains("ramjet-top"), "{rows:#?}");
     assert!(rows[2].contains("PINNED to generation 1"), "{rows:#?}");
     assert!(rows[9].contains("q quit"), "{rows:#?}");
-    assert!(
-        rows.iter().any(|r| r.contains("generations, newest first")),
-        "{rows:#?}"
-    );
-    assert!(
-        !rows
-            .iter()
-            .any(|r| r.contains("┌ traffic") || r.contains("┌ selected")),
-        "{rows:#?}"
-    );
+    assert!(rows.iter().any(|r| r.contains("generations, newest first")), "{rows:#?}");
+    assert!(!rows.iter().any(|r| r.contains("┌ traffic") || r.contains("┌ selected")), "{rows:#?}");
 }
 
 #[test]
@@ -413,37 +281,17 @@ fn an_unreachable_daemon_shows_the_error_and_the_retry() {
         reason: "Connection refused (os error 111)".into(),
     };
     for _ in 0..3 {
-        app.on_update(Update::Poll {
-            at: t0,
-            generations: Err(error.clone()),
-            metrics: None,
-        });
+        app.on_update(Update::Poll { at: t0, generations: Err(error.clone()), metrics: None });
     }
-    let text = screen(
-        &app,
-        Now {
-            instant: t0,
-            wall: SystemTime::now(),
-        },
-    );
+    let text = screen(&app, Now { instant: t0, wall: SystemTime::now() });
     assert!(text.contains("UNREACHABLE"), "{text}");
     assert!(
-        text.contains(
-            "cannot reach http://127.0.0.1:1/admin/generations: Connection refused (os error 111)"
-        ),
+        text.contains("cannot reach http://127.0.0.1:1/admin/generations: Connection refused (os error 111)"),
         "{text}"
     );
-    assert!(
-        text.contains(
-            "retrying every 1.0s (3 failed polls); no answer yet since ramjet-top started"
-        ),
-        "{text}"
-    );
+    assert!(text.contains("retrying every 1.0s (3 failed polls); no answer yet since ramjet-top started"), "{text}");
     assert!(text.contains("read-only"), "{text}");
-    assert!(
-        text.contains("pin and release are off (--read-only)"),
-        "{text}"
-    );
+    assert!(text.contains("pin and release are off (--read-only)"), "{text}");
 }
 
 #[test]
@@ -452,48 +300,21 @@ fn the_confirmation_says_what_will_happen() {
     let mut app = polled_app(t0);
     app.on_key(key('j'));
     app.on_key(key('p'));
-    let text = screen(
-        &app,
-        Now {
-            instant: t0,
-            wall: SystemTime::now(),
-        },
-    );
+    let text = screen(&app, Now { instant: t0, wall: SystemTime::now() });
     assert!(text.contains("Pin generation 2?"), "{text}");
-    assert!(
-        text.contains("Traffic moves to generation 2 now (serving: 3)"),
-        "{text}"
-    );
+    assert!(text.contains("Traffic moves to generation 2 now (serving: 3)"), "{text}");
     app.on_key(key('n'));
     app.on_key(key('u'));
-    let text = screen(
-        &app,
-        Now {
-            instant: t0,
-            wall: SystemTime::now(),
-        },
-    );
+    let text = screen(&app, Now { instant: t0, wall: SystemTime::now() });
     assert!(text.contains("Release the pin?"), "{text}");
 }
 
 #[test]
 fn admin_urls_are_checked_before_anything_starts() {
-    assert_eq!(
-        admin_url("127.0.0.1:10254").unwrap(),
-        "http://127.0.0.1:10254"
-    );
-    assert_eq!(
-        admin_url("http://localhost:9/").unwrap(),
-        "http://localhost:9"
-    );
-    assert!(admin_url("https://10.0.0.1:10254")
-        .unwrap_err()
-        .to_string()
-        .contains("port-forward"));
-    assert!(admin_url("http://user:secret@host:1")
-        .unwrap_err()
-        .to_string()
-        .contains("--token-file"));
+    assert_eq!(admin_url("127.0.0.1:10254").unwrap(), "http://127.0.0.1:10254");
+    assert_eq!(admin_url("http://localhost:9/").unwrap(), "http://localhost:9");
+    assert!(admin_url("https://10.0.0.1:10254").unwrap_err().to_string().contains("port-forward"));
+    assert!(admin_url("http://user:secret@host:1").unwrap_err().to_string().contains("--token-file"));
     assert!(admin_url("http://").is_err());
     assert!(interval("50ms").is_err());
     assert_eq!(interval("250ms").unwrap(), Duration::from_millis(250));
@@ -562,42 +383,20 @@ fn the_token_goes_on_pin_and_release_only() {
     let heads: Vec<String> = heads.iter().take(4).collect();
     for get in &heads[..2] {
         assert!(get.starts_with("GET "), "{get}");
-        assert!(
-            !get.to_ascii_lowercase().contains("authorization"),
-            "polling must not carry the token:\n{get}"
-        );
+        assert!(!get.to_ascii_lowercase().contains("authorization"), "polling must not carry the token:\n{get}");
     }
-    assert!(
-        heads[2].starts_with("POST /admin/rollback "),
-        "{}",
-        heads[2]
-    );
-    assert!(
-        heads[2].contains("\r\n\r\n{\"generation\": 1}"),
-        "{}",
-        heads[2]
-    );
-    assert!(
-        heads[3].starts_with("DELETE /admin/rollback "),
-        "{}",
-        heads[3]
-    );
+    assert!(heads[2].starts_with("POST /admin/rollback "), "{}", heads[2]);
+    assert!(heads[2].contains("\r\n\r\n{\"generation\": 1}"), "{}", heads[2]);
+    assert!(heads[3].starts_with("DELETE /admin/rollback "), "{}", heads[3]);
     for verb in &heads[2..] {
-        assert!(
-            verb.to_ascii_lowercase()
-                .contains("authorization: bearer s3cr3t\r\n"),
-            "{verb}"
-        );
+        assert!(verb.to_ascii_lowercase().contains("authorization: bearer s3cr3t\r\n"), "{verb}");
     }
 }
 
 #[test]
 fn error_answers_carry_the_daemons_message() {
     let (base, _heads) = recording_server(vec![
-        (
-            404,
-            r#"{"error":"generation 9 is not in the history; the generations that are: [3, 2, 1]"}"#,
-        ),
+        (404, r#"{"error":"generation 9 is not in the history; the generations that are: [3, 2, 1]"}"#),
         (502, "bad gateway from a proxy in between"),
     ]);
     let client = AdminClient::new(&base, Duration::from_secs(10), None);
@@ -605,15 +404,9 @@ fn error_answers_carry_the_daemons_message() {
         client.pin(9).unwrap_err().to_string(),
         "generation 9 is not in the history; the generations that are: [3, 2, 1] (HTTP 404)"
     );
-    assert_eq!(
-        client.generations().unwrap_err().to_string(),
-        "bad gateway from a proxy in between (HTTP 502)"
-    );
+    assert_eq!(client.generations().unwrap_err().to_string(), "bad gateway from a proxy in between (HTTP 502)");
 
-    let closed = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let client = AdminClient::new(&format!("http://{closed}"), Duration::from_secs(10), None);
     match client.generations() {
         Err(ClientError::Unreachable { url, .. }) => {

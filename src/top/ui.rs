@@ -11,9 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span, Text};
-use ratatui::widgets::{
-    Block, Borders, Cell, Clear, Padding, Paragraph, Row, Sparkline, Table, TableState, Wrap,
-};
+use ratatui::widgets::{Block, Borders, Cell, Clear, Padding, Paragraph, Row, Sparkline, Table, TableState, Wrap};
 use ratatui::Frame;
 
 use super::app::{describe, App, Link};
@@ -30,10 +28,7 @@ pub struct Now {
 
 impl Now {
     pub fn read() -> Now {
-        Now {
-            instant: Instant::now(),
-            wall: SystemTime::now(),
-        }
+        Now { instant: Instant::now(), wall: SystemTime::now() }
     }
 }
 
@@ -83,34 +78,28 @@ pub fn draw(frame: &mut Frame, app: &App, now: Now) {
         details: details_h,
         timeline: timeline_min + take(rest, u16::MAX),
     };
-    let [title, serving, banner, error, traffic, timeline, details, message, keys] =
-        Layout::vertical(
-            [
-                heights.title,
-                heights.serving,
-                heights.banner,
-                heights.error,
-                heights.traffic,
-                heights.timeline,
-                heights.details,
-                heights.message,
-                heights.keys,
-            ]
-            .map(Constraint::Length),
-        )
-        .areas(frame.area());
+    let [title, serving, banner, error, traffic, timeline, details, message, keys] = Layout::vertical(
+        [
+            heights.title,
+            heights.serving,
+            heights.banner,
+            heights.error,
+            heights.traffic,
+            heights.timeline,
+            heights.details,
+            heights.message,
+            heights.keys,
+        ]
+        .map(Constraint::Length),
+    )
+    .areas(frame.area());
 
     frame.render_widget(title_line(app, now), title);
     frame.render_widget(serving_line(app), serving);
     if let (Some(p), Some(s)) = (pinned, &app.snapshot) {
         frame.render_widget(pin_banner(p, s), banner);
     }
-    if let Link::Down {
-        error: e,
-        failures,
-        last_ok,
-    } = &app.link
-    {
+    if let Link::Down { error: e, failures, last_ok } = &app.link {
         frame.render_widget(unreachable_panel(app, e, *failures, *last_ok, now), error);
     }
     draw_traffic(frame, app, traffic);
@@ -125,28 +114,15 @@ pub fn draw(frame: &mut Frame, app: &App, now: Now) {
 
 fn title_line(app: &App, now: Now) -> Line<'static> {
     let state = match &app.link {
-        Link::Connecting => Span::styled(
-            " connecting ",
-            Style::new().fg(Color::Black).bg(Color::Yellow),
-        ),
+        Link::Connecting => Span::styled(" connecting ", Style::new().fg(Color::Black).bg(Color::Yellow)),
         Link::Up { last } => Span::styled(
-            format!(
-                " up · polled {} ago ",
-                short(now.instant.saturating_duration_since(*last))
-            ),
+            format!(" up · polled {} ago ", short(now.instant.saturating_duration_since(*last))),
             Style::new().fg(Color::Black).bg(Color::Green),
         ),
-        Link::Down {
-            error: ClientError::Unreachable { .. },
-            ..
-        } => Span::styled(
-            " UNREACHABLE ",
-            Style::new().fg(Color::White).bg(Color::Red).bold(),
-        ),
-        Link::Down { .. } => Span::styled(
-            " ERROR ",
-            Style::new().fg(Color::White).bg(Color::Red).bold(),
-        ),
+        Link::Down { error: ClientError::Unreachable { .. }, .. } => {
+            Span::styled(" UNREACHABLE ", Style::new().fg(Color::White).bg(Color::Red).bold())
+        }
+        Link::Down { .. } => Span::styled(" ERROR ", Style::new().fg(Color::White).bg(Color::Red).bold()),
     };
     let mut spans = vec![
         Span::styled(" ramjet-top ", Style::new().bold().reversed()),
@@ -154,10 +130,7 @@ fn title_line(app: &App, now: Now) -> Line<'static> {
         state,
     ];
     if app.read_only {
-        spans.push(Span::styled(
-            " read-only ",
-            Style::new().fg(Color::Black).bg(Color::Cyan),
-        ));
+        spans.push(Span::styled(" read-only ", Style::new().fg(Color::Black).bg(Color::Cyan)));
     }
     Line::from(spans)
 }
@@ -169,12 +142,7 @@ fn serving_line(app: &App) -> Line<'static> {
     let mut spans = vec![
         Span::raw(" serving generation "),
         Span::styled(s.serving.to_string(), Style::new().bold().fg(Color::Green)),
-        Span::raw(format!(
-            " · newest {} · history {} of {}",
-            s.newest,
-            s.generations.len(),
-            s.history_size
-        )),
+        Span::raw(format!(" · newest {} · history {} of {}", s.newest, s.generations.len(), s.history_size)),
     ];
     if s.pinned.is_none() {
         spans.push(Span::raw(" · not pinned"));
@@ -183,21 +151,14 @@ fn serving_line(app: &App) -> Line<'static> {
 }
 
 fn pin_banner(pinned: u64, s: &Generations) -> Paragraph<'static> {
-    let held: Vec<u64> = s
-        .generations
-        .iter()
-        .map(|g| g.generation)
-        .filter(|n| *n > pinned)
-        .collect();
+    let held: Vec<u64> = s.generations.iter().map(|g| g.generation).filter(|n| *n > pinned).collect();
     let held = match (held.iter().min(), held.iter().max()) {
         (Some(a), Some(b)) if a == b => format!("generation {a} is held back"),
         (Some(a), Some(b)) => format!("generations {a}-{b} are held back"),
         _ => "new generations will be held back".to_string(),
     };
-    Paragraph::new(format!(
-        " PINNED to generation {pinned}: {held} until the pin is released (u) "
-    ))
-    .style(Style::new().fg(Color::White).bg(Color::Red).bold())
+    Paragraph::new(format!(" PINNED to generation {pinned}: {held} until the pin is released (u) "))
+        .style(Style::new().fg(Color::White).bg(Color::Red).bold())
 }
 
 fn unreachable_panel(
@@ -208,51 +169,35 @@ fn unreachable_panel(
     now: Now,
 ) -> Paragraph<'static> {
     let last = match last_ok {
-        Some(t) => format!(
-            "the timeline below is from {} ago",
-            short(now.instant.saturating_duration_since(t))
-        ),
+        Some(t) => format!("the timeline below is from {} ago", short(now.instant.saturating_duration_since(t))),
         None => "no answer yet since ramjet-top started".to_string(),
     };
     let plural = if failures == 1 { "" } else { "s" };
     let text = vec![
         Line::from(Span::styled(e.to_string(), Style::new().fg(Color::Red))),
-        Line::from(format!(
-            "retrying every {} ({failures} failed poll{plural}); {last}",
-            short(app.interval)
-        )),
+        Line::from(format!("retrying every {} ({failures} failed poll{plural}); {last}", short(app.interval))),
     ];
     let title = match e {
         ClientError::Unreachable { .. } => " daemon unreachable ",
         _ => " the daemon's answer is unusable ",
     };
-    Paragraph::new(text).wrap(Wrap { trim: true }).block(
-        Block::new()
-            .borders(Borders::ALL)
-            .border_style(Style::new().fg(Color::Red))
-            .title(title),
-    )
+    Paragraph::new(text)
+        .wrap(Wrap { trim: true })
+        .block(Block::new().borders(Borders::ALL).border_style(Style::new().fg(Color::Red)).title(title))
 }
 
 fn draw_traffic(frame: &mut Frame, app: &App, area: Rect) {
     let block = Block::new().borders(Borders::ALL).title(" traffic ");
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let [figures, errors, spark] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Length(1),
-    ])
-    .areas(inner);
+    let [figures, errors, spark] =
+        Layout::vertical([Constraint::Length(1), Constraint::Length(1), Constraint::Length(1)]).areas(inner);
     let t = &app.traffic;
 
     let mut line = vec![Span::raw("requests/s ")];
     match &t.rates {
         Some(r) => {
-            line.push(Span::styled(
-                format!("{:>8}", rate(r.requests_total)),
-                Style::new().bold(),
-            ));
+            line.push(Span::styled(format!("{:>8}", rate(r.requests_total)), Style::new().bold()));
             for (class, value) in &r.requests {
                 if class == "1xx" && *value == 0.0 {
                     continue;
@@ -266,63 +211,34 @@ fn draw_traffic(frame: &mut Frame, app: &App, area: Rect) {
                 line.push(Span::styled(rate(*value), style));
             }
         }
-        None => line.push(Span::styled(
-            "     n/a (needs two scrapes of /metrics)",
-            Style::new().dim(),
-        )),
+        None => line.push(Span::styled("     n/a (needs two scrapes of /metrics)", Style::new().dim())),
     }
     frame.render_widget(Line::from(line), figures);
 
     let line = match (&t.error, t.latest()) {
-        (Some(e), _) => Line::from(Span::styled(
-            format!("/metrics: {e}"),
-            Style::new().fg(Color::Red),
-        )),
+        (Some(e), _) => Line::from(Span::styled(format!("/metrics: {e}"), Style::new().fg(Color::Red))),
         (None, Some(scrape)) => {
             let total = scrape.upstream_errors_total();
             let per_s = t.rates.as_ref().map(|r| r.upstream_errors).unwrap_or(0.0);
-            let kinds: Vec<String> = scrape
-                .upstream_errors
-                .iter()
-                .filter(|(_, v)| **v > 0.0)
-                .map(|(k, v)| format!("{k} {v}"))
-                .collect();
-            let detail = if kinds.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", kinds.join(", "))
-            };
-            let style = if per_s > 0.0 {
-                Style::new().fg(Color::Red)
-            } else {
-                Style::new()
-            };
-            let active = scrape
-                .connections_active
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "?".into());
+            let kinds: Vec<String> =
+                scrape.upstream_errors.iter().filter(|(_, v)| **v > 0.0).map(|(k, v)| format!("{k} {v}")).collect();
+            let detail = if kinds.is_empty() { String::new() } else { format!(": {}", kinds.join(", ")) };
+            let style = if per_s > 0.0 { Style::new().fg(Color::Red) } else { Style::new() };
+            let active = scrape.connections_active.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
             Line::from(vec![
                 Span::raw("upstream errors/s "),
                 Span::styled(rate(per_s), style),
-                Span::raw(format!(
-                    " (since start {total}{detail})   active connections {active}"
-                )),
+                Span::raw(format!(" (since start {total}{detail})   active connections {active}")),
             ])
         }
-        (None, None) => Line::from(Span::styled(
-            "no scrape of /metrics yet",
-            Style::new().dim(),
-        )),
+        (None, None) => Line::from(Span::styled("no scrape of /metrics yet", Style::new().dim())),
     };
     frame.render_widget(line, errors);
 
     // The sparkline: one bar per poll, newest on the right, scaled to the busiest poll shown.
     let peak_label = |peak: f64| format!("peak {:>6} req/s ", rate(peak));
-    let [label, bars] = Layout::horizontal([
-        Constraint::Length(peak_label(0.0).len() as u16),
-        Constraint::Fill(1),
-    ])
-    .areas(spark);
+    let [label, bars] =
+        Layout::horizontal([Constraint::Length(peak_label(0.0).len() as u16), Constraint::Fill(1)]).areas(spark);
     let skip = t.history.len().saturating_sub(usize::from(bars.width));
     let shown: Vec<f64> = t.history.iter().skip(skip).copied().collect();
     if shown.is_empty() {
@@ -331,33 +247,19 @@ fn draw_traffic(frame: &mut Frame, app: &App, area: Rect) {
     let peak = shown.iter().copied().fold(0.0, f64::max);
     frame.render_widget(Span::styled(peak_label(peak), Style::new().dim()), label);
     let data = shown.iter().map(|r| (r * 100.0).round() as u64);
-    frame.render_widget(
-        Sparkline::default()
-            .data(data)
-            .style(Style::new().fg(Color::Cyan)),
-        bars,
-    );
+    frame.render_widget(Sparkline::default().data(data).style(Style::new().fg(Color::Cyan)), bars);
 }
 
 fn draw_timeline(frame: &mut Frame, app: &App, area: Rect, now: Now) {
     let stale = matches!(app.link, Link::Down { .. }) && app.snapshot.is_some();
-    let title = if stale {
-        " generations, newest first (stale) "
-    } else {
-        " generations, newest first "
-    };
+    let title = if stale { " generations, newest first (stale) " } else { " generations, newest first " };
     let block = Block::new().borders(Borders::ALL).title(title);
     let Some(s) = &app.snapshot else {
-        frame.render_widget(
-            Paragraph::new(" no generations to show yet").block(block),
-            area,
-        );
+        frame.render_widget(Paragraph::new(" no generations to show yet").block(block), area);
         return;
     };
-    let header = Row::new([
-        "  gen", "applied", "state", "routes", "hosts", "certs", "change",
-    ])
-    .style(Style::new().bold().underlined());
+    let header = Row::new(["  gen", "applied", "state", "routes", "hosts", "certs", "change"])
+        .style(Style::new().bold().underlined());
     let rows = s.generations.iter().map(|g| {
         let (state, style) = state(g, s.pinned);
         Row::new(vec![
@@ -405,20 +307,13 @@ fn state(g: &GenerationInfo, pinned: Option<u64>) -> (&'static str, Style) {
 
 fn details_panel(app: &App) -> Paragraph<'static> {
     let block = Block::new().borders(Borders::ALL).title(" selected ");
-    let selected = app
-        .snapshot
-        .as_ref()
-        .zip(app.selected_index())
-        .map(|(s, i)| &s.generations[i]);
+    let selected = app.snapshot.as_ref().zip(app.selected_index()).map(|(s, i)| &s.generations[i]);
     let Some(g) = selected else {
         return Paragraph::new("").block(block);
     };
     let mut lines = vec![Line::from(vec![
         Span::styled(format!("generation {}", g.generation), Style::new().bold()),
-        Span::raw(format!(
-            "  digest {}  compiled {}  ",
-            g.digest, g.compiled_at
-        )),
+        Span::raw(format!("  digest {}  compiled {}  ", g.digest, g.compiled_at)),
         Span::raw(g.summary.clone()),
     ])];
     if g.diagnostics.is_empty() {
@@ -436,33 +331,20 @@ fn details_panel(app: &App) -> Paragraph<'static> {
 /// Two rows, wrapped: the daemon's error messages are sentences.
 fn message_line(app: &App) -> Paragraph<'static> {
     let line = match &app.message {
-        Some(m) if m.error => Line::from(Span::styled(
-            m.text.clone(),
-            Style::new().fg(Color::Red).bold(),
-        )),
+        Some(m) if m.error => Line::from(Span::styled(m.text.clone(), Style::new().fg(Color::Red).bold())),
         Some(m) => Line::from(Span::styled(m.text.clone(), Style::new().fg(Color::Green))),
         None => Line::default(),
     };
-    Paragraph::new(line)
-        .wrap(Wrap { trim: true })
-        .block(Block::new().padding(Padding::horizontal(1)))
+    Paragraph::new(line).wrap(Wrap { trim: true }).block(Block::new().padding(Padding::horizontal(1)))
 }
 
 fn keys_line(app: &App) -> Line<'static> {
     let key = |k: &'static str| Span::styled(k, Style::new().bold().reversed());
     let mut spans = vec![Span::raw(" "), key("↑↓ j k"), Span::raw(" select  ")];
     if app.read_only {
-        spans.push(Span::styled(
-            "pin and release are off (--read-only)  ",
-            Style::new().dim(),
-        ));
+        spans.push(Span::styled("pin and release are off (--read-only)  ", Style::new().dim()));
     } else {
-        spans.extend([
-            key("p"),
-            Span::raw(" pin selected  "),
-            key("u"),
-            Span::raw(" release pin  "),
-        ]);
+        spans.extend([key("p"), Span::raw(" pin selected  "), key("u"), Span::raw(" release pin  ")]);
     }
     spans.extend([key("q"), Span::raw(" quit")]);
     Line::from(spans)
@@ -476,16 +358,13 @@ fn draw_confirm(frame: &mut Frame, app: &App, command: Command) {
             format!(
                 "Traffic moves to generation {n} now (serving: {}), and new generations are \
                  held back until the pin is released.",
-                snapshot
-                    .map(|s| s.serving.to_string())
-                    .unwrap_or_else(|| "?".into())
+                snapshot.map(|s| s.serving.to_string()).unwrap_or_else(|| "?".into())
             ),
         ),
         Command::Release => match snapshot.and_then(|s| s.pinned.map(|p| (p, s.newest))) {
-            Some((p, newest)) => (
-                format!("Release the pin on generation {p}?"),
-                format!("The newest generation, {newest}, will serve."),
-            ),
+            Some((p, newest)) => {
+                (format!("Release the pin on generation {p}?"), format!("The newest generation, {newest}, will serve."))
+            }
             None => (
                 "Release the pin?".to_string(),
                 "Nothing was pinned at the last poll; the daemon will say so.".to_string(),
@@ -506,11 +385,7 @@ fn draw_confirm(frame: &mut Frame, app: &App, command: Command) {
     ]);
     // In the lower half, so the timeline rows above it, the selected one included, stay visible.
     let screen = frame.area();
-    let lower = Rect {
-        y: screen.y + screen.height / 2,
-        height: screen.height - screen.height / 2,
-        ..screen
-    };
+    let lower = Rect { y: screen.y + screen.height / 2, height: screen.height - screen.height / 2, ..screen };
     let area = lower.centered(Constraint::Max(72), Constraint::Length(9));
     frame.render_widget(Clear, area);
     frame.render_widget(

@@ -25,16 +25,9 @@ pub enum Command {
 #[derive(Debug, Clone)]
 pub enum Update {
     /// One poll. `metrics` is `None` when it was not asked for because the daemon was unreachable.
-    Poll {
-        at: Instant,
-        generations: Result<Generations, ClientError>,
-        metrics: Option<Result<Scrape, ClientError>>,
-    },
+    Poll { at: Instant, generations: Result<Generations, ClientError>, metrics: Option<Result<Scrape, ClientError>> },
     /// The daemon's answer to a command.
-    Answer {
-        command: Command,
-        result: Result<PinAnswer, ClientError>,
-    },
+    Answer { command: Command, result: Result<PinAnswer, ClientError> },
 }
 
 /// The UI's ends of the channels.
@@ -60,44 +53,36 @@ pub fn spawn(client: AdminClient, interval: Duration) -> std::io::Result<Worker>
 
     let poller = client.clone();
     let tx = updates_tx.clone();
-    let polling = thread::Builder::new()
-        .name("top-poller".into())
-        .spawn(move || loop {
-            let started = Instant::now();
-            if tx.send(poll(&poller)).is_err() {
+    let polling = thread::Builder::new().name("top-poller".into()).spawn(move || loop {
+        let started = Instant::now();
+        if tx.send(poll(&poller)).is_err() {
+            return;
+        }
+        let wait = interval.saturating_sub(started.elapsed());
+        match poke_rx.recv_timeout(wait) {
+            Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        // Several pokes while a poll ran need one poll, not several.
+        while poke_rx.try_recv().is_ok() {}
+    })?;
+
+    let commanding = thread::Builder::new().name("top-commander".into()).spawn(move || {
+        for command in commands_rx {
+            let result = match command {
+                Command::Pin(generation) => client.pin(generation),
+                Command::Release => client.release(),
+            };
+            if updates_tx.send(Update::Answer { command, result }).is_err() {
                 return;
             }
-            let wait = interval.saturating_sub(started.elapsed());
-            match poke_rx.recv_timeout(wait) {
-                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
+            // The poller may be gone already when the UI is quitting; nothing to do then.
+            if poke_tx.send(()).is_err() {
+                return;
             }
-            // Several pokes while a poll ran need one poll, not several.
-            while poke_rx.try_recv().is_ok() {}
-        })?;
-
-    let commanding = thread::Builder::new()
-        .name("top-commander".into())
-        .spawn(move || {
-            for command in commands_rx {
-                let result = match command {
-                    Command::Pin(generation) => client.pin(generation),
-                    Command::Release => client.release(),
-                };
-                if updates_tx.send(Update::Answer { command, result }).is_err() {
-                    return;
-                }
-                // The poller may be gone already when the UI is quitting; nothing to do then.
-                if poke_tx.send(()).is_err() {
-                    return;
-                }
-            }
-        })?;
-    Ok(Worker {
-        commands,
-        updates,
-        threads: [polling, commanding],
-    })
+        }
+    })?;
+    Ok(Worker { commands, updates, threads: [polling, commanding] })
 }
 
 fn poll(client: &AdminClient) -> Update {
@@ -107,9 +92,5 @@ fn poll(client: &AdminClient) -> Update {
         Err(ClientError::Unreachable { .. }) => None,
         _ => Some(client.metrics()),
     };
-    Update::Poll {
-        at: Instant::now(),
-        generations,
-        metrics,
-    }
+    Update::Poll { at: Instant::now(), generations, metrics }
 }
