@@ -1,0 +1,1132 @@
+#!/usr/bin/env python3
+"""Side-by-side proxy benchmark: ramjet, nginx and HAProxy in front of one shared backend.
+
+Run it through `benches/proxy/run.sh` (which installs missing tools and builds ramjet), or directly:
+`python3 benches/proxy/bench.py --help`. Everything listens on 127.0.0.1 only, every process started
+here is stopped on the way out (also on Ctrl-C or an error), and every loop is bounded.
+
+Sections (all but `resume` by default):
+  http       plain HTTP/1.1 keep-alive: backend direct (the ceiling), ramjet, nginx, HAProxy
+  tls        the same over HTTPS (keep-alive): ramjet, nginx, HAProxy
+  handshake  one request per connection over HTTPS, every connection a full TLS handshake
+  resume     one request per connection over HTTPS, sessions resumed (wrk's default behaviour)
+  churn      ramjet with 10,000 routes, 10 publishes/s through the admin API, against the same
+             run without churn; nginx with 1,000 vhosts (10,000 locations) and `nginx -s reload`
+             once a second, against the same run without reloads
+"""
+
+import argparse
+import atexit
+import datetime
+import http.client
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+DOMAIN = "bench.local"
+ROUTES_PER_HOST = 10
+
+
+def log(msg):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# processes
+
+
+class Procs:
+    """Every process this harness starts, so that all of them are stopped at the end."""
+
+    def __init__(self):
+        self.live = []  # (name, Popen, stop_signal)
+
+    def start(self, name, argv, env=None, stop_signal=signal.SIGTERM, stderr_path=None, cwd=None):
+        err = open(stderr_path, "wb") if stderr_path else subprocess.DEVNULL
+        p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err, cwd=cwd)
+        if stderr_path:
+            err.close()
+        self.live.append((name, p, stop_signal))
+        return p
+
+    def stop(self, p, timeout=10.0):
+        for i, (name, q, sig) in enumerate(self.live):
+            if q is p:
+                del self.live[i]
+                _stop_one(name, q, sig, timeout)
+                return
+
+    def stop_all(self):
+        while self.live:
+            name, q, sig = self.live.pop()
+            _stop_one(name, q, sig, 10.0)
+
+
+def _stop_one(name, p, sig, timeout):
+    if p.poll() is not None:
+        return
+    try:
+        p.send_signal(sig)
+        p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        log(f"{name} (pid {p.pid}) did not stop within {timeout:.0f}s: SIGKILL")
+        p.kill()
+        p.wait(timeout=5)
+    except ProcessLookupError:
+        pass
+
+
+PROCS = Procs()
+
+
+def _on_signal(signum, _frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def wait_port(port, proc, what, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def port_free(port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT left by a previous run is fine
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def machine_ticks():
+    """(busy, steal) clock ticks of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...
+    return v[0] + v[1] + v[2] + v[5] + v[6], v[7] if len(v) > 7 else 0
+
+
+def resched_ipis():
+    """Rescheduling interrupts (RES in /proc/interrupts) summed over the CPUs."""
+    with open("/proc/interrupts") as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] == "RES:":
+                return sum(int(x) for x in parts[1:] if x.isdigit())
+    return 0
+
+
+def own_children_ticks():
+    """CPU ticks of this harness's reaped children (wrk, reload commands)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r.ru_utime + r.ru_stime) * CLK_TCK
+
+
+def tree_rss_kb(root):
+    """Resident memory of `root` and its descendants, in KiB (VmRSS summed)."""
+    ppid, rss = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/status") as f:
+                text = f.read()
+        except OSError:
+            continue
+        m = re.search(r"^PPid:\s+(\d+)", text, re.M)
+        r = re.search(r"^VmRSS:\s+(\d+) kB", text, re.M)
+        ppid[int(d)] = int(m.group(1)) if m else 0
+        rss[int(d)] = int(r.group(1)) if r else 0
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(p for p, pp in ppid.items() if pp == pid)
+    return total
+
+
+def tree_cpu_ticks(root):
+    """utime+stime of `root` (all its threads) and of its live descendants, plus what its
+    reaped children used (cutime+cstime): nginx workers replaced by a reload still count."""
+    stats = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        rest = raw[raw.rindex(")") + 2:].split()
+        # fields after "pid (comm) ": state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14)
+        stats[int(d)] = (int(rest[1]), int(rest[11]), int(rest[12]), int(rest[13]), int(rest[14]))
+    if root not in stats:
+        raise RuntimeError(f"process {root} is gone")
+    children = {}
+    for pid, st in stats.items():
+        children.setdefault(st[0], []).append(pid)
+    total = stats[root][3] + stats[root][4]
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        total += stats[pid][1] + stats[pid][2]
+        todo.extend(children.get(pid, []))
+    return total
+
+
+def threads_cpu_ticks(pid, prefix):
+    """utime+stime of the threads of `pid` whose name starts with `prefix` (ramjet's workers)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith(prefix):
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        rest = raw[raw.rindex(")") + 2:].split()
+        total += int(rest[11]) + int(rest[12])
+    return total
+
+
+# --------------------------------------------------------------------------------------------
+# configuration files
+
+
+def host(i):
+    return f"h{i}.{DOMAIN}"
+
+
+def write_ramjet_routes(path, hosts, backend_port, cert, key):
+    lines = ["# generated by benches/proxy/bench.py", "backends:"]
+    for i in range(hosts):
+        lines.append(f"  b{i}: {{ endpoints: [\"127.0.0.1:{backend_port}\"] }}")
+    lines.append("routes:")
+    for i in range(hosts):
+        for j in range(ROUTES_PER_HOST):
+            lines.append(f"  - {{ host: {host(i)}, path: /p{j}, pathType: Prefix, backend: b{i} }}")
+    lines += [
+        "tls:",
+        f"  - hosts: [\"*.{DOMAIN}\"]",
+        f"    certFile: {cert}",
+        f"    keyFile: {key}",
+        "    sslRedirect: false",
+    ]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def nginx_head(d, name, error_level="warn"):
+    user = "user root;\n" if os.geteuid() == 0 else ""
+    return (
+        f"# generated by benches/proxy/bench.py\n{user}worker_processes 1;\ndaemon off;\n"
+        f"pid {d}/{name}.pid;\nerror_log {d}/{name}.error.log {error_level};\nworker_rlimit_nofile 65536;\n"
+        "events { worker_connections 8192; }\n"
+    )
+
+
+def nginx_temp_paths(d, name):
+    t = f"{d}/{name}-tmp"
+    os.makedirs(t, exist_ok=True)
+    return (
+        f"  client_body_temp_path {t}/body; proxy_temp_path {t}/proxy; fastcgi_temp_path {t}/fcgi;\n"
+        f"  uwsgi_temp_path {t}/uwsgi; scgi_temp_path {t}/scgi;\n"
+    )
+
+
+def write_backend_conf(d, port):
+    path = f"{d}/backend.conf"
+    with open(path, "w") as f:
+        f.write(nginx_head(d, "backend"))
+        f.write("http {\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 75s;\n")
+        f.write(nginx_temp_paths(d, "backend"))
+        f.write(f"  server {{\n    listen 127.0.0.1:{port} default_server;\n")
+        f.write('    location / { return 200 "ok"; }\n  }\n}\n')
+    return path
+
+
+def write_nginx_proxy_conf(d, name, hosts, http_port, https_port, backend_port, cert, key, error_level="warn"):
+    path = f"{d}/{name}.conf"
+    with open(path, "w") as f:
+        f.write(nginx_head(d, name, error_level))
+        f.write("http {\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 75s;\n")
+        f.write(nginx_temp_paths(d, name))
+        f.write("  server_names_hash_max_size 16384;\n  server_names_hash_bucket_size 128;\n")
+        # What an ingress sends upstream; ramjet adds the same set (x-forwarded-*, x-real-ip).
+        f.write(
+            "  proxy_http_version 1.1;\n"
+            '  proxy_set_header Connection "";\n'
+            "  proxy_set_header Host $host;\n"
+            "  proxy_set_header X-Forwarded-For $remote_addr;\n"
+            "  proxy_set_header X-Real-IP $remote_addr;\n"
+            "  proxy_set_header X-Forwarded-Proto $scheme;\n"
+            "  proxy_set_header X-Forwarded-Port $server_port;\n"
+            "  proxy_set_header X-Forwarded-Host $host;\n"
+        )
+        if https_port:
+            f.write(f"  ssl_certificate {cert};\n  ssl_certificate_key {key};\n  ssl_protocols TLSv1.2 TLSv1.3;\n")
+        for i in range(hosts):
+            f.write(
+                f"  upstream b{i} {{ server 127.0.0.1:{backend_port}; keepalive 64; "
+                "keepalive_requests 1000000; keepalive_timeout 60s; }\n"
+            )
+        ssl_default = f" listen 127.0.0.1:{https_port} ssl default_server;" if https_port else ""
+        ssl_listen = f"    listen 127.0.0.1:{https_port} ssl;\n" if https_port else ""
+        f.write(f"  server {{ listen 127.0.0.1:{http_port} default_server;{ssl_default} return 404; }}\n")
+        for i in range(hosts):
+            f.write(f"  server {{\n    listen 127.0.0.1:{http_port};\n{ssl_listen}    server_name {host(i)};\n")
+            for j in range(ROUTES_PER_HOST):
+                f.write(f"    location /p{j}/ {{ proxy_pass http://b{i}; }}\n")
+            f.write("  }\n")
+        f.write("}\n")
+    return path
+
+
+def write_haproxy_conf(d, hosts, http_port, https_port, backend_port, combined_pem):
+    map_path = f"{d}/haproxy-routes.map"
+    with open(map_path, "w") as f:
+        for i in range(hosts):
+            for j in range(ROUTES_PER_HOST):
+                f.write(f"{host(i)}/p{j} b{i}\n")
+    path = f"{d}/haproxy.cfg"
+    with open(path, "w") as f:
+        f.write(
+            "# generated by benches/proxy/bench.py; no `log` line: HAProxy logs nothing\n"
+            "global\n  nbthread 1\n  maxconn 8192\n  tune.ssl.default-dh-param 2048\n"
+            "defaults\n  mode http\n  timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n"
+            "  timeout http-keep-alive 60s\n  http-reuse always\n"
+            "frontend fe\n"
+            f"  bind 127.0.0.1:{http_port}\n"
+            f"  bind 127.0.0.1:{https_port} ssl crt {combined_pem} ssl-min-ver TLSv1.2\n"
+            # the same headers ramjet and the nginx configuration send upstream
+            "  http-request set-header X-Forwarded-For %[src]\n"
+            "  http-request set-header X-Real-IP %[src]\n"
+            "  http-request set-header X-Forwarded-Proto https if { ssl_fc }\n"
+            "  http-request set-header X-Forwarded-Proto http if !{ ssl_fc }\n"
+            "  http-request set-header X-Forwarded-Port %[dst_port]\n"
+            "  http-request set-header X-Forwarded-Host %[req.hdr(host)]\n"
+            # routing: host (lower case, no port) + first path segment, one tree lookup in the map
+            "  http-request set-var(txn.seg) path,field(2,/)\n"
+            "  http-request set-var(txn.route) req.hdr(host),field(1,:),lower,concat(/,txn.seg)\n"
+            f"  use_backend %[var(txn.route),map({map_path},b_none)]\n"
+            "backend b_none\n  http-request return status 404\n"
+        )
+        for i in range(hosts):
+            f.write(f"backend b{i}\n  server s1 127.0.0.1:{backend_port}\n")
+    return path
+
+
+def make_cert(d):
+    cert, key = f"{d}/bench.crt", f"{d}/bench.key"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+         "-keyout", key, "-out", cert, "-days", "7", "-subj", f"/CN=*.{DOMAIN}",
+         "-addext", f"subjectAltName=DNS:*.{DOMAIN},DNS:{DOMAIN}"],
+        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    combined = f"{d}/bench-combined.pem"
+    with open(combined, "w") as out:
+        for p in (cert, key):
+            with open(p) as f:
+                out.write(f.read())
+    return cert, key, combined
+
+
+def build_shim(d):
+    out = f"{d}/tls_client_shim.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", out, f"{HERE}/tls_client_shim.c", "-ldl"], check=True)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# servers
+
+
+class Server:
+    def __init__(self, name, proc, ports, worker_prefix=None):
+        self.name, self.proc, self.ports = name, proc, ports
+        self.worker_prefix = worker_prefix
+
+    def cpu(self):
+        return tree_cpu_ticks(self.proc.pid)
+
+    def rss_mb(self):
+        return tree_rss_kb(self.proc.pid) / 1024
+
+    def worker_cpu(self):
+        return threads_cpu_ticks(self.proc.pid, self.worker_prefix) if self.worker_prefix else 0
+
+
+def taskset(cpus):
+    return ["taskset", "-c", cpus] if cpus else []
+
+
+def start_nginx(name, conf, d, port, cpus):
+    p = PROCS.start(name, taskset(cpus) + ["nginx", "-p", d, "-c", conf], stop_signal=signal.SIGTERM,
+                    stderr_path=f"{d}/{name}.stderr")
+    wait_port(port, p, name, timeout=120)
+    return p
+
+
+def start_ramjet(args, name, routes, d, http_port, https_port, admin_port, log_level="warn", cpus=None):
+    env = dict(os.environ, RAMJET_LOG=log_level)
+    argv = taskset(cpus) + [
+        args.ramjet, "--static-routes", routes, "--workers", "1", "--io-driver", "io-uring",
+        "--http-addr", f"127.0.0.1:{http_port}", "--https-addr", f"127.0.0.1:{https_port}",
+        "--admin-addr", f"127.0.0.1:{admin_port}", "--drain-timeout", "1s",
+    ]
+    p = PROCS.start(name, argv, env=env, stderr_path=f"{d}/{name}.stderr")
+    wait_port(admin_port, p, name, timeout=120)
+    deadline = time.monotonic() + 60
+    while True:  # ready once the first generation is published
+        try:
+            if admin_request(admin_port, "GET", "/readyz")[0] == 200:
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline or p.poll() is not None:
+            raise RuntimeError(f"{name} never became ready; see {d}/{name}.stderr")
+        time.sleep(0.05)
+    wait_port(http_port, p, name)
+    return p
+
+
+def admin_request(port, method, path, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        c.request(method, path, body=body, headers={"Content-Type": "application/json"} if body else {})
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def check_route(name, port, host_header, path, tls=False):
+    """One request through the proxy before measuring: the route must answer 200 "ok"."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+        conn = raw
+        if tls:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            conn = ctx.wrap_socket(raw, server_hostname=host_header)  # SNI: the route's host
+        conn.sendall(f"GET {path} HTTP/1.1\r\nHost: {host_header}\r\nConnection: close\r\n\r\n".encode())
+        data = b""
+        while len(data) < 65536:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    status = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else head[:40]
+    if status != b"200" or body != b"ok":
+        raise RuntimeError(f"{name}: GET {path} Host: {host_header} over {'https' if tls else 'http'} answered "
+                           f"{head[:200]!r} {body[:80]!r}; expected 200 'ok'")
+
+
+def tls_params(port, sni, path):
+    """What a handshake negotiates (openssl s_client), and whether a second connection resumes the
+    first one's session (Python's ssl, after one request so that TLS 1.3 tickets have arrived)."""
+    r = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{port}", "-servername", sni, "-brief"],
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
+    out = r.stdout + r.stderr
+    proto = re.search(r"Protocol version: (\S+)", out)
+    suite = re.search(r"Ciphersuite: (\S+)", out)
+    group = re.search(r"(?:Negotiated TLS1.3 group|Server Temp Key): ([^,\n]+)", out)
+    desc = " ".join(m.group(1).strip() for m in (proto, suite, group) if m) or "unknown"
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    session, reused = None, None
+    for _ in range(2):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname=sni, session=session) as s:
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: {sni}\r\nConnection: close\r\n\r\n".encode())
+                while s.recv(4096):
+                    pass
+                reused = s.session_reused
+                session = s.session
+    return f"{desc}; resumes sessions: {'yes' if reused else 'no'}"
+
+
+# --------------------------------------------------------------------------------------------
+# load
+
+
+def run_wrk(args, url, host_header, extra_headers=(), env_extra=None, duration=None, label=""):
+    duration = duration or args.duration
+    argv = taskset(args.load_cpus) + [
+        "wrk", f"-t{args.threads}", f"-c{args.connections}", f"-d{duration}s", "--latency",
+        "-s", f"{HERE}/report.lua", "-H", f"Host: {host_header}",
+    ]
+    for h in extra_headers:
+        argv += ["-H", h]
+    argv.append(url)
+    env = dict(os.environ, **(env_extra or {}))
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=duration + 60)
+    m = re.search(r"^WRKJSON (\{.*\})$", r.stdout, re.M)
+    if r.returncode != 0 or not m:
+        raise RuntimeError(f"wrk failed for {label} ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+    return json.loads(m.group(1))
+
+
+def measure(args, server, backend, url, host_header, extra_headers=(), env_extra=None, label="",
+            during=None):
+    """One wrk run; CPU of the proxy (and of the backend) read from /proc around it."""
+    c0, w0, b0 = server.cpu(), server.worker_cpu(), backend.cpu()
+    (m0, st0), k0, i0 = machine_ticks(), own_children_ticks(), resched_ipis()
+    t0 = time.monotonic()
+    side = during() if during else None
+    try:
+        w = run_wrk(args, url, host_header, extra_headers, env_extra, label=label)
+    finally:
+        extra = side.finish() if side else {}
+        if side:
+            time.sleep(args.settle)  # let reloads in flight finish before the next run starts
+    c1, w1, b1 = server.cpu(), server.worker_cpu(), backend.cpu()
+    (m1, st1), k1, i1 = machine_ticks(), own_children_ticks(), resched_ipis()
+    n = w["requests"]
+    secs = w["duration_us"] / 1e6
+    res = {
+        "requests": n,
+        "rps": n / secs if secs else 0.0,
+        "p50_us": w["p50"], "p99_us": w["p99"], "p999_us": w["p999"], "max_us": w["max"],
+        "errors": w["connect"] + w["read"] + w["write"] + w["timeout"] + w["status"],
+        "errors_detail": {k: w[k] for k in ("connect", "read", "write", "timeout", "status")},
+        "cpu_s": (c1 - c0) / CLK_TCK,
+        "backend_cpu_s": (b1 - b0) / CLK_TCK,
+        "wall_s": time.monotonic() - t0,
+        "rss_mb": server.rss_mb(),
+    }
+    # CPUs' worth of work by processes outside the benchmark during the run (other users, builds):
+    # the machine's busy time minus the proxy, the backend, and wrk. A noisy run shows here.
+    wall = res["wall_s"] * CLK_TCK
+    proxy_ticks = (c1 - c0) if server is not backend else 0
+    res["foreign_cpus"] = max(0.0, ((m1 - m0) - proxy_ticks - (b1 - b0) - (k1 - k0)) / wall) if wall else 0.0
+    res["steal_cpus"] = (st1 - st0) / wall if wall else 0.0
+    # reschedule IPIs per request, machine-wide: io_uring task-work notifications show up here
+    res["resched_ipis_per_req"] = (i1 - i0) / n if n else float("nan")
+    res["cpu_us_per_req"] = res["cpu_s"] * 1e6 / n if n else float("nan")
+    if server.worker_prefix:  # ramjet: the data-plane worker threads alone (the rest is the control thread)
+        res["worker_cpu_us_per_req"] = (w1 - w0) / CLK_TCK * 1e6 / n if n else float("nan")
+    res["backend_cpu_us_per_req"] = res["backend_cpu_s"] * 1e6 / n if n else float("nan")
+    res.update(extra)
+    errs = res["errors"]
+    log(f"  {label:<28} {res['rps']:>9.0f} req/s  p50 {res['p50_us']/1000:6.2f} ms  p99 "
+        f"{res['p99_us']/1000:6.2f} ms  errors {errs:<5}  cpu {res['cpu_us_per_req']:6.2f} us/req"
+        + (f" (worker {res['worker_cpu_us_per_req']:.2f})" if "worker_cpu_us_per_req" in res else "")
+        + f"  foreign load {res['foreign_cpus']:.2f} CPUs  IPIs/req {res['resched_ipis_per_req']:.3f}"
+        + (f"  {extra}" if extra else ""))
+    return res
+
+
+class Churner:
+    """Runs `action` every `interval` seconds on a thread until finish(); bounded by max_count."""
+
+    def __init__(self, interval, action, max_count, collect=None):
+        self.interval, self.action, self.max_count = interval, action, max_count
+        self.collect = collect
+        self.ok = self.failed = 0
+        self.errors = []
+        self.pending = []
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.before = collect() if collect else None
+        self.t.start()
+
+    def _run(self):
+        start = time.monotonic()
+        for k in range(self.max_count):
+            if self.stop.wait(max(0.0, start + k * self.interval - time.monotonic())):
+                return
+            try:
+                r = self.action(k)
+                if isinstance(r, subprocess.Popen):  # runs on its own; collected in finish()
+                    self.pending.append(r)
+                else:
+                    self.ok += 1
+            except Exception as e:  # noqa: BLE001 - reported, never fatal to the measurement
+                self._fail(str(e))
+
+    def _fail(self, msg):
+        self.failed += 1
+        if len(self.errors) < 5:
+            self.errors.append(msg)
+
+    def finish(self):
+        self.stop.set()
+        self.t.join(timeout=30)
+        for p in self.pending:
+            try:
+                _, err = p.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+            if p.returncode == 0:
+                self.ok += 1
+            else:
+                self._fail((err or b"").decode(errors="replace").strip()[-300:])
+        out = {"churn_ok": self.ok, "churn_failed": self.failed}
+        if self.errors:
+            out["churn_errors"] = self.errors
+        if self.collect:
+            out["churn_observed"] = self.collect() - self.before
+        return out
+
+
+def ramjet_publishes(admin_port):
+    _, body = admin_request(admin_port, "GET", "/metrics")
+    m = re.search(rb"^ramjet_publish_duration_seconds_count(?:\{[^}]*\})? (\d+)", body, re.M)
+    return int(m.group(1)) if m else 0
+
+
+def ramjet_churn(admin_port, generation):
+    def act(k):
+        if k % 2 == 0:
+            st, body = admin_request(admin_port, "POST", "/admin/rollback", json.dumps({"generation": generation}))
+        else:
+            st, body = admin_request(admin_port, "DELETE", "/admin/rollback")
+        if st != 200:
+            raise RuntimeError(f"admin answered {st}: {body[:200]!r}")
+    return act
+
+
+def nginx_reload(conf, d, how, master_pid):
+    """`nginx -s reload` on schedule, without waiting for the previous one (it parses the whole
+    configuration before it signals the master, which can take longer than the interval); or, with
+    --nginx-reload signal, only the SIGHUP that command ends with."""
+    def act(_k):
+        if how == "signal":
+            os.kill(master_pid, signal.SIGHUP)
+            return None
+        return subprocess.Popen(["nginx", "-p", d, "-c", conf, "-s", "reload"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return act
+
+
+def nginx_reconfigurations(error_log):
+    """Reloads the nginx master actually performed (its notice-level "reconfiguring" lines)."""
+    try:
+        with open(error_log, errors="replace") as f:
+            return sum(1 for line in f if re.search(r"#\d+: reconfiguring\s*$", line))
+    except OSError:
+        return 0
+
+
+# --------------------------------------------------------------------------------------------
+# summaries
+
+
+def med(rows, key):
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def summarize(results, targets):
+    out = {}
+    for t in targets:
+        rows = results.get(t, [])
+        if not rows:
+            continue
+        out[t] = {k: med(rows, k) for k in ("rps", "p50_us", "p99_us", "cpu_us_per_req", "backend_cpu_us_per_req",
+                                             "foreign_cpus", "steal_cpus", "resched_ipis_per_req")}
+        if "worker_cpu_us_per_req" in rows[0]:
+            out[t]["worker_cpu_us_per_req"] = med(rows, "worker_cpu_us_per_req")
+        out[t]["errors"] = sum(r["errors"] for r in rows)
+        out[t]["requests"] = sum(r["requests"] for r in rows)
+        out[t]["rounds"] = len(rows)
+        out[t]["rps_min"] = min(r["rps"] for r in rows)
+        out[t]["rps_max"] = max(r["rps"] for r in rows)
+        out[t]["cpu_min"] = min(r["cpu_us_per_req"] for r in rows)
+        out[t]["cpu_max"] = max(r["cpu_us_per_req"] for r in rows)
+        for k in ("churn_ok", "churn_failed", "churn_observed"):
+            if k in rows[0]:
+                out[t][k] = sum(r.get(k, 0) for r in rows)
+    return out
+
+
+def ratio(a, b):
+    return a / b if b else float("nan")
+
+
+def table(summary, order):
+    lines = [
+        "| target | req/s (median, min–max) | p50 ms | p99 ms | errors | CPU µs/req (median, min–max) "
+        "| of which worker thread | foreign load | resched IPIs/req |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in order:
+        s = summary.get(t)
+        if not s:
+            continue
+        lines.append(
+            f"| {t} | {s['rps']:,.0f} ({s['rps_min']:,.0f}–{s['rps_max']:,.0f}) | {s['p50_us']/1000:.2f} | "
+            f"{s['p99_us']/1000:.2f} | {s['errors']} of {s['requests']:,} | {s['cpu_us_per_req']:.2f} "
+            f"({s['cpu_min']:.2f}–{s['cpu_max']:.2f}) | "
+            + (f"{s['worker_cpu_us_per_req']:.2f} |" if "worker_cpu_us_per_req" in s else "– |")
+            + f" {s['foreign_cpus']:.2f} | {s.get('resched_ipis_per_req', float('nan')):.3f} |")
+    return "\n".join(lines)
+
+
+def paired(rounds, a, b, key):
+    """Median over rounds of the per-round ratio a/b (each pair ran back to back in one round)."""
+    vals = [ra[key] / rb[key] for ra, rb in zip(rounds.get(a, []), rounds.get(b, [])) if rb[key]]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def ratios(section, a, others):
+    summary, rounds = section["summary"], section["rounds"]
+    lines = ["| ratio | req/s | CPU µs/req | p99 |", "|---|---|---|---|"]
+    for b in others:
+        if a in summary and b in summary:
+            sa, sb = summary[a], summary[b]
+            cells = [f"{ratio(sa[k], sb[k]):.2f} ({paired(rounds, a, b, k):.2f})"
+                     for k in ("rps", "cpu_us_per_req", "p99_us")]
+            lines.append(f"| {a} / {b} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Ratio of the medians; in brackets, the median of the per-round ratios. Foreign load: CPUs' "
+                 "worth of work done by processes outside the benchmark during a run (median). Resched IPIs: "
+                 "rescheduling interrupts on the whole machine per request (median).")
+    return "\n".join(lines)
+
+
+def verdicts(results):
+    """The targets of issue 6, checked against the medians of this run."""
+    secs, rows = results["sections"], []
+
+    def check(what, value, target, ok):
+        rows.append(f"| {what} | {value} | {target} | {'met' if ok else '**missed**'} |")
+
+    if "http" in secs:
+        s = secs["http"]["summary"]
+        if all(k in s for k in ("ramjet", "nginx", "haproxy")):
+            r, n, h = s["ramjet"], s["nginx"], s["haproxy"]
+            check("CPU/request vs nginx", f"{ratio(r['cpu_us_per_req'], n['cpu_us_per_req']):.2f} ×", "≤ 0.75 ×",
+                  r["cpu_us_per_req"] <= 0.75 * n["cpu_us_per_req"])
+            check("CPU/request vs HAProxy", f"{ratio(r['cpu_us_per_req'], h['cpu_us_per_req']):.2f} ×", "≤ 0.80 ×",
+                  r["cpu_us_per_req"] <= 0.8 * h["cpu_us_per_req"])
+            check("requests/s vs nginx", f"{ratio(r['rps'], n['rps']):.2f} ×", "≥ 1.2 ×", r["rps"] >= 1.2 * n["rps"])
+            check("requests/s vs HAProxy", f"{ratio(r['rps'], h['rps']):.2f} ×", "≥ 1.2 ×", r["rps"] >= 1.2 * h["rps"])
+            check("p99 vs nginx", f"{ratio(r['p99_us'], n['p99_us']):.2f} ×", "≤ 0.8 ×", r["p99_us"] <= 0.8 * n["p99_us"])
+    if "tls" in secs:
+        s = secs["tls"]["summary"]
+        if "ramjet" in s and "nginx" in s:
+            check("HTTPS keep-alive requests/s vs nginx", f"{ratio(s['ramjet']['rps'], s['nginx']['rps']):.2f} ×",
+                  "≥ 1.2 ×", s["ramjet"]["rps"] >= 1.2 * s["nginx"]["rps"])
+    if "churn" in secs:
+        s = secs["churn"]["summary"]
+        if "ramjet churn" in s and "ramjet steady" in s:
+            c, st = s["ramjet churn"], s["ramjet steady"]
+            check("failed requests under 10 publishes/s", str(c["errors"]), "0", c["errors"] == 0)
+            check("p99 under churn vs steady", f"{ratio(c['p99_us'], st['p99_us']):.2f} ×", "≤ 1.10 ×",
+                  c["p99_us"] <= 1.1 * st["p99_us"])
+            check("requests/s under churn vs steady", f"{ratio(c['rps'], st['rps']):.2f} ×", "≥ 0.95 ×",
+                  c["rps"] >= 0.95 * st["rps"])
+    if not rows:
+        return ""
+    return "\n".join(["| target (issue 6) | this run | target | |", "|---|---|---|---|"] + rows)
+
+
+# --------------------------------------------------------------------------------------------
+# main
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ramjet", default=os.path.join(REPO, "target", "release", "ramjet"))
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per section (default 5)")
+    ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
+    ap.add_argument("--connections", type=int, default=50, help="wrk -c (default 50)")
+    ap.add_argument("--threads", type=int, default=1, help="wrk -t (default 1)")
+    ap.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load per target first")
+    ap.add_argument("--settle", type=float, default=3.0, help="seconds of quiet after a churn run (default 3)")
+    ap.add_argument("--sections", default="http,tls,handshake,churn",
+                    help="comma list of http,tls,handshake,resume,churn (default: all but resume)")
+    ap.add_argument("--routes", type=int, default=1000, help="routes per proxy in http/tls/handshake (default 1000)")
+    ap.add_argument("--churn-routes", type=int, default=10000, help="ramjet routes in the churn section (default 10000)")
+    ap.add_argument("--churn-vhosts", type=int, default=1000, help="nginx vhosts in the churn section (default 1000)")
+    ap.add_argument("--publish-rate", type=float, default=10.0, help="ramjet publishes per second under churn")
+    ap.add_argument("--reload-rate", type=float, default=1.0, help="nginx reloads per second under churn")
+    ap.add_argument("--nginx-reload", choices=("cli", "signal"), default="cli",
+                    help="how nginx reloads under churn: `nginx -s reload` (default), or SIGHUP to the master "
+                         "(skips the command's own parse of the configuration)")
+    ap.add_argument("--port-base", type=int, default=27100, help="first of the 127.0.0.1 ports used (default 27100)")
+    ap.add_argument("--pin", action="store_true",
+                    help="pin the proxy under test to CPU 0, wrk and the backend to the other CPUs "
+                         "(default: no pinning besides ramjet pinning its own worker, as a user runs it)")
+    ap.add_argument("--profile", action="store_true",
+                    help="after the http section, `perf record -e cpu-clock -g` ramjet during one more wrk run")
+    ap.add_argument("--out", default=None, help="directory for results.json and results.md "
+                    "(default target/bench-proxy/<timestamp>)")
+    ap.add_argument("--keep-temp", action="store_true", help="keep the generated configs")
+    a = ap.parse_args()
+    a.sections = [s.strip() for s in a.sections.split(",") if s.strip()]
+    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn"}
+    if bad:
+        ap.error(f"unknown sections: {', '.join(sorted(bad))}")
+    if a.routes % ROUTES_PER_HOST or a.churn_routes % ROUTES_PER_HOST:
+        ap.error(f"route counts must be multiples of {ROUTES_PER_HOST} (that many routes per host)")
+    if not (1 <= a.rounds <= 50 and 1 <= a.duration <= 600):
+        ap.error("--rounds must be 1..50 and --duration 1..600")
+    ncpu = os.cpu_count() or 1
+    a.proxy_cpus = "0" if a.pin else None
+    a.load_cpus = (f"1-{ncpu - 1}" if ncpu > 2 else "1") if a.pin and ncpu > 1 else None
+    return a
+
+
+def machine_info(args, driver_line):
+    def cmd(*argv):
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+            return (r.stdout + r.stderr).strip().splitlines()[0]
+        except Exception:  # noqa: BLE001
+            return "unknown"
+    cpu_model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            m = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+            cpu_model = m.group(1) if m else cpu_model
+    except OSError:
+        pass
+    try:
+        git = subprocess.run(["git", "-C", REPO, "describe", "--always", "--dirty"], capture_output=True,
+                             text=True, timeout=10).stdout.strip()
+    except Exception:  # noqa: BLE001
+        git = "unknown"
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "nproc": os.cpu_count(),
+        "cpu": cpu_model,
+        "kernel": platform.release(),
+        "os": cmd("sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"),
+        "ramjet_driver": driver_line,
+        "ramjet_commit": git,
+        "ramjet_sha256": subprocess.run(["sha256sum", args.ramjet], capture_output=True, text=True).stdout[:12],
+        "wrk": cmd("sh", "-c", "wrk -v 2>&1 | head -1"),
+        "nginx": cmd("nginx", "-v"),
+        "haproxy": cmd("haproxy", "-v"),
+        "openssl": cmd("openssl", "version"),
+        "loadavg_start": open("/proc/loadavg").read().split()[:3],
+        "pin": args.pin,
+    }
+
+
+def probe_driver(args, routes, d, ports):
+    """Start ramjet once at info level only to read the driver line it logs, then stop it."""
+    p = start_ramjet(args, "ramjet-probe", routes, d, *ports, log_level="info")
+    PROCS.stop(p)
+    with open(f"{d}/ramjet-probe.stderr", errors="replace") as f:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", f.read())
+    m = re.search(r"driver (.+?)(?:\s+worker=\d+)?\s*$", text, re.M)
+    return m.group(1) if m else "unknown (no driver line logged)"
+
+
+def main():
+    args = parse_args()
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGHUP, _on_signal)
+    atexit.register(PROCS.stop_all)
+    for tool in ("wrk", "nginx", "haproxy", "openssl", "gcc") + (("taskset",) if args.pin else ()):
+        if not shutil.which(tool):
+            sys.exit(f"bench: `{tool}` is not installed (benches/proxy/run.sh installs it)")
+    if not os.access(args.ramjet, os.X_OK):
+        sys.exit(f"bench: no ramjet binary at {args.ramjet}; build it: cargo build --release --bin ramjet")
+
+    ports = {name: args.port_base + i for i, name in enumerate([
+        "backend", "ramjet_http", "ramjet_https", "ramjet_admin", "nginx_http", "nginx_https",
+        "haproxy_http", "haproxy_https", "probe_http", "probe_https", "probe_admin",
+        "ramjet10k_http", "ramjet10k_https", "ramjet10k_admin", "nginx10k_http", "nginx10k_https"])}
+    busy = [f"{n}={p}" for n, p in ports.items() if not port_free(p)]
+    if busy:
+        sys.exit(f"bench: ports already in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
+
+    out_dir = args.out or os.path.join(REPO, "target", "bench-proxy", time.strftime("%Y%m%d-%H%M%S"))
+    os.makedirs(out_dir, exist_ok=True)
+    d = tempfile.mkdtemp(prefix="ramjet-bench-")
+    log(f"configs and logs in {d}; results in {out_dir}")
+    results = {"sections": {}, "args": {k: v for k, v in vars(args).items()}}
+    try:
+        # a private copy: a rebuild of target/release during the run cannot change what is measured
+        shutil.copy2(args.ramjet, f"{d}/ramjet")
+        args.ramjet_source, args.ramjet = args.ramjet, f"{d}/ramjet"
+        cert, key, combined = make_cert(d)
+        shim = build_shim(d)
+        hosts = args.routes // ROUTES_PER_HOST
+        target_i = min(42, hosts - 1)
+        target_host, target_path = host(target_i), "/p7/bench"
+
+        bconf = write_backend_conf(d, ports["backend"])
+        backend_p = start_nginx("backend", bconf, d, ports["backend"], args.load_cpus)
+        backend = Server("backend", backend_p, [ports["backend"]])
+        check_route("backend", ports["backend"], target_host, target_path)
+
+        routes = f"{d}/ramjet-routes.yaml"
+        write_ramjet_routes(routes, hosts, ports["backend"], cert, key)
+        driver = probe_driver(args, routes, d, (ports["probe_http"], ports["probe_https"], ports["probe_admin"]))
+        info = machine_info(args, driver)
+        results["machine"] = info
+        log(f"machine: {info}")
+
+        need_main = any(s in args.sections for s in ("http", "tls", "handshake", "resume"))
+        servers = {}
+        if need_main:
+            rj = start_ramjet(args, "ramjet", routes, d, ports["ramjet_http"], ports["ramjet_https"],
+                              ports["ramjet_admin"], cpus=args.proxy_cpus)
+            servers["ramjet"] = Server("ramjet", rj, [ports["ramjet_http"], ports["ramjet_https"]],
+                                       worker_prefix="ramjet-worker")
+            nconf = write_nginx_proxy_conf(d, "nginx", hosts, ports["nginx_http"], ports["nginx_https"],
+                                           ports["backend"], cert, key)
+            ng = start_nginx("nginx", nconf, d, ports["nginx_http"], args.proxy_cpus)
+            servers["nginx"] = Server("nginx", ng, [ports["nginx_http"], ports["nginx_https"]])
+            hconf = write_haproxy_conf(d, hosts, ports["haproxy_http"], ports["haproxy_https"], ports["backend"],
+                                       combined)
+            ha = PROCS.start("haproxy", taskset(args.proxy_cpus) + ["haproxy", "-f", hconf, "-db"],
+                             stop_signal=signal.SIGTERM, stderr_path=f"{d}/haproxy.stderr")
+            wait_port(ports["haproxy_http"], ha, "haproxy")
+            servers["haproxy"] = Server("haproxy", ha, [ports["haproxy_http"], ports["haproxy_https"]])
+            for name in ("ramjet", "nginx", "haproxy"):
+                check_route(name, ports[f"{name}_http"], target_host, target_path)
+                check_route(name, ports[f"{name}_https"], target_host, target_path, tls=True)
+            results["tls_negotiated"] = {n: tls_params(ports[f"{n}_https"], target_host, target_path) for n in servers}
+            log(f"TLS negotiated: {results['tls_negotiated']}")
+
+        proxies = ["ramjet", "nginx", "haproxy"]
+        tls_env = {"LD_PRELOAD": shim, "BENCH_SNI": target_host}
+
+        def url(name, tls=False):
+            return f"{'https' if tls else 'http'}://127.0.0.1:{ports[name + ('_https' if tls else '_http')]}{target_path}"
+
+        def section(key, targets, make_run):
+            log(f"== section {key}: {args.rounds} rounds x {len(targets)} targets x {args.duration}s")
+            for t in targets:  # warm-up: pools, caches, page faults; not measured
+                if args.warmup:
+                    run_wrk(args, *make_run(t, warm=True), duration=args.warmup, label=f"warmup {t}")
+            rows = {t: [] for t in targets}
+            for r in range(args.rounds):
+                log(f" round {r + 1}/{args.rounds}")
+                for t in targets:
+                    rows[t].append(make_run(t, warm=False))
+            results["sections"][key] = {"rounds": rows, "summary": summarize(rows, targets)}
+            save(results, out_dir)
+
+        # -- plain HTTP keep-alive
+        if "http" in args.sections:
+            def run_http(t, warm):
+                u = f"http://127.0.0.1:{ports['backend']}{target_path}" if t == "backend" else url(t)
+                if warm:
+                    return (u, target_host)
+                return measure(args, servers.get(t, backend), backend, u, target_host, label=f"http {t}")
+            section("http", ["backend"] + proxies, run_http)
+            s = results["sections"]["http"]["summary"]
+            s["floor_cpu_us_per_req"] = 1.8 * s["backend"]["cpu_us_per_req"]
+
+        if args.profile and "ramjet" in servers:
+            results["profile"] = profile_ramjet(args, servers["ramjet"], url("ramjet"), target_host, d, out_dir)
+
+        # -- HTTPS keep-alive
+        if "tls" in args.sections:
+            def run_tls(t, warm):
+                if warm:
+                    return (url(t, True), target_host, (), tls_env)
+                return measure(args, servers[t], backend, url(t, True), target_host, env_extra=tls_env,
+                               label=f"https keep-alive {t}")
+            section("tls", proxies, run_tls)
+
+        # -- new connections over HTTPS: full handshakes, and (optionally) resumed ones
+        for hs_section, resume in (("handshake", False), ("resume", True)):
+            if hs_section not in args.sections:
+                continue
+            env = dict(tls_env) if resume else dict(tls_env, BENCH_NO_RESUME="1")
+
+            def run_hs(t, warm, env=env, label=hs_section):
+                if warm:
+                    return (url(t, True), target_host, ("Connection: close",), env)
+                return measure(args, servers[t], backend, url(t, True), target_host, ("Connection: close",),
+                               env, label=f"{label} {t}")
+            section(hs_section, proxies, run_hs)
+
+        results["rss_mb"] = {n: s.rss_mb() for n, s in servers.items()}
+        results["rss_mb"]["backend"] = backend.rss_mb()
+        for s in list(servers.values()):
+            PROCS.stop(s.proc)
+        servers.clear()
+
+        # -- churn under load
+        if "churn" in args.sections:
+            chosts = args.churn_routes // ROUTES_PER_HOST
+            ctarget = host(min(420, chosts - 1))
+            croutes = f"{d}/ramjet-routes-{args.churn_routes}.yaml"
+            write_ramjet_routes(croutes, chosts, ports["backend"], cert, key)
+            t0 = time.monotonic()
+            rj = start_ramjet(args, "ramjet10k", croutes, d, ports["ramjet10k_http"], ports["ramjet10k_https"],
+                              ports["ramjet10k_admin"], cpus=args.proxy_cpus)
+            results["ramjet_churn_start_s"] = time.monotonic() - t0
+            _, gens = admin_request(ports["ramjet10k_admin"], "GET", "/admin/generations")
+            generation = json.loads(gens)["newest"]
+            nhosts = args.churn_vhosts
+            # notice level: the master logs each reload ("reconfiguring"), so reloads can be counted;
+            # nothing at that level is per request
+            # plain HTTP only (what the churn runs use): the lightest configuration for nginx to reload
+            nconf = write_nginx_proxy_conf(d, "nginx10k", nhosts, ports["nginx10k_http"], None,
+                                           ports["backend"], cert, key, error_level="notice")
+            t0 = time.monotonic()
+            ng = start_nginx("nginx10k", nconf, d, ports["nginx10k_http"], args.proxy_cpus)
+            results["nginx_churn_start_s"] = time.monotonic() - t0
+            nhost = host(min(420, nhosts - 1))
+            check_route("ramjet10k", ports["ramjet10k_http"], ctarget, target_path)
+            check_route("nginx10k", ports["nginx10k_http"], nhost, target_path)
+            srv = {"ramjet": Server("ramjet", rj, [], worker_prefix="ramjet-worker"), "nginx": Server("nginx", ng, [])}
+            admin = ports["ramjet10k_admin"]
+            n_pub = int(args.publish_rate * args.duration)
+            n_rel = int(args.reload_rate * args.duration)
+
+            def run_churn(t, warm):
+                proxy, churn = t.split(" ", 1)
+                u = f"http://127.0.0.1:{ports[proxy + '10k_http']}{target_path}"
+                hh = ctarget if proxy == "ramjet" else nhost
+                if warm:
+                    return (u, hh)
+                during = None
+                if churn == "churn" and proxy == "ramjet":
+                    during = lambda: Churner(1.0 / args.publish_rate, ramjet_churn(admin, generation), n_pub,
+                                             collect=lambda: ramjet_publishes(admin))
+                elif churn == "churn":
+                    during = lambda: Churner(1.0 / args.reload_rate, nginx_reload(nconf, d, args.nginx_reload, ng.pid), n_rel,
+                                             collect=lambda: nginx_reconfigurations(f"{d}/nginx10k.error.log"))
+                return measure(args, srv[proxy], backend, u, hh, label=f"{t}", during=during)
+            section("churn", ["ramjet steady", "ramjet churn", "nginx steady", "nginx churn"], run_churn)
+            admin_request(admin, "DELETE", "/admin/rollback")  # leave it unpinned
+            results["rss_mb_churn"] = {"ramjet": srv["ramjet"].rss_mb(), "nginx": srv["nginx"].rss_mb()}
+            results["churn_config"] = {"ramjet_routes": args.churn_routes, "ramjet_hosts": chosts,
+                                       "nginx_vhosts": nhosts, "nginx_locations": nhosts * ROUTES_PER_HOST,
+                                       "publishes_per_run": n_pub, "reloads_per_run": n_rel,
+                                       "generation": generation}
+
+        results["machine"]["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+        save(results, out_dir)
+        report = render(results, args)
+        with open(os.path.join(out_dir, "results.md"), "w") as f:
+            f.write(report)
+        print(report)
+        log(f"done: {out_dir}/results.md and results.json")
+    except KeyboardInterrupt:
+        log("interrupted: stopping everything this harness started")
+        return 130
+    finally:
+        PROCS.stop_all()
+        if not args.keep_temp:
+            shutil.rmtree(d, ignore_errors=True)
+        else:
+            log(f"kept {d}")
+    return 0
+
+
+def profile_ramjet(args, server, u, target_host, d, out_dir):
+    if not shutil.which("perf"):
+        log("perf is not installed (apt-get install linux-perf): no profile")
+        return None
+    data = os.path.join(out_dir, "ramjet.perf.data")
+    pr = PROCS.start("perf", ["perf", "record", "-e", "cpu-clock", "-F", "4999", "-g", "-p",
+                              str(server.proc.pid), "-o", data], stop_signal=signal.SIGINT,
+                     stderr_path=f"{d}/perf.stderr")
+    time.sleep(0.5)
+    run_wrk(args, u, target_host, label="perf")
+    PROCS.stop(pr, timeout=60)
+    with open(os.path.join(out_dir, "ramjet.perf.txt"), "w") as f:
+        for sort in ("dso", "dso,symbol"):
+            rep = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", sort, "--stdio",
+                                  "-g", "none", "--percent-limit", "0.3"], capture_output=True, text=True, timeout=300)
+            f.write(rep.stdout)
+    log(f"profile: {out_dir}/ramjet.perf.txt")
+    return os.path.join(out_dir, "ramjet.perf.txt")
+
+
+def save(results, out_dir):
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump(results, f, indent=1, default=str)
+
+
+def render(results, args):
+    m = results.get("machine", {})
+    out = [f"# Proxy benchmark — {m.get('date')}", ""]
+    out.append(f"Machine: {m.get('nproc')} CPUs ({m.get('cpu')}), kernel {m.get('kernel')}, {m.get('os')}; "
+               f"ramjet driver: {m.get('ramjet_driver')}; ramjet {m.get('ramjet_commit')}; {m.get('nginx')}; "
+               f"{m.get('haproxy')}; {m.get('wrk')}; {m.get('openssl')}; load average at start "
+               f"{' '.join(m.get('loadavg_start', []))}, at end {' '.join(m.get('loadavg_end', []))}.")
+    out.append(f"wrk -t{args.threads} -c{args.connections} -d{args.duration}s, {args.rounds} interleaved rounds, "
+               f"medians over rounds; {args.routes} routes per proxy ({args.routes // ROUTES_PER_HOST} hosts); "
+               f"pinning: {'proxy on CPU 0, load and backend on the rest' if args.pin else 'none (ramjet pins its worker)'}.")
+    out.append("")
+    secs = results["sections"]
+    if "http" in secs:
+        s = secs["http"]["summary"]
+        out += ["## HTTP/1.1 keep-alive", "", table(s, ["backend", "ramjet", "nginx", "haproxy"]), "",
+                ratios(secs["http"], "ramjet", ["nginx", "haproxy"]), "",
+                f"Floor (1.8 × the backend's {s['backend']['cpu_us_per_req']:.2f} µs/req): "
+                f"{s['floor_cpu_us_per_req']:.2f} µs/req.", ""]
+    if results.get("tls_negotiated"):
+        out += ["TLS negotiated: " + "; ".join(f"{k}: {v}" for k, v in results["tls_negotiated"].items()), ""]
+    for key, title in (("tls", "HTTPS keep-alive"), ("handshake", "HTTPS, one request per connection, full handshakes"),
+                       ("resume", "HTTPS, one request per connection, resumed sessions")):
+        if key in secs:
+            s = secs[key]["summary"]
+            out += [f"## {title}", "", table(s, ["ramjet", "nginx", "haproxy"]), "",
+                    ratios(secs[key], "ramjet", ["nginx", "haproxy"]), ""]
+    if results.get("rss_mb"):
+        out += ["Resident memory after the runs above (process and children, MiB): "
+                + ", ".join(f"{k} {v:.1f}" for k, v in results["rss_mb"].items()) + ".", ""]
+    if "churn" in secs:
+        s = secs["churn"]["summary"]
+        cc = results.get("churn_config", {})
+        out += ["## Configuration churn under load", "",
+                f"ramjet: {cc.get('ramjet_routes')} routes, {cc.get('publishes_per_run')} publishes per run "
+                f"(POST then DELETE /admin/rollback); nginx: {cc.get('nginx_vhosts')} vhosts "
+                f"({cc.get('nginx_locations')} locations), {cc.get('reloads_per_run')} "
+                f"{'`nginx -s reload`' if args.nginx_reload == 'cli' else 'SIGHUP to the master'} per run.", "",
+                table(s, ["ramjet steady", "ramjet churn", "nginx steady", "nginx churn"]), "",
+                "Resident memory at the end (MiB): " + ", ".join(
+                    f"{k} {v:.1f}" for k, v in results.get("rss_mb_churn", {}).items()) + ".", "",
+                "| | publishes/reloads sent (ok/failed) | publishes/reloads done | errors | p99 churn/steady | req/s churn/steady |",
+                "|---|---|---|---|---|---|"]
+        for p in ("ramjet", "nginx"):
+            a, b = s.get(f"{p} churn"), s.get(f"{p} steady")
+            if a and b:
+                out.append(f"| {p} | {a.get('churn_ok', 0)}/{a.get('churn_failed', 0)} | {a.get('churn_observed', '–')} | "
+                           f"{a['errors']} (steady: {b['errors']}) | {ratio(a['p99_us'], b['p99_us']):.2f} | "
+                           f"{ratio(a['rps'], b['rps']):.2f} |")
+        out.append("")
+    v = verdicts(results)
+    if v:
+        out += ["## Targets", "", v, ""]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

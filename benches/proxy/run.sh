@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Side-by-side proxy benchmark: ramjet vs nginx vs HAProxy in front of one nginx backend, plus
+# TLS and configuration churn under load. One command, from anywhere in the repository:
+#
+#   benches/proxy/run.sh                 # everything, ~15 minutes with the defaults
+#   benches/proxy/run.sh --quick         # 3 rounds of 5 s, ~5 minutes
+#   benches/proxy/run.sh --help          # every option of the harness (bench.py)
+#
+# It installs what is missing (apt-get: wrk, nginx, haproxy, openssl, gcc, python3), builds
+# target/release/ramjet, and runs bench.py. Results: target/bench-proxy/<timestamp>/results.md.
+# Only 127.0.0.1 is used; every process started is stopped at the end, also on Ctrl-C.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+
+args=()
+build=1
+for a in "$@"; do
+  case "$a" in
+    --quick) args+=(--rounds 3 --duration 5) ;;
+    --no-build) build=0 ;;
+    *) args+=("$a") ;;
+  esac
+done
+
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+command -v nginx >/dev/null || need+=(nginx)
+command -v haproxy >/dev/null || need+=(haproxy)
+command -v openssl >/dev/null || need+=(openssl)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v python3 >/dev/null || need+=(python3)
+command -v taskset >/dev/null || need+=(util-linux)
+command -v sha256sum >/dev/null || need+=(coreutils)
+if [[ " $* " == *" --profile "* ]] && ! command -v perf >/dev/null; then need+=(linux-perf); fi
+if ((${#need[@]})); then
+  echo "run.sh: installing ${need[*]}" >&2
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  # RUNLEVEL=1: the nginx and haproxy packages do not start their system services
+  $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+if ((build)); then
+  (cd "$repo" && cargo build --release --bin ramjet)
+fi
+
+child=""
+cleanup() {
+  # bench.py stops everything it started; this only makes sure bench.py itself is gone
+  if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
+    kill -TERM "$child" 2>/dev/null || true
+    wait "$child" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+trap 'cleanup; exit 130' INT TERM
+
+python3 "$here/bench.py" "${args[@]}" &
+child=$!
+wait "$child"
