@@ -18,7 +18,7 @@ use ramjet_dataplane::IoDriver;
 use serde_json::Value;
 use support::backend::Backend;
 use support::client::{get, served_by};
-use support::{eventually, temp_dir};
+use support::{eventually, served, temp_dir};
 
 const SLICES: &str = "discovery.k8s.io/v1/endpointslices";
 const PUBLISHED_IP: &str = "203.0.113.7";
@@ -82,15 +82,6 @@ fn seed(api: &ApiServer, a: &Backend) {
     api.apply(&service("web"));
     api.apply(&slice("web-1", "web", &[a.addr]));
     api.apply(&ingress("web", "web.test", "web"));
-}
-
-fn served(daemon: &Daemon, host: &str) -> String {
-    let response = get(daemon.http_addr(), host, "/");
-    if response.status == 200 {
-        served_by(&response)
-    } else {
-        response.status.to_string()
-    }
 }
 
 fn wait_served(daemon: &Daemon, host: &str, want: &str) {

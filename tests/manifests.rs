@@ -12,8 +12,8 @@ use ramjet::{Daemon, DaemonConfig, Source};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
-use support::client::{get, request, served_by};
-use support::{eventually, temp_dir, wait_serving};
+use support::client::request;
+use support::{eventually, served, temp_dir, wait_serving};
 
 fn objects(endpoint: SocketAddr) -> String {
     format!(
@@ -56,15 +56,6 @@ fn start(dir: &Path) -> Daemon {
     });
     config.io_driver = IoDriver::Auto;
     Daemon::start(config).expect("the daemon starts")
-}
-
-fn served(daemon: &Daemon, host: &str) -> String {
-    let response = get(daemon.http_addr(), host, "/");
-    if response.status == 200 {
-        served_by(&response)
-    } else {
-        response.status.to_string()
-    }
 }
 
 #[test]

@@ -17,6 +17,11 @@ fn each_driver(test: impl Fn(IoDriver)) {
     }
 }
 
+/// Every request proxied to one backend.
+fn proxy_all_to(b: &Backend) -> String {
+    format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr)
+}
+
 fn routing_config(a: &Backend, b: &Backend, c: &Backend) -> String {
     format!(
         r#"
@@ -130,10 +135,7 @@ fn a_refused_connect_is_retried_on_another_endpoint() {
 fn keep_alive_reuses_upstream_connections() {
     each_driver(|driver| {
         let b = Backend::start("b");
-        let d = daemon(
-            &format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr),
-            driver,
-        );
+        let d = daemon(&proxy_all_to(&b), driver);
         let mut conn = Conn::open(d.http_addr());
         for i in 0..20 {
             let resp = conn.get("h", &format!("/r{i}"));
@@ -150,10 +152,7 @@ fn a_stale_pooled_connection_is_retried_on_a_fresh_one() {
     each_driver(|driver| {
         // The backend drops idle keep-alive connections after 100 ms.
         let b = Backend::start_with("b", Some(Duration::from_millis(100)));
-        let d = daemon(
-            &format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr),
-            driver,
-        );
+        let d = daemon(&proxy_all_to(&b), driver);
         let mut conn = Conn::open(d.http_addr());
         assert_eq!(conn.get("h", "/1").status, 200);
         std::thread::sleep(Duration::from_millis(300));
@@ -167,10 +166,7 @@ fn a_stale_pooled_connection_is_retried_on_a_fresh_one() {
 fn forwarded_headers_are_set_and_hop_by_hop_removed() {
     let b = Backend::start("b");
     each_driver(|driver| {
-        let d = daemon(
-            &format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr),
-            driver,
-        );
+        let d = daemon(&proxy_all_to(&b), driver);
         let resp = request(
             d.http_addr(),
             "GET /h HTTP/1.1\r\nHost: Example.com:8080\r\nConnection: keep-alive, X-Private\r\nX-Private: secret\r\nX-Forwarded-For: 6.6.6.6\r\nKeep-Alive: 10\r\nX-Custom: yes\r\n\r\n",
@@ -192,10 +188,7 @@ fn forwarded_headers_are_set_and_hop_by_hop_removed() {
 fn head_204_304_have_no_body_and_chunked_and_close_delimited_bodies_relay() {
     let b = Backend::start("b");
     each_driver(|driver| {
-        let d = daemon(
-            &format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr),
-            driver,
-        );
+        let d = daemon(&proxy_all_to(&b), driver);
         let mut conn = Conn::open(d.http_addr());
         conn.send(b"HEAD /x HTTP/1.1\r\nHost: h\r\n\r\n");
         let head = conn.read_response_to(true).unwrap();
@@ -249,10 +242,7 @@ fn pipelined_and_split_requests() {
 fn request_bodies_stream_by_length_and_chunked_with_expect_continue() {
     let b = Backend::start("b");
     each_driver(|driver| {
-        let d = daemon(
-            &format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr),
-            driver,
-        );
+        let d = daemon(&proxy_all_to(&b), driver);
         let mut conn = Conn::open(d.http_addr());
         conn.send(b"POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n");
         std::thread::sleep(Duration::from_millis(50));
@@ -299,10 +289,7 @@ fn malformed_and_smuggling_requests_are_refused() {
         }
         // Bad chunk sizes are refused before anything reaches a backend.
         let b = Backend::start("b");
-        let d2 = daemon(
-            &format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr),
-            driver,
-        );
+        let d2 = daemon(&proxy_all_to(&b), driver);
         let r = request(d2.http_addr(), "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
         assert_eq!(r.status, 400);
         d2.shutdown();

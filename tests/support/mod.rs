@@ -75,3 +75,13 @@ pub fn wait_serving(daemon: &Daemon, n: u64) {
         daemon.published.current().number
     );
 }
+
+/// Which backend answered `GET /` for `host`, or the status when it was not a 200.
+pub fn served(daemon: &Daemon, host: &str) -> String {
+    let response = client::get(daemon.http_addr(), host, "/");
+    if response.status == 200 {
+        client::served_by(&response)
+    } else {
+        response.status.to_string()
+    }
+}
