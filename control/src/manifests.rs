@@ -20,6 +20,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use ramjet_shared::Diagnostic;
 use serde::de::DeserializeOwned;
@@ -142,26 +143,22 @@ fn add(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) {
             }
         }
         ("networking.k8s.io/v1", "Ingress") => {
-            if let Some(mut o) = typed::<Ingress>(value, at, snapshot) {
-                o.metadata.namespace.get_or_insert_with(|| "default".into());
+            if let Some(o) = namespaced::<Ingress>(value, at, snapshot) {
                 snapshot.ingresses.push(Arc::new(o));
             }
         }
         ("v1", "Service") => {
-            if let Some(mut o) = typed::<Service>(value, at, snapshot) {
-                o.metadata.namespace.get_or_insert_with(|| "default".into());
+            if let Some(o) = namespaced::<Service>(value, at, snapshot) {
                 snapshot.services.push(Arc::new(o));
             }
         }
         ("discovery.k8s.io/v1", "EndpointSlice") => {
-            if let Some(mut o) = typed::<EndpointSlice>(value, at, snapshot) {
-                o.metadata.namespace.get_or_insert_with(|| "default".into());
+            if let Some(o) = namespaced::<EndpointSlice>(value, at, snapshot) {
                 snapshot.endpoint_slices.push(Arc::new(o));
             }
         }
         ("v1", "Secret") => {
-            if let Some(mut o) = typed::<Secret>(value, at, snapshot) {
-                o.metadata.namespace.get_or_insert_with(|| "default".into());
+            if let Some(mut o) = namespaced::<Secret>(value, at, snapshot) {
                 if let Some(strings) = o.string_data.take() {
                     let data = o.data.get_or_insert_with(BTreeMap::new);
                     for (k, v) in strings {
@@ -173,6 +170,16 @@ fn add(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) {
         }
         _ => {}
     }
+}
+
+/// A namespaced object; without a namespace in the file it lives in `default`, as kubectl would put it.
+fn namespaced<T>(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T>
+where
+    T: DeserializeOwned + k8s_openapi::Metadata<Ty = ObjectMeta>,
+{
+    let mut o = typed::<T>(value, at, snapshot)?;
+    o.metadata_mut().namespace.get_or_insert_with(|| "default".into());
+    Some(o)
 }
 
 fn typed<T: DeserializeOwned>(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T> {

@@ -67,33 +67,30 @@ impl ProxyError {
 /// `connection: close`.
 pub fn error_response(status: u16, close: bool) -> &'static [u8] {
     macro_rules! canned {
-        ($status:literal, $reason:literal, $len:literal, $body:literal) => {
-            if close {
-                concat!(
-                    "HTTP/1.1 ",
-                    $status,
-                    " ",
-                    $reason,
-                    "\r\ncontent-type: text/plain\r\ncontent-length: ",
-                    $len,
-                    "\r\nconnection: close\r\n\r\n",
-                    $body
-                )
-                .as_bytes()
-            } else {
-                concat!(
-                    "HTTP/1.1 ",
-                    $status,
-                    " ",
-                    $reason,
-                    "\r\ncontent-type: text/plain\r\ncontent-length: ",
-                    $len,
-                    "\r\n\r\n",
-                    $body
-                )
-                .as_bytes()
+        ($status:literal, $reason:literal, $len:literal, $body:literal) => {{
+            macro_rules! with_connection {
+                ($connection:literal) => {
+                    concat!(
+                        "HTTP/1.1 ",
+                        $status,
+                        " ",
+                        $reason,
+                        "\r\ncontent-type: text/plain\r\ncontent-length: ",
+                        $len,
+                        "\r\n",
+                        $connection,
+                        "\r\n",
+                        $body
+                    )
+                    .as_bytes()
+                };
             }
-        };
+            if close {
+                with_connection!("connection: close\r\n")
+            } else {
+                with_connection!("")
+            }
+        }};
     }
     match status {
         400 => canned!("400", "Bad Request", "12", "bad request\n"),
