@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Builds the test control plane — kube-apiserver, kubectl and etcd — from the pinned versions in
+# go.mod/go.sum beside this script, once per machine, into target/k8s-bin/<kubernetes version>/.
+# A second run with the same pins is a no-op. Prints the directory holding the binaries on stdout.
+#
+# The cluster tests call this themselves (tests/support/control_plane.rs) when the binaries are
+# missing; docs/local-control-plane.md shows how to run ramjet against the same control plane.
+# Needs Go (>= 1.24) and the Go module proxy; builds from the committed go.sum, never rewriting it.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+target="${CARGO_TARGET_DIR:-$root/target}"
+
+if ! command -v go >/dev/null 2>&1; then
+  for candidate in /usr/local/go/bin /usr/lib/go/bin; do
+    if [ -x "$candidate/go" ]; then PATH="$PATH:$candidate"; break; fi
+  done
+fi
+if ! command -v go >/dev/null 2>&1; then
+  echo "tests/k8s/build.sh: Go is not installed (need go >= 1.24 on PATH or in /usr/local/go/bin)" >&2
+  exit 127
+fi
+
+version="$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$here/go.mod")"
+if [ -z "$version" ]; then
+  echo "tests/k8s/build.sh: no k8s.io/kubernetes requirement in $here/go.mod" >&2
+  exit 1
+fi
+out="$target/k8s-bin/$version"
+# The stamp names exactly what was built, so a change to the pins or to the etcd main rebuilds.
+stamp="$(cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go" "$here/build.sh" | sha256sum | cut -c1-16)"
+
+mkdir -p "$target/k8s-bin"
+exec 9>"$target/k8s-bin/.lock"
+flock 9
+if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
+  echo "$out"
+  exit 0
+fi
+
+echo "tests/k8s/build.sh: building kube-apiserver, kubectl $version and etcd into $out (first time on this machine: this takes a while)" >&2
+start=$(date +%s)
+tmp="$target/k8s-bin/.build-$version.$$"
+rm -rf "$tmp"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+minor="${version#v1.}"; minor="${minor%%.*}"
+ldflags="-s -w"
+ldflags+=" -X k8s.io/component-base/version.gitVersion=$version"
+ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
+ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
+ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+cd "$here"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="-mod=readonly" CGO_ENABLED=0
+go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
+  k8s.io/kubernetes/cmd/kube-apiserver \
+  k8s.io/kubernetes/cmd/kubectl \
+  ./etcd
+echo "$stamp" > "$tmp/.stamp"
+rm -rf "$out"
+mv "$tmp" "$out"
+trap - EXIT
+echo "tests/k8s/build.sh: built in $(( $(date +%s) - start ))s" >&2
+echo "$out"
