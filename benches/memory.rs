@@ -12,7 +12,7 @@ use std::sync::Arc;
 use ramjet_control::apply::Applier;
 use ramjet_control::audit::AuditTrail;
 use ramjet_control::compile::{static_routes, Compiler};
-use ramjet_control::static_routes::parse;
+use ramjet_control::routes_file::parse;
 use ramjet_shared::Published;
 
 struct Counting;

@@ -13,7 +13,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ramjet_control::apply::Applier;
 use ramjet_control::audit::AuditTrail;
 use ramjet_control::compile::{static_routes, Compiler};
-use ramjet_control::static_routes::{parse, StaticRoutes};
+use ramjet_control::routes_file::{parse, StaticRoutes};
 use ramjet_shared::{CertStore, Generation, Published};
 
 /// `routes` rules over `routes / 10` hosts, 10 paths each, 20 backends; `variant` moves one route.

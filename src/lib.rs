@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ramjet_control::audit::{EventSink, Webhook};
+use ramjet_control::cluster::{AuditEvents, ClusterOptions};
 use ramjet_control::compile::ingress::IngressOptions;
-use ramjet_control::kube::{AuditEvents, KubeOptions};
-use ramjet_control::static_routes::StaticRoutes;
+use ramjet_control::routes_file::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
 use ramjet_dataplane::{DataPlane, DataPlaneConfig, IoDriver, Settings};
 use ramjet_shared::{Published, WorkerStats};
@@ -30,7 +30,7 @@ pub enum Source {
     /// `--manifests DIR`: Kubernetes objects in files, re-read every `interval`.
     Manifests { dir: PathBuf, options: IngressOptions, interval: Duration },
     /// Watch a cluster.
-    Cluster(KubeOptions),
+    Cluster(ClusterOptions),
 }
 
 /// Everything the daemon needs, validated.
@@ -79,7 +79,7 @@ impl DaemonConfig {
 pub struct Daemon {
     pub control: ControlHandle,
     /// The cluster source, when watching a cluster.
-    pub cluster: Option<ramjet_control::kube::ClusterHandle>,
+    pub cluster: Option<ramjet_control::cluster::ClusterHandle>,
     pub dataplane: DataPlane,
     pub published: Arc<Published>,
     pub stats: Arc<WorkerStats>,
@@ -146,7 +146,7 @@ impl Daemon {
             }
             Source::Cluster(options) => {
                 let records = audit_events.take().context("audit events")?;
-                cluster = Some(ramjet_control::kube::start(
+                cluster = Some(ramjet_control::cluster::start(
                     &control.runtime,
                     options,
                     control.inputs(),

@@ -11,11 +11,11 @@ use ramjet::cli::{Cli, IoDriverArg, LogFormat};
 use ramjet::{read_token, Daemon, DaemonConfig, Source};
 use ramjet_control::audit::Webhook;
 use ramjet_control::certs::parse_certificate;
+use ramjet_control::cluster::{ClusterOptions, LeaseOptions, StatusAddresses};
 use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
-use ramjet_control::kube::{KubeOptions, LeaseOptions, Publish};
 use ramjet_control::manifests;
-use ramjet_control::static_routes;
+use ramjet_control::routes_file;
 use ramjet_dataplane::{IoDriver, Settings};
 use tracing_subscriber::EnvFilter;
 
@@ -45,7 +45,7 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
     let ingress =
         IngressOptions { ingress_class: cli.ingress_class.clone(), controller_name: cli.controller_name.clone() };
     if let Some(path) = &cli.static_routes {
-        let routes = static_routes::load(path)?;
+        let routes = routes_file::load(path)?;
         for warning in &routes.warnings {
             tracing::warn!("{}: {warning}", path.display());
         }
@@ -91,15 +91,15 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
         }
         return Ok(Some(Source::Manifests { dir: dir.clone(), options: ingress, interval: Duration::from_secs(1) }));
     }
-    let publish = Publish::from_flags(cli.publish_service.as_deref(), cli.publish_address.as_deref())?;
+    let status_addresses = StatusAddresses::from_flags(cli.publish_service.as_deref(), cli.publish_address.as_deref())?;
     let identity = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| format!("ramjet-{}", std::process::id()));
     let lease_namespace = std::env::var("RAMJET_POD_NAMESPACE").ok().filter(|n| !n.is_empty());
     let lease = LeaseOptions::new(cli.election_id.clone(), lease_namespace, identity);
-    let mut options = KubeOptions::new(cli.kubeconfig.clone(), ingress, lease);
+    let mut options = ClusterOptions::new(cli.kubeconfig.clone(), ingress, lease);
     options.watch_namespace = cli.watch_namespace.clone().filter(|n| !n.is_empty());
-    options.publish = publish;
+    options.status_addresses = status_addresses;
     if let Some(path) = &cli.kubeconfig {
         std::fs::metadata(path).with_context(|| format!("--kubeconfig {}", path.display()))?;
     }

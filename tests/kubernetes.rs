@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use apiserver::ApiServer;
 use ramjet::{Daemon, DaemonConfig, Source};
+use ramjet_control::cluster::{ClusterOptions, LeaseOptions, StatusAddresses};
 use ramjet_control::compile::ingress::IngressOptions;
-use ramjet_control::kube::{KubeOptions, LeaseOptions, Publish};
 use ramjet_dataplane::IoDriver;
 use serde_json::Value;
 use support::backend::Backend;
@@ -23,17 +23,17 @@ use support::{eventually, served, temp_dir};
 const SLICES: &str = "discovery.k8s.io/v1/endpointslices";
 const PUBLISHED_IP: &str = "203.0.113.7";
 
-fn options(api: &ApiServer, dir: &Path, identity: &str) -> KubeOptions {
+fn options(api: &ApiServer, dir: &Path, identity: &str) -> ClusterOptions {
     let mut lease = LeaseOptions::new("ramjet-leader", Some("ramjet".into()), identity);
     lease.duration = Duration::from_secs(2);
     lease.retry = Duration::from_millis(100);
-    let mut options = KubeOptions::new(Some(api.kubeconfig(dir)), IngressOptions::default(), lease);
-    options.publish = Publish::Addresses(vec![PUBLISHED_IP.into()]);
+    let mut options = ClusterOptions::new(Some(api.kubeconfig(dir)), IngressOptions::default(), lease);
+    options.status_addresses = StatusAddresses::Addresses(vec![PUBLISHED_IP.into()]);
     options.debounce = Duration::from_millis(5);
     options
 }
 
-fn start(options: KubeOptions) -> Daemon {
+fn start(options: ClusterOptions) -> Daemon {
     // RAMJET_LOG=debug shows what the watcher and the writers do.
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("RAMJET_LOG") {
         let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
@@ -396,7 +396,7 @@ fn status_follows_the_publish_service() {
     };
     api.apply(&lb("198.51.100.10"));
     let mut options = options(&api, &dir, "replica-a");
-    options.publish = Publish::Service { namespace: "ingress".into(), name: "ramjet".into() };
+    options.status_addresses = StatusAddresses::Service { namespace: "ingress".into(), name: "ramjet".into() };
     // Only the Ingress's namespace is watched; the publish Service lives elsewhere.
     options.watch_namespace = Some("shop".into());
     let daemon = start(options);

@@ -22,14 +22,14 @@ const ROWS: u16 = 30;
 const COLS: u16 = 110;
 
 /// A routes file with `n` routes: each generation differs from the one before.
-fn routes(n: usize) -> ramjet_control::static_routes::StaticRoutes {
+fn routes(n: usize) -> ramjet_control::routes_file::StaticRoutes {
     let mut yaml = String::from(
         "backends:\n  hello: { respond: { status: 200, body: \"hello\\n\" } }\ndefaultBackend: hello\nroutes:\n",
     );
     for i in 1..=n {
         yaml.push_str(&format!("  - {{ path: /r{i}, pathType: Prefix, backend: hello }}\n"));
     }
-    ramjet_control::static_routes::parse(&yaml, Path::new("."), "test.yaml").expect("the test routes parse")
+    ramjet_control::routes_file::parse(&yaml, Path::new("."), "test.yaml").expect("the test routes parse")
 }
 
 /// A daemon on loopback with generations 1..=`generations`, generation `generations` serving.
@@ -343,7 +343,7 @@ fn capture_for_the_docs() {
     for i in 1..=4 {
         yaml.push_str(&format!("  - {{ path: /r{i}, pathType: Prefix, backend: hello }}\n"));
     }
-    let parsed = ramjet_control::static_routes::parse(&yaml, Path::new("."), "capture.yaml");
+    let parsed = ramjet_control::routes_file::parse(&yaml, Path::new("."), "capture.yaml");
     daemon.submit(parsed.unwrap());
     wait_for_daemon(&daemon, "generation 5", |g| g["newest"] == 5);
 

@@ -9,7 +9,14 @@
 //! ```
 //!
 //! The applier publishes through [`ramjet_shared::Published`] — certificates, then table — and the
-//! data plane never waits for any of this. [`Control::start`] runs it; [`ControlHandle::submit`]
+//! data plane never waits for any of this. "Publish", "published", "serving" and "apply" each mean
+//! one thing, listed in `ramjet_shared`'s crate documentation.
+//!
+//! Modules by concern: [`routes_file`] reads `--static-routes`, [`manifests`] reads `--manifests`,
+//! [`cluster`] watches and writes to the Kubernetes API (named so it does not shadow the `kube`
+//! crate); [`compile`] turns any of them into a table ([`compile::static_routes`] for a routes
+//! file, [`compile::ingress`] for Kubernetes objects); [`apply`] publishes; [`audit`] says what
+//! changed; [`admin`] answers operators. [`Control::start`] runs it; [`ControlHandle::submit`]
 //! feeds it new configurations (the daemon does so once for `--static-routes`; tests and embedders
 //! may do it as often as they like).
 
@@ -17,13 +24,13 @@ pub mod admin;
 pub mod apply;
 pub mod audit;
 pub mod certs;
+pub mod cluster;
 pub mod compile;
 pub mod history;
-pub mod kube;
 pub mod latest;
 pub mod manifests;
 pub mod metrics;
-pub mod static_routes;
+pub mod routes_file;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -39,7 +46,7 @@ use audit::{AuditTrail, EventSink, Webhook};
 use compile::ingress::ClusterSnapshot;
 use compile::Compiler;
 use metrics::{ControlMetrics, MetricsSources};
-use static_routes::StaticRoutes;
+use routes_file::StaticRoutes;
 
 /// How long the rebuild loop waits for more changes before compiling, so bursts coalesce.
 const DEBOUNCE: Duration = Duration::from_millis(5);

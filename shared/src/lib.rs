@@ -8,6 +8,22 @@
 //! their own [`WorkerCounters`] (relaxed, one cache line per worker), which the control thread sums
 //! for `/metrics`.
 //!
+//! # Words with one meaning each
+//!
+//! * **publish**: make a generation the one new requests use — two pointer stores in
+//!   [`Published`], its certificates first, then its table ([`Published::publish`]). The control
+//!   thread's applier is the only caller; it publishes when it applies a generation (unless a pin
+//!   holds it back), on a rollback and on a release.
+//! * **published**: of a generation, has been published. The history ring's and the admin API's
+//!   `published` flag, and the audit record's (this record put it on the wire).
+//! * [`Published`]: the handle holding what is published now — the two pointers every worker reads.
+//! * **serving**: the generation published last, which workers load now.
+//! * **apply** (control side): take a compiled generation, record it in the history ring, and
+//!   publish it unless pinned.
+//!
+//! The `--publish-service` and `--publish-address` flags keep ingress-nginx's names but are about
+//! something else: the addresses written into Ingress status (`ramjet_control::cluster::StatusAddresses`).
+//!
 //! ```
 //! use std::sync::Arc;
 //! use ramjet_shared::{Backend, BackendKind, Published, RouteTable, TableBuilder, PathKind};

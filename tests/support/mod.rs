@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ramjet::{Daemon, DaemonConfig};
-use ramjet_control::static_routes::{self, StaticRoutes};
+use ramjet_control::routes_file::{self, StaticRoutes};
 use ramjet_dataplane::IoDriver;
 
 /// Both I/O drivers: every data-plane test runs on each.
@@ -17,7 +17,7 @@ pub const DRIVERS: [IoDriver; 2] = [IoDriver::IoUring, IoDriver::Legacy];
 
 /// Parses static routes YAML (relative paths from `dir`).
 pub fn routes_in(yaml: &str, dir: &Path) -> StaticRoutes {
-    static_routes::parse(yaml, dir, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+    routes_file::parse(yaml, dir, "test.yaml").unwrap_or_else(|e| panic!("{e}\n{yaml}"))
 }
 
 pub fn routes(yaml: &str) -> StaticRoutes {

@@ -30,7 +30,7 @@ use rustc_hash::FxHasher;
 
 use super::{Compiler, Draft};
 use crate::certs::{is_expired, parse_certificate};
-use crate::static_routes::validate_host;
+use crate::routes_file::validate_host;
 
 /// `kubernetes.io/ingress.class`: the class before `spec.ingressClassName` existed.
 pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";

@@ -1,11 +1,12 @@
-//! Compiling a static routes file: the same vocabulary as an Ingress, without a cluster.
+//! Compiling a static routes file (read by [`crate::routes_file`]): the same vocabulary as an
+//! Ingress, without a cluster.
 
 use std::sync::Arc;
 
 use ramjet_shared::{BackendKind, PathKind};
 
 use super::{Compiler, Draft};
-use crate::static_routes::{BackendSpec, StaticRoutes};
+use crate::routes_file::{BackendSpec, StaticRoutes};
 
 /// Compiles a parsed static routes file into a draft.
 pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {

@@ -23,8 +23,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ::kube::config::{KubeConfigOptions, Kubeconfig};
-use ::kube::{Client, Config};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
 use ramjet_shared::Diagnostic;
 use tokio::sync::{mpsc, watch as tokio_watch};
 
@@ -38,7 +38,7 @@ pub const FIELD_MANAGER: &str = "ramjet";
 
 /// Where the addresses written into Ingress status come from.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Publish {
+pub enum StatusAddresses {
     /// Write no status.
     #[default]
     Nothing,
@@ -48,26 +48,26 @@ pub enum Publish {
     Addresses(Vec<String>),
 }
 
-impl Publish {
+impl StatusAddresses {
     /// `--publish-service NS/NAME` or `--publish-address A[,B…]`; the service wins when both are given.
-    pub fn from_flags(service: Option<&str>, address: Option<&str>) -> Result<Self, KubeError> {
+    pub fn from_flags(service: Option<&str>, address: Option<&str>) -> Result<Self, ClusterError> {
         if let Some(service) = service {
             let (namespace, name) = service
                 .split_once('/')
                 .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
-                .ok_or_else(|| KubeError::Flag(format!("--publish-service `{service}` is not NAMESPACE/NAME")))?;
-            return Ok(Publish::Service { namespace: namespace.into(), name: name.into() });
+                .ok_or_else(|| ClusterError::Flag(format!("--publish-service `{service}` is not NAMESPACE/NAME")))?;
+            return Ok(StatusAddresses::Service { namespace: namespace.into(), name: name.into() });
         }
         match address {
             Some(a) => {
                 let list: Vec<String> =
                     a.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
                 if list.is_empty() {
-                    return Err(KubeError::Flag("--publish-address is empty".into()));
+                    return Err(ClusterError::Flag("--publish-address is empty".into()));
                 }
-                Ok(Publish::Addresses(list))
+                Ok(StatusAddresses::Addresses(list))
             }
-            None => Ok(Publish::Nothing),
+            None => Ok(StatusAddresses::Nothing),
         }
     }
 }
@@ -101,13 +101,13 @@ impl LeaseOptions {
 
 /// Everything the cluster source needs.
 #[derive(Debug, Clone)]
-pub struct KubeOptions {
+pub struct ClusterOptions {
     /// `--kubeconfig`; without it, the in-cluster configuration (or the usual kubeconfig lookup).
     pub kubeconfig: Option<PathBuf>,
     /// `--watch-namespace`; `None` watches every namespace.
     pub watch_namespace: Option<String>,
     pub ingress: IngressOptions,
-    pub publish: Publish,
+    pub status_addresses: StatusAddresses,
     pub lease: LeaseOptions,
     /// The Events' `reportingInstance`.
     pub instance: String,
@@ -115,13 +115,13 @@ pub struct KubeOptions {
     pub debounce: Duration,
 }
 
-impl KubeOptions {
+impl ClusterOptions {
     pub fn new(kubeconfig: Option<PathBuf>, ingress: IngressOptions, lease: LeaseOptions) -> Self {
-        KubeOptions {
+        ClusterOptions {
             kubeconfig,
             watch_namespace: None,
             ingress,
-            publish: Publish::Nothing,
+            status_addresses: StatusAddresses::Nothing,
             instance: lease.identity.clone(),
             lease,
             debounce: Duration::from_millis(20),
@@ -131,7 +131,7 @@ impl KubeOptions {
 
 /// Why the cluster source could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum KubeError {
+pub enum ClusterError {
     /// A flag has a value that cannot be used.
     #[error("{0}")]
     Flag(String),
@@ -140,24 +140,24 @@ pub enum KubeError {
     Kubeconfig {
         path: String,
         #[source]
-        source: ::kube::config::KubeconfigError,
+        source: kube::config::KubeconfigError,
     },
     /// No usable configuration: neither in-cluster nor a kubeconfig.
     #[error("cannot find how to reach the Kubernetes API (not in a cluster, and no kubeconfig): {0}")]
-    Infer(#[from] ::kube::config::InferConfigError),
+    Infer(#[from] kube::config::InferConfigError),
     /// The client could not be built from the configuration.
     #[error("cannot build the Kubernetes client: {0}")]
-    Client(#[from] ::kube::Error),
+    Client(#[from] kube::Error),
     /// The control thread stopped before the client was ready.
     #[error("the control thread stopped while connecting to the cluster")]
     Stopped,
 }
 
 /// Reads the client configuration: `--kubeconfig`, else in-cluster, else the usual kubeconfig.
-async fn connect(options: &KubeOptions) -> Result<(Client, String), KubeError> {
+async fn connect(options: &ClusterOptions) -> Result<(Client, String), ClusterError> {
     let config = match &options.kubeconfig {
         Some(path) => {
-            let kubeconfig_error = |source| KubeError::Kubeconfig { path: path.display().to_string(), source };
+            let kubeconfig_error = |source| ClusterError::Kubeconfig { path: path.display().to_string(), source };
             let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
             Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(kubeconfig_error)?
         }
@@ -190,11 +190,11 @@ impl ClusterHandle {
 /// rebuild loop's report of every compile; `audit` carries the audit records to turn into Events.
 pub fn start(
     runtime: &tokio::runtime::Handle,
-    options: KubeOptions,
+    options: ClusterOptions,
     inputs: mpsc::UnboundedSender<Input>,
     diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
     audit: AuditEventsReceiver,
-) -> Result<ClusterHandle, KubeError> {
+) -> Result<ClusterHandle, ClusterError> {
     let (ready, connected) = std::sync::mpsc::channel();
     let (stop_election, stop) = tokio::sync::oneshot::channel();
     runtime.spawn(async move {
@@ -208,14 +208,14 @@ pub fn start(
         let _ = ready.send(Ok(()));
         run(client, default_namespace, options, inputs, diagnostics, audit, stop).await;
     });
-    connected.recv().map_err(|_| KubeError::Stopped)??;
+    connected.recv().map_err(|_| ClusterError::Stopped)??;
     Ok(ClusterHandle { stop_election: Some(stop_election) })
 }
 
 async fn run(
     client: Client,
     default_namespace: String,
-    options: KubeOptions,
+    options: ClusterOptions,
     inputs: mpsc::UnboundedSender<Input>,
     diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
     audit: AuditEventsReceiver,

@@ -1,5 +1,6 @@
-//! The static routes file (`--static-routes FILE`): backends, routes, TLS and a default backend in
-//! YAML, with Kubernetes' vocabulary. Every mistake is refused with the file, line and field.
+//! Reading the static routes file (`--static-routes FILE`): backends, routes, TLS and a default
+//! backend in YAML, with Kubernetes' vocabulary. Every mistake is refused with the file, line and
+//! field. [`crate::compile::static_routes`] compiles what this module reads.
 //!
 //! ```yaml
 //! backends:

@@ -12,16 +12,16 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use ::kube::api::{Patch, PatchParams};
-use ::kube::{Api, Client};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::networking::v1::{Ingress, IngressLoadBalancerIngress};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
 use serde_json::json;
 use tokio::sync::watch;
 
 use super::events::{ingress_reference, EventWriter, NewEvent};
 use super::watch::Stores;
-use super::{KubeOptions, Publish, FIELD_MANAGER};
+use super::{ClusterOptions, StatusAddresses, FIELD_MANAGER};
 use crate::compile::ingress::ClassSelector;
 
 /// Writes of the same value to the same Ingress that someone else undid, before ramjet gives up.
@@ -64,13 +64,13 @@ fn entry_address(e: &IngressLoadBalancerIngress) -> Option<Address> {
     }
 }
 
-/// What status should say, or `None` when there is nothing to say yet (no publish source, or the
-/// publish Service does not exist).
-fn desired(publish: &Publish, service: Option<&Service>) -> Option<Vec<Address>> {
-    let mut addresses = match publish {
-        Publish::Nothing => return None,
-        Publish::Addresses(list) => list.iter().map(|a| Address::parse(a)).collect(),
-        Publish::Service { .. } => {
+/// What status should say, or `None` when there is nothing to say yet (no address source, or the
+/// `--publish-service` Service does not exist).
+fn desired(source: &StatusAddresses, service: Option<&Service>) -> Option<Vec<Address>> {
+    let mut addresses = match source {
+        StatusAddresses::Nothing => return None,
+        StatusAddresses::Addresses(list) => list.iter().map(|a| Address::parse(a)).collect(),
+        StatusAddresses::Service { .. } => {
             let service = service?;
             let lb = service.status.as_ref().and_then(|s| s.load_balancer.as_ref()).and_then(|l| l.ingress.as_ref());
             let mut found: Vec<Address> = lb
@@ -109,11 +109,11 @@ struct Written {
 pub async fn run(
     client: Client,
     stores: Stores,
-    options: Arc<KubeOptions>,
+    options: Arc<ClusterOptions>,
     mut leader: watch::Receiver<bool>,
     events: EventWriter,
 ) {
-    if options.publish == Publish::Nothing {
+    if options.status_addresses == StatusAddresses::Nothing {
         return;
     }
     stores.ready().await;
@@ -134,12 +134,12 @@ pub async fn run(
 async fn sync(
     client: &Client,
     stores: &Stores,
-    options: &KubeOptions,
+    options: &ClusterOptions,
     events: &EventWriter,
     written: &mut HashMap<(String, String), Written>,
 ) {
-    let service = stores.publish_service.as_ref().and_then(|s| s.state().into_iter().next());
-    let Some(want) = desired(&options.publish, service.as_deref()) else { return };
+    let service = stores.status_service.as_ref().and_then(|s| s.state().into_iter().next());
+    let Some(want) = desired(&options.status_addresses, service.as_deref()) else { return };
     let selector = ClassSelector::new(&stores.classes.state(), &options.ingress);
     let ours: Vec<Arc<Ingress>> = stores.ingresses.state().into_iter().filter(|i| selector.selects(i)).collect();
     written.retain(|(ns, name), _| {
@@ -209,7 +209,7 @@ async fn sync(
                     },
                 );
             }
-            Err(::kube::Error::Api(s)) if s.code == 403 => {
+            Err(kube::Error::Api(s)) if s.code == 403 => {
                 tracing::debug!(ingress = %format!("{namespace}/{name}"), "not allowed to write Ingress status: {}", s.message);
             }
             Err(e) => {
@@ -225,7 +225,8 @@ mod tests {
 
     #[test]
     fn addresses_come_from_flags_or_the_service() {
-        let flags = Publish::Addresses(vec!["203.0.113.7".into(), "lb.example.com".into(), "203.0.113.7".into()]);
+        let flags =
+            StatusAddresses::Addresses(vec!["203.0.113.7".into(), "lb.example.com".into(), "203.0.113.7".into()]);
         assert_eq!(
             desired(&flags, None),
             Some(vec![Address::Ip("203.0.113.7".into()), Address::Hostname("lb.example.com".into())])
@@ -235,9 +236,9 @@ mod tests {
             "status": { "loadBalancer": { "ingress": [{ "ip": "198.51.100.1" }] } }
         }))
         .unwrap();
-        let publish = Publish::Service { namespace: "ingress".into(), name: "ramjet".into() };
-        assert_eq!(desired(&publish, Some(&service)), Some(vec![Address::Ip("198.51.100.1".into())]));
-        assert_eq!(desired(&publish, None), None);
-        assert_eq!(desired(&Publish::Nothing, Some(&service)), None);
+        let source = StatusAddresses::Service { namespace: "ingress".into(), name: "ramjet".into() };
+        assert_eq!(desired(&source, Some(&service)), Some(vec![Address::Ip("198.51.100.1".into())]));
+        assert_eq!(desired(&source, None), None);
+        assert_eq!(desired(&StatusAddresses::Nothing, Some(&service)), None);
     }
 }

@@ -11,10 +11,10 @@
 
 use std::time::{Duration, Instant};
 
-use ::kube::api::PostParams;
-use ::kube::{Api, Client};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
+use kube::{Api, Client};
 use tokio::sync::{oneshot, watch};
 
 use super::LeaseOptions;
@@ -25,7 +25,7 @@ struct Observed {
     at: Instant,
 }
 
-/// Runs the election, publishing whether this replica leads, until `stop` says to give up: then
+/// Runs the election, reporting whether this replica leads, until `stop` says to give up: then
 /// the Lease is released (when held) and the sender `stop` carried is told.
 pub async fn elect(
     client: Client,
@@ -53,7 +53,7 @@ pub async fn elect(
                 }
             }
             Err(e) => {
-                let forbidden = matches!(&e, ::kube::Error::Api(s) if s.code == 403);
+                let forbidden = matches!(&e, kube::Error::Api(s) if s.code == 403);
                 if forbidden && !forbidden_logged {
                     tracing::warn!(lease = %options.name, namespace, "not allowed to use the Lease, so this replica never writes Ingress status: {e}");
                     forbidden_logged = true;
@@ -87,7 +87,7 @@ pub async fn elect(
 
 /// Gives the Lease up if this replica holds it: no holder, and a renew time of now, so any replica
 /// takes it at its next round.
-async fn release(api: &Api<Lease>, options: &LeaseOptions) -> Result<(), ::kube::Error> {
+async fn release(api: &Api<Lease>, options: &LeaseOptions) -> Result<(), kube::Error> {
     let Some(mut lease) = api.get_opt(&options.name).await? else { return Ok(()) };
     let spec = lease.spec.get_or_insert_with(Default::default);
     if spec.holder_identity.as_deref() != Some(options.identity.as_str()) {
@@ -103,7 +103,7 @@ async fn try_lead(
     api: &Api<Lease>,
     options: &LeaseOptions,
     observed: &mut Option<Observed>,
-) -> Result<bool, ::kube::Error> {
+) -> Result<bool, kube::Error> {
     let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
     let seconds = options.duration.as_secs().max(1) as i32;
     let Some(mut lease) = api.get_opt(&options.name).await? else {
@@ -146,10 +146,10 @@ async fn try_lead(
 }
 
 /// A 409 means another replica won this round.
-fn conflict_is_false(result: Result<Lease, ::kube::Error>) -> Result<bool, ::kube::Error> {
+fn conflict_is_false(result: Result<Lease, kube::Error>) -> Result<bool, kube::Error> {
     match result {
         Ok(_) => Ok(true),
-        Err(::kube::Error::Api(s)) if s.code == 409 => Ok(false),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
         Err(e) => Err(e),
     }
 }

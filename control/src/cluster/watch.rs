@@ -10,18 +10,18 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
 
-use ::kube::runtime::reflector::{self, Store};
-use ::kube::runtime::watcher::{self, Event};
-use ::kube::runtime::WatchStreamExt;
-use ::kube::{Api, Client, Resource};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch, Notify};
 
-use super::{KubeOptions, Publish};
+use super::{ClusterOptions, StatusAddresses};
 use crate::compile::ingress::{ClusterSnapshot, TLS_SECRET_TYPE};
 use crate::Input;
 
@@ -34,10 +34,10 @@ pub struct Stores {
     pub slices: Store<EndpointSlice>,
     pub secrets: Store<Secret>,
     /// The `--publish-service` Service (watched on its own: it may be outside `--watch-namespace`).
-    pub publish_service: Option<Store<Service>>,
+    pub status_service: Option<Store<Service>>,
     /// Any change to the compiler's inputs.
     pub changed: Arc<Notify>,
-    /// Any change to Ingresses, IngressClasses or the publish Service (what status depends on).
+    /// Any change to Ingresses, IngressClasses or the `--publish-service` Service (what status depends on).
     pub status_changed: Arc<Notify>,
     /// Turns true once every store has finished its first list.
     listed: watch::Receiver<bool>,
@@ -45,7 +45,7 @@ pub struct Stores {
 
 impl Stores {
     /// Starts one watcher per kind.
-    pub fn start(client: &Client, options: &KubeOptions) -> Self {
+    pub fn start(client: &Client, options: &ClusterOptions) -> Self {
         let changed = Arc::new(Notify::new());
         let status_changed = Arc::new(Notify::new());
         let ns = options.watch_namespace.as_deref();
@@ -57,8 +57,8 @@ impl Stores {
         let slices = reflect(api(client, ns), watcher::Config::default(), &compile_only);
         let tls_only = watcher::Config::default().fields(&format!("type={TLS_SECRET_TYPE}"));
         let secrets = reflect(api(client, ns), tls_only, &compile_only);
-        let publish_service = match &options.publish {
-            Publish::Service { namespace, name } => Some(reflect(
+        let status_service = match &options.status_addresses {
+            StatusAddresses::Service { namespace, name } => Some(reflect(
                 Api::namespaced(client.clone(), namespace),
                 watcher::Config::default().fields(&format!("metadata.name={name}")),
                 std::slice::from_ref(&status_changed),
@@ -69,7 +69,7 @@ impl Stores {
         // the last task that polled it (a oneshot underneath), so several waiters would hang.
         let (listed_tx, listed) = watch::channel(false);
         let waiting = (classes.clone(), ingresses.clone(), services.clone(), slices.clone(), secrets.clone());
-        let publish = publish_service.clone();
+        let status_service_store = status_service.clone();
         tokio::spawn(async move {
             let (classes, ingresses, services, slices, secrets) = waiting;
             let _ = futures::join!(
@@ -79,12 +79,12 @@ impl Stores {
                 slices.wait_until_ready(),
                 secrets.wait_until_ready(),
             );
-            if let Some(s) = publish {
+            if let Some(s) = status_service_store {
                 let _ = s.wait_until_ready().await;
             }
             let _ = listed_tx.send(true);
         });
-        Stores { classes, ingresses, services, slices, secrets, publish_service, changed, status_changed, listed }
+        Stores { classes, ingresses, services, slices, secrets, status_service, changed, status_changed, listed }
     }
 
     /// Waits until every store has finished its first list.
@@ -94,7 +94,7 @@ impl Stores {
     }
 
     /// What the stores hold now.
-    pub fn snapshot(&self, options: &KubeOptions) -> ClusterSnapshot {
+    pub fn snapshot(&self, options: &ClusterOptions) -> ClusterSnapshot {
         ClusterSnapshot {
             options: Arc::new(options.ingress.clone()),
             ingress_classes: self.classes.state(),
@@ -108,7 +108,7 @@ impl Stores {
 
     /// After every first list, hands a snapshot to the rebuild loop, and again after every change
     /// (changes within `options.debounce` of each other make one snapshot).
-    pub async fn feed(self, options: Arc<KubeOptions>, inputs: mpsc::UnboundedSender<Input>) {
+    pub async fn feed(self, options: Arc<ClusterOptions>, inputs: mpsc::UnboundedSender<Input>) {
         self.ready().await;
         tracing::info!(
             ingresses = self.ingresses.state().len(),

@@ -13,17 +13,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ::kube::api::PostParams;
-use ::kube::runtime::reflector::Store;
-use ::kube::{Api, Client};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::PostParams;
+use kube::runtime::reflector::Store;
+use kube::{Api, Client};
 use ramjet_shared::Diagnostic;
 use tokio::sync::{mpsc, watch};
 
-use super::KubeOptions;
+use super::ClusterOptions;
 use crate::audit::{AuditRecord, EventSink};
 
 /// The namespace of Events about cluster-scoped objects (our IngressClass), as kubectl expects.
@@ -72,7 +72,7 @@ pub struct NewEvent {
 }
 
 impl EventWriter {
-    pub fn new(client: Client, options: &KubeOptions) -> Self {
+    pub fn new(client: Client, options: &ClusterOptions) -> Self {
         EventWriter {
             client,
             controller: options.ingress.controller_name.clone(),
@@ -112,7 +112,7 @@ impl EventWriter {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
         match api.create(&PostParams::default(), &object).await {
             Ok(_) => true,
-            Err(::kube::Error::Api(status)) if status.code == 403 => {
+            Err(kube::Error::Api(status)) if status.code == 403 => {
                 tracing::debug!(reason = event.reason, "not allowed to create Events; skipped: {}", status.message);
                 false
             }
@@ -141,7 +141,7 @@ pub fn ingress_reference(ingress: &Ingress) -> ObjectReference {
 pub async fn write_audit(
     writer: EventWriter,
     classes: Store<IngressClass>,
-    options: Arc<KubeOptions>,
+    options: Arc<ClusterOptions>,
     mut records: AuditEventsReceiver,
 ) {
     while let Some(record) = records.0.recv().await {
@@ -218,5 +218,5 @@ pub async fn report_diagnostics(
 /// The Ingress a diagnostic names (`Ingress namespace/name`).
 fn find_ingress(store: &Store<Ingress>, object: &str) -> Option<Arc<Ingress>> {
     let (namespace, name) = object.strip_prefix("Ingress ")?.split_once('/')?;
-    store.get(&::kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+    store.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
 }
