@@ -172,7 +172,7 @@ fn forwarded_headers_are_set_and_hop_by_hop_removed() {
             "GET /h HTTP/1.1\r\nHost: Example.com:8080\r\nConnection: keep-alive, X-Private\r\nX-Private: secret\r\nX-Forwarded-For: 6.6.6.6\r\nKeep-Alive: 10\r\nX-Custom: yes\r\n\r\n",
         );
         let body = &resp.body;
-        assert!(body.contains("header=Host: Example.com:8080"), "{body}");
+        assert!(body.contains("header=host: Example.com:8080"), "{body}");
         assert!(body.contains("header=x-forwarded-for: 127.0.0.1"), "{body}");
         assert!(body.contains("header=x-forwarded-proto: http"), "{body}");
         assert!(body.contains("header=x-forwarded-host: Example.com:8080"), "{body}");
@@ -278,7 +278,6 @@ fn malformed_and_smuggling_requests_are_refused() {
         for raw in [
             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
-            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
             "GET / HTTP/1.1\r\nHost : h\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: h\r\nX: a\r\n b\r\n\r\n",
             "GET / HTTP/1.1\r\n\r\n",
@@ -287,6 +286,9 @@ fn malformed_and_smuggling_requests_are_refused() {
             let r = request(addr, raw);
             assert_eq!((r.status, r.header("connection")), (400, Some("close")), "{driver:?} {raw:?}");
         }
+        // A transfer coding ramjet does not implement.
+        let r = request(addr, "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n");
+        assert_eq!((r.status, r.header("connection")), (501, Some("close")), "{driver:?}");
         // Bad chunk sizes are refused before anything reaches a backend.
         let b = Backend::start("b");
         let d2 = daemon(&proxy_all_to(&b), driver);

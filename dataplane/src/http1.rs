@@ -1,16 +1,21 @@
-//! HTTP/1.x towards clients: the per-connection loop.
+//! HTTP/1.x towards clients: one [`ClientConn`] per connection, one exchange per request.
 //!
 //! ```text
-//! wait for bytes ─▶ parse head in place ─▶ load generation ─▶ route ─┬─ direct response
-//!      ▲                                                            ├─ 404 / redirect
-//!      │                                                            └─ proxy: endpoint ─▶ pooled connect
-//!      │                                                                 ─▶ head + body ─▶ response head
+//! wait for bytes ─▶ parse head in place ─▶ load generation ─▶ route ─┬─ reply (404, 308, direct)
+//!      ▲                                                            └─ proxy: buffer a small body ─▶
+//!      │                                                                 endpoint ─▶ pooled connect ─▶
+//!      │                                                                 head + body ─▶ response head
 //!      └──────────── keep-alive ◀── account ◀── stream body back ◀──────────┘   (101: tunnel both ways)
 //! ```
+//!
+//! Every failure on the way becomes a [`Failure`] and goes through [`ClientConn::fail`], which counts
+//! it, logs one line, and answers as [`rescue`] says.
 
+mod body;
 mod chunked;
 mod head;
 mod proxy;
+mod reply;
 
 pub use chunked::{ChunkError, ChunkedDecoder};
 pub use head::{parse_request, parse_response, ConnFacts, Framing, RequestHead, ResponsePlan, MAX_HEAD};
@@ -19,11 +24,13 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split, Splita
 use ramjet_shared::{normalize_host, BackendKind, RouteTable};
 
 use crate::buf::{write_vec, ReadBuf};
-use crate::error::{error_response, ProxyError};
+use crate::error::{rescue, Failure, ProxyError};
 use crate::upstream::UpstreamConn;
 use crate::worker::Worker;
+use body::Body;
+use reply::{render, Reply};
 
-/// Client read buffer: the largest accepted head plus room for pipelined bytes behind it.
+/// Client read buffer: the largest accepted head plus room for a small body or pipelined requests.
 pub const CLIENT_BUFFER: usize = MAX_HEAD + 4096;
 /// Upstream read buffer.
 pub const UPSTREAM_BUFFER: usize = 32 * 1024;
@@ -36,183 +43,234 @@ pub(crate) enum Next {
     Tunnel(UpstreamConn),
 }
 
+/// A client connection: its stream, the bytes read and not yet consumed, the buffer heads are
+/// written into, and the facts every upstream head carries. Every read and write on it has a
+/// deadline from the worker's settings.
+pub(crate) struct ClientConn<'w, S> {
+    pub worker: &'w Worker,
+    pub stream: S,
+    pub buf: ReadBuf,
+    pub out: Vec<u8>,
+    pub facts: &'w ConnFacts,
+    /// The current request has body bytes that have not been read yet: after an early answer the
+    /// connection cannot carry another request.
+    pub body_pending: bool,
+    first: bool,
+}
+
 /// Serves one client connection until it closes, fails, or is upgraded.
-pub(crate) async fn serve<S>(worker: &Worker, mut client: S, facts: &ConnFacts)
+pub(crate) async fn serve<S>(worker: &Worker, stream: S, facts: &ConnFacts)
 where
     S: AsyncReadRent + AsyncWriteRent + Split + 'static,
 {
-    let mut cbuf = ReadBuf::new(worker.client_buffers.take());
-    let mut out = worker.out_buffers.take();
-    let mut first = true;
+    let mut conn = ClientConn {
+        worker,
+        stream,
+        buf: ReadBuf::new(worker.client_buffers.take()),
+        out: worker.out_buffers.take(),
+        facts,
+        body_pending: false,
+        first: true,
+    };
     let tunnel = loop {
-        match exchange(worker, &mut client, &mut cbuf, &mut out, facts, first).await {
-            Next::KeepAlive => first = false,
+        match exchange(&mut conn).await {
+            Next::KeepAlive => conn.first = false,
             Next::Close => break None,
             Next::Tunnel(up) => break Some(up),
         }
     };
+    worker.out_buffers.give(std::mem::take(&mut conn.out));
     if let Some(up) = tunnel {
-        relay(client, cbuf, up).await;
+        relay(conn.stream, conn.buf, up).await;
     } else {
-        let _ = client.shutdown().await;
-        worker.client_buffers.give(cbuf.into_inner());
+        let _ = conn.stream.shutdown().await;
+        worker.client_buffers.give(conn.buf.into_inner());
     }
-    worker.out_buffers.give(out);
+}
+
+impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
+    /// Waits for the next request and parses its head (the upstream head is left in `out`).
+    /// `Ok(None)`: close without a word (idle timeout, drain, end of stream).
+    async fn read_head(&mut self) -> Result<Option<RequestHead>, ProxyError> {
+        let settings = &self.worker.settings;
+        if self.buf.is_empty() {
+            let wait = if self.first { settings.header_timeout } else { settings.keepalive_timeout };
+            let read = monoio::select! {
+                r = monoio::time::timeout(wait, self.buf.fill(&mut self.stream)) => r,
+                _ = self.worker.drain.wait() => return Ok(None),
+            };
+            match read {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return Ok(None),
+            }
+        }
+        // Read more while the head is incomplete, within the header timeout.
+        let mut deadline = None;
+        loop {
+            match parse_request(self.buf.data(), self.facts, &mut self.out)? {
+                Some(head) => {
+                    self.body_pending = head.body.has_body();
+                    return Ok(Some(head));
+                }
+                None if self.buf.room() == 0 => return Err(ProxyError::HeadTooLarge),
+                None => {
+                    let deadline =
+                        *deadline.get_or_insert_with(|| monoio::time::Instant::now() + settings.header_timeout);
+                    match monoio::time::timeout_at(deadline, self.buf.fill(&mut self.stream)).await {
+                        Ok(Ok(n)) if n > 0 => {}
+                        Ok(_) => return Ok(None),
+                        Err(_) => return Err(ProxyError::HeaderTimeout),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads more of the request (its body) within the body timeout.
+    async fn fill_body(&mut self) -> Result<(), ProxyError> {
+        match monoio::time::timeout(self.worker.settings.client_body_timeout, self.buf.fill(&mut self.stream)).await {
+            Ok(Ok(n)) if n > 0 => Ok(()),
+            Ok(_) => Err(ProxyError::ClientGone),
+            Err(_) => Err(ProxyError::BodyTimeout),
+        }
+    }
+
+    /// Writes `out` to the client within the write timeout.
+    async fn write_out(&mut self) -> Result<(), ProxyError> {
+        match monoio::time::timeout(
+            self.worker.settings.client_write_timeout,
+            write_vec(&mut self.stream, &mut self.out),
+        )
+        .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(ProxyError::ClientGone),
+            Err(_) => Err(ProxyError::ClientWriteTimeout),
+        }
+    }
+
+    /// Writes `bytes` to the client within the write timeout.
+    async fn write_static(&mut self, bytes: &'static [u8]) -> Result<(), ProxyError> {
+        match monoio::time::timeout(self.worker.settings.client_write_timeout, self.stream.write_all(bytes)).await {
+            Ok((Ok(_), _)) => Ok(()),
+            Ok((Err(_), _)) => Err(ProxyError::ClientGone),
+            Err(_) => Err(ProxyError::ClientWriteTimeout),
+        }
+    }
+
+    /// Consumes the request body (the head is consumed already) if all of it is in the buffer, so
+    /// that an early answer can keep the connection.
+    fn discard_buffered_body(&mut self, head: &RequestHead) {
+        if let Some(n) = buffered_body_len(head, self.buf.data()) {
+            self.buf.consume(n);
+            self.body_pending = false;
+        }
+    }
+
+    /// Writes an answer ramjet makes itself; the request head has been consumed.
+    async fn reply(&mut self, reply: Reply<'_>, keep_alive: bool) -> Next {
+        let keep = keep_alive && !self.body_pending;
+        let status = reply.status();
+        render(&reply, !keep, &self.worker.clock.date(), &mut self.out);
+        self.finish(status, keep).await
+    }
+
+    async fn finish(&mut self, status: u16, keep: bool) -> Next {
+        self.worker.counters().request(status);
+        match self.write_out().await {
+            Ok(()) if keep => Next::KeepAlive,
+            _ => Next::Close,
+        }
+    }
+
+    /// The one way out of a failed request: count it, log one line, answer as [`rescue`] says.
+    async fn fail(&mut self, failure: Failure, keep_alive: bool) -> Next {
+        let worker = self.worker;
+        if let Some(kind) = failure.error.upstream_kind() {
+            worker.counters().upstream_error(kind);
+        }
+        let answer = rescue(&failure);
+        tracing::debug!(
+            target: "ramjet::request",
+            worker = worker.id,
+            status = answer.status,
+            side = ?failure.error.side(),
+            upstream = ?failure.upstream,
+            io = ?failure.io,
+            error = %failure.error,
+            "request failed"
+        );
+        match answer.status {
+            Some(status) => {
+                let keep = keep_alive && answer.keep && !self.body_pending;
+                render(&Reply::Status(status), !keep, &worker.clock.date(), &mut self.out);
+                self.finish(status, keep).await
+            }
+            None => Next::Close,
+        }
+    }
 }
 
 /// One request and its response.
-async fn exchange<S>(
-    worker: &Worker,
-    client: &mut S,
-    cbuf: &mut ReadBuf,
-    out: &mut Vec<u8>,
-    facts: &ConnFacts,
-    first: bool,
-) -> Next
+async fn exchange<S>(conn: &mut ClientConn<'_, S>) -> Next
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
-    let settings = &worker.settings;
-    // Wait for the next request: a silent close on idle timeout or drain, never a half answer.
-    if cbuf.is_empty() {
-        let wait = if first { settings.header_timeout } else { settings.keepalive_timeout };
-        let read = monoio::select! {
-            r = monoio::time::timeout(wait, cbuf.fill(client)) => r,
-            _ = worker.drain.wait() => return Next::Close,
-        };
-        match read {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return Next::Close,
-        }
-    }
-
-    // Parse in place; read more while the head is incomplete, within the header timeout.
-    let mut deadline = None;
-    let head = loop {
-        match parse_request(cbuf.data(), facts, out) {
-            Ok(Some(head)) => break head,
-            Ok(None) if cbuf.room() == 0 => return reject(worker, client, ProxyError::HeadTooLarge).await,
-            Ok(None) => {
-                let deadline = *deadline.get_or_insert_with(|| monoio::time::Instant::now() + settings.header_timeout);
-                match monoio::time::timeout_at(deadline, cbuf.fill(client)).await {
-                    Ok(Ok(n)) if n > 0 => {}
-                    Ok(_) => return Next::Close,
-                    Err(_) => return reject(worker, client, ProxyError::HeaderTimeout).await,
-                }
-            }
-            Err(e) => return reject(worker, client, e).await,
-        }
+    let head = match conn.read_head().await {
+        Ok(Some(head)) => head,
+        Ok(None) => return Next::Close,
+        Err(e) => return conn.fail(e.into(), false).await,
     };
-
+    let worker = conn.worker;
     // One generation for the whole life of this request.
     let generation = worker.generation();
     let table: &RouteTable = &generation.table;
-    let data = cbuf.data();
+    let keep_alive = head.keep_alive && !worker.drain.is_fired();
+    let data = conn.buf.data();
     let host = std::str::from_utf8(&data[head.host.clone()]).unwrap_or("");
     let target = std::str::from_utf8(&data[head.target.clone()]).unwrap_or("/");
-    let target = if target.is_empty() { "/" } else { target };
-    let keep_alive = head.keep_alive && !worker.drain.is_fired();
-    if !facts.tls && table.has_ssl_redirects() {
-        let mut buf = [0u8; 256];
-        if let Some(h) = normalize_host(host, &mut buf).filter(|h| table.redirects_to_https(h)) {
-            // 308 keeps the method and body; the request body, if any, is not read.
-            let keep = keep_alive && head.body == Framing::None;
-            out.clear();
-            out.extend_from_slice(b"HTTP/1.1 308 Permanent Redirect\r\nlocation: https://");
-            out.extend_from_slice(h.as_bytes());
-            out.extend_from_slice(target.as_bytes());
-            out.extend_from_slice(if keep {
-                b"\r\ncontent-length: 0\r\n\r\n"
-            } else {
-                b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-            });
-            cbuf.consume(head.head_len);
-            worker.counters().request(308);
-            return match write_vec(client, out).await {
-                Ok(()) if keep => Next::KeepAlive,
-                _ => Next::Close,
-            };
+    let target = if target.starts_with('/') { target } else { "/" };
+    if !conn.facts.tls && table.has_ssl_redirects() {
+        let mut host_buf = [0u8; 256];
+        if let Some(h) = normalize_host(host, &mut host_buf).filter(|h| table.redirects_to_https(h)) {
+            // 308 keeps the method and body; the body is not read (skipped if it is all here).
+            let body = buffered_body_len(&head, &data[head.head_len..]);
+            let keep = keep_alive && body.is_some();
+            let reply = Reply::HttpsRedirect { host: h.as_bytes(), target: target.as_bytes() };
+            render(&reply, !keep, &worker.clock.date(), &mut conn.out);
+            conn.buf.consume(head.head_len + body.unwrap_or(0));
+            return conn.finish(308, keep).await;
         }
     }
     let route = table.route(host, target);
-    cbuf.consume(head.head_len);
+    conn.buf.consume(head.head_len);
 
     let Some(route) = route else {
-        let keep = keep_alive && skip_buffered_body(&head, cbuf);
-        return answer(worker, client, 404, error_response(404, !keep), keep).await;
+        conn.discard_buffered_body(&head);
+        return conn.fail(ProxyError::NoRoute.into(), keep_alive).await;
     };
     match &route.backend.kind {
         BackendKind::Respond(direct) => {
-            let keep = keep_alive && skip_buffered_body(&head, cbuf);
-            out.clear();
-            out.extend_from_slice(&direct.head);
-            out.extend_from_slice(if keep { b"\r\n" } else { b"connection: close\r\n\r\n" });
-            if !head.is_head {
-                out.extend_from_slice(&direct.body);
-            }
-            worker.counters().request(direct.status);
-            match write_vec(client, out).await {
-                Ok(()) if keep => Next::KeepAlive,
-                _ => Next::Close,
-            }
+            conn.discard_buffered_body(&head);
+            conn.reply(Reply::Direct { response: direct, is_head: head.is_head }, keep_alive).await
         }
         BackendKind::Endpoints(endpoints) => {
-            match proxy::forward(worker, client, cbuf, out, &head, route.backend.slot, endpoints, keep_alive).await {
+            match proxy::forward(conn, &head, route.backend.slot, endpoints, keep_alive).await {
                 Ok((status, next)) => {
                     worker.counters().request(status);
                     next
                 }
-                Err((error, response_started)) => {
-                    if let Some(kind) = error.upstream_kind() {
-                        worker.counters().upstream_error(kind);
-                    }
-                    tracing::debug!(worker = worker.id, %error, "request failed");
-                    match error.status() {
-                        Some(status) if !response_started => {
-                            let keep = keep_alive && error.keeps_connection() && head.body == Framing::None;
-                            answer(worker, client, status, error_response(status, !keep), keep).await
-                        }
-                        _ => Next::Close,
-                    }
-                }
+                Err(failure) => conn.fail(failure, keep_alive).await,
             }
         }
     }
 }
 
-/// Consumes a request body that is entirely in the buffer already, so the connection can serve the
-/// next request; `false` when the body is not all there (the connection must close).
-fn skip_buffered_body(head: &RequestHead, cbuf: &mut ReadBuf) -> bool {
-    match head.body {
-        Framing::None => true,
-        Framing::Length(n) if (n as usize) <= cbuf.len() => {
-            cbuf.consume(n as usize);
-            true
-        }
-        _ => false,
-    }
-}
-
-async fn answer<S: AsyncWriteRent>(
-    worker: &Worker,
-    client: &mut S,
-    status: u16,
-    bytes: &'static [u8],
-    keep: bool,
-) -> Next {
-    worker.counters().request(status);
-    match client.write_all(bytes).await {
-        (Ok(_), _) if keep => Next::KeepAlive,
-        _ => Next::Close,
-    }
-}
-
-/// Answers a request that could not be read, then closes.
-async fn reject<S: AsyncWriteRent>(worker: &Worker, client: &mut S, error: ProxyError) -> Next {
-    match error.status() {
-        Some(status) => answer(worker, client, status, error_response(status, true), false).await,
-        None => Next::Close,
-    }
+/// The length of the request body if `data` (what follows the head) holds all of it.
+fn buffered_body_len(head: &RequestHead, data: &[u8]) -> Option<usize> {
+    let mut probe = Body::new(head.body);
+    let n = probe.advance(data, |_, _| {}).ok()?;
+    probe.is_done().then_some(n)
 }
 
 /// After a `101 Switching Protocols`: bytes flow both ways until either side closes. A new

@@ -12,6 +12,7 @@
 //! This crate never depends on tokio and takes no lock on the request path.
 
 mod buf;
+mod clock;
 mod drain;
 mod error;
 pub mod http1;
@@ -20,7 +21,7 @@ mod tls;
 mod upstream;
 mod worker;
 
-pub use error::{error_response, ProxyError};
+pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use listener::{bind_shared, ListenError};
 pub use tls::{server_config, SniResolver};
 
@@ -40,6 +41,12 @@ use rustls::ServerConfig;
 pub struct Settings {
     /// A client must send a complete request head within this time.
     pub header_timeout: Duration,
+    /// Each read of a request body must bring bytes within this time (408 otherwise).
+    pub client_body_timeout: Duration,
+    /// Each write to a client must complete within this time, or the connection is closed: a client
+    /// that stops reading cannot hold its task and an upstream connection. With 32 KiB writes, the
+    /// default is a minimum rate of about 550 bytes/s.
+    pub client_write_timeout: Duration,
     /// An idle keep-alive client connection is closed after this time.
     pub keepalive_timeout: Duration,
     /// Connect, send and each wait for upstream bytes must finish within this time (504 otherwise).
@@ -54,6 +61,8 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             header_timeout: Duration::from_secs(10),
+            client_body_timeout: Duration::from_secs(60),
+            client_write_timeout: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(60),
             upstream_timeout: Duration::from_secs(60),
             upstream_idle_timeout: Duration::from_secs(30),
@@ -162,10 +171,10 @@ impl DataPlane {
                             tracing::warn!(worker = id, cpu, error = %e, "cannot pin worker to its CPU");
                         }
                     }
-                    let main = move || async move {
+                    let main = move |started: worker::Started| async move {
                         let worker = Rc::new(worker::Worker::new(id, settings, published, stats));
                         let https = https.zip(tls_config.map(tls::TlsTerminator::new));
-                        worker::run(worker, http, https, drain_rx).await
+                        worker::run(worker, http, https, drain_rx, started).await
                     };
                     run_worker(id, policy, ready_tx, main);
                 })
@@ -207,12 +216,13 @@ impl DataPlane {
     }
 }
 
-type Ready = mpsc::Sender<(usize, Result<DriverChoice, String>)>;
+pub(crate) type Ready = mpsc::Sender<(usize, Result<DriverChoice, String>)>;
 
-/// Builds the worker's runtime on the driver the policy allows and runs `main` on it.
+/// Builds the worker's runtime on the driver the policy allows and runs `main` on it; `main` says
+/// when it serves (its listeners registered) or why it cannot, and only then is the worker started.
 fn run_worker<F, Fut>(id: usize, policy: IoDriver, ready: Ready, main: F)
 where
-    F: FnOnce() -> Fut,
+    F: FnOnce(worker::Started) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     type Uring = monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>;
@@ -269,12 +279,11 @@ where
     match built {
         Ok(Built::Uring(mut rt, why)) => {
             let choice = DriverChoice { io_uring: true, reason: why.into() };
-            let _ = ready.send((id, Ok(choice)));
-            rt.block_on(main());
+            rt.block_on(main(worker::Started::new(id, choice, ready)));
         }
         Ok(Built::Legacy(mut rt, reason)) => {
-            let _ = ready.send((id, Ok(DriverChoice { io_uring: false, reason })));
-            rt.block_on(main());
+            let choice = DriverChoice { io_uring: false, reason };
+            rt.block_on(main(worker::Started::new(id, choice, ready)));
         }
         Err(reason) => {
             let _ = ready.send((id, Err(reason)));

@@ -12,11 +12,12 @@ use monoio::net::TcpListener;
 use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
 
 use crate::buf::BufferPool;
+use crate::clock::Clock;
 use crate::drain::DrainSignal;
 use crate::http1::{self, ConnFacts};
 use crate::tls::TlsTerminator;
 use crate::upstream::Pool;
-use crate::Settings;
+use crate::{DriverChoice, Ready, Settings};
 
 /// Derefs to the published generation pointer, so a per-worker `arc_swap::Cache` can follow it.
 struct GenerationPointer(Arc<Published>);
@@ -40,6 +41,8 @@ pub(crate) struct Worker {
     /// Head-writing buffers.
     pub out_buffers: BufferPool,
     pub drain: DrainSignal,
+    /// The `Date` of answers the worker writes itself.
+    pub clock: Clock,
     stats: Arc<WorkerStats>,
     cache: RefCell<Cache<GenerationPointer, Arc<Generation>>>,
     /// The generation in use, wrapped so that requests share it by a worker-local count instead of
@@ -61,6 +64,7 @@ impl Worker {
             upstream_buffers: BufferPool::new(http1::UPSTREAM_BUFFER, 1024),
             out_buffers: BufferPool::new(4096, 1024),
             drain: DrainSignal::default(),
+            clock: Clock::default(),
             settings,
             stats,
             cache: RefCell::new(cache),
@@ -113,6 +117,27 @@ impl Worker {
     }
 }
 
+/// Tells [`crate::DataPlane::start`] that a worker serves, or why it cannot.
+pub(crate) struct Started {
+    id: usize,
+    choice: DriverChoice,
+    ready: Ready,
+}
+
+impl Started {
+    pub fn new(id: usize, choice: DriverChoice, ready: Ready) -> Self {
+        Started { id, choice, ready }
+    }
+
+    fn serving(self) {
+        let _ = self.ready.send((self.id, Ok(self.choice)));
+    }
+
+    fn failed(self, reason: String) {
+        let _ = self.ready.send((self.id, Err(reason)));
+    }
+}
+
 /// Runs a worker until the drain signal arrives and its connections have finished (or the drain
 /// timeout passed).
 pub(crate) async fn run(
@@ -120,24 +145,23 @@ pub(crate) async fn run(
     http: StdListener,
     https: Option<(StdListener, Rc<TlsTerminator>)>,
     drain: flume::Receiver<()>,
+    started: Started,
 ) {
     let http = match TcpListener::from_std(http) {
         Ok(l) => l,
-        Err(e) => {
-            tracing::error!(worker = worker.id, error = %e, "cannot register the HTTP listener");
-            return;
-        }
+        Err(e) => return started.failed(format!("cannot register the HTTP listener: {e}")),
+    };
+    let https = match https.map(|(l, tls)| TcpListener::from_std(l).map(|l| (l, tls))).transpose() {
+        Ok(https) => https,
+        Err(e) => return started.failed(format!("cannot register the HTTPS listener: {e}")),
     };
     monoio::spawn(accept_loop(worker.clone(), http, None));
     if let Some((listener, tls)) = https {
-        match TcpListener::from_std(listener) {
-            Ok(l) => {
-                monoio::spawn(accept_loop(worker.clone(), l, Some(tls)));
-            }
-            Err(e) => tracing::error!(worker = worker.id, error = %e, "cannot register the HTTPS listener"),
-        }
+        monoio::spawn(accept_loop(worker.clone(), listener, Some(tls)));
     }
+    started.serving();
     monoio::spawn(sweep_pool(worker.clone()));
+    monoio::spawn(tick_clock(worker.clone()));
 
     // Every sender gone (the daemon is draining) ends this wait.
     let _ = drain.recv_async().await;
@@ -192,6 +216,15 @@ async fn sweep_pool(worker: Rc<Worker>) {
     loop {
         monoio::select! {
             _ = monoio::time::sleep(period) => worker.pool.sweep(),
+            _ = worker.drain.wait() => return,
+        }
+    }
+}
+
+async fn tick_clock(worker: Rc<Worker>) {
+    loop {
+        monoio::select! {
+            _ = monoio::time::sleep(Duration::from_secs(1)) => worker.clock.tick(),
             _ = worker.drain.wait() => return,
         }
     }

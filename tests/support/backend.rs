@@ -3,12 +3,16 @@
 //! Paths: `/slow/<ms>` sleeps first; `/chunked` answers chunked; `/close` answers without a length
 //! and closes; `/ws` accepts a WebSocket-style upgrade and echoes bytes; `/nobody/<status>` answers
 //! that status with no body; anything else answers 200 with `name`, the method, the target, the
-//! headers and the request body.
+//! headers and the request body. `/big/<bytes>` answers that many bytes. Every byte a backend
+//! receives is recorded ([`Backend::received`]), so attack tests can see exactly what went upstream.
+//!
+//! [`ScriptedBackend`] answers each request head with the next response of a script, byte for byte,
+//! for tests of what ramjet does with malformed responses.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub struct Backend {
@@ -17,6 +21,21 @@ pub struct Backend {
     connections: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
+    received: Arc<Mutex<Vec<u8>>>,
+}
+
+/// Reads from a stream and keeps a copy of every byte.
+struct Recorder {
+    stream: TcpStream,
+    log: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Read for Recorder {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.stream.read(buf)?;
+        self.log.lock().unwrap().extend_from_slice(&buf[..n]);
+        Ok(n)
+    }
 }
 
 impl Backend {
@@ -35,9 +54,15 @@ impl Backend {
             connections: Arc::default(),
             requests: Arc::default(),
             stop: Arc::default(),
+            received: Arc::default(),
         };
-        let (name, connections, requests, stop) =
-            (backend.name.clone(), backend.connections.clone(), backend.requests.clone(), backend.stop.clone());
+        let (name, connections, requests, stop, received) = (
+            backend.name.clone(),
+            backend.connections.clone(),
+            backend.requests.clone(),
+            backend.stop.clone(),
+            backend.received.clone(),
+        );
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stop.load(Ordering::Relaxed) {
@@ -46,7 +71,8 @@ impl Backend {
                 let Ok(stream) = stream else { continue };
                 connections.fetch_add(1, Ordering::Relaxed);
                 let (name, requests) = (name.clone(), requests.clone());
-                std::thread::spawn(move || serve(stream, &name, &requests, idle));
+                let recorder = Recorder { stream, log: received.clone() };
+                std::thread::spawn(move || serve(recorder, &name, &requests, idle));
             }
         });
         backend
@@ -60,6 +86,11 @@ impl Backend {
     pub fn requests(&self) -> usize {
         self.requests.load(Ordering::Relaxed)
     }
+
+    /// Every byte received so far, on all connections, as text.
+    pub fn received(&self) -> String {
+        String::from_utf8_lossy(&self.received.lock().unwrap()).into_owned()
+    }
 }
 
 impl Drop for Backend {
@@ -69,18 +100,18 @@ impl Drop for Backend {
     }
 }
 
-fn serve(stream: TcpStream, name: &str, requests: &AtomicUsize, idle: Option<Duration>) {
-    let _ = stream.set_nodelay(true);
-    let mut writer = stream.try_clone().unwrap();
+fn serve(stream: Recorder, name: &str, requests: &AtomicUsize, idle: Option<Duration>) {
+    let _ = stream.stream.set_nodelay(true);
+    let mut writer = stream.stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
     loop {
-        let _ = reader.get_ref().set_read_timeout(idle);
+        let _ = reader.get_ref().stream.set_read_timeout(idle);
         let mut line = String::new();
         match reader.read_line(&mut line) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        let _ = reader.get_ref().set_read_timeout(None);
+        let _ = reader.get_ref().stream.set_read_timeout(None);
         let mut parts = line.split_whitespace();
         let method = parts.next().unwrap_or("").to_string();
         let target = parts.next().unwrap_or("").to_string();
@@ -124,6 +155,22 @@ fn serve(stream: TcpStream, name: &str, requests: &AtomicUsize, idle: Option<Dur
         }
         if let Some(ms) = target.strip_prefix("/slow/") {
             std::thread::sleep(Duration::from_millis(ms.parse().unwrap_or(100)));
+        }
+        if let Some(size) = target.strip_prefix("/big/") {
+            let size: usize = size.parse().unwrap_or(0);
+            if writer.write_all(format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n").as_bytes()).is_err() {
+                return;
+            }
+            let block = vec![b'x'; 64 * 1024];
+            let mut left = size;
+            while left > 0 {
+                let n = left.min(block.len());
+                if writer.write_all(&block[..n]).is_err() {
+                    return;
+                }
+                left -= n;
+            }
+            continue;
         }
         if target == "/ws" {
             let _ = writer
@@ -174,5 +221,61 @@ fn serve(stream: TcpStream, name: &str, requests: &AtomicUsize, idle: Option<Dur
         } else if writer.write_all(response.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+/// A backend that answers each request head it reads with the next response of its script, as
+/// raw bytes (and closes when the script runs out). It records what it received.
+pub struct ScriptedBackend {
+    pub addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    received: Arc<Mutex<Vec<u8>>>,
+}
+
+impl ScriptedBackend {
+    pub fn start(script: Vec<Vec<u8>>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections: Arc<AtomicUsize> = Arc::default();
+        let received: Arc<Mutex<Vec<u8>>> = Arc::default();
+        let script = Arc::new(Mutex::new(script.into_iter()));
+        let (conns, log) = (connections.clone(), received.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                conns.fetch_add(1, Ordering::Relaxed);
+                let (script, log) = (script.clone(), log.clone());
+                std::thread::spawn(move || {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        // One response per request head (bodies are not expected here).
+                        while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                            seen.drain(..end + 4);
+                            let Some(response) = script.lock().unwrap().next() else { return };
+                            if stream.write_all(&response).is_err() {
+                                return;
+                            }
+                        }
+                        match stream.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => {
+                                log.lock().unwrap().extend_from_slice(&buf[..n]);
+                                seen.extend_from_slice(&buf[..n]);
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        ScriptedBackend { addr, connections, received }
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    pub fn received(&self) -> String {
+        String::from_utf8_lossy(&self.received.lock().unwrap()).into_owned()
     }
 }

@@ -1,31 +1,28 @@
 //! Forwarding one request to a backend and streaming the response back.
+//!
+//! A request body that fits the client buffer is read whole before an upstream connection is taken,
+//! so a client that sends its body slowly holds no upstream connection, and the request can be sent
+//! again on a fresh connection if a pooled one turns out to be stale. A larger body is streamed as
+//! it arrives (each read within the body timeout).
 
 use std::net::SocketAddr;
 
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use ramjet_shared::UpstreamErrorKind;
 
-use super::chunked::ChunkedDecoder;
-use super::head::{parse_response, Framing, RequestHead, ResponseHead, ResponsePlan};
-use super::Next;
-use crate::buf::{write_vec, ReadBuf};
-use crate::error::ProxyError;
+use super::body::{copy_body, Body, CopyError, Deadlines};
+use super::head::{parse_response, RequestHead, ResponseHead, ResponsePlan};
+use super::{ClientConn, Framing, Next};
+use crate::buf::write_vec;
+use crate::error::{Failure, ProxyError};
 use crate::upstream::{self, pool::looks_alive, UpstreamConn};
-use crate::worker::Worker;
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
-/// The error, and whether the client had already been sent part of a response.
-pub(crate) type Failure = (ProxyError, bool);
-
-/// Proxies the request whose upstream head is in `out` to one of `endpoints`. Returns the status sent
-/// and what to do with the client connection.
-#[allow(clippy::too_many_arguments)]
+/// Proxies the request whose upstream head is in `conn.out` to one of `endpoints`. Returns the
+/// status sent and what to do with the client connection.
 pub(crate) async fn forward<S>(
-    worker: &Worker,
-    client: &mut S,
-    cbuf: &mut ReadBuf,
-    out: &mut Vec<u8>,
+    conn: &mut ClientConn<'_, S>,
     head: &RequestHead,
     slot: u32,
     endpoints: &[SocketAddr],
@@ -35,24 +32,29 @@ where
     S: AsyncReadRent + AsyncWriteRent,
 {
     if endpoints.is_empty() {
-        return Err((ProxyError::Upstream(UpstreamErrorKind::NoEndpoints), false));
+        return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
     }
+    let worker = conn.worker;
     let settings = &worker.settings;
+    // `Some(n)`: the whole body (n bytes) is buffered and the request can be sent again as it is.
+    let buffered = buffer_body(conn, head).await?;
     let mut index = worker.next_endpoint(slot, endpoints.len());
-    // A request without a body can be sent again as it is.
-    let replayable = head.body == Framing::None;
     let mut connect_retry = endpoints.len() > 1;
     let mut fresh_only = false;
     let plan = ResponsePlan { is_head: head.is_head, client_minor: head.minor, keep_alive };
+    if head.host.is_empty() {
+        // HTTP/1.0 without a Host: name the endpoint, as nginx's default `$proxy_host` does.
+        insert_host(&mut conn.out, endpoints[index]);
+    }
 
     let (mut up, response, keep_client) = loop {
         let addr = endpoints[index];
         let pooled = if fresh_only { None } else { worker.pool.take(addr) };
         let mut up = match pooled {
-            Some(conn) if replayable || looks_alive(&conn) => conn,
+            Some(up) if buffered.is_some() || looks_alive(&up) => up,
             _ => match upstream::connect(addr, settings.upstream_timeout, worker.upstream_buffers.take()).await {
-                Ok(conn) => conn,
-                Err(e) if connect_retry && e == ProxyError::Upstream(UpstreamErrorKind::Connect) => {
+                Ok(up) => up,
+                Err(e) if connect_retry && e.retry_safe() => {
                     // Nothing was sent: try the next endpoint once.
                     worker.counters().upstream_error(UpstreamErrorKind::Connect);
                     worker.counters().upstream_retry();
@@ -60,39 +62,45 @@ where
                     index = (index + 1) % endpoints.len();
                     continue;
                 }
-                Err(e) => return Err((e, false)),
+                Err(e) => return Err(Failure::from(e).at(addr)),
             },
         };
-        let sent = send_request(worker, client, cbuf, out, head, &mut up).await;
+        let sent = match buffered {
+            Some(len) => send_buffered(conn, len, &mut up).await,
+            None => send_streaming(conn, head, &mut up).await,
+        };
         let result = match sent {
-            Ok(()) => read_response_head(worker, &mut up, &plan, out).await,
+            Ok(()) => read_response_head(conn, &mut up, &plan).await,
             Err(e) => Err(e),
         };
         match result {
             Ok((response, keep)) => break (up, response, keep),
-            Err(ProxyError::StaleUpstream) if replayable => {
+            Err(e) if e.error == ProxyError::StaleUpstream && buffered.is_some() => {
                 // The pooled connection had been closed by the backend: once more, on a new one.
                 worker.counters().upstream_retry();
                 fresh_only = true;
             }
             Err(e) => {
                 worker.upstream_buffers.give(up.buf.into_inner());
-                return Err((e, false));
+                return Err(e.at(addr));
             }
         }
     };
+    if let Some(len) = buffered {
+        conn.buf.consume(len);
+        conn.body_pending = false;
+    }
 
     let status = response.status;
+    up.buf.consume(response.head_len);
     if status == 101 {
         if !head.upgrade {
-            return Err((ProxyError::Upstream(UpstreamErrorKind::Protocol), false));
+            return Err(Failure::from(ProxyError::Upstream(UpstreamErrorKind::Protocol)).at(up.addr));
         }
-        up.buf.consume(response.head_len);
-        write_vec(client, out).await.map_err(|_| (ProxyError::ClientGone, true))?;
+        conn.write_out().await.map_err(|e| Failure::from(e).started())?;
         return Ok((status, Next::Tunnel(up)));
     }
-    up.buf.consume(response.head_len);
-    let complete = relay_body(worker, client, &mut up, out, &response, head.minor == 0).await?;
+    let complete = relay_response(conn, &mut up, &response, head.minor == 0).await?;
     if complete && response.reusable && up.buf.is_empty() {
         worker.pool.put(up);
     } else {
@@ -102,108 +110,107 @@ where
     Ok((status, next))
 }
 
-/// Sends the head in `out` and the request body. Errors: `StaleUpstream` when a reused connection
-/// fails before the backend could have seen the request, `ClientGone` when the body stops coming.
-async fn send_request<S>(
-    worker: &Worker,
-    client: &mut S,
-    cbuf: &mut ReadBuf,
-    out: &mut Vec<u8>,
-    head: &RequestHead,
-    up: &mut UpstreamConn,
-) -> Result<(), ProxyError>
+/// Adds `host: <endpoint>` after the request line of the upstream head in `out`.
+fn insert_host(out: &mut Vec<u8>, addr: SocketAddr) {
+    let line_end = out.iter().position(|&b| b == b'\n').map_or(out.len(), |i| i + 1);
+    let line = format!("host: {addr}\r\n");
+    out.splice(line_end..line_end, line.into_bytes());
+}
+
+/// Reads the request body into the client buffer when all of it fits (answering
+/// `Expect: 100-continue` first); `Some(len)` when it is all there, `None` when it must be streamed.
+async fn buffer_body<S>(conn: &mut ClientConn<'_, S>, head: &RequestHead) -> Result<Option<usize>, Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
-    let upstream_failed = |up: &UpstreamConn| {
-        if up.reused {
-            ProxyError::StaleUpstream
-        } else {
-            ProxyError::Upstream(UpstreamErrorKind::Reset)
-        }
-    };
-    let head_len = out.len();
-    // The head and whatever of the body is already here go out in one write.
-    let mut remaining = 0u64;
-    let mut decoder = None;
-    match head.body {
-        Framing::None | Framing::UntilClose => {}
-        Framing::Length(n) => {
-            let take = (n as usize).min(cbuf.len());
-            out.extend_from_slice(&cbuf.data()[..take]);
-            cbuf.consume(take);
-            remaining = n - take as u64;
-        }
-        Framing::Chunked => {
-            let mut d = ChunkedDecoder::new();
-            let n = d.feed(cbuf.data(), |_, _| {}).map_err(|e| ProxyError::BadRequest(e.0))?;
-            out.extend_from_slice(&cbuf.data()[..n]);
-            cbuf.consume(n);
-            decoder = Some(d);
-        }
+    if !head.body.has_body() {
+        return Ok(Some(0));
     }
-    let timeout = worker.settings.upstream_timeout;
-    let written = monoio::time::timeout(timeout, write_vec(&mut up.stream, out)).await;
-    out.truncate(head_len);
-    match written {
-        Ok(Ok(())) => {}
-        Ok(Err(_)) => return Err(upstream_failed(up)),
-        Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
-    }
-    let body_pending = remaining > 0 || decoder.as_ref().is_some_and(|d| !d.is_done());
-    if !body_pending {
-        return Ok(());
-    }
-    if head.expect_continue {
-        if let (Err(_), _) = client.write_all(CONTINUE).await {
-            return Err(ProxyError::ClientGone);
-        }
-    }
-    // Stream the rest of the body as it arrives; never buffered whole.
+    let mut probe = Body::new(head.body);
+    let mut scanned = 0;
+    let mut continued = false;
     loop {
-        let read = monoio::time::timeout(worker.settings.keepalive_timeout, cbuf.fill(client)).await;
-        match read {
-            Ok(Ok(n)) if n > 0 => {}
-            Ok(_) => return Err(ProxyError::ClientGone),
-            Err(_) => return Err(ProxyError::HeaderTimeout),
+        scanned += probe.advance(&conn.buf.data()[scanned..], |_, _| {}).map_err(ProxyError::BadRequest)?;
+        if probe.is_done() {
+            return Ok(Some(scanned));
         }
-        let n = match &mut decoder {
-            Some(d) => d.feed(cbuf.data(), |_, _| {}).map_err(|e| ProxyError::BadRequest(e.0))?,
-            None => {
-                let n = (remaining.min(usize::MAX as u64) as usize).min(cbuf.len());
-                remaining -= n as u64;
-                n
+        if conn.buf.room() == 0 {
+            return Ok(None);
+        }
+        if head.expect_continue && !continued {
+            continued = true;
+            conn.write_static(CONTINUE).await?;
+        }
+        conn.fill_body().await?;
+    }
+}
+
+fn upstream_write_failed(up: &UpstreamConn) -> ProxyError {
+    if up.reused {
+        ProxyError::StaleUpstream
+    } else {
+        ProxyError::Upstream(UpstreamErrorKind::Reset)
+    }
+}
+
+/// Sends the head in `conn.out` and the `len` buffered body bytes in one write. Both stay where they
+/// are, so the request can be sent again.
+async fn send_buffered<S>(conn: &mut ClientConn<'_, S>, len: usize, up: &mut UpstreamConn) -> Result<(), Failure> {
+    let head_len = conn.out.len();
+    conn.out.extend_from_slice(&conn.buf.data()[..len]);
+    let written =
+        monoio::time::timeout(conn.worker.settings.upstream_timeout, write_vec(&mut up.stream, &mut conn.out)).await;
+    conn.out.truncate(head_len);
+    match written {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure { io: Some(e.kind()), ..upstream_write_failed(up).into() }),
+        Err(_) => Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+    }
+}
+
+/// Sends the head in `conn.out` and streams the body as it arrives; never buffered whole.
+async fn send_streaming<S>(
+    conn: &mut ClientConn<'_, S>,
+    head: &RequestHead,
+    up: &mut UpstreamConn,
+) -> Result<(), Failure>
+where
+    S: AsyncReadRent + AsyncWriteRent,
+{
+    let settings = &conn.worker.settings;
+    let deadlines = Deadlines { read: settings.client_body_timeout, write: settings.upstream_timeout };
+    let mut body = Body::new(head.body);
+    let copied =
+        copy_body(&mut body, &mut conn.stream, &mut conn.buf, &mut up.stream, &mut conn.out, false, deadlines).await;
+    match copied {
+        Ok(()) => {
+            conn.body_pending = false;
+            Ok(())
+        }
+        Err((error, _)) => Err(match error {
+            CopyError::SourceClosed(io) => Failure { io, ..Failure::from(ProxyError::ClientGone) },
+            CopyError::SourceTimeout => ProxyError::BodyTimeout.into(),
+            CopyError::Framing(why) => ProxyError::BadRequest(why).into(),
+            CopyError::SinkFailed(io) => {
+                Failure { io: Some(io), ..Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)) }
             }
-        };
-        let sent = monoio::time::timeout(timeout, cbuf.forward(n, &mut up.stream)).await;
-        match sent {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset)),
-            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
-        }
-        let done = match &decoder {
-            Some(d) => d.is_done(),
-            None => remaining == 0,
-        };
-        if done {
-            return Ok(());
-        }
+            CopyError::SinkTimeout => ProxyError::Upstream(UpstreamErrorKind::Timeout).into(),
+        }),
     }
 }
 
 /// Reads the response head (skipping interim 1xx responses other than 101) and renders the head for
-/// the client into `out`.
-async fn read_response_head(
-    worker: &Worker,
+/// the client into `conn.out`.
+async fn read_response_head<S>(
+    conn: &mut ClientConn<'_, S>,
     up: &mut UpstreamConn,
     plan: &ResponsePlan,
-    out: &mut Vec<u8>,
-) -> Result<(ResponseHead, bool), ProxyError> {
+) -> Result<(ResponseHead, bool), Failure> {
     let mut received = false;
     loop {
         if !up.buf.is_empty() {
             received = true;
-            if let Some((response, keep)) = parse_response(up.buf.data(), plan, out)? {
+            if let Some((response, keep)) = parse_response(up.buf.data(), plan, &mut conn.out)? {
                 if (100..200).contains(&response.status) && response.status != 101 {
                     up.buf.consume(response.head_len);
                     continue;
@@ -211,76 +218,55 @@ async fn read_response_head(
                 return Ok((response, keep));
             }
             if up.buf.room() == 0 {
-                return Err(ProxyError::Upstream(UpstreamErrorKind::Protocol));
+                return Err(ProxyError::Upstream(UpstreamErrorKind::Protocol).into());
             }
         }
-        match monoio::time::timeout(worker.settings.upstream_timeout, up.buf.fill(&mut up.stream)).await {
+        match monoio::time::timeout(conn.worker.settings.upstream_timeout, up.buf.fill(&mut up.stream)).await {
             Ok(Ok(n)) if n > 0 => {}
-            Ok(_) if up.reused && !received => return Err(ProxyError::StaleUpstream),
-            Ok(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset)),
-            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
+            Ok(_) if up.reused && !received => return Err(ProxyError::StaleUpstream.into()),
+            Ok(Ok(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
+            Ok(Err(e)) => {
+                return Err(Failure {
+                    io: Some(e.kind()),
+                    ..Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset))
+                })
+            }
+            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
         }
     }
 }
 
-/// Writes the response head in `out` and streams the body. `Ok(true)` when the body was delimited
-/// and relayed completely.
-async fn relay_body<S>(
-    worker: &Worker,
-    client: &mut S,
+/// Writes the response head in `conn.out` and streams the body. `Ok(true)` when the body was
+/// delimited and relayed completely.
+async fn relay_response<S>(
+    conn: &mut ClientConn<'_, S>,
     up: &mut UpstreamConn,
-    out: &mut Vec<u8>,
     response: &ResponseHead,
     dechunk: bool,
 ) -> Result<bool, Failure>
 where
     S: AsyncWriteRent,
 {
-    let timeout = worker.settings.upstream_timeout;
-    let mut decoder = ChunkedDecoder::new();
-    let mut remaining = match response.body {
-        Framing::Length(n) => n,
-        _ => 0,
-    };
-    let mut started = false;
-    loop {
-        // How much of the buffer belongs to the body; a decoding HTTP/1.0 relay copies payload
-        // ranges into `out` instead.
-        let protocol = |_| (ProxyError::Upstream(UpstreamErrorKind::Protocol), started);
-        let (n, done) = match response.body {
-            Framing::None => (0, true),
-            Framing::Length(_) => {
-                let n = (remaining.min(usize::MAX as u64) as usize).min(up.buf.len());
-                remaining -= n as u64;
-                (n, remaining == 0)
-            }
-            Framing::Chunked if dechunk => {
-                let data = up.buf.data();
-                let n = decoder.feed(data, |a, b| out.extend_from_slice(&data[a..b])).map_err(protocol)?;
-                up.buf.consume(n);
-                (0, decoder.is_done())
-            }
-            Framing::Chunked => (decoder.feed(up.buf.data(), |_, _| {}).map_err(protocol)?, decoder.is_done()),
-            Framing::UntilClose => (up.buf.len(), false),
-        };
-        if !started || !out.is_empty() {
-            // The head and the first part of the body go out in one write.
-            out.extend_from_slice(&up.buf.data()[..n]);
-            up.buf.consume(n);
-            write_vec(client, out).await.map_err(|_| (ProxyError::ClientGone, true))?;
-            out.clear();
-            started = true;
-        } else {
-            up.buf.forward(n, client).await.map_err(|_| (ProxyError::ClientGone, true))?;
-        }
-        if done {
-            return Ok(true);
-        }
-        match monoio::time::timeout(timeout, up.buf.fill(&mut up.stream)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            Ok(_) if response.body == Framing::UntilClose => return Ok(false),
-            Ok(_) => return Err((ProxyError::Upstream(UpstreamErrorKind::Reset), started)),
-            Err(_) => return Err((ProxyError::Upstream(UpstreamErrorKind::Timeout), started)),
+    let settings = &conn.worker.settings;
+    let deadlines = Deadlines { read: settings.upstream_timeout, write: settings.client_write_timeout };
+    let mut body = Body::new(response.body);
+    let dechunk = dechunk && response.body == Framing::Chunked;
+    let copied =
+        copy_body(&mut body, &mut up.stream, &mut up.buf, &mut conn.stream, &mut conn.out, dechunk, deadlines).await;
+    match copied {
+        Ok(()) => Ok(body.is_done()),
+        Err((error, started)) => {
+            let failure = match error {
+                CopyError::SourceClosed(io) => {
+                    Failure { io, ..Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)) }
+                }
+                CopyError::SourceTimeout => ProxyError::Upstream(UpstreamErrorKind::Timeout).into(),
+                CopyError::Framing(_) => ProxyError::Upstream(UpstreamErrorKind::Protocol).into(),
+                CopyError::SinkFailed(io) => Failure { io: Some(io), ..Failure::from(ProxyError::ClientGone) },
+                CopyError::SinkTimeout => ProxyError::ClientWriteTimeout.into(),
+            };
+            let failure = failure.at(up.addr);
+            Err(if started { failure.started() } else { failure })
         }
     }
 }

@@ -1,0 +1,143 @@
+//! The response head: what the upstream answered, and the head ramjet sends the client for it.
+
+use ramjet_shared::UpstreamErrorKind;
+
+use super::{push_field, push_framing, ConnectionOptions, ContentLength, Framing, TransferCoding, MAX_HEADERS};
+use crate::error::ProxyError;
+
+/// What the proxy needs to know about an upstream response head.
+#[derive(Debug, Clone)]
+pub struct ResponseHead {
+    pub head_len: usize,
+    pub status: u16,
+    pub body: Framing,
+    /// The upstream connection can carry another request after this response.
+    pub reusable: bool,
+}
+
+/// How the proxy answers the client, decided per request.
+pub struct ResponsePlan {
+    /// The client asked with HEAD.
+    pub is_head: bool,
+    /// The client is HTTP/1.0 (no chunked framing towards it).
+    pub client_minor: u8,
+    /// The proxy intends to keep the client connection open after this response.
+    pub keep_alive: bool,
+}
+
+/// Field names never copied to the client as the upstream sent them: hop-by-hop fields, and the
+/// framing fields ramjet writes itself.
+fn is_consumed(name: &[u8], switching: bool) -> bool {
+    let eq = |s: &str| name.eq_ignore_ascii_case(s.as_bytes());
+    match name.len() {
+        2 => eq("te"),
+        7 => (!switching && eq("upgrade")) || eq("trailer"),
+        10 => (!switching && eq("connection")) || eq("keep-alive"),
+        14 => eq("content-length"),
+        16 => eq("proxy-connection"),
+        17 => eq("transfer-encoding"),
+        _ => false,
+    }
+}
+
+fn protocol_error() -> ProxyError {
+    ProxyError::Upstream(UpstreamErrorKind::Protocol)
+}
+
+/// Parses an upstream response head and writes the head for the client into `out`. Returns the
+/// response, and whether the client connection may stay open (framing permitting).
+///
+/// Refused (502, the upstream connection is dropped): conflicting `Content-Length` values, both
+/// `Content-Length` and `Transfer-Encoding`, and any `Transfer-Encoding` other than one `chunked`.
+pub fn parse_response(
+    data: &[u8],
+    plan: &ResponsePlan,
+    out: &mut Vec<u8>,
+) -> Result<Option<(ResponseHead, bool)>, ProxyError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let head_len = match resp.parse(data) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(protocol_error()),
+    };
+    let status = resp.code.unwrap_or(502);
+    let minor = resp.version.unwrap_or(1);
+    let mut content_length = ContentLength::default();
+    let mut coding = TransferCoding::Absent;
+    let mut connection = ConnectionOptions::default();
+    for h in resp.headers.iter() {
+        let name = h.name.as_bytes();
+        match name.len() {
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                super::ensure(content_length.add(h.value), protocol_error())?;
+            }
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => coding = coding.add(h.value),
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                super::ensure(connection.add(h.value), protocol_error())?;
+            }
+            _ => {}
+        }
+    }
+    match coding {
+        TransferCoding::Absent => {}
+        TransferCoding::Chunked if content_length.0.is_none() => {}
+        _ => return Err(protocol_error()),
+    }
+    let close = if minor == 0 { !connection.keep_alive || connection.close } else { connection.close };
+    let switching = status == 101;
+    let bodiless = plan.is_head || status == 204 || status == 304 || (100..200).contains(&status);
+    let body = if bodiless {
+        Framing::None
+    } else if coding == TransferCoding::Chunked {
+        Framing::Chunked
+    } else if let Some(n) = content_length.0 {
+        Framing::Length(n)
+    } else {
+        Framing::UntilClose
+    };
+    let reusable = !close && body != Framing::UntilClose && !switching;
+    // Towards an HTTP/1.0 client a chunked body is sent decoded, delimited by closing.
+    let dechunk = body == Framing::Chunked && plan.client_minor == 0;
+    let keep_client = plan.keep_alive && body != Framing::UntilClose && !dechunk && !switching;
+
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    let line_end = data.iter().position(|&b| b == b'\n').unwrap_or(0);
+    // Status code and reason phrase as the upstream wrote them.
+    let status_part = &data[..line_end];
+    let status_part = status_part.strip_suffix(b"\r").unwrap_or(status_part);
+    out.extend_from_slice(status_part.get(9..).unwrap_or(b""));
+    out.extend_from_slice(b"\r\n");
+    for h in resp.headers.iter() {
+        let name = h.name.as_bytes();
+        if !is_consumed(name, switching) && !connection.names(name) {
+            push_field(out, data, h);
+        }
+    }
+    // The framing the client sees is the one ramjet relays. A HEAD or 304 answer keeps the length
+    // (or chunked coding) the full response would have had; 1xx and 204 carry none.
+    let advertised = match body {
+        Framing::None if status == 304 || (plan.is_head && status >= 200 && status != 204) => {
+            if coding == TransferCoding::Chunked {
+                Framing::Chunked
+            } else {
+                content_length.0.map_or(Framing::None, Framing::Length)
+            }
+        }
+        Framing::Chunked if dechunk => Framing::None,
+        other => other,
+    };
+    if !(plan.client_minor == 0 && advertised == Framing::Chunked) {
+        push_framing(out, advertised);
+    }
+    if !switching {
+        if !keep_client {
+            out.extend_from_slice(b"connection: close\r\n");
+        } else if plan.client_minor == 0 {
+            out.extend_from_slice(b"connection: keep-alive\r\n");
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(Some((ResponseHead { head_len, status, body, reusable }, keep_client)))
+}

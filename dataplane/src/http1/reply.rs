@@ -1,0 +1,87 @@
+//! Answers ramjet writes itself — errors, redirects, direct responses — rendered in one place, each
+//! with a `Date` field from the worker's clock.
+
+use ramjet_shared::DirectResponse;
+
+use crate::error::canned;
+
+/// An answer that does not come from a backend.
+pub(crate) enum Reply<'a> {
+    /// An error status from [`crate::error::rescue`] (404 included).
+    Status(u16),
+    /// `308` to the same host and target over HTTPS.
+    HttpsRedirect { host: &'a [u8], target: &'a [u8] },
+    /// A route's configured response.
+    Direct { response: &'a DirectResponse, is_head: bool },
+}
+
+impl Reply<'_> {
+    pub fn status(&self) -> u16 {
+        match self {
+            Reply::Status(s) => *s,
+            Reply::HttpsRedirect { .. } => 308,
+            Reply::Direct { response, .. } => response.status,
+        }
+    }
+}
+
+/// Renders `reply` into `out`; `close` adds `connection: close`.
+pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let body: &[u8] = match reply {
+        Reply::Status(status) => {
+            let (reason, body) = canned(*status);
+            out.extend_from_slice(b"HTTP/1.1 ");
+            super::head::push_decimal(out, u64::from(*status));
+            out.push(b' ');
+            out.extend_from_slice(reason.as_bytes());
+            out.extend_from_slice(b"\r\ncontent-type: text/plain\r\ncontent-length: ");
+            super::head::push_decimal(out, body.len() as u64);
+            out.extend_from_slice(b"\r\n");
+            body.as_bytes()
+        }
+        Reply::HttpsRedirect { host, target } => {
+            out.extend_from_slice(b"HTTP/1.1 308 Permanent Redirect\r\nlocation: https://");
+            out.extend_from_slice(host);
+            out.extend_from_slice(if target.is_empty() { b"/" } else { target });
+            out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
+            b""
+        }
+        Reply::Direct { response, is_head } => {
+            out.extend_from_slice(&response.head);
+            if *is_head {
+                b""
+            } else {
+                &response.body
+            }
+        }
+    };
+    out.extend_from_slice(b"date: ");
+    out.extend_from_slice(date);
+    out.extend_from_slice(if close { b"\r\nconnection: close\r\n\r\n" } else { b"\r\n\r\n" });
+    out.extend_from_slice(body);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_answers_have_correct_lengths_and_a_date() {
+        let date = b"Sun, 06 Nov 1994 08:49:37 GMT";
+        for status in [400, 404, 408, 413, 414, 431, 501, 502, 503, 504] {
+            for close in [false, true] {
+                let mut out = Vec::new();
+                render(&Reply::Status(status), close, date, &mut out);
+                let text = String::from_utf8(out).unwrap();
+                let (head, body) = text.split_once("\r\n\r\n").unwrap();
+                assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+                let len: usize =
+                    head.lines().find_map(|l| l.strip_prefix("content-length: ")).unwrap().parse().unwrap();
+                assert_eq!(len, body.len(), "{status}");
+                assert!(head.contains("\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT"), "{head}");
+                assert_eq!(head.contains("connection: close"), close);
+            }
+        }
+    }
+}
