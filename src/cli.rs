@@ -62,6 +62,15 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_HEADER_TIMEOUT", default_value = "10s", value_parser = duration)]
     pub header_timeout: Duration,
 
+    /// Each read of a request body must bring bytes within this (408 otherwise).
+    #[arg(long, env = "RAMJET_CLIENT_BODY_TIMEOUT", default_value = "60s", value_parser = duration)]
+    pub client_body_timeout: Duration,
+
+    /// Each write to a client must finish within this, or the connection is closed (a client that
+    /// stops reading holds nothing for longer).
+    #[arg(long, env = "RAMJET_CLIENT_WRITE_TIMEOUT", default_value = "60s", value_parser = duration)]
+    pub client_write_timeout: Duration,
+
     /// Idle keep-alive client connections are closed after this.
     #[arg(long, env = "RAMJET_KEEPALIVE_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub keepalive_timeout: Duration,

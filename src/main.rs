@@ -148,6 +148,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         settings: Settings {
             header_timeout: cli.header_timeout,
             keepalive_timeout: cli.keepalive_timeout,
+            client_body_timeout: cli.client_body_timeout,
+            client_write_timeout: cli.client_write_timeout,
             upstream_timeout: cli.upstream_timeout,
             drain_timeout: cli.drain_timeout,
             ..Settings::default()

@@ -395,10 +395,11 @@ def start_nginx(name, conf, d, port, cpus):
     return p
 
 
-def start_ramjet(args, name, routes, d, http_port, https_port, admin_port, log_level="warn", cpus=None):
+def start_ramjet(args, name, routes, d, http_port, https_port, admin_port, log_level="warn", cpus=None,
+                 binary=None):
     env = dict(os.environ, RAMJET_LOG=log_level)
     argv = taskset(cpus) + [
-        args.ramjet, "--static-routes", routes, "--workers", "1", "--io-driver", "io-uring",
+        binary or args.ramjet, "--static-routes", routes, "--workers", "1", "--io-driver", "io-uring",
         "--http-addr", f"127.0.0.1:{http_port}", "--https-addr", f"127.0.0.1:{https_port}",
         "--admin-addr", f"127.0.0.1:{admin_port}", "--drain-timeout", "1s",
     ]
@@ -761,6 +762,9 @@ def verdicts(results):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ramjet", default=os.path.join(REPO, "target", "release", "ramjet"))
+    ap.add_argument("--baseline", default=None,
+                    help="another ramjet binary (an earlier build) measured side by side as `ramjet-base` "
+                         "in the http and tls sections, to compare two builds in one run")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per section (default 5)")
     ap.add_argument("--duration", type=int, default=10, help="seconds per wrk run (default 10)")
     ap.add_argument("--connections", type=int, default=50, help="wrk -c (default 50)")
@@ -862,7 +866,8 @@ def main():
     ports = {name: args.port_base + i for i, name in enumerate([
         "backend", "ramjet_http", "ramjet_https", "ramjet_admin", "nginx_http", "nginx_https",
         "haproxy_http", "haproxy_https", "probe_http", "probe_https", "probe_admin",
-        "ramjet10k_http", "ramjet10k_https", "ramjet10k_admin", "nginx10k_http", "nginx10k_https"])}
+        "ramjet10k_http", "ramjet10k_https", "ramjet10k_admin", "nginx10k_http", "nginx10k_https",
+        "ramjet-base_http", "ramjet-base_https", "ramjet-base_admin"])}
     busy = [f"{n}={p}" for n, p in ports.items() if not port_free(p)]
     if busy:
         sys.exit(f"bench: ports already in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
@@ -876,6 +881,9 @@ def main():
         # a private copy: a rebuild of target/release during the run cannot change what is measured
         shutil.copy2(args.ramjet, f"{d}/ramjet")
         args.ramjet_source, args.ramjet = args.ramjet, f"{d}/ramjet"
+        if args.baseline:
+            shutil.copy2(args.baseline, f"{d}/ramjet-base")
+            args.baseline = f"{d}/ramjet-base"
         cert, key, combined = make_cert(d)
         shim = build_shim(d)
         hosts = args.routes // ROUTES_PER_HOST
@@ -911,13 +919,20 @@ def main():
                              stop_signal=signal.SIGTERM, stderr_path=f"{d}/haproxy.stderr")
             wait_port(ports["haproxy_http"], ha, "haproxy")
             servers["haproxy"] = Server("haproxy", ha, [ports["haproxy_http"], ports["haproxy_https"]])
-            for name in ("ramjet", "nginx", "haproxy"):
+            if args.baseline:
+                rb = start_ramjet(args, "ramjet-base", routes, d, ports["ramjet-base_http"],
+                                  ports["ramjet-base_https"], ports["ramjet-base_admin"], cpus=args.proxy_cpus,
+                                  binary=args.baseline)
+                servers["ramjet-base"] = Server("ramjet-base", rb,
+                                                [ports["ramjet-base_http"], ports["ramjet-base_https"]],
+                                                worker_prefix="ramjet-worker")
+            for name in servers:
                 check_route(name, ports[f"{name}_http"], target_host, target_path)
                 check_route(name, ports[f"{name}_https"], target_host, target_path, tls=True)
             results["tls_negotiated"] = {n: tls_params(ports[f"{n}_https"], target_host, target_path) for n in servers}
             log(f"TLS negotiated: {results['tls_negotiated']}")
 
-        proxies = ["ramjet", "nginx", "haproxy"]
+        proxies = ["ramjet"] + (["ramjet-base"] if args.baseline else []) + ["nginx", "haproxy"]
         tls_env = {"LD_PRELOAD": shim, "BENCH_SNI": target_host}
 
         def url(name, tls=False):
@@ -1087,8 +1102,8 @@ def render(results, args):
     secs = results["sections"]
     if "http" in secs:
         s = secs["http"]["summary"]
-        out += ["## HTTP/1.1 keep-alive", "", table(s, ["backend", "ramjet", "nginx", "haproxy"]), "",
-                ratios(secs["http"], "ramjet", ["nginx", "haproxy"]), "",
+        out += ["## HTTP/1.1 keep-alive", "", table(s, ["backend", "ramjet", "ramjet-base", "nginx", "haproxy"]), "",
+                ratios(secs["http"], "ramjet", ["ramjet-base", "nginx", "haproxy"]), "",
                 f"Floor (1.8 × the backend's {s['backend']['cpu_us_per_req']:.2f} µs/req): "
                 f"{s['floor_cpu_us_per_req']:.2f} µs/req.", ""]
     if results.get("tls_negotiated"):
@@ -1097,8 +1112,8 @@ def render(results, args):
                        ("resume", "HTTPS, one request per connection, resumed sessions")):
         if key in secs:
             s = secs[key]["summary"]
-            out += [f"## {title}", "", table(s, ["ramjet", "nginx", "haproxy"]), "",
-                    ratios(secs[key], "ramjet", ["nginx", "haproxy"]), ""]
+            out += [f"## {title}", "", table(s, ["ramjet", "ramjet-base", "nginx", "haproxy"]), "",
+                    ratios(secs[key], "ramjet", ["ramjet-base", "nginx", "haproxy"]), ""]
     if results.get("rss_mb"):
         out += ["Resident memory after the runs above (process and children, MiB): "
                 + ", ".join(f"{k} {v:.1f}" for k, v in results["rss_mb"].items()) + ".", ""]
