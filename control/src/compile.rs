@@ -34,7 +34,10 @@ pub struct Compiler {
     last_number: u64,
     last_digest: Option<Digest>,
     previous: Option<Arc<RouteTable>>,
+    /// Each backend name's round-robin slot; slots of names that leave are reused, so a worker's
+    /// cursor table stays as long as the largest number of backends at once.
     slots: HashMap<Arc<str>, u32>,
+    free_slots: Vec<u32>,
     backends: HashMap<Arc<str>, Arc<Backend>>,
     used_backends: HashMap<Arc<str>, Arc<Backend>>,
     certificates: HashMap<CertId, Arc<Certificate>>,
@@ -56,8 +59,14 @@ impl Compiler {
                 return b.clone();
             }
         }
-        let next_slot = self.slots.len() as u32;
-        let slot = *self.slots.entry(name.into()).or_insert(next_slot);
+        let slot = match self.slots.get(name) {
+            Some(slot) => *slot,
+            None => {
+                let slot = self.free_slots.pop().unwrap_or(self.slots.len() as u32);
+                self.slots.insert(name.into(), slot);
+                slot
+            }
+        };
         let candidate = Backend::new(name, slot, kind);
         let backend = match self.backends.get(name) {
             Some(prev) if **prev == candidate => prev.clone(),
@@ -81,8 +90,18 @@ impl Compiler {
     pub fn finish(&mut self, draft: Draft) -> Option<Generation> {
         self.compiles += 1;
         let table = draft.builder.build(self.previous.as_deref());
-        // Backends not used by this compile are forgotten (their slots stay reserved).
+        // Backends not used by this compile are forgotten, and their slots freed for new names.
         self.backends = std::mem::take(&mut self.used_backends);
+        let (backends, free) = (&self.backends, &mut self.free_slots);
+        self.slots.retain(|name, slot| {
+            let used = backends.contains_key(name);
+            if !used {
+                free.push(*slot);
+            }
+            used
+        });
+        // Lowest first, so the slots in use stay dense.
+        free.sort_unstable_by(|a, b| b.cmp(a));
         let ids = table.cert_ids();
         self.certificates.retain(|id, _| ids.contains(id));
         if self.last_digest == Some(table.digest()) {
@@ -101,5 +120,34 @@ impl Compiler {
         let generation = Generation::new(self.last_number, table, certificates, diagnostics);
         self.previous = Some(generation.table.clone());
         Some(generation)
+    }
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    fn endpoints() -> BackendKind {
+        BackendKind::Endpoints(vec!["127.0.0.1:1".parse().unwrap()].into_boxed_slice())
+    }
+
+    #[test]
+    fn slots_of_departed_backends_are_reused() {
+        let mut compiler = Compiler::new();
+        let mut max_slot = 0;
+        // A thousand compiles, each with three backends of new names: the slots stay below six (the
+        // three of the last compile are freed when this one finishes).
+        for round in 0..1000 {
+            for i in 0..3 {
+                max_slot = max_slot.max(compiler.backend(&format!("b{round}-{i}"), endpoints()).slot);
+            }
+            compiler.finish(Draft::default());
+        }
+        assert!(max_slot < 6, "slot {max_slot}");
+        // A name that stays keeps its slot.
+        let kept = compiler.backend("kept", endpoints()).slot;
+        compiler.finish(Draft::default());
+        compiler.backend("other", endpoints());
+        assert_eq!(compiler.backend("kept", endpoints()).slot, kept);
     }
 }
