@@ -237,3 +237,44 @@ fn a_dead_webhook_slows_nothing() {
     assert_eq!(serving_body(&d), "g6");
     d.shutdown();
 }
+
+/// What used to make a new generation whose summary said "no route changes": a changed direct
+/// response, new endpoints behind the default backend, and a host that starts redirecting to
+/// HTTPS. Each is named in the summary `GET /admin/generations` shows.
+#[test]
+fn every_change_that_makes_a_generation_is_named_in_its_summary() {
+    let dir = support::temp_dir("summary");
+    let cert = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).unwrap();
+    std::fs::write(dir.join("a.crt"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("a.key"), cert.signing_key.serialize_pem()).unwrap();
+    let config = |body: &str, fallback: &str, redirect: bool| {
+        support::routes_in(
+            &format!(
+                "backends:\n  page: {{ respond: {{ status: 200, body: \"{body}\" }} }}\n  fallback: {{ endpoints: [{fallback}] }}\n\
+                 defaultBackend: fallback\nroutes:\n  - {{ host: a.test, path: /, backend: page }}\n\
+                 tls:\n  - {{ hosts: [a.test], certFile: a.crt, keyFile: a.key, sslRedirect: {redirect} }}\n"
+            ),
+            &dir,
+        )
+    };
+    let d = daemon_with(config("old", "\"127.0.0.1:9001\"", false), IoDriver::IoUring, |_| {});
+    let summary = |n: u64| {
+        wait_serving(&d, n);
+        let g = json(&admin(&d, "GET", "/admin/generations", None, None));
+        assert_eq!(g["generations"][0]["generation"], n);
+        (g["generations"][0]["summary"].as_str().unwrap().to_string(), g["generations"][0]["changes"].clone())
+    };
+    d.submit(config("new", "\"127.0.0.1:9001\"", false));
+    let (sentence, changes) = summary(2);
+    assert_eq!(sentence, "1 backend changed");
+    assert_eq!(changes["backends_changed"], 1);
+    d.submit(config("new", "\"127.0.0.1:9001\", \"127.0.0.1:9002\"", false));
+    let (sentence, changes) = summary(3);
+    assert_eq!(sentence, "default backend fallback changed");
+    assert_eq!(changes["default_backend_changed"], true);
+    d.submit(config("new", "\"127.0.0.1:9001\", \"127.0.0.1:9002\"", true));
+    let (sentence, changes) = summary(4);
+    assert_eq!(sentence, "1 HTTPS redirect added");
+    assert_eq!(changes["https_redirects_added"], 1);
+    d.shutdown();
+}

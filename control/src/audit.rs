@@ -102,6 +102,8 @@ impl AuditTrail {
             certs_added = c.certs_added,
             certs_removed = c.certs_removed,
             certs_rotated = c.certs_rotated,
+            https_redirects_added = c.https_redirects_added,
+            https_redirects_removed = c.https_redirects_removed,
             mirrors_added = c.mirrors_added,
             mirrors_removed = c.mirrors_removed,
             default_backend_changed = c.default_backend_changed,

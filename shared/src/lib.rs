@@ -47,6 +47,6 @@ pub use generation::{Diagnostic, Digest, Generation};
 pub use publish::Published;
 pub use route::{
     normalize_host, Backend, BackendKind, DirectResponse, HostRoutes, PathKind, Route, RouteConflict, RouteKey,
-    RouteTable, TableBuilder,
+    RouteTable, TableBuilder, TableItem,
 };
 pub use stats::{StatusClass, UpstreamErrorKind, WorkerCounters, WorkerStats};

@@ -233,6 +233,23 @@ impl HostRoutes {
         self.len() == 0
     }
 
+    /// Every rule of this host in canonical order (Exact paths, then Prefix paths, each sorted):
+    /// the items [`HostRoutes::digest`] is taken over.
+    pub fn items(&self) -> Vec<TableItem<'_>> {
+        let mut items = Vec::with_capacity(self.len());
+        for (kind, map) in [(PathKind::Exact, &self.exact), (PathKind::Prefix, &self.prefix)] {
+            let start = items.len();
+            items.extend(map.iter().map(|(path, route)| TableItem::Route {
+                host: &self.host,
+                kind,
+                path,
+                backend: &route.backend,
+            }));
+            items[start..].sort_unstable_by(|a, b| a.route_path().cmp(b.route_path()));
+        }
+        items
+    }
+
     /// Every route of this host with its key, in no particular order.
     pub fn routes(&self) -> impl Iterator<Item = (RouteKey, &Arc<Route>)> + '_ {
         let exact = self.exact.iter().map(|(p, r)| (PathKind::Exact, p, r));
@@ -256,6 +273,8 @@ pub struct RouteTable {
     /// Hosts whose plain-HTTP requests are redirected to HTTPS; wildcards by their suffix.
     ssl_redirect: FxMap<Arc<str>, ()>,
     ssl_redirect_wildcard: FxMap<Arc<str>, ()>,
+    /// The same hosts as declared (`*.` for a wildcard), sorted: for [`RouteTable::items`].
+    ssl_redirect_hosts: Box<[Arc<str>]>,
     digest: Digest,
 }
 
@@ -356,10 +375,155 @@ impl RouteTable {
         ids
     }
 
-    /// SHA-256 over the compiled content (hosts, routes, backends, TLS, default backend); equal digests
-    /// mean the data plane would behave identically.
+    /// SHA-256 over the compiled content — every [`TableItem`] of [`RouteTable::items`]: hosts,
+    /// routes, backends (names, endpoints, direct responses), TLS, HTTPS redirects and the default
+    /// backend. Equal digests mean the data plane would behave identically.
     pub fn digest(&self) -> Digest {
         self.digest
+    }
+
+    /// Every host group, sorted by host as declared (the any-host group, `""`, first).
+    pub fn groups_sorted(&self) -> Vec<&Arc<HostRoutes>> {
+        let mut groups: Vec<&Arc<HostRoutes>> = self.hosts().collect();
+        groups.sort_unstable_by(|a, b| a.host.cmp(&b.host));
+        groups
+    }
+
+    /// The items outside the host groups, in canonical order: the default backend, TLS hosts, then
+    /// HTTPS redirects.
+    pub fn table_items(&self) -> Vec<TableItem<'_>> {
+        let mut items = Vec::with_capacity(1 + self.tls.len() + self.ssl_redirect_hosts.len());
+        items.extend(self.default_route.as_ref().map(|r| TableItem::DefaultBackend(&r.backend)));
+        items.extend(self.tls.iter().map(|(host, cert)| TableItem::Tls { host, cert: *cert }));
+        items.extend(self.ssl_redirect_hosts.iter().map(|host| TableItem::HttpsRedirect { host }));
+        items
+    }
+
+    /// The whole table as canonical items: every host group's routes (hosts sorted), then
+    /// [`RouteTable::table_items`]. This is what the digest is taken over and what the audit diff
+    /// compares, so a table whose digest changed always has an item that changed.
+    pub fn items(&self) -> Vec<TableItem<'_>> {
+        let mut items: Vec<TableItem<'_>> = self.groups_sorted().into_iter().flat_map(|g| g.items()).collect();
+        items.extend(self.table_items());
+        items
+    }
+
+    /// The digest computed again from [`RouteTable::items`]; always equal to [`RouteTable::digest`]
+    /// (which [`TableBuilder::build`] computes from the same items while building).
+    pub fn recompute_digest(&self) -> Digest {
+        let mut top = TableHasher::default();
+        for group in self.groups_sorted() {
+            top.group(group_digest(&group.host, group.items().iter()));
+        }
+        top.finish(self.table_items().iter())
+    }
+}
+
+/// One entry of a compiled table in canonical form. The digest hashes exactly these
+/// ([`TableItem::hash_into`]) and the audit diff compares exactly these, so the two cannot disagree
+/// about what a table contains.
+#[derive(Debug, Clone, Copy)]
+pub enum TableItem<'a> {
+    /// A rule: host as declared (`""` for any host), path kind, path as compiled, and its backend.
+    Route { host: &'a Arc<str>, kind: PathKind, path: &'a Arc<str>, backend: &'a Arc<Backend> },
+    /// Where requests that match no rule go.
+    DefaultBackend(&'a Arc<Backend>),
+    /// A host (exact or `*.` wildcard) served with this certificate.
+    Tls { host: &'a Arc<str>, cert: CertId },
+    /// A host (exact or `*.` wildcard) whose plain-HTTP requests are redirected to HTTPS.
+    HttpsRedirect { host: &'a Arc<str> },
+}
+
+impl TableItem<'_> {
+    fn route_path(&self) -> &str {
+        match self {
+            TableItem::Route { path, .. } => path,
+            _ => "",
+        }
+    }
+
+    /// The route's key, for route items.
+    pub fn route_key(&self) -> Option<RouteKey> {
+        match self {
+            TableItem::Route { host, kind, path, .. } => {
+                Some(RouteKey { host: (*host).clone(), kind: *kind, path: (*path).clone() })
+            }
+            _ => None,
+        }
+    }
+
+    /// The bytes this item adds to the digest. A route's host is hashed once, at the start of its
+    /// group (see [`group_digest`]); backends by their precomputed digest over name and kind.
+    pub fn hash_into(&self, h: &mut Sha256) {
+        match self {
+            TableItem::Route { kind, path, backend, .. } => {
+                h.update([0, if *kind == PathKind::Exact { b'E' } else { b'P' }]);
+                h.update(path.as_bytes());
+                h.update([0]);
+                h.update(backend.digest.0);
+            }
+            TableItem::DefaultBackend(backend) => h.update(backend.digest.0),
+            TableItem::Tls { host, cert } => {
+                h.update(host.as_bytes());
+                h.update([0]);
+                h.update(cert.0);
+            }
+            TableItem::HttpsRedirect { host } => {
+                h.update(host.as_bytes());
+                h.update([0]);
+            }
+        }
+    }
+}
+
+/// The digest of one host group: its host, then its route items in canonical order.
+fn group_digest<'i, 'a: 'i>(host: &str, items: impl Iterator<Item = &'i TableItem<'a>>) -> Digest {
+    let mut h = Sha256::new();
+    h.update(host.as_bytes());
+    for item in items {
+        item.hash_into(&mut h);
+    }
+    Digest(h.finalize().into())
+}
+
+/// The table digest: the group digests in host order, then the table items, each kind in its own
+/// section.
+#[derive(Default)]
+struct TableHasher {
+    top: Sha256,
+}
+
+impl TableHasher {
+    fn group(&mut self, digest: Digest) {
+        self.top.update(digest.0);
+    }
+
+    fn finish<'i, 'a: 'i>(mut self, items: impl Iterator<Item = &'i TableItem<'a>>) -> Digest {
+        let mut section = 0;
+        for item in items {
+            let kind = match item {
+                TableItem::Route { .. } => unreachable!("routes are hashed in their group"),
+                TableItem::DefaultBackend(_) => 1,
+                TableItem::Tls { .. } => 2,
+                TableItem::HttpsRedirect { .. } => 3,
+            };
+            self.open_sections(&mut section, kind);
+            item.hash_into(&mut self.top);
+        }
+        self.open_sections(&mut section, 3);
+        Digest(self.top.finalize().into())
+    }
+
+    /// Writes the section markers up to and including `kind`, so an empty section still counts.
+    fn open_sections(&mut self, section: &mut u8, kind: u8) {
+        while *section < kind {
+            *section += 1;
+            self.top.update(match *section {
+                1 => &b"\0default\0"[..],
+                2 => &b"\0tls\0"[..],
+                _ => &b"\0redirect\0"[..],
+            });
+        }
     }
 }
 
@@ -489,10 +653,19 @@ impl TableBuilder {
     /// (shared), so unchanged parts of the configuration cost nothing per generation.
     pub fn build(self, previous: Option<&RouteTable>) -> RouteTable {
         let mut table = RouteTable::default();
-        let mut top = Sha256::new();
+        let mut top = TableHasher::default();
         for (host, draft) in self.hosts {
-            let digest = draft_digest(&host, &draft);
-            top.update(digest.0);
+            // The same items, in the same order, as `HostRoutes::items` walks in the built group.
+            let items: Vec<TableItem<'_>> = [(PathKind::Exact, &draft.exact), (PathKind::Prefix, &draft.prefix)]
+                .into_iter()
+                .flat_map(|(kind, map)| {
+                    let host = &host;
+                    map.iter().map(move |(path, route)| TableItem::Route { host, kind, path, backend: &route.backend })
+                })
+                .collect();
+            let digest = group_digest(&host, items.iter());
+            drop(items);
+            top.group(digest);
             let shared = previous.and_then(|p| p.host_group(&host)).filter(|hr| hr.digest == digest).cloned();
             let group = shared.unwrap_or_else(|| {
                 Arc::new(HostRoutes {
@@ -502,6 +675,7 @@ impl TableBuilder {
                     digest,
                 })
             });
+            debug_assert_eq!(group_digest(&group.host, group.items().iter()), digest);
             if host.is_empty() {
                 table.any_host = Some(group);
             } else if let Some(suffix) = host.strip_prefix("*.") {
@@ -510,31 +684,19 @@ impl TableBuilder {
                 table.exact_hosts.insert(host, group);
             }
         }
-        top.update(b"\0default\0");
-        if let Some(d) = &self.default_route {
-            top.update(d.backend.digest.0);
-        }
-        top.update(b"\0tls\0");
-        for (host, id) in &self.tls {
-            top.update(host.as_bytes());
-            top.update([0]);
-            top.update(id.0);
-        }
-        top.update(b"\0redirect\0");
         let mut redirects = self.ssl_redirect;
         redirects.sort();
         redirects.dedup();
-        for host in redirects {
-            top.update(host.as_bytes());
-            top.update([0]);
+        for host in &redirects {
             match host.strip_prefix("*.") {
                 Some(suffix) => table.ssl_redirect_wildcard.insert(suffix.into(), ()),
-                None => table.ssl_redirect.insert(host, ()),
+                None => table.ssl_redirect.insert(host.clone(), ()),
             };
         }
+        table.ssl_redirect_hosts = redirects.into_boxed_slice();
         table.default_route = self.default_route;
         table.tls = self.tls;
-        table.digest = Digest(top.finalize().into());
+        table.digest = top.finish(table.table_items().iter());
         table
     }
 }
@@ -550,20 +712,6 @@ impl RouteTable {
             self.exact_hosts.get(host)
         }
     }
-}
-
-fn draft_digest(host: &str, draft: &HostDraft) -> Digest {
-    let mut h = Sha256::new();
-    h.update(host.as_bytes());
-    for (tag, map) in [(b'E', &draft.exact), (b'P', &draft.prefix)] {
-        for (path, route) in map {
-            h.update([0, tag]);
-            h.update(path.as_bytes());
-            h.update([0]);
-            h.update(route.backend.digest.0);
-        }
-    }
-    Digest(h.finalize().into())
 }
 
 #[cfg(test)]

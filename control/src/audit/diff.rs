@@ -2,89 +2,157 @@
 //!
 //! The diff is taken over compiled tables, not API objects: an edit that compiles to the same route
 //! does not show, and an endpoint change with no Ingress edit does.
+//!
+//! It compares the same canonical items the table's digest is taken over
+//! ([`RouteTable::items`]: routes, the default backend, TLS hosts, HTTPS redirects), item by item,
+//! and every item that differs lands in a category. So a new digest never comes with "no route
+//! changes": a changed direct response is a route whose backend changed, new endpoints behind the
+//! default backend are a changed default backend, and a host that starts redirecting to HTTPS is a
+//! redirect added.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use std::sync::Arc;
 
-use ramjet_shared::{BackendKind, CertId, HostRoutes, RouteKey, RouteTable};
+use ramjet_shared::{Backend, BackendKind, CertId, HostRoutes, RouteKey, RouteTable, TableItem};
 use serde::Serialize;
+use sha2::{Digest as _, Sha256};
 
-/// What a route resolves to, as far as the audit trail is concerned.
+/// What a route (or the default backend) resolves to, as far as the audit trail is concerned:
+/// everything of a backend that its digest covers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RouteTarget {
     pub backend: String,
+    /// The endpoints requests are proxied to (empty for a direct response).
     pub endpoints: Vec<String>,
+    /// The fixed response, when the backend answers directly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<ResponseTarget>,
 }
 
-/// A table reduced to what the diff compares.
+/// A direct response, named by its status and its body's size and hash (bodies can be large).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResponseTarget {
+    pub status: u16,
+    pub body_bytes: usize,
+    /// The first 12 hex digits of the body's SHA-256.
+    pub body_sha256: String,
+}
+
+impl RouteTarget {
+    pub fn of(b: &Backend) -> Self {
+        match &b.kind {
+            BackendKind::Endpoints(e) => RouteTarget {
+                backend: b.name.to_string(),
+                endpoints: e.iter().map(|a| a.to_string()).collect(),
+                response: None,
+            },
+            BackendKind::Respond(r) => {
+                let digest: [u8; 32] = Sha256::digest(&r.body).into();
+                RouteTarget {
+                    backend: b.name.to_string(),
+                    endpoints: Vec::new(),
+                    response: Some(ResponseTarget {
+                        status: r.status,
+                        body_bytes: r.body.len(),
+                        body_sha256: digest[..6].iter().map(|b| format!("{b:02x}")).collect(),
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// Which item of a table: the identity the diff matches items by.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ItemKey {
+    Route(RouteKey),
+    DefaultBackend,
+    /// A TLS host as declared.
+    Tls(String),
+    /// A host whose plain-HTTP requests are redirected to HTTPS.
+    HttpsRedirect(String),
+}
+
+/// What an item holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemValue {
+    Target(RouteTarget),
+    Cert(CertId),
+    Present,
+}
+
+impl ItemValue {
+    fn target(&self) -> Option<&RouteTarget> {
+        match self {
+            ItemValue::Target(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// A table reduced to its canonical items, as the diff compares them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TableView {
-    pub routes: BTreeMap<RouteKey, RouteTarget>,
-    pub hosts: BTreeSet<String>,
-    pub certs: BTreeMap<String, CertId>,
-    pub default_backend: Option<String>,
+    pub items: BTreeMap<ItemKey, ItemValue>,
 }
 
 impl TableView {
     /// Views of only what differs between two tables: host groups that are the same in both
     /// (shared, or equal by digest) are left out of both, so the diff costs time for what changed,
-    /// not for the size of the table. TLS and the default backend are always included.
+    /// not for the size of the table. The items outside host groups are always included.
     pub fn changed_parts(old: &RouteTable, new: &RouteTable) -> (TableView, TableView) {
         let same = |a: &HostRoutes, b: Option<&Arc<HostRoutes>>| b.is_some_and(|b| b.digest() == a.digest());
         let mut old_view = TableView::default();
         let mut new_view = TableView::default();
         for group in new.hosts() {
             if !same(group, old.host_group(&group.host)) {
-                new_view.add_group(group);
+                new_view.extend(group.items());
             }
         }
         for group in old.hosts() {
             if !same(group, new.host_group(&group.host)) {
-                old_view.add_group(group);
+                old_view.extend(group.items());
             }
         }
-        old_view.add_tls_and_default(old);
-        new_view.add_tls_and_default(new);
+        old_view.extend(old.table_items());
+        new_view.extend(new.table_items());
         (old_view, new_view)
-    }
-
-    fn add_group(&mut self, group: &HostRoutes) {
-        if !group.host.is_empty() {
-            self.hosts.insert(group.host.to_string());
-        }
-        for (key, route) in group.routes() {
-            self.routes.insert(key, RouteTarget::of(&route.backend));
-        }
-    }
-
-    fn add_tls_and_default(&mut self, table: &RouteTable) {
-        for (host, id) in table.tls_hosts() {
-            self.certs.insert(host.to_string(), *id);
-        }
-        self.default_backend = table.default_route().map(|r| r.backend.name.to_string());
     }
 
     /// The whole table (tests and tools; the applier uses [`TableView::changed_parts`]).
     pub fn of(table: &RouteTable) -> Self {
         let mut view = TableView::default();
-        for group in table.hosts() {
-            view.add_group(group);
-        }
-        view.add_tls_and_default(table);
+        view.extend(table.items());
         view
     }
-}
 
-impl RouteTarget {
-    fn of(b: &ramjet_shared::Backend) -> Self {
-        RouteTarget {
-            backend: b.name.to_string(),
-            endpoints: match &b.kind {
-                BackendKind::Endpoints(e) => e.iter().map(|a| a.to_string()).collect(),
-                BackendKind::Respond(r) => vec![format!("respond {}", r.status)],
-            },
+    fn extend(&mut self, items: Vec<TableItem<'_>>) {
+        for item in items {
+            let (key, value) = match item {
+                TableItem::Route { backend, .. } => (
+                    ItemKey::Route(item.route_key().expect("a route item has a key")),
+                    ItemValue::Target(RouteTarget::of(backend)),
+                ),
+                TableItem::DefaultBackend(backend) => {
+                    (ItemKey::DefaultBackend, ItemValue::Target(RouteTarget::of(backend)))
+                }
+                TableItem::Tls { host, cert } => (ItemKey::Tls(host.to_string()), ItemValue::Cert(cert)),
+                TableItem::HttpsRedirect { host } => (ItemKey::HttpsRedirect(host.to_string()), ItemValue::Present),
+            };
+            self.items.insert(key, value);
         }
+    }
+
+    /// Named hosts that have at least one route.
+    pub fn hosts(&self) -> BTreeSet<String> {
+        self.items
+            .keys()
+            .filter_map(|k| match k {
+                ItemKey::Route(r) if !r.host.is_empty() => Some(r.host.to_string()),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -99,7 +167,7 @@ pub fn diff_tables(old: &RouteTable, new: &RouteTable) -> TableDiff {
 pub struct TableDiff {
     pub routes_added: BTreeMap<String, RouteTarget>,
     pub routes_removed: Vec<String>,
-    /// Routes whose backend or endpoints moved: the new target.
+    /// Routes whose backend, endpoints or direct response changed: the new target.
     pub backends_changed: BTreeMap<String, RouteTarget>,
     pub hosts_added: Vec<String>,
     pub hosts_removed: Vec<String>,
@@ -108,22 +176,20 @@ pub struct TableDiff {
     pub certs_removed: Vec<String>,
     /// Hosts that kept TLS but whose certificate changed.
     pub certs_rotated: Vec<String>,
+    /// Hosts whose plain-HTTP requests start / stop being redirected to HTTPS.
+    pub https_redirects_added: Vec<String>,
+    pub https_redirects_removed: Vec<String>,
     pub mirrors_added: Vec<String>,
     pub mirrors_removed: Vec<String>,
-    /// The new default backend (`None` inside means it was removed), when it changed.
-    pub default_backend: Option<Option<String>>,
+    /// The new default backend (`None` inside means it was removed), when it changed: another
+    /// backend, or the same one with other endpoints or another direct response.
+    pub default_backend: Option<Option<RouteTarget>>,
+    /// The name of the default backend before, when it changed.
     #[serde(skip)]
-    keys: DiffKeys,
-}
-
-/// The exact changes by key, so a diff can be applied (tests) without parsing strings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct DiffKeys {
-    added: BTreeMap<RouteKey, RouteTarget>,
-    removed: Vec<RouteKey>,
-    changed: BTreeMap<RouteKey, RouteTarget>,
-    certs_set: BTreeMap<String, CertId>,
-    certs_unset: Vec<String>,
+    default_backend_before: Option<String>,
+    /// Every item that changed, with its new value (`None`: removed), so a diff can be applied.
+    #[serde(skip)]
+    changes: BTreeMap<ItemKey, Option<ItemValue>>,
 }
 
 /// Counts of a diff, as the audit log line and the webhook carry them.
@@ -137,44 +203,51 @@ pub struct DiffCounts {
     pub certs_added: usize,
     pub certs_removed: usize,
     pub certs_rotated: usize,
+    pub https_redirects_added: usize,
+    pub https_redirects_removed: usize,
     pub mirrors_added: usize,
     pub mirrors_removed: usize,
     pub default_backend_changed: bool,
 }
 
+/// Compares two views item by item; every item that differs is counted in exactly one category.
 pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
     let mut d = TableDiff::default();
-    for (key, target) in &new.routes {
-        match old.routes.get(key) {
-            None => {
-                d.keys.added.insert(key.clone(), target.clone());
-            }
-            Some(prev) if prev != target => {
-                d.keys.changed.insert(key.clone(), target.clone());
-            }
-            _ => {}
+    for (key, value) in &new.items {
+        if old.items.get(key) != Some(value) {
+            d.changes.insert(key.clone(), Some(value.clone()));
         }
     }
-    d.keys.removed = old.routes.keys().filter(|k| !new.routes.contains_key(*k)).cloned().collect();
-    d.routes_added = d.keys.added.iter().map(|(k, t)| (k.to_string(), t.clone())).collect();
-    d.routes_removed = d.keys.removed.iter().map(|k| k.to_string()).collect();
-    d.backends_changed = d.keys.changed.iter().map(|(k, t)| (k.to_string(), t.clone())).collect();
-    d.hosts_added = new.hosts.difference(&old.hosts).cloned().collect();
-    d.hosts_removed = old.hosts.difference(&new.hosts).cloned().collect();
-
-    for (host, id) in &new.certs {
-        match old.certs.get(host) {
-            Some(prev) if prev != id => d.certs_rotated.push(host.clone()),
-            Some(_) => continue,
-            None => d.certs_added.push(host.clone()),
+    for key in old.items.keys() {
+        if !new.items.contains_key(key) {
+            d.changes.insert(key.clone(), None);
         }
-        d.keys.certs_set.insert(host.clone(), *id);
     }
-    d.keys.certs_unset = old.certs.keys().filter(|h| !new.certs.contains_key(*h)).cloned().collect();
-    d.certs_removed = d.keys.certs_unset.clone();
-    if old.default_backend != new.default_backend {
-        d.default_backend = Some(new.default_backend.clone());
+    for (key, change) in &d.changes {
+        let before = old.items.get(key);
+        match (key, change) {
+            (ItemKey::Route(route), Some(value)) => {
+                let target = value.target().cloned().expect("a route holds a target");
+                match before {
+                    None => d.routes_added.insert(route.to_string(), target),
+                    Some(_) => d.backends_changed.insert(route.to_string(), target),
+                };
+            }
+            (ItemKey::Route(route), None) => d.routes_removed.push(route.to_string()),
+            (ItemKey::DefaultBackend, value) => {
+                d.default_backend = Some(value.as_ref().and_then(|v| v.target().cloned()));
+                d.default_backend_before = before.and_then(|v| v.target()).map(|t| t.backend.clone());
+            }
+            (ItemKey::Tls(host), Some(_)) if before.is_some() => d.certs_rotated.push(host.clone()),
+            (ItemKey::Tls(host), Some(_)) => d.certs_added.push(host.clone()),
+            (ItemKey::Tls(host), None) => d.certs_removed.push(host.clone()),
+            (ItemKey::HttpsRedirect(host), Some(_)) => d.https_redirects_added.push(host.clone()),
+            (ItemKey::HttpsRedirect(host), None) => d.https_redirects_removed.push(host.clone()),
+        }
     }
+    let (old_hosts, new_hosts) = (old.hosts(), new.hosts());
+    d.hosts_added = new_hosts.difference(&old_hosts).cloned().collect();
+    d.hosts_removed = old_hosts.difference(&new_hosts).cloned().collect();
     d
 }
 
@@ -189,6 +262,8 @@ impl TableDiff {
             certs_added: self.certs_added.len(),
             certs_removed: self.certs_removed.len(),
             certs_rotated: self.certs_rotated.len(),
+            https_redirects_added: self.https_redirects_added.len(),
+            https_redirects_removed: self.https_redirects_removed.len(),
             mirrors_added: self.mirrors_added.len(),
             mirrors_removed: self.mirrors_removed.len(),
             default_backend_changed: self.default_backend.is_some(),
@@ -216,10 +291,15 @@ impl TableDiff {
         count(c.certs_added, "cert", "certs", "added");
         count(c.certs_removed, "cert", "certs", "removed");
         count(c.certs_rotated, "cert", "certs", "rotated");
+        count(c.https_redirects_added, "HTTPS redirect", "HTTPS redirects", "added");
+        count(c.https_redirects_removed, "HTTPS redirect", "HTTPS redirects", "removed");
         count(c.mirrors_added, "mirror", "mirrors", "added");
         count(c.mirrors_removed, "mirror", "mirrors", "removed");
         match &self.default_backend {
-            Some(Some(name)) => parts.push(format!("default backend now {name}")),
+            Some(Some(now)) if self.default_backend_before.as_deref() == Some(now.backend.as_str()) => {
+                parts.push(format!("default backend {} changed", now.backend))
+            }
+            Some(Some(now)) => parts.push(format!("default backend now {}", now.backend)),
             Some(None) => parts.push("default backend removed".into()),
             None => {}
         }
@@ -233,22 +313,11 @@ impl TableDiff {
     /// Applies this diff to `old`: the result equals the table it was taken against.
     pub fn apply(&self, old: &TableView) -> TableView {
         let mut view = old.clone();
-        for key in &self.keys.removed {
-            view.routes.remove(key);
-        }
-        for (key, target) in self.keys.added.iter().chain(&self.keys.changed) {
-            view.routes.insert(key.clone(), target.clone());
-        }
-        for host in &self.hosts_removed {
-            view.hosts.remove(host);
-        }
-        view.hosts.extend(self.hosts_added.iter().cloned());
-        for host in &self.keys.certs_unset {
-            view.certs.remove(host);
-        }
-        view.certs.extend(self.keys.certs_set.iter().map(|(h, id)| (h.clone(), *id)));
-        if let Some(default) = &self.default_backend {
-            view.default_backend = default.clone();
+        for (key, change) in &self.changes {
+            match change {
+                Some(value) => view.items.insert(key.clone(), value.clone()),
+                None => view.items.remove(key),
+            };
         }
         view
     }

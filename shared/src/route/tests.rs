@@ -138,3 +138,38 @@ fn certificate_for_exact_then_wildcard() {
     assert_eq!(t.certificate_for("a.b.example.com"), None);
     assert_eq!(t.cert_ids(), vec![one, two]);
 }
+
+#[test]
+fn the_digest_is_taken_over_the_items_the_table_walks() {
+    let mut b = TableBuilder::new();
+    b.add_route("a.com", "/x", PathKind::Exact, backend("a"), "x").unwrap();
+    b.add_route("a.com", "/", PathKind::Prefix, backend("a"), "x").unwrap();
+    b.add_route("", "/z", PathKind::Prefix, backend("z"), "x").unwrap();
+    b.set_default_backend(backend("d"), "x");
+    b.add_tls_host("a.com", CertId([1; 32]));
+    b.add_ssl_redirect("a.com");
+    let t = b.build(None);
+    assert_eq!(t.recompute_digest(), t.digest());
+    let kinds: Vec<&str> = t
+        .items()
+        .iter()
+        .map(|i| match i {
+            TableItem::Route { .. } => "route",
+            TableItem::DefaultBackend(_) => "default",
+            TableItem::Tls { .. } => "tls",
+            TableItem::HttpsRedirect { .. } => "redirect",
+        })
+        .collect();
+    assert_eq!(kinds, ["route", "route", "route", "default", "tls", "redirect"]);
+
+    // Each kind of item moves the digest on its own.
+    let mut b = TableBuilder::new();
+    b.add_route("a.com", "/x", PathKind::Exact, backend("a"), "x").unwrap();
+    b.add_route("a.com", "/", PathKind::Prefix, backend("a"), "x").unwrap();
+    b.add_route("", "/z", PathKind::Prefix, backend("z"), "x").unwrap();
+    b.set_default_backend(backend("d"), "x");
+    b.add_tls_host("a.com", CertId([1; 32]));
+    let without_redirect = b.build(None);
+    assert_ne!(without_redirect.digest(), t.digest());
+    assert_eq!(without_redirect.recompute_digest(), without_redirect.digest());
+}

@@ -5,35 +5,53 @@ use ramjet_shared::{Backend, PathKind, TableBuilder};
 
 use super::*;
 
-/// A generated table: rules (host index, path index, exact, backend index), TLS (host, cert), default.
-type Spec = (Vec<(u8, u8, bool, u8)>, Vec<(u8, u8)>, Option<u8>);
+/// A generated table: rules (host, path, exact, backend), TLS (host, cert), HTTPS redirects (host),
+/// default backend. Backends are indexes: see [`backend`].
+type Spec = (Vec<(u8, u8, bool, u8)>, Vec<(u8, u8)>, Vec<u8>, Option<u8>);
 
-fn build(spec: &Spec) -> RouteTable {
-    let hosts = ["", "a.com", "b.com", "*.c.com"];
+const HOSTS: [&str; 4] = ["", "a.com", "b.com", "*.c.com"];
+const NAMED_HOSTS: [&str; 3] = ["a.com", "b.com", "*.c.com"];
+
+/// Backend `i`: one of three names, with one to four endpoints or (every fifth) a direct response
+/// whose status and body vary — so the same name can come with other content, as after an edit.
+fn backend(i: u8) -> Arc<Backend> {
+    let name = format!("b{}", i % 3);
+    if i % 5 == 4 {
+        let status = [200, 503][usize::from(i) % 2];
+        return Arc::new(Backend::respond(&name, 0, status, format!("body {}", i % 7)));
+    }
+    let addrs = (0..=i % 4).map(|p| format!("127.0.0.1:{}", 9000 + p as u16).parse().unwrap()).collect();
+    Arc::new(Backend::endpoints(&name, 0, addrs))
+}
+
+fn builder(spec: &Spec) -> TableBuilder {
     let paths = ["/", "/x", "/x/y", "/z"];
-    let backend = |i: u8| {
-        let n = i % 4;
-        let addrs = (0..=n).map(|p| format!("127.0.0.1:{}", 9000 + p as u16).parse().unwrap()).collect();
-        Arc::new(Backend::endpoints(&format!("b{}", i % 3), 0, addrs))
-    };
     let mut b = TableBuilder::new();
     for (h, p, exact, be) in &spec.0 {
         let kind = if *exact { PathKind::Exact } else { PathKind::Prefix };
-        let _ = b.add_route(hosts[*h as usize % 4], paths[*p as usize % 4], kind, backend(*be), "t");
+        let _ = b.add_route(HOSTS[*h as usize % 4], paths[*p as usize % 4], kind, backend(*be), "t");
     }
     for (h, c) in &spec.1 {
-        b.add_tls_host(["a.com", "b.com", "*.c.com"][*h as usize % 3], CertId([*c % 3; 32]));
+        b.add_tls_host(NAMED_HOSTS[*h as usize % 3], CertId([*c % 3; 32]));
     }
-    if let Some(d) = spec.2 {
+    for h in &spec.2 {
+        b.add_ssl_redirect(NAMED_HOSTS[*h as usize % 3]);
+    }
+    if let Some(d) = spec.3 {
         b.set_default_backend(backend(d), "t");
     }
-    b.build(None)
+    b
+}
+
+fn build(spec: &Spec) -> RouteTable {
+    builder(spec).build(None)
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
     (
         prop::collection::vec((any::<u8>(), any::<u8>(), any::<bool>(), any::<u8>()), 0..12),
         prop::collection::vec((any::<u8>(), any::<u8>()), 0..4),
+        prop::collection::vec(any::<u8>(), 0..3),
         prop::option::of(any::<u8>()),
     )
 }
@@ -49,20 +67,83 @@ proptest! {
         prop_assert_eq!(diff_tables(&build(&a), &build(&b)), d);
     }
 
+    /// The diff and the digest see the same table: a new digest always comes with a non-empty
+    /// diff, and the same digest with an empty one.
     #[test]
-    fn compiling_the_same_rules_twice_gives_the_same_digest(a in spec()) {
-        prop_assert_eq!(build(&a).digest(), build(&a).digest());
+    fn a_different_digest_always_gives_a_non_empty_diff(a in spec(), b in spec()) {
+        let (old, new) = (build(&a), builder(&b).build(Some(&build(&a))));
+        let d = diff_tables(&old, &new);
+        prop_assert_eq!(old.digest() != new.digest(), !d.is_empty(), "{}", d.sentence());
+        prop_assert_eq!(d.sentence() == "no route changes", d.is_empty());
     }
+
+    #[test]
+    fn compiling_the_same_rules_twice_gives_the_same_digest(a in spec(), b in spec()) {
+        let table = build(&a);
+        prop_assert_eq!(table.digest(), build(&a).digest());
+        // Built on top of another table (sharing its unchanged hosts): still the same digest.
+        prop_assert_eq!(builder(&a).build(Some(&build(&b))).digest(), table.digest());
+        // And the digest is the one the item walk gives.
+        prop_assert_eq!(table.recompute_digest(), table.digest());
+    }
+}
+
+fn one_host(backend: Arc<Backend>) -> TableBuilder {
+    let mut b = TableBuilder::new();
+    b.add_route("a.com", "/", PathKind::Prefix, backend, "t").unwrap();
+    b
 }
 
 #[test]
 fn sentence_counts_what_changed() {
-    let old = build(&(vec![(1, 0, false, 0), (1, 1, false, 0)], vec![(0, 1)], None));
-    let new = build(&(vec![(1, 0, false, 1), (2, 1, false, 0), (2, 2, true, 0)], vec![(0, 2)], Some(0)));
+    let old = build(&(vec![(1, 0, false, 0), (1, 1, false, 0)], vec![(0, 1)], vec![], None));
+    let new = build(&(vec![(1, 0, false, 1), (2, 1, false, 0), (2, 2, true, 0)], vec![(0, 2)], vec![1], Some(0)));
     let d = diff(&TableView::of(&old), &TableView::of(&new));
     assert_eq!(
         d.sentence(),
-        "2 routes added, 1 route removed, 1 backend changed, 1 host added, 1 cert rotated, default backend now b0"
+        "2 routes added, 1 route removed, 1 backend changed, 1 host added, 1 cert rotated, 1 HTTPS redirect added, \
+         default backend now b0"
     );
     assert_eq!(diff(&TableView::of(&old), &TableView::of(&old)).sentence(), "no route changes");
+}
+
+/// The three changes that used to say "no route changes".
+#[test]
+fn a_changed_direct_response_is_a_changed_backend() {
+    let old = one_host(Arc::new(Backend::respond("page", 0, 200, "old text"))).build(None);
+    let new = one_host(Arc::new(Backend::respond("page", 0, 200, "new text"))).build(Some(&old));
+    let d = diff_tables(&old, &new);
+    assert_eq!(d.sentence(), "1 backend changed");
+    let target = &d.backends_changed["a.com/"];
+    assert_eq!(target.response.as_ref().map(|r| (r.status, r.body_bytes)), Some((200, 8)));
+
+    let status = one_host(Arc::new(Backend::respond("page", 0, 503, "new text"))).build(Some(&new));
+    assert_eq!(diff_tables(&new, &status).sentence(), "1 backend changed");
+}
+
+#[test]
+fn an_https_redirect_added_or_removed_is_counted() {
+    let plain = one_host(backend(0)).build(None);
+    let mut b = one_host(backend(0));
+    b.add_ssl_redirect("a.com");
+    let redirecting = b.build(Some(&plain));
+    let d = diff_tables(&plain, &redirecting);
+    assert_eq!(d.sentence(), "1 HTTPS redirect added");
+    assert_eq!(d.https_redirects_added, ["a.com"]);
+    assert_eq!(diff_tables(&redirecting, &plain).sentence(), "1 HTTPS redirect removed");
+}
+
+#[test]
+fn new_endpoints_behind_the_default_backend_change_the_default_backend() {
+    let with = |n: u16| {
+        let addrs = (0..n).map(|p| format!("127.0.0.1:{}", 9000 + p).parse().unwrap()).collect();
+        let mut b = TableBuilder::new();
+        b.set_default_backend(Arc::new(Backend::endpoints("default/web:80", 0, addrs)), "t");
+        b.build(None)
+    };
+    let d = diff_tables(&with(1), &with(2));
+    assert_eq!(d.sentence(), "default backend default/web:80 changed");
+    assert!(d.counts().default_backend_changed);
+    assert_eq!(d.default_backend.unwrap().unwrap().endpoints, ["127.0.0.1:9000", "127.0.0.1:9001"]);
+    assert_eq!(diff_tables(&with(1), &RouteTable::default()).sentence(), "default backend removed");
 }
