@@ -100,7 +100,13 @@ where
         conn.write_out().await.map_err(|e| Failure::from(e).started())?;
         return Ok((status, Next::Tunnel(up)));
     }
-    let complete = relay_response(conn, &mut up, &response, head.minor == 0).await?;
+    let complete = match relay_response(conn, &mut up, &response, head.minor == 0).await {
+        Ok(complete) => complete,
+        Err(failure) => {
+            worker.upstream_buffers.give(up.buf.into_inner());
+            return Err(failure);
+        }
+    };
     if complete && response.reusable && up.buf.is_empty() {
         worker.pool.put(up);
     } else {
