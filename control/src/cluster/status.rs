@@ -7,8 +7,13 @@
 //! object's resourceVersion says the view is older than the write). If somebody else keeps
 //! reverting the value, ramjet stops after [`MAX_REWRITES`] and says so with one Warning Event on
 //! the Ingress, instead of fighting.
+//!
+//! An Ingress that stops being ours while this replica leads (its class changed, our IngressClass
+//! deleted, moved to another controller) loses the address ramjet wrote: ramjet applies an empty
+//! status as field manager `ramjet`, which gives up its fields, so the server removes what only
+//! ramjet owned and keeps what another writer set.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -118,11 +123,14 @@ pub async fn run(
     }
     stores.ready().await;
     let mut written: HashMap<(String, String), Written> = HashMap::new();
+    let mut was_ours: HashSet<(String, String)> = HashSet::new();
     loop {
         if *leader.borrow_and_update() {
-            sync(&client, &stores, &options, &events, &mut written).await;
+            let ours = sync(&client, &stores, &options, &events, &mut written).await;
+            was_ours = release_former(&client, &stores, ours, std::mem::take(&mut was_ours)).await;
         } else {
             written.clear();
+            was_ours.clear();
         }
         tokio::select! {
             _ = stores.status_changed.notified() => tokio::time::sleep(options.debounce).await,
@@ -131,17 +139,65 @@ pub async fn run(
     }
 }
 
+fn key_of(ingress: &Ingress) -> Option<(String, String)> {
+    Some((ingress.metadata.namespace.clone()?, ingress.metadata.name.clone()?))
+}
+
+/// Whether field manager `ramjet` owns fields of this Ingress's status.
+fn owns_status(ingress: &Ingress) -> bool {
+    ingress.metadata.managed_fields.iter().flatten().any(|m| {
+        m.manager.as_deref() == Some(FIELD_MANAGER)
+            && m.subresource.as_deref() == Some("status")
+            && m.fields_v1.as_ref().is_some_and(|f| f.0.get("f:status").is_some())
+    })
+}
+
+/// Gives up ramjet's status fields on the Ingresses that were ours at the last sync and no longer
+/// are. Returns the Ingresses to look at next time: ours now, and those whose release failed.
+async fn release_former(
+    client: &Client,
+    stores: &Stores,
+    ours: HashSet<(String, String)>,
+    was_ours: HashSet<(String, String)>,
+) -> HashSet<(String, String)> {
+    let mut next = ours;
+    for ingress in stores.ingresses.state() {
+        let Some(key) = key_of(&ingress) else { continue };
+        if next.contains(&key) || !was_ours.contains(&key) || !owns_status(&ingress) {
+            continue;
+        }
+        let (namespace, name) = &key;
+        let api: Api<Ingress> = Api::namespaced(client.clone(), namespace);
+        // No status in the applied configuration: ramjet owns nothing there any more.
+        let patch = json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "Ingress",
+            "metadata": { "name": name, "namespace": namespace },
+        });
+        match api.patch_status(name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&patch)).await {
+            Ok(_) => tracing::info!(ingress = %format!("{namespace}/{name}"), "no longer ours: status address removed"),
+            Err(e) => {
+                tracing::warn!(ingress = %format!("{namespace}/{name}"), error = %e, "cannot remove the status address of an Ingress that is no longer ours");
+                next.insert(key);
+            }
+        }
+    }
+    next
+}
+
+/// Writes status where it differs; returns the Ingresses that are ours.
 async fn sync(
     client: &Client,
     stores: &Stores,
     options: &ClusterOptions,
     events: &EventWriter,
     written: &mut HashMap<(String, String), Written>,
-) {
-    let service = stores.status_service.as_ref().and_then(|s| s.state().into_iter().next());
-    let Some(want) = desired(&options.status_addresses, service.as_deref()) else { return };
+) -> HashSet<(String, String)> {
     let selector = ClassSelector::new(&stores.classes.state(), &options.ingress);
     let ours: Vec<Arc<Ingress>> = stores.ingresses.state().into_iter().filter(|i| selector.selects(i)).collect();
+    let keys: HashSet<(String, String)> = ours.iter().filter_map(|i| key_of(i)).collect();
+    let service = stores.status_service.as_ref().and_then(|s| s.state().into_iter().next());
+    let Some(want) = desired(&options.status_addresses, service.as_deref()) else { return keys };
     written.retain(|(ns, name), _| {
         ours.iter().any(|i| i.metadata.namespace.as_ref() == Some(ns) && i.metadata.name.as_ref() == Some(name))
     });
@@ -217,6 +273,7 @@ async fn sync(
             }
         }
     }
+    keys
 }
 
 #[cfg(test)]
