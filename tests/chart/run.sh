@@ -9,6 +9,8 @@
 #
 #   tests/chart/run.sh            # everything
 #   tests/chart/run.sh digest     # only tests whose name contains "digest"
+#   tests/chart/run.sh --render RELEASE NAMESPACE [VALUES_JSON]
+#                                 # print the rendered manifests as JSON (tests/cluster.rs)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -28,9 +30,13 @@ pick_python() {
   return 1
 }
 
+# Test binaries run at once: one of them builds the virtualenv, the others wait for it.
+mkdir -p "$ROOT/target"
+exec 8>"$ROOT/target/.chart-venv.lock"
+flock 8
 if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQ" "$STAMP"; then
   PY="$(pick_python)"
-  echo "chart tests: creating $VENV with $("$PY" --version 2>&1)"
+  echo "chart tests: creating $VENV with $("$PY" --version 2>&1)" >&2
   rm -rf "$VENV"
   mkdir -p "$ROOT/target"
   "$PY" -m venv "$VENV"
@@ -38,5 +44,11 @@ if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQ" "$STAMP"; then
   cp "$REQ" "$STAMP"
 fi
 
+flock -u 8
+
 cd "$ROOT"
+if [ "${1:-}" = "--render" ]; then
+  shift
+  exec "$VENV/bin/python" "$ROOT/tests/chart/render.py" "$@"
+fi
 exec "$VENV/bin/python" "$ROOT/tests/chart/test_chart.py" "$@"

@@ -1,0 +1,1108 @@
+//! The real `ramjet` binary against a real Kubernetes API server (kube-apiserver and etcd built
+//! from `tests/k8s`, see `tests/support/control_plane.rs`), installed the way `helm install` does:
+//! the chart is rendered by Helm's own engine, its ServiceAccount, RBAC, IngressClass and Service
+//! are applied, and ramjet runs with the chart's own arguments as that ServiceAccount (a token from
+//! the TokenRequest API). Backends are real processes on 127.0.0.1 named by EndpointSlices.
+//!
+//! One control plane serves every test of this binary; each test installs its own release in its
+//! own namespace with its own IngressClass and controller name, so tests never see each other.
+//! `RAMJET_KEEP_CONTROL_PLANE=1` keeps the control plane's directory (logs, audit log) after the run.
+
+#[path = "support/control_plane.rs"]
+mod control_plane;
+#[path = "support/kube_api.rs"]
+mod kube_api;
+mod support;
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use control_plane::{base64, ControlPlane};
+use kube_api::Kube;
+use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+use serde_json::{json, Value};
+use support::client::{get, served_by};
+use support::{eventually, free_port};
+
+/// The address the chart's Service gets from the (simulated) cloud load balancer.
+const LB_IP: &str = "203.0.113.10";
+/// Generous: a loaded 2-core machine runs the API server, etcd, ramjet and the tests at once.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// One `helm install` of the chart into a namespace of its own.
+struct Install {
+    name: String,
+    ns: String,
+    class: String,
+    election: String,
+    service_account: String,
+    /// The chart's container arguments, as the Deployment runs them.
+    args: Vec<String>,
+    /// A kubeconfig holding a TokenRequest token of the chart's ServiceAccount.
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+    admin: Kube,
+}
+
+/// Renders the chart with Helm's engine (`tests/chart/run.sh --render`).
+fn render(release: &str, ns: &str, values: &Value) -> Vec<Value> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new("bash")
+        .arg(format!("{root}/tests/chart/run.sh"))
+        .args(["--render", release, ns, &values.to_string()])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run tests/chart/run.sh --render");
+    assert!(out.status.success(), "rendering the chart failed");
+    serde_json::from_slice(&out.stdout).expect("rendered chart as JSON")
+}
+
+/// The kinds of the chart that `helm install` creates and that matter without a kubelet.
+const INSTALLED_KINDS: &[&str] =
+    &["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "IngressClass", "Service"];
+
+impl Install {
+    fn new(name: &str) -> Install {
+        let docs = Install::render(name);
+        Install::apply(name, docs)
+    }
+
+    fn render(name: &str) -> Vec<Value> {
+        let values = json!({
+            "ingressClass": { "name": name, "controllerValue": format!("ramjet.dev/{name}") },
+        });
+        render(name, &format!("t-{name}"), &values)
+    }
+
+    fn apply(name: &str, docs: Vec<Value>) -> Install {
+        let plane = ControlPlane::shared();
+        let admin = Kube::new(&plane.admin_kubeconfig);
+        let ns = format!("t-{name}");
+        admin.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata: {{ name: {ns} }}\n"));
+        let deployment = docs.iter().find(|d| d["kind"] == "Deployment").expect("the chart renders a Deployment");
+        let pod = &deployment["spec"]["template"]["spec"];
+        let args: Vec<String> =
+            pod["containers"][0]["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+        let service_account = pod["serviceAccountName"].as_str().unwrap().to_string();
+        let election = flag(&args, "--election-id").unwrap();
+        for doc in docs.iter().filter(|d| INSTALLED_KINDS.contains(&d["kind"].as_str().unwrap())) {
+            admin.apply_value(doc, "helm").unwrap_or_else(|e| panic!("applying the chart's {}: {e}", doc["kind"]));
+        }
+        // What a cloud load balancer would do for the chart's Service: give it an address.
+        if let Some(published) = flag(&args, "--publish-service") {
+            let (_, name) = published.split_once('/').unwrap();
+            admin
+                .apply_status(
+                    "Service",
+                    &ns,
+                    name,
+                    "test-cloud",
+                    json!({ "loadBalancer": { "ingress": [{ "ip": LB_IP }] } }),
+                )
+                .unwrap();
+        }
+        let dir = support::temp_dir(&format!("cluster-{name}"));
+        let token = admin.token(&ns, &service_account);
+        let kubeconfig = dir.join("ramjet.kubeconfig");
+        plane.write_kubeconfig(&kubeconfig, &token, &ns);
+        Install { name: name.into(), class: name.into(), ns, election, service_account, args, kubeconfig, dir, admin }
+    }
+
+    /// Starts the real binary with the chart's arguments (ports moved to free loopback ones).
+    fn ramjet(&self, identity: &str) -> Ramjet {
+        self.ramjet_with(identity, &self.kubeconfig.clone(), &[])
+    }
+
+    fn ramjet_with(&self, identity: &str, kubeconfig: &std::path::Path, extra: &[&str]) -> Ramjet {
+        let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut args: Vec<String> = self
+            .args
+            .iter()
+            .filter(|a| {
+                !["--http-addr", "--https-addr", "--admin-addr", "--io-driver"].iter().any(|f| a.starts_with(f))
+            })
+            .cloned()
+            .collect();
+        args.extend([
+            format!("--http-addr={http}"),
+            format!("--https-addr={https}"),
+            format!("--admin-addr={admin}"),
+            "--io-driver=auto".into(),
+            "--workers=1".into(),
+            format!("--kubeconfig={}", kubeconfig.display()),
+        ]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        spawn_ramjet(&self.dir, identity, &self.ns, &args, http, https, admin)
+    }
+
+    fn user(&self) -> String {
+        format!("system:serviceaccount:{}:{}", self.ns, self.service_account)
+    }
+
+    fn lease_holder(&self) -> Option<String> {
+        let lease = self.admin.get("Lease", Some(&self.ns), &self.election)?;
+        lease["spec"]["holderIdentity"].as_str().map(String::from)
+    }
+
+    /// Service `name` (port `http` 80) and one EndpointSlice naming `endpoints`.
+    fn service(&self, name: &str, endpoints: &[&Backend]) {
+        let ns = &self.ns;
+        self.admin.apply(&format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: {ns} }}\n\
+             spec: {{ ports: [{{ name: http, port: 80, targetPort: 8080 }}] }}\n"
+        ));
+        self.slice(&format!("{name}-1"), name, endpoints);
+    }
+
+    fn slice(&self, slice: &str, service: &str, endpoints: &[&Backend]) {
+        self.admin.apply(&slice_yaml(&self.ns, slice, service, endpoints));
+    }
+
+    fn ingress(&self, name: &str, host: &str, service: &str) {
+        self.admin.apply(&ingress_yaml(&self.ns, &self.class, name, host, service, None));
+    }
+
+    fn ingress_value(&self, name: &str) -> Value {
+        self.admin.get("Ingress", Some(&self.ns), name).unwrap_or_else(|| panic!("no Ingress {name}"))
+    }
+
+    fn status_ips(&self, name: &str) -> Vec<String> {
+        self.admin
+            .get("Ingress", Some(&self.ns), name)
+            .and_then(|i| i["status"]["loadBalancer"]["ingress"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|e| e["ip"].as_str().map(String::from))
+            .collect()
+    }
+
+    /// events.k8s.io/v1 Events with this reason about the object named `regarding`.
+    fn events(&self, reason: &str, regarding: &str) -> Vec<Value> {
+        self.admin
+            .list("Event", None)
+            .into_iter()
+            .filter(|e| e["reason"] == reason && e["regarding"]["name"] == regarding)
+            .filter(|e| {
+                e["reportingController"] == format!("ramjet.dev/{}", self.name) || e["reportingController"].is_string()
+            })
+            .collect()
+    }
+}
+
+impl Drop for Install {
+    fn drop(&mut self) {
+        // Cluster-scoped objects would otherwise outlive the test (namespaces are never deleted:
+        // there is no namespace controller without kube-controller-manager).
+        if std::thread::panicking() {
+            return;
+        }
+        self.admin.delete("IngressClass", None, &self.class);
+        for kind in ["ClusterRoleBinding", "ClusterRole"] {
+            self.admin.delete(kind, None, &format!("{}-ramjet", self.name));
+        }
+    }
+}
+
+fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter().find_map(|a| a.strip_prefix(name)?.strip_prefix('=').map(String::from))
+}
+
+fn slice_yaml(ns: &str, slice: &str, service: &str, endpoints: &[&Backend]) -> String {
+    let port = endpoints.first().map(|b| b.addr.port()).unwrap_or(8080);
+    let list: Vec<String> = endpoints
+        .iter()
+        .map(|b| format!("{{ addresses: [\"{}\"], conditions: {{ ready: true }} }}", b.addr.ip()))
+        .collect();
+    format!(
+        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {{ name: {slice}, namespace: {ns}, labels: {{ kubernetes.io/service-name: {service} }} }}\n\
+         addressType: IPv4\nports: [{{ name: http, port: {port}, protocol: TCP }}]\nendpoints: [{}]\n",
+        list.join(", ")
+    )
+}
+
+fn ingress_yaml(ns: &str, class: &str, name: &str, host: &str, service: &str, tls: Option<&str>) -> String {
+    let tls = tls.map(|secret| format!("  tls: [{{ hosts: [{host}], secretName: {secret} }}]\n")).unwrap_or_default();
+    format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{ name: {name}, namespace: {ns} }}\n\
+         spec:\n  ingressClassName: {class}\n{tls}  rules: [{{ host: {host}, http: {{ paths: [{{ path: /, pathType: Prefix, \
+         backend: {{ service: {{ name: {service}, port: {{ name: http }} }} }} }}] }} }}]\n"
+    )
+}
+
+/// Starts the real binary with `args` (which must name these addresses); its log goes to `dir`.
+fn spawn_ramjet(
+    dir: &std::path::Path,
+    identity: &str,
+    ns: &str,
+    args: &[String],
+    http: SocketAddr,
+    https: SocketAddr,
+    admin: SocketAddr,
+) -> Ramjet {
+    let log = dir.join(format!("{identity}.log"));
+    let child = Command::new(env!("CARGO_BIN_EXE_ramjet"))
+        .args(args)
+        .env("RAMJET_POD_NAMESPACE", ns)
+        .env("POD_NAME", identity)
+        .env("RAMJET_LOG", std::env::var("RAMJET_LOG").unwrap_or_else(|_| "info".into()))
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+        .spawn()
+        .expect("start ramjet");
+    Ramjet { child: Some(child), http, https, admin, log, identity: identity.into() }
+}
+
+/// The real binary, killed (SIGKILL) when dropped.
+struct Ramjet {
+    child: Option<Child>,
+    http: SocketAddr,
+    https: SocketAddr,
+    admin: SocketAddr,
+    log: PathBuf,
+    identity: String,
+}
+
+impl Ramjet {
+    fn readyz(&self) -> Option<u16> {
+        http(self.admin, "localhost", "/readyz").map(|(status, _)| status)
+    }
+
+    fn wait_ready(&mut self) {
+        let ok = eventually(PATIENCE, || {
+            self.assert_running();
+            self.readyz() == Some(200)
+        });
+        assert!(ok, "{} never became ready; log:\n{}", self.identity, self.log());
+    }
+
+    fn assert_running(&mut self) {
+        if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+            panic!("{} exited ({status}); log:\n{}", self.identity, self.log());
+        }
+    }
+
+    /// Which backend answered `GET /` for `host` (or the status, or "down").
+    fn served(&self, host: &str) -> String {
+        if TcpStream::connect_timeout(&self.http, Duration::from_secs(1)).is_err() {
+            return "down".into();
+        }
+        let response = get(self.http, host, "/");
+        if response.status == 200 {
+            served_by(&response)
+        } else {
+            response.status.to_string()
+        }
+    }
+
+    fn wait_served(&self, host: &str, want: &str) {
+        assert!(
+            eventually(PATIENCE, || self.served(host) == want),
+            "{host} never served by {want} (now: {}); log:\n{}",
+            self.served(host),
+            self.log()
+        );
+    }
+
+    fn generations(&self) -> Value {
+        let (_, body) = http(self.admin, "localhost", "/admin/generations").expect("admin listener");
+        serde_json::from_str(&body).unwrap_or(Value::Null)
+    }
+
+    fn log(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    fn full_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&mut self, signal: i32) {
+        if let Some(child) = &self.child {
+            // SAFETY: kill(2) on the PID of a child this process spawned and has not reaped yet.
+            #[allow(unsafe_code)]
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, signal);
+            }
+        }
+    }
+
+    /// Waits for the process to exit after a signal.
+    fn wait_exit(&mut self, timeout: Duration) -> bool {
+        let Some(child) = self.child.as_mut() else { return true };
+        let exited = eventually(timeout, || matches!(child.try_wait(), Ok(Some(_))));
+        if exited {
+            self.child = None;
+        }
+        exited
+    }
+}
+
+impl Drop for Ramjet {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A plain HTTP/1.1 GET with `Connection: close`; `None` when nothing answers.
+fn http(addr: SocketAddr, host: &str, path: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw);
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// The address backends listen on: the API server refuses loopback addresses in EndpointSlices
+/// ("may not be in the loopback range"), so they listen on this machine's own non-loopback address.
+fn host_ip() -> std::net::IpAddr {
+    static IP: std::sync::OnceLock<std::net::IpAddr> = std::sync::OnceLock::new();
+    *IP.get_or_init(|| {
+        // Connecting a UDP socket sends nothing; it only picks the source address of the default route.
+        let socket = std::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+        let ip = socket.connect("198.51.100.1:9").and_then(|_| socket.local_addr()).map(|a| a.ip());
+        match ip {
+            Ok(ip) if !ip.is_loopback() && !ip.is_unspecified() => ip,
+            other => panic!(
+                "the cluster tests need a non-loopback IPv4 address on this machine for the backends \
+                 (EndpointSlices may not name 127.0.0.0/8); found {other:?}"
+            ),
+        }
+    })
+}
+
+/// A real HTTP/1.1 backend on [`host_ip`] that answers every request with `backend=NAME`.
+struct Backend {
+    addr: SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Backend {
+    fn start(name: &str) -> Backend {
+        use std::io::BufRead;
+        let listener = std::net::TcpListener::bind((host_ip(), 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (name, stopping) = (name.to_string(), stop.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                if stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                let Ok(stream) = stream else { continue };
+                let name = name.clone();
+                std::thread::spawn(move || {
+                    let _ = stream.set_nodelay(true);
+                    let mut writer = stream.try_clone().unwrap();
+                    let mut reader = std::io::BufReader::new(stream);
+                    loop {
+                        // The head; these tests send no request bodies.
+                        let mut line = String::new();
+                        loop {
+                            line.clear();
+                            match reader.read_line(&mut line) {
+                                Ok(0) | Err(_) => return,
+                                Ok(_) if line == "\r\n" => break,
+                                Ok(_) => {}
+                            }
+                        }
+                        let body = format!("backend={name}\n");
+                        let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                        if writer.write_all(answer.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Backend { addr, stop }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+/// A CA and a `kubernetes.io/tls` Secret for `host` signed by it.
+struct TestCa {
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
+}
+
+impl TestCa {
+    fn new(name: &str) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let key = KeyPair::generate().unwrap();
+        let pem = params.self_signed(&key).unwrap().pem();
+        TestCa { issuer: Issuer::new(params, key), pem }
+    }
+
+    fn secret(&self, ns: &str, name: &str, host: &str) -> String {
+        let params = CertificateParams::new(vec![host.to_string()]).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: {name}, namespace: {ns} }}\ntype: kubernetes.io/tls\n\
+             data: {{ tls.crt: {}, tls.key: {} }}\n",
+            base64(cert.pem().as_bytes()),
+            base64(key.serialize_pem().as_bytes())
+        )
+    }
+}
+
+/// `curl` over TLS with SNI `host`, trusting only `ca_pem`: the status, or curl's exit code.
+fn https_status(ramjet: &Ramjet, host: &str, ca_pem: &str, dir: &std::path::Path) -> String {
+    let ca = dir.join(format!("ca-{}.pem", free_port()));
+    std::fs::write(&ca, ca_pem).unwrap();
+    let port = ramjet.https.port();
+    let out = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5", "--cacert"])
+        .arg(&ca)
+        .arg("--resolve")
+        .arg(format!("{host}:{port}:127.0.0.1"))
+        .arg(format!("https://{host}:{port}/"))
+        .output()
+        .expect("curl");
+    let _ = std::fs::remove_file(&ca);
+    if out.status.success() {
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    } else {
+        format!("curl exit {}", out.status.code().unwrap_or(-1))
+    }
+}
+
+/// The writes (create/update/patch/delete) `user` made, as "verb resource[/subresource]".
+fn writes_by(plane: &ControlPlane, user: &str, since: usize) -> Vec<String> {
+    plane.audit_entries()[since..]
+        .iter()
+        .filter(|e| e["user"]["username"] == user)
+        .filter(|e| e["stage"] == "ResponseComplete")
+        .map(|e| {
+            let r = &e["objectRef"];
+            let sub = r["subresource"].as_str().map(|s| format!("/{s}")).unwrap_or_default();
+            format!("{} {}{}", e["verb"].as_str().unwrap_or("?"), r["resource"].as_str().unwrap_or("?"), sub)
+        })
+        .collect()
+}
+
+fn audit_len(plane: &ControlPlane) -> usize {
+    plane.audit_entries().len()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. The chart's RBAC is enough, and no more than needed.
+// ---------------------------------------------------------------------------------------------
+
+/// What a working install shows within the deadline; each entry names what never happened.
+fn what_fails(install: &Install, ramjet: &mut Ramjet, deadline: Instant) -> BTreeSet<&'static str> {
+    let mut missing: BTreeSet<&'static str> =
+        ["ready and serving", "Ingress status written", "ConfigApplied Event", "Lease held"].into();
+    while !missing.is_empty() && Instant::now() < deadline {
+        ramjet.assert_running();
+        if missing.contains("ready and serving") && ramjet.readyz() == Some(200) && ramjet.served("web.test") == "a" {
+            missing.remove("ready and serving");
+        }
+        if missing.contains("Ingress status written") && install.status_ips("web") == [LB_IP] {
+            missing.remove("Ingress status written");
+        }
+        if missing.contains("ConfigApplied Event") && !install.events("ConfigApplied", &install.class).is_empty() {
+            missing.remove("ConfigApplied Event");
+        }
+        if missing.contains("Lease held") && install.lease_holder().as_deref() == Some(ramjet.identity.as_str()) {
+            missing.remove("Lease held");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    missing
+}
+
+/// The rule of the rendered chart that `what_fails` must show missing when it is removed, and the
+/// check that names it. `None`: ramjet does not use this rule (yet).
+fn needed_for(kind: &str, rule: &Value) -> &'static str {
+    let resources: Vec<&str> = rule["resources"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    let verbs: Vec<&str> = rule["verbs"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    match (kind, resources.as_slice()) {
+        ("ClusterRole", ["ingresses/status"]) => "Ingress status written",
+        ("ClusterRole", ["events"]) => "ConfigApplied Event",
+        ("ClusterRole", _) if verbs.contains(&"list") => "ready and serving",
+        ("Role", ["leases"]) => "Lease held",
+        _ => panic!("the chart grants a rule no test knows what it is for: {kind} {rule}"),
+    }
+}
+
+#[test]
+fn chart_rbac_is_enough_and_every_rule_is_needed() {
+    let plane = ControlPlane::shared();
+    let a = Backend::start("a");
+    let base = "rbac";
+    let docs = Install::render(base);
+    let rules_of = |kind: &str| -> Vec<Value> {
+        docs.iter().find(|d| d["kind"] == kind).unwrap()["rules"].as_array().unwrap().clone()
+    };
+    // Every variant: the chart as rendered (index None), or with one rule removed.
+    let mut variants: Vec<Option<(&str, usize)>> = vec![None];
+    for kind in ["ClusterRole", "Role"] {
+        variants.extend((0..rules_of(kind).len()).map(|i| Some((kind, i))));
+    }
+    let started = Instant::now();
+    type Outcome<'a> = (Option<(&'a str, usize)>, BTreeSet<&'static str>, String);
+    let results: Vec<Outcome> = std::thread::scope(|s| {
+        let handles: Vec<_> = variants
+            .iter()
+            .enumerate()
+            .map(|(n, variant)| {
+                let a = &a;
+                s.spawn(move || {
+                    let name = if variant.is_none() { base.to_string() } else { format!("{base}-{n}") };
+                    let mut docs = Install::render(&name);
+                    if let Some((kind, i)) = variant {
+                        let doc = docs.iter_mut().find(|d| d["kind"] == *kind).unwrap();
+                        doc["rules"].as_array_mut().unwrap().remove(*i);
+                    }
+                    let install = Install::apply(&name, docs);
+                    install.service("web", &[a]);
+                    install.ingress("web", "web.test", "web");
+                    let mut ramjet = install.ramjet("rbac");
+                    // The full chart gets everything well within this; a missing rule never does.
+                    let missing = what_fails(&install, &mut ramjet, Instant::now() + PATIENCE);
+                    (*variant, missing, ramjet.log())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let _ = plane;
+    let mut report = Vec::new();
+    for (variant, missing, log) in &results {
+        match variant {
+            None => assert!(missing.is_empty(), "with the chart's RBAC, never: {missing:?}; log:\n{log}"),
+            Some((kind, i)) => {
+                let rule = &rules_of(kind)[*i];
+                let expected = needed_for(kind, rule);
+                report.push(format!("{kind} rule {rule} removed: {missing:?}"));
+                assert!(
+                    missing.contains(expected),
+                    "removing {kind} rule {rule} should break \"{expected}\", but what failed was {missing:?}; log:\n{log}"
+                );
+            }
+        }
+    }
+    eprintln!("chart RBAC ({} variants in {:.1?}):\n  {}", results.len(), started.elapsed(), report.join("\n  "));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. It follows the cluster.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn follows_the_cluster_through_the_api_server() {
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let install = Install::new("follow");
+    let ns = install.ns.clone();
+    install.service("web", &[&a]);
+    install.ingress("web", "web.test", "web");
+    let mut ramjet = install.ramjet("follow");
+    ramjet.wait_ready();
+    ramjet.wait_served("web.test", "a");
+
+    // EndpointSlice changed: the new endpoint serves.
+    install.slice("web-1", "web", &[&b]);
+    ramjet.wait_served("web.test", "b");
+    // A second EndpointSlice of the same Service adds its endpoints; deleting it takes them away.
+    install.slice("web-2", "web", &[&a]);
+    assert!(eventually(PATIENCE, || {
+        let seen: BTreeSet<String> = (0..8).map(|_| ramjet.served("web.test")).collect();
+        seen == BTreeSet::from(["a".to_string(), "b".to_string()])
+    }));
+    install.admin.delete("EndpointSlice", Some(&ns), "web-2");
+    assert!(eventually(PATIENCE, || (0..8).all(|_| ramjet.served("web.test") == "b")));
+
+    // Ingress changed: the new host serves, the old one no longer does.
+    install.ingress("web", "shop.test", "web");
+    ramjet.wait_served("shop.test", "b");
+    ramjet.wait_served("web.test", "404");
+
+    // Service changed: a port that the Ingress names no longer exists → 503 for the route.
+    install.admin.apply(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{ name: web, namespace: {ns} }}\n\
+         spec: {{ ports: [{{ name: other, port: 80, targetPort: 8080 }}] }}\n"
+    ));
+    assert!(eventually(PATIENCE, || ramjet.served("shop.test") != "b"), "a Service port removed still serves");
+    install.service("web", &[&b]);
+    ramjet.wait_served("shop.test", "b");
+
+    // TLS Secret created, rotated and deleted.
+    let (ca1, ca2) = (TestCa::new("one"), TestCa::new("two"));
+    install.admin.apply(&ca1.secret(&ns, "shop-tls", "shop.test"));
+    install.admin.apply(&ingress_yaml(&ns, &install.class, "web", "shop.test", "web", Some("shop-tls")));
+    assert!(
+        eventually(PATIENCE, || https_status(&ramjet, "shop.test", &ca1.pem, &install.dir) == "200"),
+        "HTTPS never served with the Secret's certificate: {}",
+        https_status(&ramjet, "shop.test", &ca1.pem, &install.dir)
+    );
+    install.admin.apply(&ca2.secret(&ns, "shop-tls", "shop.test"));
+    assert!(
+        eventually(PATIENCE, || https_status(&ramjet, "shop.test", &ca2.pem, &install.dir) == "200"),
+        "the rotated certificate never served"
+    );
+    assert_ne!(https_status(&ramjet, "shop.test", &ca1.pem, &install.dir), "200", "the old certificate still serves");
+    install.admin.delete("Secret", Some(&ns), "shop-tls");
+    assert!(
+        eventually(PATIENCE, || https_status(&ramjet, "shop.test", &ca2.pem, &install.dir) != "200"),
+        "a deleted Secret's certificate still serves"
+    );
+
+    // Ingress deleted, then the IngressClass: nothing of ours is served.
+    install.ingress("web", "shop.test", "web");
+    ramjet.wait_served("shop.test", "b");
+    install.admin.delete("Ingress", Some(&ns), "web");
+    ramjet.wait_served("shop.test", "404");
+    install.ingress("web", "shop.test", "web");
+    ramjet.wait_served("shop.test", "b");
+    install.admin.delete("IngressClass", None, &install.class);
+    ramjet.wait_served("shop.test", "404");
+    ramjet.assert_running();
+}
+
+/// The time from an API write being answered to the first request the new generation serves,
+/// over 100 EndpointSlice changes (alternating between two backends).
+#[test]
+fn api_write_to_first_served_latency() {
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let install = Install::new("latency");
+    install.service("web", &[&a]);
+    install.ingress("web", "web.test", "web");
+    let mut ramjet = install.ramjet("latency");
+    ramjet.wait_ready();
+    ramjet.wait_served("web.test", "a");
+    let mut conn = support::client::Conn::open(ramjet.http);
+    let mut samples = Vec::new();
+    for i in 0..100 {
+        let (to, name) = if i % 2 == 0 { (&b, "b") } else { (&a, "a") };
+        let yaml = slice_yaml(&install.ns, "web-1", "web", &[to]);
+        install.admin.apply(&yaml);
+        let written = Instant::now();
+        loop {
+            let response = conn.get("web.test", "/");
+            if served_by(&response) == name {
+                break;
+            }
+            assert!(written.elapsed() < PATIENCE, "change {i} never reached traffic; log:\n{}", ramjet.log());
+        }
+        samples.push(written.elapsed());
+    }
+    samples.sort();
+    let (p50, p99, max) = (percentile(&samples, 0.50), percentile(&samples, 0.99), samples[samples.len() - 1]);
+    eprintln!("API write → first request served by the new generation, 100 changes: p50 {p50:.1?}, p99 {p99:.1?}, max {max:.1?}");
+    assert!(p99 < Duration::from_secs(5), "p99 {p99:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Status is a fixed point.
+// ---------------------------------------------------------------------------------------------
+
+/// How long the idle window watches the audit log (RAMJET_IDLE_WINDOW_SECS; 20 s by default).
+fn idle_window() -> Duration {
+    let secs = std::env::var("RAMJET_IDLE_WINDOW_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    Duration::from_secs(secs)
+}
+
+#[test]
+fn status_is_a_fixed_point() {
+    let plane = ControlPlane::shared();
+    let a = Backend::start("a");
+    let install = Install::new("fixed");
+    let ns = install.ns.clone();
+    install.service("web", &[&a]);
+    install.ingress("web", "web.test", "web");
+    install.ingress("shop", "shop.test", "web");
+    let mut ramjet = install.ramjet("fixed");
+    ramjet.wait_ready();
+    assert!(
+        eventually(PATIENCE, || install.status_ips("web") == [LB_IP] && install.status_ips("shop") == [LB_IP]),
+        "status never written; log:\n{}",
+        ramjet.log()
+    );
+
+    // Field manager `ramjet` owns status.loadBalancer and nothing else.
+    let ingress = install.ingress_value("web");
+    let managers = ingress["metadata"]["managedFields"].as_array().unwrap();
+    let ours: Vec<&Value> = managers.iter().filter(|m| m["manager"] == "ramjet").collect();
+    assert_eq!(ours.len(), 1, "{managers:#?}");
+    assert_eq!(ours[0]["operation"], "Apply", "{managers:#?}");
+    assert_eq!(ours[0]["subresource"], "status", "{managers:#?}");
+    let fields = &ours[0]["fieldsV1"];
+    assert_eq!(fields.as_object().unwrap().keys().collect::<Vec<_>>(), ["f:status"], "{fields}");
+    assert_eq!(fields["f:status"].as_object().unwrap().keys().collect::<Vec<_>>(), ["f:loadBalancer"], "{fields}");
+
+    // Re-applying the same manifests changes no resourceVersion, and ramjet writes nothing back.
+    let versions = |names: &[&str]| -> Vec<String> {
+        names
+            .iter()
+            .map(|n| install.ingress_value(n)["metadata"]["resourceVersion"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let before = versions(&["web", "shop"]);
+    let generation_before = ramjet.generations();
+    install.ingress("web", "web.test", "web");
+    install.ingress("shop", "shop.test", "web");
+    install.service("web", &[&a]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(versions(&["web", "shop"]), before, "re-applying the same manifests changed an Ingress");
+
+    // The idle window: no write by ramjet but its Lease renewals.
+    let since = audit_len(plane);
+    std::thread::sleep(idle_window());
+    let writes = writes_by(plane, &install.user(), since);
+    let others: Vec<&String> = writes.iter().filter(|w| *w != "update leases").collect();
+    assert!(others.is_empty(), "ramjet wrote while idle: {others:?}");
+    assert!(writes.iter().any(|w| w == "update leases"), "no Lease renewal in the idle window: {writes:?}");
+    assert_eq!(versions(&["web", "shop"]), before, "an Ingress changed while idle");
+    let generation_after = ramjet.generations();
+    assert_eq!(
+        generation_before.to_string().len(),
+        generation_after.to_string().len(),
+        "a generation was published while idle:\n{generation_before}\n{generation_after}"
+    );
+    eprintln!("idle window {:?}: writes by ramjet: {} Lease renewals, nothing else", idle_window(), writes.len());
+
+    // Another writer that keeps reverting the address: ramjet stops and says so.
+    let revert = || {
+        install.apply_status_as_other("shop");
+    };
+    let mut reverted = 0;
+    let stopped = eventually(PATIENCE, || {
+        if install.status_ips("shop") == [LB_IP] {
+            revert();
+            reverted += 1;
+        }
+        !install.events("StatusReverted", "shop").is_empty()
+            || ramjet.full_log().contains("keeps being changed by another writer")
+    });
+    assert!(stopped, "ramjet kept fighting over status ({reverted} reverts); log:\n{}", ramjet.log());
+    let warnings: Vec<Value> = install
+        .admin
+        .list("Event", Some(&ns))
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == "shop" && e["type"] == "Warning")
+        .collect();
+    assert!(
+        eventually(PATIENCE, || !install
+            .admin
+            .list("Event", Some(&ns))
+            .iter()
+            .filter(|e| e["regarding"]["name"] == "shop" && e["type"] == "Warning")
+            .collect::<Vec<_>>()
+            .is_empty()),
+        "no warning Event on the reverted Ingress: {warnings:#?}"
+    );
+    // Once stopped, it stays stopped: the other writer's value stays.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(install.status_ips("shop"), ["198.51.100.1"]);
+
+    // An Ingress that stops being ours loses the address ramjet wrote.
+    install.admin.apply(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: elsewhere }\nspec: { controller: example.com/other }\n",
+    );
+    install.admin.apply(&ingress_yaml(&ns, "elsewhere", "web", "web.test", "web", None));
+    assert!(
+        eventually(PATIENCE, || install.status_ips("web").is_empty()),
+        "the address stayed on an Ingress of another class: {:?}",
+        install.status_ips("web")
+    );
+    // Back in our class it gets the address again; when our IngressClass is deleted, it loses it.
+    install.ingress("web", "web.test", "web");
+    assert!(eventually(PATIENCE, || install.status_ips("web") == [LB_IP]));
+    install.admin.delete("IngressClass", None, &install.class);
+    assert!(
+        eventually(PATIENCE, || install.status_ips("web").is_empty()),
+        "the address stayed after our IngressClass was deleted: {:?}",
+        install.status_ips("web")
+    );
+    // What another writer set is not ramjet's to remove.
+    assert_eq!(install.status_ips("shop"), ["198.51.100.1"]);
+    ramjet.assert_running();
+}
+
+impl Install {
+    /// Another field manager sets the Ingress's address to its own value.
+    fn apply_status_as_other(&self, name: &str) {
+        self.admin
+            .apply_status(
+                "Ingress",
+                &self.ns,
+                name,
+                "someone-else",
+                json!({ "loadBalancer": { "ingress": [{ "ip": "198.51.100.1" }] } }),
+            )
+            .unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Events pass the real validation.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn events_pass_the_real_validation() {
+    let a = Backend::start("a");
+    let install = Install::new("events");
+    let ns = install.ns.clone();
+    install.service("web", &[&a]);
+    install.ingress("web", "web.test", "web");
+    let mut ramjet = install.ramjet("events");
+    ramjet.wait_ready();
+    assert!(
+        eventually(PATIENCE, || install.events("ConfigApplied", &install.class).len() == 1),
+        "no ConfigApplied Event; log:\n{}",
+        ramjet.log()
+    );
+    let event = &install.events("ConfigApplied", &install.class)[0];
+    assert_eq!(event["regarding"]["kind"], "IngressClass", "{event:#}");
+    assert_eq!(event["type"], "Normal", "{event:#}");
+    for field in ["reportingController", "reportingInstance", "action", "eventTime", "note"] {
+        assert!(event[field].is_string() && event[field] != "", "{field} missing: {event:#}");
+    }
+
+    // One Event per publish: a change makes exactly one more.
+    install.ingress("shop", "shop.test", "web");
+    ramjet.wait_served("shop.test", "a");
+    assert!(eventually(PATIENCE, || install.events("ConfigApplied", &install.class).len() == 2));
+
+    // Bad Ingresses: a missing TLS Secret and an unknown Service port get a warning Event each.
+    install.admin.apply(&ingress_yaml(&ns, &install.class, "no-secret", "tls.test", "web", Some("missing")));
+    install.admin.apply(&format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{ name: bad-port, namespace: {ns} }}\n\
+         spec:\n  ingressClassName: {}\n  rules: [{{ host: port.test, http: {{ paths: [{{ path: /, pathType: Prefix, \
+         backend: {{ service: {{ name: web, port: {{ name: nope }} }} }} }}] }} }}]\n",
+        install.class
+    ));
+    let warnings = |name: &str| -> Vec<Value> {
+        install
+            .admin
+            .list("Event", Some(&ns))
+            .into_iter()
+            .filter(|e| e["regarding"]["name"] == name && e["type"] == "Warning")
+            .collect()
+    };
+    for name in ["no-secret", "bad-port"] {
+        assert!(
+            eventually(PATIENCE, || !warnings(name).is_empty()),
+            "no warning Event on {name}; log:\n{}",
+            ramjet.log()
+        );
+        let event = &warnings(name)[0];
+        assert_eq!(event["regarding"]["kind"], "Ingress", "{event:#}");
+        assert!(event["note"].as_str().unwrap().len() <= 1024);
+    }
+    // The rest of the cluster still serves.
+    ramjet.wait_served("web.test", "a");
+
+    // Idle: no more Events.
+    let count = install.admin.list("Event", None).len();
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(install.admin.list("Event", None).len(), count, "Events written while idle");
+    ramjet.assert_running();
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. Two replicas, one writer.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn two_replicas_one_writer_and_takeover() {
+    let plane = ControlPlane::shared();
+    let a = Backend::start("a");
+    let install = Install::new("replicas");
+    install.service("web", &[&a]);
+    install.ingress("web", "web.test", "web");
+    let mut one = install.ramjet("one");
+    let mut two = install.ramjet("two");
+    one.wait_ready();
+    two.wait_ready();
+    one.wait_served("web.test", "a");
+    two.wait_served("web.test", "a");
+    assert!(eventually(PATIENCE, || install.status_ips("web") == [LB_IP]));
+    let leader = install.lease_holder().expect("a Lease holder");
+    let (mut leader_proc, mut follower) = if leader == "one" { (one, two) } else { (two, one) };
+
+    // Exactly one replica writes status.
+    install.ingress("shop", "shop.test", "web");
+    assert!(eventually(PATIENCE, || install.status_ips("shop") == [LB_IP]));
+    let status_writes = plane
+        .audit_entries()
+        .iter()
+        .filter(|e| e["objectRef"]["subresource"] == "status" && e["objectRef"]["namespace"] == install.ns.as_str())
+        .filter(|e| e["objectRef"]["resource"] == "ingresses" && e["objectRef"]["name"] == "shop")
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == install.user().as_str())
+        .count();
+    assert_eq!(status_writes, 1, "the new Ingress's status was written {status_writes} times by two replicas");
+
+    // SIGKILL the leader: the other takes over within the lease duration (15 s) and writes status.
+    let killed = Instant::now();
+    leader_proc.signal(libc::SIGKILL);
+    assert!(leader_proc.wait_exit(Duration::from_secs(10)));
+    assert!(
+        eventually(Duration::from_secs(30), || install.lease_holder().as_deref() == Some(follower.identity.as_str())),
+        "no takeover; log:\n{}",
+        follower.log()
+    );
+    let takeover = killed.elapsed();
+    install.ingress("late", "late.test", "web");
+    assert!(eventually(PATIENCE, || install.status_ips("late") == [LB_IP]), "the new leader writes no status");
+    // A follower sees the holder stop renewing only after the lease duration has passed since it last saw
+    // a renewal, and checks every retry period (2 s): at most 15 s + 2 × 2 s after the kill.
+    assert!(takeover <= Duration::from_secs(15 + 2 * 2 + 2), "takeover took {takeover:?}");
+
+    // SIGTERM releases at once: a third replica takes over well before the lease would expire.
+    let mut three = install.ramjet("three");
+    three.wait_ready();
+    let stopped = Instant::now();
+    follower.signal(libc::SIGTERM);
+    assert!(
+        eventually(Duration::from_secs(30), || install.lease_holder().as_deref() == Some("three")),
+        "no takeover after SIGTERM; log:\n{}",
+        three.log()
+    );
+    let released = stopped.elapsed();
+    assert!(released < Duration::from_secs(10), "takeover after SIGTERM took {released:?}");
+    eprintln!("leader SIGKILL → takeover {takeover:.1?} (lease 15 s); SIGTERM → takeover {released:.1?}");
+    assert!(follower.wait_exit(PATIENCE));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. Faults (a control plane of their own: these stop the API server).
+// ---------------------------------------------------------------------------------------------
+
+/// How long the API server stays down under load (RAMJET_OUTAGE_SECS; 30 s by default).
+fn outage() -> Duration {
+    Duration::from_secs(std::env::var("RAMJET_OUTAGE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30))
+}
+
+#[test]
+fn survives_the_api_server_starting_late_and_going_away() {
+    let plane = ControlPlane::prepare("faults");
+    plane.start_etcd();
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let dir = support::temp_dir("cluster-faults");
+    let (http, https, admin) = (
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+    );
+    // The API server is not up yet, so no ServiceAccount token can be had: ramjet runs as the admin.
+    let args: Vec<String> = vec![
+        format!("--http-addr={http}"),
+        format!("--https-addr={https}"),
+        format!("--admin-addr={admin}"),
+        "--io-driver=auto".into(),
+        "--workers=1".into(),
+        "--ingress-class=faults".into(),
+        "--controller-name=ramjet.dev/faults".into(),
+        format!("--publish-address={LB_IP}"),
+        format!("--kubeconfig={}", plane.admin_kubeconfig.display()),
+    ];
+    let mut ramjet = spawn_ramjet(&dir, "faults", "default", &args, http, https, admin);
+
+    // Started before the API server: /readyz answers 503, and the log says why.
+    assert!(
+        eventually(PATIENCE, || ramjet.readyz() == Some(503)),
+        "/readyz never answered 503 while the API server was down: {:?}; log:\n{}",
+        ramjet.readyz(),
+        ramjet.log()
+    );
+    let down_since = Instant::now();
+    while down_since.elapsed() < Duration::from_secs(3) {
+        assert_eq!(ramjet.readyz(), Some(503));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ramjet.assert_running();
+    let log = ramjet.full_log();
+    assert!(
+        log.contains(&plane.url.replace("https://", "")) || log.to_lowercase().contains("connect"),
+        "the log does not say why ramjet is not ready:\n{log}"
+    );
+
+    plane.start_apiserver();
+    let admin_api = Kube::new(&plane.admin_kubeconfig);
+    admin_api.apply("apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: faults }\nspec: { controller: ramjet.dev/faults }\n");
+    admin_api.apply("apiVersion: v1\nkind: Namespace\nmetadata: { name: shop }\n");
+    admin_api.apply(
+        "apiVersion: v1\nkind: Service\nmetadata: { name: web, namespace: shop }\n\
+         spec: { ports: [{ name: http, port: 80, targetPort: 8080 }] }\n",
+    );
+    admin_api.apply(&slice_yaml("shop", "web-1", "web", &[&a]));
+    admin_api.apply(&ingress_yaml("shop", "faults", "web", "web.test", "web", None));
+    ramjet.wait_ready();
+    ramjet.wait_served("web.test", "a");
+    eprintln!("started before the API server: ready {:.1?} after it came up", down_since.elapsed());
+
+    // Under load, the API server goes away: every request is still served by the last generation.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let outage = outage();
+    let (served, failed) = std::thread::scope(|s| {
+        let load = s.spawn(|| {
+            let (mut ok, mut failed) = (0u64, Vec::new());
+            let mut conn = support::client::Conn::open(http);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                conn.send(b"GET / HTTP/1.1\r\nHost: web.test\r\n\r\n");
+                match conn.read_response_to(false) {
+                    Some(r) if r.status == 200 => ok += 1,
+                    Some(r) => failed.push(r.status.to_string()),
+                    None => {
+                        failed.push("connection closed".into());
+                        conn = support::client::Conn::open(http);
+                    }
+                }
+            }
+            (ok, failed)
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        plane.stop_apiserver();
+        let stopped = Instant::now();
+        while stopped.elapsed() < outage {
+            assert_eq!(ramjet.readyz(), Some(200), "not ready while the API server is away");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        plane.start_apiserver();
+        // A change made once the API server is back reaches traffic after ramjet reconnects.
+        let admin_api = Kube::new(&plane.admin_kubeconfig);
+        admin_api.apply(&slice_yaml("shop", "web-1", "web", &[&b]));
+        ramjet.wait_served("web.test", "b");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.join().unwrap()
+    });
+    assert!(
+        failed.is_empty(),
+        "{} requests failed while the API server was away: {:?}",
+        failed.len(),
+        &failed[..failed.len().min(10)]
+    );
+    eprintln!("API server away for {outage:?} under load: {served} requests served, none failed");
+    ramjet.assert_running();
+}
