@@ -71,7 +71,7 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
             let selector = ingress::ClassSelector::new(&snapshot.ingress_classes, &ingress);
             let ours = snapshot.ingresses.iter().filter(|i| selector.selects(i)).count();
             for d in generation.diagnostics.iter() {
-                println!("{}: {}", d.object, d.message);
+                println!("{}: {}: {}", d.severity.as_str(), d.object, d.message);
             }
             println!(
                 "{}: {} ({} Ingresses of class {}, {} routes, {} hosts, {} TLS hosts, {} problems)",

@@ -48,6 +48,10 @@ spec:
     )
 }
 
+/// An Ingress of our class that names a port its Service does not have.
+const BROKEN: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: { name: broken, namespace: shop }\n\
+                      spec:\n  ingressClassName: ramjet\n  defaultBackend: { service: { name: web, port: { number: 81 } } }\n";
+
 fn start(dir: &Path) -> Daemon {
     let mut config = DaemonConfig::with_source(Source::Manifests {
         dir: dir.to_path_buf(),
@@ -98,7 +102,7 @@ fn manifests_are_served_re_read_and_rolled_back() {
     assert!(eventually(Duration::from_secs(5), || diagnostics
         .borrow()
         .iter()
-        .any(|d| d.object.ends_with("broken.yaml (document 1)"))));
+        .any(|d| d.object.kind == "File" && d.object.name.ends_with("broken.yaml (document 1)"))));
     assert_eq!(served(&daemon, "web.test"), "b");
     daemon.shutdown();
 }
@@ -114,14 +118,35 @@ fn check_reports_every_problem_and_fails() {
     assert!(ok.status.success(), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
     assert!(stdout.contains(": ok (1 Ingresses of class ramjet, 1 routes, 1 hosts"), "{stdout}");
 
-    let broken = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: { name: broken, namespace: shop }\n\
-                  spec:\n  ingressClassName: ramjet\n  defaultBackend: { service: { name: web, port: { number: 81 } } }\n";
-    std::fs::write(dir.join("broken.yaml"), broken).unwrap();
+    std::fs::write(dir.join("broken.yaml"), BROKEN).unwrap();
     let failed = Command::new(ramjet).arg("--manifests").arg(&dir).arg("--check").output().unwrap();
     let stdout = String::from_utf8_lossy(&failed.stdout);
     assert!(!failed.status.success());
     assert!(
-        stdout.contains("Ingress shop/broken: spec.defaultBackend: Service shop/web has no port 81 (its ports: 80 (http)); the Ingress is not served"),
+        stdout.contains("error: Ingress shop/broken: spec.defaultBackend: Service shop/web has no port 81 (its ports: 80 (http)); the Ingress is not served"),
         "{stdout}"
     );
+}
+
+/// A generation's diagnostics, as `GET /admin/generations` shows them: the object (kind, namespace,
+/// name), the severity, and the message.
+#[test]
+fn diagnostics_are_objects_in_the_admin_api() {
+    let dir = temp_dir("manifests-diagnostics");
+    let a = Backend::start("a");
+    std::fs::write(dir.join("app.yaml"), objects(a.addr)).unwrap();
+    std::fs::write(dir.join("broken.yaml"), BROKEN).unwrap();
+    let daemon = start(&dir);
+    assert_eq!(served(&daemon, "web.test"), "a");
+    let raw = "GET /admin/generations HTTP/1.1\r\nHost: admin\r\nconnection: close\r\n\r\n";
+    let answer: serde_json::Value = serde_json::from_str(&request(daemon.admin_addr(), raw).body).unwrap();
+    assert_eq!(
+        answer["generations"][0]["diagnostics"],
+        serde_json::json!([{
+            "object": {"kind": "Ingress", "namespace": "shop", "name": "broken"},
+            "severity": "error",
+            "message": "spec.defaultBackend: Service shop/web has no port 81 (its ports: 80 (http)); the Ingress is not served"
+        }])
+    );
+    daemon.shutdown();
 }

@@ -98,7 +98,13 @@ impl Applier {
         self.metrics.applied();
         self.prune_certificates(&mut state);
         for diag in generation.diagnostics.iter() {
-            tracing::warn!(generation = generation.number, object = %diag.object, "{}", diag.message);
+            tracing::warn!(
+                generation = generation.number,
+                object = %diag.object,
+                severity = diag.severity.as_str(),
+                "{}",
+                diag.message
+            );
         }
         drop(state);
         self.audit.record(AuditRecord::new(Reason::ConfigApplied, previous, generation.number, published, d));

@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    Backend, BackendKind, CertId, Certificate, Diagnostic, Digest, Generation, RouteTable, TableBuilder,
+    Backend, BackendKind, CertId, Certificate, Diagnostic, Digest, Generation, ObjectRef, RouteTable, Severity,
+    TableBuilder,
 };
 
 /// A table being compiled, with the certificates it names and what went wrong on the way.
@@ -23,8 +24,14 @@ pub struct Draft {
 }
 
 impl Draft {
-    pub fn diagnose(&mut self, object: impl Into<String>, message: impl Into<String>) {
-        self.diagnostics.push(Diagnostic { object: object.into(), message: message.into() });
+    /// Part of `object` is ignored; the rest of it is served.
+    pub fn warn(&mut self, object: &ObjectRef, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic::new(object.clone(), Severity::Warning, message));
+    }
+
+    /// `object` is left out of the table.
+    pub fn reject(&mut self, object: &ObjectRef, message: impl Into<String>) {
+        self.diagnostics.push(Diagnostic::new(object.clone(), Severity::Error, message));
     }
 }
 

@@ -22,12 +22,15 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
-use ramjet_shared::Diagnostic;
+use ramjet_shared::{Diagnostic, ObjectRef, Severity};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::compile::ingress::{ClusterSnapshot, IngressOptions};
+
+/// The kind diagnostics give a file, or a document in one, that holds no readable object.
+pub const FILE: &str = "File";
 
 /// Why a manifests directory could not be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -74,9 +77,11 @@ impl ManifestFiles {
             let name = path.display().to_string();
             match std::str::from_utf8(bytes) {
                 Ok(text) => parse(text, &name, &mut snapshot),
-                Err(_) => {
-                    snapshot.diagnostics.push(Diagnostic { object: name, message: "the file is not UTF-8 text".into() })
-                }
+                Err(_) => snapshot.diagnostics.push(Diagnostic::new(
+                    ObjectRef::new(FILE, None, name),
+                    Severity::Error,
+                    "the file is not UTF-8 text",
+                )),
             }
         }
         snapshot
@@ -118,7 +123,11 @@ pub fn parse(text: &str, file: &str, snapshot: &mut ClusterSnapshot) {
             Ok(serde_yaml::Value::Null) => {}
             Ok(value) => add(value, &at, snapshot),
             Err(e) => {
-                snapshot.diagnostics.push(Diagnostic { object: at, message: format!("not valid YAML: {e}") });
+                snapshot.diagnostics.push(Diagnostic::new(
+                    ObjectRef::new(FILE, None, at),
+                    Severity::Error,
+                    format!("not valid YAML: {e}"),
+                ));
                 // The YAML stream cannot be resumed after a syntax error.
                 return;
             }
@@ -183,20 +192,14 @@ where
 }
 
 fn typed<T: DeserializeOwned>(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T> {
-    let name = value
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(|n| n.as_str())
-        .map(|n| format!(" {n}"))
-        .unwrap_or_default();
+    let metadata = |field: &str| value.get("metadata").and_then(|m| m.get(field)).and_then(|n| n.as_str());
     let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
+    let object = ObjectRef::new(&kind, metadata("namespace"), metadata("name").unwrap_or("")).in_file(at);
     match serde_yaml::from_value(value) {
         Ok(o) => Some(o),
         Err(e) => {
-            snapshot.diagnostics.push(Diagnostic {
-                object: format!("{at}: {kind}{name}"),
-                message: format!("not a valid {kind}: {e}"),
-            });
+            let message = format!("not a valid {kind}: {e}");
+            snapshot.diagnostics.push(Diagnostic::new(object, Severity::Error, message));
             None
         }
     }
@@ -270,7 +273,10 @@ spec: { rules: "not a list" }
         assert!(snapshot.ingresses.is_empty());
         assert_eq!(snapshot.diagnostics.len(), 1, "{:?}", snapshot.diagnostics);
         let d = &snapshot.diagnostics[0];
-        assert!(d.object.starts_with("m.yaml (document 4): Ingress broken"), "{d:?}");
+        assert_eq!(d.object.to_string(), "m.yaml (document 4): Ingress broken");
+        assert_eq!((d.object.kind.as_str(), d.object.name.as_str()), ("Ingress", "broken"));
+        assert_eq!(d.object.file.as_deref(), Some("m.yaml (document 4)"));
+        assert_eq!(d.severity, Severity::Error);
         assert!(d.message.starts_with("not a valid Ingress"), "{d:?}");
     }
 
@@ -280,5 +286,6 @@ spec: { rules: "not a list" }
         parse("kind: [unclosed", "bad.yaml", &mut snapshot);
         assert_eq!(snapshot.diagnostics.len(), 1);
         assert!(snapshot.diagnostics[0].message.starts_with("not valid YAML"));
+        assert_eq!(snapshot.diagnostics[0].object.to_string(), "File bad.yaml (document 1)");
     }
 }

@@ -43,7 +43,7 @@ mod route;
 mod stats;
 
 pub use cert::{CertId, CertStore, Certificate};
-pub use generation::{Diagnostic, Digest, Generation};
+pub use generation::{Diagnostic, Digest, Generation, ObjectRef, Severity};
 pub use publish::Published;
 pub use route::{
     normalize_host, Backend, BackendKind, DirectResponse, HostRoutes, PathKind, Route, RouteConflict, RouteKey,

@@ -44,12 +44,8 @@ pub struct GenerationInfo {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// A problem the compiler reported for a generation.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Diagnostic {
-    pub object: String,
-    pub message: String,
-}
+/// A problem the compiler reported for a generation: the daemon's own type.
+pub use ramjet_shared::Diagnostic;
 
 /// The answer to `POST` and `DELETE /admin/rollback`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]

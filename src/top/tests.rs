@@ -21,7 +21,8 @@ use super::{admin_url, interval};
 const GENERATIONS: &str = r#"{"serving":3,"pinned":null,"newest":3,"history_size":10,"generations":[
  {"generation":3,"digest":"c3c3c3c3c3c3","compiled_at":"2026-01-02T03:04:05.000Z","applied_at":"2026-01-02T03:04:05.001Z",
   "published":true,"serving":true,"routes":3,"hosts":1,"certs":0,"summary":"1 route added",
-  "changes":{"routes_added":1},"diagnostics":[{"object":"Ingress shop/web","message":"backend svc missing"}]},
+  "changes":{"routes_added":1},"diagnostics":[{"object":{"kind":"Ingress","namespace":"shop","name":"web"},"severity":"error",
+  "message":"backend svc missing"}]},
  {"generation":2,"digest":"b2b2b2b2b2b2","compiled_at":"2026-01-02T03:03:05.000Z","applied_at":"2026-01-02T03:03:05.001Z",
   "published":true,"serving":false,"routes":2,"hosts":1,"certs":0,"summary":"1 route added","changes":{},"diagnostics":[]},
  {"generation":1,"digest":"a1a1a1a1a1a1","compiled_at":"2026-01-02T03:02:05.000Z","applied_at":"2026-01-02T03:02:05.001Z",

@@ -8,6 +8,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use ramjet_shared::Severity;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::text::{Line, Span, Text};
@@ -320,8 +321,12 @@ fn details_panel(app: &App) -> Paragraph<'static> {
         lines.push(Line::from("no diagnostics".dim()));
     }
     for d in &g.diagnostics {
+        let color = match d.severity {
+            Severity::Error => Color::Red,
+            Severity::Warning => Color::Yellow,
+        };
         lines.push(Line::from(vec![
-            Span::styled("! ", Style::new().fg(Color::Yellow).bold()),
+            Span::styled("! ", Style::new().fg(color).bold()),
             Span::raw(format!("{}: {}", d.object, d.message)),
         ]));
     }

@@ -20,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::PostParams;
 use kube::runtime::reflector::Store;
 use kube::{Api, Client};
-use ramjet_shared::Diagnostic;
+use ramjet_shared::{Diagnostic, ObjectRef, Severity};
 use tokio::sync::{mpsc, watch};
 
 use super::ClusterOptions;
@@ -193,12 +193,11 @@ pub async fn report_diagnostics(
                     continue;
                 }
                 let Some(ingress) = find_ingress(&ingresses, &diagnostic.object) else { continue };
-                let left_out = diagnostic.message.ends_with("the Ingress is not served");
                 writer
                     .create(NewEvent {
                         regarding: ingress_reference(&ingress),
                         warning: true,
-                        reason: if left_out { "CompileFailed" } else { "ConfigIgnored" },
+                        reason: event_reason(diagnostic.severity),
                         action: "Compile",
                         note: diagnostic.message.clone(),
                     })
@@ -215,8 +214,19 @@ pub async fn report_diagnostics(
     }
 }
 
-/// The Ingress a diagnostic names (`Ingress namespace/name`).
-fn find_ingress(store: &Store<Ingress>, object: &str) -> Option<Arc<Ingress>> {
-    let (namespace, name) = object.strip_prefix("Ingress ")?.split_once('/')?;
-    store.get(&kube::runtime::reflector::ObjectRef::new(name).within(namespace))
+/// The Warning Event's reason: the Ingress is not served at all, or part of it is ignored.
+fn event_reason(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Error => "CompileFailed",
+        Severity::Warning => "ConfigIgnored",
+    }
+}
+
+/// The Ingress a diagnostic is about, if it is about one this replica watches.
+fn find_ingress(store: &Store<Ingress>, object: &ObjectRef) -> Option<Arc<Ingress>> {
+    if object.kind != "Ingress" || object.file.is_some() {
+        return None;
+    }
+    let namespace = object.namespace.as_deref()?;
+    store.get(&kube::runtime::reflector::ObjectRef::new(&object.name).within(namespace))
 }

@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use ramjet_shared::{Backend, BackendKind, CertId, Certificate, Diagnostic, PathKind};
+use ramjet_shared::{Backend, BackendKind, CertId, Certificate, Diagnostic, ObjectRef, PathKind};
 
 use rustc_hash::FxHasher;
 
@@ -132,11 +132,6 @@ impl ClassSelector {
     }
 }
 
-/// `Ingress namespace/name`, as diagnostics name an Ingress.
-pub fn ingress_object(namespace: &str, name: &str) -> String {
-    format!("Ingress {namespace}/{name}")
-}
-
 /// Compiles the Ingresses of our class into a draft.
 pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
     let mut draft = Draft::default();
@@ -151,23 +146,23 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
         let (namespace, name) =
             (namespace_of(&ingress.metadata.namespace), ingress.metadata.name.as_deref().unwrap_or(""));
         let source = format!("{namespace}/{name}");
-        let object = ingress_object(namespace, name);
+        let object = ObjectRef::ingress(namespace, name);
         let plan = match resolver.plan(ingress, namespace) {
             Ok(plan) => plan,
             Err(problems) => {
                 for problem in problems {
-                    draft.diagnose(&object, format!("{problem}; the Ingress is not served"));
+                    draft.reject(&object, format!("{problem}; the Ingress is not served"));
                 }
                 continue;
             }
         };
         for warning in plan.warnings {
-            draft.diagnose(&object, warning);
+            draft.warn(&object, warning);
         }
         for route in plan.routes {
             if let Err(conflict) = draft.builder.add_route(&route.host, &route.path, route.kind, route.backend, &source)
             {
-                draft.diagnose(
+                draft.warn(
                     &object,
                     format!(
                         "{} ({:?}) is already routed by the older Ingress {}; this path is ignored",
@@ -178,7 +173,7 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
         }
         if let Some(backend) = plan.default_backend {
             match &default_owner {
-                Some(owner) => draft.diagnose(
+                Some(owner) => draft.warn(
                     &object,
                     format!("spec.defaultBackend is ignored: the older Ingress {owner} sets the default backend"),
                 ),
@@ -191,7 +186,7 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
         for (host, cert) in plan.tls {
             match tls_owner.get(&host) {
                 Some((id, _)) if *id == cert.id => {}
-                Some((_, owner)) => draft.diagnose(
+                Some((_, owner)) => draft.warn(
                     &object,
                     format!("TLS for {host} is ignored: the older Ingress {owner} gives it another certificate"),
                 ),

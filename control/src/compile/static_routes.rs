@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
-use ramjet_shared::{BackendKind, PathKind};
+use ramjet_shared::{BackendKind, ObjectRef, PathKind};
 
 use super::{Compiler, Draft};
 use crate::routes_file::{BackendSpec, StaticRoutes};
+
+/// The kind diagnostics give an entry of the static routes file: `StaticRoutes routes[2]`.
+pub const STATIC_ROUTES: &str = "StaticRoutes";
 
 /// Compiles a parsed static routes file into a draft.
 pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
@@ -26,8 +29,8 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
         let source = format!("routes[{i}]");
         let kind = if rule.exact { PathKind::Exact } else { PathKind::Prefix };
         if let Err(conflict) = draft.builder.add_route(&rule.host, &rule.path, kind, target, &source) {
-            draft.diagnose(
-                source,
+            draft.reject(
+                &ObjectRef::new(STATIC_ROUTES, None, source),
                 format!("{} is already routed by {}; this rule is ignored", conflict.key, conflict.kept),
             );
         }
@@ -40,7 +43,10 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
         let cert: Arc<_> = compiler.certificate(&tls.certificate);
         for host in &tls.hosts {
             if !draft.builder.add_tls_host(host, cert.id) {
-                draft.diagnose(format!("tls[{i}]"), format!("{host} already has a certificate; this one is ignored"));
+                draft.warn(
+                    &ObjectRef::new(STATIC_ROUTES, None, format!("tls[{i}]")),
+                    format!("{host} already has a certificate; this one is ignored"),
+                );
             }
             if tls.ssl_redirect {
                 draft.builder.add_ssl_redirect(host);

@@ -45,6 +45,9 @@ struct ExpectRoute {
 struct ExpectDiagnostic {
     object: String,
     contains: String,
+    /// `error` (the Ingress is not served) or `warning` (part of it is ignored), when given.
+    #[serde(default)]
+    severity: Option<String>,
 }
 
 /// Two certificate/key pairs, generated once per test run.
@@ -151,7 +154,12 @@ fn run(name: &str) {
     }
     let mut unmatched: Vec<_> = generation.diagnostics.iter().collect();
     for want in &expect.diagnostics {
-        match unmatched.iter().position(|d| d.object == want.object && d.message.contains(&want.contains)) {
+        let matches = |d: &&ramjet_shared::Diagnostic| {
+            d.object.to_string() == want.object
+                && d.message.contains(&want.contains)
+                && want.severity.as_ref().is_none_or(|s| s == d.severity.as_str())
+        };
+        match unmatched.iter().position(matches) {
             Some(i) => {
                 unmatched.remove(i);
             }
@@ -274,7 +282,8 @@ fn a_bad_ingress_does_not_change_the_good_ones() {
     snapshot.ingresses.push(Arc::new(bad));
     let draft = compile(&snapshot, &mut compiler);
     assert_eq!(draft.diagnostics.len(), 1);
-    assert_eq!(draft.diagnostics[0].object, "Ingress default/bad");
+    assert_eq!(draft.diagnostics[0].object, ramjet_shared::ObjectRef::ingress("default", "bad"));
+    assert_eq!(draft.diagnostics[0].severity, ramjet_shared::Severity::Error);
     assert!(compiler.finish(draft).is_none(), "the table is the same");
     assert!(first.table.route("web.test", "/").is_some());
 }
