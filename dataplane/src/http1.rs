@@ -11,20 +11,24 @@
 //! Every failure on the way becomes a [`Failure`] and goes through [`ClientConn::fail`], which counts
 //! it, logs one line, and answers as [`rescue`] says.
 
-mod body;
+pub(crate) mod body;
 mod chunked;
-mod head;
+pub(crate) mod head;
 mod proxy;
 mod reply;
 
 pub use chunked::{ChunkError, ChunkedDecoder};
 pub use head::{parse_request, parse_response, ConnFacts, Framing, RequestHead, ResponsePlan, MAX_HEAD};
 
+use std::rc::Rc;
+
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split, Splitable};
-use ramjet_shared::{normalize_host, BackendKind, RouteTable};
+use ramjet_shared::RouteTable;
 
 use crate::buf::{write_vec, ReadBuf};
-use crate::error::{rescue, Failure, ProxyError};
+use crate::dispatch::{decide, Decision};
+use crate::error::{Failure, ProxyError};
+use crate::http2;
 use crate::upstream::UpstreamConn;
 use crate::worker::Worker;
 use body::Body;
@@ -41,6 +45,17 @@ pub(crate) enum Next {
     Close,
     /// The upstream agreed to switch protocols: relay bytes both ways.
     Tunnel(UpstreamConn),
+    /// The connection opened with the HTTP/2 preface (h2c by prior knowledge).
+    Http2,
+}
+
+/// What waiting for a request brought.
+enum Incoming {
+    Head(RequestHead),
+    /// The HTTP/2 connection preface, on the first read of a plain-text connection.
+    Http2,
+    /// Nothing more (idle timeout, drain, end of stream): close without a word.
+    Close,
 }
 
 /// A client connection: its stream, the bytes read and not yet consumed, the buffer heads are
@@ -58,10 +73,11 @@ pub(crate) struct ClientConn<'w, S> {
     first: bool,
 }
 
-/// Serves one client connection until it closes, fails, or is upgraded.
-pub(crate) async fn serve<S>(worker: &Worker, stream: S, facts: &ConnFacts)
+/// Serves one client connection until it closes, fails, or is upgraded (to a tunnel, or to HTTP/2
+/// when it opens with the HTTP/2 preface).
+pub(crate) async fn serve<S>(worker: &Rc<Worker>, stream: S, facts: &Rc<ConnFacts>)
 where
-    S: AsyncReadRent + AsyncWriteRent + Split + 'static,
+    S: AsyncReadRent + AsyncWriteRent + Split + Unpin + 'static,
 {
     let mut conn = ClientConn {
         worker,
@@ -77,6 +93,10 @@ where
             Next::KeepAlive => conn.first = false,
             Next::Close => break None,
             Next::Tunnel(up) => break Some(up),
+            Next::Http2 => {
+                worker.out_buffers.give(conn.out);
+                return http2::serve(worker.clone(), conn.stream, Some(conn.buf), facts.clone()).await;
+            }
         }
     };
     worker.out_buffers.give(std::mem::take(&mut conn.out));
@@ -90,38 +110,47 @@ where
 
 impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
     /// Waits for the next request and parses its head (the upstream head is left in `out`).
-    /// `Ok(None)`: close without a word (idle timeout, drain, end of stream).
-    async fn read_head(&mut self) -> Result<Option<RequestHead>, ProxyError> {
+    async fn read_head(&mut self) -> Result<Incoming, ProxyError> {
         let settings = &self.worker.settings;
         if self.buf.is_empty() {
             let wait = if self.first { settings.header_timeout } else { settings.keepalive_timeout };
             let read = monoio::select! {
                 r = monoio::time::timeout(wait, self.buf.fill(&mut self.stream)) => r,
-                _ = self.worker.drain.wait() => return Ok(None),
+                _ = self.worker.drain.wait() => return Ok(Incoming::Close),
             };
             match read {
                 Ok(Ok(n)) if n > 0 => {}
-                _ => return Ok(None),
+                _ => return Ok(Incoming::Close),
             }
         }
         // Read more while the head is incomplete, within the header timeout.
         let mut deadline = None;
+        // h2c by prior knowledge: one comparison, on the first read of a plain-text connection.
+        let mut preface = self.first && !self.facts.tls && self.buf.data()[0] == http2::PREFACE[0];
         loop {
-            match parse_request(self.buf.data(), self.facts, &mut self.out)? {
-                Some(head) => {
+            if preface {
+                match http2::preface(self.buf.data()) {
+                    Some(true) => return Ok(Incoming::Http2),
+                    Some(false) => preface = false,
+                    None => {}
+                }
+            }
+            match parse_request(self.buf.data(), self.facts, &mut self.out) {
+                Ok(Some(head)) => {
                     self.body_pending = head.body.has_body();
-                    return Ok(Some(head));
+                    return Ok(Incoming::Head(head));
                 }
-                None if self.buf.room() == 0 => return Err(ProxyError::HeadTooLarge),
-                None => {
-                    let deadline =
-                        *deadline.get_or_insert_with(|| monoio::time::Instant::now() + settings.header_timeout);
-                    match monoio::time::timeout_at(deadline, self.buf.fill(&mut self.stream)).await {
-                        Ok(Ok(n)) if n > 0 => {}
-                        Ok(_) => return Ok(None),
-                        Err(_) => return Err(ProxyError::HeaderTimeout),
-                    }
-                }
+                Ok(None) if self.buf.room() == 0 => return Err(ProxyError::HeadTooLarge),
+                // A partial preface parses as a bad HTTP/1 head: wait for the rest of it.
+                Ok(None) | Err(_) if preface => {}
+                Ok(None) => {}
+                Err(e) => return Err(e),
+            }
+            let deadline = *deadline.get_or_insert_with(|| monoio::time::Instant::now() + settings.header_timeout);
+            match monoio::time::timeout_at(deadline, self.buf.fill(&mut self.stream)).await {
+                Ok(Ok(n)) if n > 0 => {}
+                Ok(_) => return Ok(Incoming::Close),
+                Err(_) => return Err(ProxyError::HeaderTimeout),
             }
         }
     }
@@ -183,23 +212,11 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
         }
     }
 
-    /// The one way out of a failed request: count it, log one line, answer as [`rescue`] says.
+    /// The one way out of a failed request: counted and logged once, answered as
+    /// [`crate::error::rescue`] says.
     async fn fail(&mut self, failure: Failure, keep_alive: bool) -> Next {
         let worker = self.worker;
-        if let Some(kind) = failure.error.upstream_kind() {
-            worker.counters().upstream_error(kind);
-        }
-        let answer = rescue(&failure);
-        tracing::debug!(
-            target: "ramjet::request",
-            worker = worker.id,
-            status = answer.status,
-            side = ?failure.error.side(),
-            upstream = ?failure.upstream,
-            io = ?failure.io,
-            error = %failure.error,
-            "request failed"
-        );
+        let answer = worker.failed(&failure);
         match answer.status {
             Some(status) => {
                 let keep = keep_alive && answer.keep && !self.body_pending;
@@ -217,8 +234,9 @@ where
     S: AsyncReadRent + AsyncWriteRent,
 {
     let head = match conn.read_head().await {
-        Ok(Some(head)) => head,
-        Ok(None) => return Next::Close,
+        Ok(Incoming::Head(head)) => head,
+        Ok(Incoming::Http2) => return Next::Http2,
+        Ok(Incoming::Close) => return Next::Close,
         Err(e) => return conn.fail(e.into(), false).await,
     };
     let worker = conn.worker;
@@ -230,32 +248,30 @@ where
     let host = std::str::from_utf8(&data[head.host.clone()]).unwrap_or("");
     let target = std::str::from_utf8(&data[head.target.clone()]).unwrap_or("/");
     let target = if target.starts_with('/') { target } else { "/" };
-    if !conn.facts.tls && table.has_ssl_redirects() {
-        let mut host_buf = [0u8; 256];
-        if let Some(h) = normalize_host(host, &mut host_buf).filter(|h| table.redirects_to_https(h)) {
+    let mut host_buf = [0u8; 256];
+    match decide(table, host, target, conn.facts.tls, &mut host_buf) {
+        Decision::Redirect(h) => {
             // 308 keeps the method and body; the body is not read (skipped if it is all here).
             let body = buffered_body_len(&head, &data[head.head_len..]);
             let keep = keep_alive && body.is_some();
             let reply = Reply::HttpsRedirect { host: h.as_bytes(), target: target.as_bytes() };
             render(&reply, !keep, &worker.clock.date(), &mut conn.out);
             conn.buf.consume(head.head_len + body.unwrap_or(0));
-            return conn.finish(308, keep).await;
+            conn.finish(308, keep).await
         }
-    }
-    let route = table.route(host, target);
-    conn.buf.consume(head.head_len);
-
-    let Some(route) = route else {
-        conn.discard_buffered_body(&head);
-        return conn.fail(ProxyError::NoRoute.into(), keep_alive).await;
-    };
-    match &route.backend.kind {
-        BackendKind::Respond(direct) => {
+        Decision::NoRoute => {
+            conn.buf.consume(head.head_len);
+            conn.discard_buffered_body(&head);
+            conn.fail(ProxyError::NoRoute.into(), keep_alive).await
+        }
+        Decision::Direct(direct) => {
+            conn.buf.consume(head.head_len);
             conn.discard_buffered_body(&head);
             conn.reply(Reply::Direct { response: direct, is_head: head.is_head }, keep_alive).await
         }
-        BackendKind::Endpoints(endpoints) => {
-            match proxy::forward(conn, &head, route.backend.slot, endpoints, keep_alive).await {
+        Decision::Proxy { slot, endpoints } => {
+            conn.buf.consume(head.head_len);
+            match proxy::forward(conn, &head, slot, endpoints, keep_alive).await {
                 Ok((status, next)) => {
                     worker.counters().request(status);
                     next

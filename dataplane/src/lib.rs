@@ -1,4 +1,4 @@
-//! The data plane: one monoio worker per core, serving HTTP/1.1 (and TLS) from the published
+//! The data plane: one monoio worker per core, serving HTTP/1.1 and HTTP/2 (and TLS) from the published
 //! generation, with nothing shared between workers but the published pointers and their counters.
 //!
 //! [`DataPlane::start`] binds one SO_REUSEPORT listener per worker (refusing a port another process
@@ -9,13 +9,17 @@
 //! [`http1`]). [`DataPlane::drain`] stops accepting, lets in-flight requests finish within the drain
 //! timeout, and closes idle keep-alive connections.
 //!
-//! This crate never depends on tokio and takes no lock on the request path.
+//! HTTP/2 connections (module `http2`, h2c by prior knowledge or ALPN `h2`) are served on the same
+//! worker by the `h2` crate; tokio is a dependency only for the I/O traits that crate is written
+//! against (no tokio runtime runs here). The crate takes no lock on the request path.
 
 mod buf;
 mod clock;
+mod dispatch;
 mod drain;
 mod error;
 pub mod http1;
+mod http2;
 mod listener;
 mod tls;
 mod upstream;
@@ -55,6 +59,52 @@ pub struct Settings {
     pub upstream_idle_timeout: Duration,
     /// On shutdown, in-flight requests get this long to finish.
     pub drain_timeout: Duration,
+    /// Limits of HTTP/2 connections (the preface and first request share `header_timeout`, idle
+    /// connections `keepalive_timeout`).
+    pub http2: Http2Settings,
+}
+
+/// Limits of downstream HTTP/2 connections. The defaults are nginx's where nginx has the setting,
+/// else Envoy's recommendations for an edge proxy (see `docs/http2.md`).
+#[derive(Debug, Clone)]
+pub struct Http2Settings {
+    /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS; nginx: 128). Streams
+    /// the client reset still count until ramjet has finished with them, so resetting does not
+    /// buy a client more concurrent work (the Rapid Reset defence).
+    pub max_concurrent_streams: u32,
+    /// Largest decoded header list of a request (SETTINGS_MAX_HEADER_LIST_SIZE), the same budget as
+    /// an HTTP/1.1 head (32 KiB; nginx's `large_client_header_buffers` 4 × 8k).
+    pub max_header_list_size: u32,
+    /// Flow-control window of each request body (64 KiB: RFC 9113's default, and nginx's
+    /// `http2_body_preread_size`; Envoy's edge recommendation).
+    pub initial_stream_window: u32,
+    /// Flow-control window of a whole connection (1 MiB: Envoy's edge recommendation).
+    pub initial_connection_window: u32,
+    /// Largest frame accepted (16 KiB: the protocol's default and minimum).
+    pub max_frame_size: u32,
+    /// Response bytes buffered per stream before ramjet waits for the client's window (64 KiB).
+    pub max_send_buffer: usize,
+    /// Streams the client may reset before ramjet has taken them up, before the connection is
+    /// closed with ENHANCE_YOUR_CALM (20, as hyper and the h2 crate).
+    pub max_pending_accept_reset_streams: usize,
+    /// Streams ramjet may reset for the client's protocol errors before the connection is closed
+    /// (1024, as the h2 crate; the 2023–2024 "MadeYouReset" family).
+    pub max_local_error_reset_streams: usize,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Http2Settings {
+            max_concurrent_streams: 128,
+            max_header_list_size: http1::MAX_HEAD as u32,
+            initial_stream_window: 64 * 1024,
+            initial_connection_window: 1024 * 1024,
+            max_frame_size: 16 * 1024,
+            max_send_buffer: 64 * 1024,
+            max_pending_accept_reset_streams: 20,
+            max_local_error_reset_streams: 1024,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -67,6 +117,7 @@ impl Default for Settings {
             upstream_timeout: Duration::from_secs(60),
             upstream_idle_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(30),
+            http2: Http2Settings::default(),
         }
     }
 }

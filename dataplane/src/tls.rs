@@ -18,6 +18,7 @@ use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
 use crate::http1::{self, ConnFacts};
+use crate::http2;
 use crate::worker::Worker;
 
 /// Picks the certificate for each handshake from what is published now.
@@ -55,7 +56,7 @@ impl ResolvesServerCert for SniResolver {
 }
 
 /// Builds the server configuration shared by every worker: TLS 1.2 and 1.3 with rustls' safe
-/// defaults, ALPN `http/1.1` only (what is served), stateless session tickets.
+/// defaults, ALPN `h2` preferred and `http/1.1` offered, stateless session tickets.
 pub fn server_config(
     published: Arc<Published>,
     default: Option<Arc<CertifiedKey>>,
@@ -63,7 +64,7 @@ pub fn server_config(
     let mut config = ServerConfig::builder()
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SniResolver::new(published, default)));
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     config.ticketer = rustls::crypto::ring::Ticketer::new()?;
     Ok(Arc::new(config))
 }
@@ -78,10 +79,14 @@ impl TlsTerminator {
         Rc::new(TlsTerminator { acceptor: TlsAcceptor::from(config) })
     }
 
-    /// Handshakes within the header timeout, then serves HTTP/1.1 over the TLS stream.
-    pub async fn serve(&self, worker: &Worker, stream: TcpStream, facts: &ConnFacts) {
+    /// Handshakes within the header timeout, then serves HTTP/2 over the TLS stream if the client
+    /// chose it by ALPN, else HTTP/1.1.
+    pub async fn serve(&self, worker: &Rc<Worker>, stream: TcpStream, facts: &Rc<ConnFacts>) {
         let handshake = monoio::time::timeout(worker.settings.header_timeout, self.acceptor.accept(stream)).await;
         match handshake {
+            Ok(Ok(tls)) if tls.alpn_protocol().as_deref() == Some(b"h2") => {
+                http2::serve(worker.clone(), tls, None, facts.clone()).await
+            }
             Ok(Ok(tls)) => http1::serve(worker, tls, facts).await,
             Ok(Err(e)) => {
                 worker.counters().tls_handshake_failed();

@@ -1,5 +1,6 @@
 //! Upstream connections: per-worker keep-alive pools and connecting with a deadline.
 
+pub mod exchange;
 pub mod pool;
 
 pub use pool::Pool;

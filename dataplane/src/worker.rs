@@ -14,6 +14,7 @@ use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
 use crate::buf::BufferPool;
 use crate::clock::Clock;
 use crate::drain::DrainSignal;
+use crate::error::{rescue, Failure, Rescue};
 use crate::http1::{self, ConnFacts};
 use crate::tls::TlsTerminator;
 use crate::upstream::Pool;
@@ -104,6 +105,26 @@ impl Worker {
         let c = cursors[slot];
         cursors[slot] = c.wrapping_add(1);
         c as usize % len
+    }
+
+    /// A request failed: count it, log it once (at debug: never a per-request line by default), and
+    /// say what the client is told, as [`rescue`] decides. Every protocol's failures end here.
+    pub fn failed(&self, failure: &Failure) -> Rescue {
+        if let Some(kind) = failure.error.upstream_kind() {
+            self.counters().upstream_error(kind);
+        }
+        let answer = rescue(failure);
+        tracing::debug!(
+            target: "ramjet::request",
+            worker = self.id,
+            status = answer.status,
+            side = ?failure.error.side(),
+            upstream = ?failure.upstream,
+            io = ?failure.io,
+            error = %failure.error,
+            "request failed"
+        );
+        answer
     }
 
     fn connection_opened(&self) {
@@ -200,7 +221,7 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<T
         let tls = tls.clone();
         monoio::spawn(async move {
             worker.connection_opened();
-            let facts = ConnFacts::new(peer, tls.is_some(), local_port);
+            let facts = Rc::new(ConnFacts::new(peer, tls.is_some(), local_port));
             match tls {
                 None => http1::serve(&worker, stream, &facts).await,
                 Some(tls) => tls.serve(&worker, stream, &facts).await,

@@ -11,7 +11,9 @@
 mod request;
 mod response;
 
+pub(crate) use request::{is_consumed as is_consumed_request, push_forwarded, valid_host};
 pub use request::{parse_request, ConnFacts, RequestHead};
+pub(crate) use response::inspect;
 pub use response::{parse_response, ResponseHead, ResponsePlan};
 
 use std::ops::Range;
@@ -85,11 +87,11 @@ impl<'a> ConnectionOptions<'a> {
 /// The `Content-Length` fields of a head: every value (a list, or repeated fields) must be the same
 /// number, which is then written once.
 #[derive(Default)]
-struct ContentLength(Option<u64>);
+pub(crate) struct ContentLength(pub Option<u64>);
 
 impl ContentLength {
     /// `false` when the value is not a number or differs from an earlier one.
-    fn add(&mut self, value: &[u8]) -> bool {
+    pub fn add(&mut self, value: &[u8]) -> bool {
         for token in value.split(|&b| b == b',').map(trim) {
             match parse_length(token) {
                 Some(n) if self.0.is_none_or(|c| c == n) => self.0 = Some(n),
@@ -139,7 +141,7 @@ impl TransferCoding {
 }
 
 /// `Ok` when `ok`, else `error`.
-fn ensure(ok: bool, error: crate::error::ProxyError) -> Result<(), crate::error::ProxyError> {
+pub(crate) fn ensure(ok: bool, error: crate::error::ProxyError) -> Result<(), crate::error::ProxyError> {
     if ok {
         Ok(())
     } else {
@@ -194,7 +196,7 @@ pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
 }
 
 /// Writes the framing fields of a message with this body.
-fn push_framing(out: &mut Vec<u8>, body: Framing) {
+pub(crate) fn push_framing(out: &mut Vec<u8>, body: Framing) {
     match body {
         Framing::Length(n) => {
             out.extend_from_slice(b"content-length: ");

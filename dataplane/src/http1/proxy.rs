@@ -15,7 +15,7 @@ use super::head::{parse_response, RequestHead, ResponseHead, ResponsePlan};
 use super::{ClientConn, Framing, Next};
 use crate::buf::write_vec;
 use crate::error::{Failure, ProxyError};
-use crate::upstream::{self, pool::looks_alive, UpstreamConn};
+use crate::upstream::{exchange, UpstreamConn};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -35,57 +35,25 @@ where
         return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
     }
     let worker = conn.worker;
-    let settings = &worker.settings;
     // `Some(n)`: the whole body (n bytes) is buffered and the request can be sent again as it is.
     let buffered = buffer_body(conn, head).await?;
-    let mut index = worker.next_endpoint(slot, endpoints.len());
-    let mut connect_retry = endpoints.len() > 1;
-    let mut fresh_only = false;
+    let index = worker.next_endpoint(slot, endpoints.len());
     let plan = ResponsePlan { is_head: head.is_head, client_minor: head.minor, keep_alive };
     if head.host.is_empty() {
         // HTTP/1.0 without a Host: name the endpoint, as nginx's default `$proxy_host` does.
         insert_host(&mut conn.out, endpoints[index]);
     }
-
-    let (mut up, response, keep_client) = loop {
-        let addr = endpoints[index];
-        let pooled = if fresh_only { None } else { worker.pool.take(addr) };
-        let mut up = match pooled {
-            Some(up) if buffered.is_some() || looks_alive(&up) => up,
-            _ => match upstream::connect(addr, settings.upstream_timeout, worker.upstream_buffers.take()).await {
-                Ok(up) => up,
-                Err(e) if connect_retry && e.retry_safe() => {
-                    // Nothing was sent: try the next endpoint once.
-                    worker.counters().upstream_error(UpstreamErrorKind::Connect);
-                    worker.counters().upstream_retry();
-                    connect_retry = false;
-                    index = (index + 1) % endpoints.len();
-                    continue;
-                }
-                Err(e) => return Err(Failure::from(e).at(addr)),
-            },
-        };
-        let sent = match buffered {
-            Some(len) => send_buffered(conn, len, &mut up).await,
-            None => send_streaming(conn, head, &mut up).await,
-        };
-        let result = match sent {
-            Ok(()) => read_response_head(conn, &mut up, &plan).await,
-            Err(e) => Err(e),
-        };
-        match result {
-            Ok((response, keep)) => break (up, response, keep),
-            Err(e) if e.error == ProxyError::StaleUpstream && buffered.is_some() => {
-                // The pooled connection had been closed by the backend: once more, on a new one.
-                worker.counters().upstream_retry();
-                fresh_only = true;
+    let timeout = worker.settings.upstream_timeout;
+    let (mut up, (response, keep_client)) =
+        exchange::attempt(worker, endpoints, index, buffered.is_some(), async |up: &mut UpstreamConn| {
+            match buffered {
+                Some(len) => send_buffered(conn, len, up).await?,
+                None => send_streaming(conn, head, up).await?,
             }
-            Err(e) => {
-                worker.upstream_buffers.give(up.buf.into_inner());
-                return Err(e.at(addr));
-            }
-        }
-    };
+            let out = &mut conn.out;
+            exchange::read_response_head(up, timeout, |data| parse_response(data, &plan, out)).await
+        })
+        .await?;
     if let Some(len) = buffered {
         conn.buf.consume(len);
         conn.body_pending = false;
@@ -107,11 +75,7 @@ where
             return Err(failure);
         }
     };
-    if complete && response.reusable && up.buf.is_empty() {
-        worker.pool.put(up);
-    } else {
-        worker.upstream_buffers.give(up.buf.into_inner());
-    }
+    exchange::release(worker, up, complete, &response);
     let next = if keep_client && complete { Next::KeepAlive } else { Next::Close };
     Ok((status, next))
 }
@@ -151,14 +115,6 @@ where
     }
 }
 
-fn upstream_write_failed(up: &UpstreamConn) -> ProxyError {
-    if up.reused {
-        ProxyError::StaleUpstream
-    } else {
-        ProxyError::Upstream(UpstreamErrorKind::Reset)
-    }
-}
-
 /// Sends the head in `conn.out` and the `len` buffered body bytes in one write. Both stay where they
 /// are, so the request can be sent again.
 async fn send_buffered<S>(conn: &mut ClientConn<'_, S>, len: usize, up: &mut UpstreamConn) -> Result<(), Failure> {
@@ -169,7 +125,7 @@ async fn send_buffered<S>(conn: &mut ClientConn<'_, S>, len: usize, up: &mut Ups
     conn.out.truncate(head_len);
     match written {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Failure { io: Some(e.kind()), ..upstream_write_failed(up).into() }),
+        Ok(Err(e)) => Err(exchange::write_failed(up, Some(e.kind()))),
         Err(_) => Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
     }
 }
@@ -202,43 +158,6 @@ where
             }
             CopyError::SinkTimeout => ProxyError::Upstream(UpstreamErrorKind::Timeout).into(),
         }),
-    }
-}
-
-/// Reads the response head (skipping interim 1xx responses other than 101) and renders the head for
-/// the client into `conn.out`.
-async fn read_response_head<S>(
-    conn: &mut ClientConn<'_, S>,
-    up: &mut UpstreamConn,
-    plan: &ResponsePlan,
-) -> Result<(ResponseHead, bool), Failure> {
-    let mut received = false;
-    loop {
-        if !up.buf.is_empty() {
-            received = true;
-            if let Some((response, keep)) = parse_response(up.buf.data(), plan, &mut conn.out)? {
-                if (100..200).contains(&response.status) && response.status != 101 {
-                    up.buf.consume(response.head_len);
-                    continue;
-                }
-                return Ok((response, keep));
-            }
-            if up.buf.room() == 0 {
-                return Err(ProxyError::Upstream(UpstreamErrorKind::Protocol).into());
-            }
-        }
-        match monoio::time::timeout(conn.worker.settings.upstream_timeout, up.buf.fill(&mut up.stream)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            Ok(_) if up.reused && !received => return Err(ProxyError::StaleUpstream.into()),
-            Ok(Ok(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
-            Ok(Err(e)) => {
-                return Err(Failure {
-                    io: Some(e.kind()),
-                    ..Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset))
-                })
-            }
-            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
-        }
     }
 }
 

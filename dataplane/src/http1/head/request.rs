@@ -53,7 +53,7 @@ impl ConnFacts {
 }
 
 /// Field names the proxy consumes itself or writes itself; never forwarded as they came.
-fn is_consumed(name: &[u8]) -> bool {
+pub(crate) fn is_consumed(name: &[u8]) -> bool {
     let eq = |s: &str| name.eq_ignore_ascii_case(s.as_bytes());
     match name.len() {
         2 => eq("te"),
@@ -68,6 +68,17 @@ fn is_consumed(name: &[u8]) -> bool {
         16 => eq("proxy-connection") || eq("x-forwarded-host") || eq("x-forwarded-port"),
         17 => eq("x-forwarded-proto") || eq("transfer-encoding"),
         _ => false,
+    }
+}
+
+/// Appends the `x-forwarded-*` and `x-real-ip` fields of every upstream head (`x-forwarded-host`
+/// when there is a host).
+pub(crate) fn push_forwarded(out: &mut Vec<u8>, conn: &ConnFacts, host: &[u8]) {
+    out.extend_from_slice(&conn.forwarded);
+    if !host.is_empty() {
+        out.extend_from_slice(b"x-forwarded-host: ");
+        out.extend_from_slice(host);
+        out.extend_from_slice(b"\r\n");
     }
 }
 
@@ -248,12 +259,7 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
         }
     }
     push_framing(out, body);
-    out.extend_from_slice(&conn.forwarded);
-    if !host.is_empty() {
-        out.extend_from_slice(b"x-forwarded-host: ");
-        out.extend_from_slice(host);
-        out.extend_from_slice(b"\r\n");
-    }
+    push_forwarded(out, conn, host);
     if let (true, Some(u)) = (upgrade, upgrade_value) {
         out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
         out.extend_from_slice(u);

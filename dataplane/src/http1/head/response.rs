@@ -44,18 +44,57 @@ fn protocol_error() -> ProxyError {
     ProxyError::Upstream(UpstreamErrorKind::Protocol)
 }
 
-/// Parses an upstream response head and writes the head for the client into `out`. Returns the
-/// response, and whether the client connection may stay open (framing permitting).
+/// An upstream response head, parsed in place: what it says about framing and connection options,
+/// and its fields. Both renderers start from it: [`parse_response`] writes an HTTP/1.1 head for
+/// the client, and the HTTP/2 side builds its response fields from [`Inspected::fields`].
+pub(crate) struct Inspected<'h, 'b> {
+    pub head: ResponseHead,
+    /// The status line after `HTTP/1.x ` (code and reason), as the upstream wrote it.
+    pub status_line: &'b [u8],
+    content_length: Option<u64>,
+    coding: TransferCoding,
+    connection: ConnectionOptions<'b>,
+    headers: &'h [httparse::Header<'b>],
+}
+
+impl<'b> Inspected<'_, 'b> {
+    /// The fields that pass to the client unchanged: neither hop-by-hop (by definition or because
+    /// `Connection` names them) nor framing, which ramjet writes itself.
+    pub fn fields(&self) -> impl Iterator<Item = &httparse::Header<'b>> {
+        let switching = self.head.status == 101;
+        self.headers.iter().filter(move |h| {
+            let name = h.name.as_bytes();
+            !is_consumed(name, switching) && !self.connection.names(name)
+        })
+    }
+
+    /// The framing the client is told about. A HEAD or 304 answer keeps the length (or chunked
+    /// coding) the full response would have had; 1xx and 204 carry none.
+    pub fn advertised(&self, is_head: bool) -> Framing {
+        let status = self.head.status;
+        match self.head.body {
+            Framing::None if status == 304 || (is_head && status >= 200 && status != 204) => {
+                if self.coding == TransferCoding::Chunked {
+                    Framing::Chunked
+                } else {
+                    self.content_length.map_or(Framing::None, Framing::Length)
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+/// Parses the response head at the start of `data` into `headers`. `Ok(None)`: incomplete.
 ///
 /// Refused (502, the upstream connection is dropped): conflicting `Content-Length` values, both
 /// `Content-Length` and `Transfer-Encoding`, and any `Transfer-Encoding` other than one `chunked`.
-pub fn parse_response(
-    data: &[u8],
-    plan: &ResponsePlan,
-    out: &mut Vec<u8>,
-) -> Result<Option<(ResponseHead, bool)>, ProxyError> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut resp = httparse::Response::new(&mut headers);
+pub(crate) fn inspect<'h, 'b>(
+    data: &'b [u8],
+    is_head: bool,
+    headers: &'h mut [httparse::Header<'b>; MAX_HEADERS],
+) -> Result<Option<Inspected<'h, 'b>>, ProxyError> {
+    let mut resp = httparse::Response::new(headers);
     let head_len = match resp.parse(data) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
@@ -63,10 +102,11 @@ pub fn parse_response(
     };
     let status = resp.code.unwrap_or(502);
     let minor = resp.version.unwrap_or(1);
+    let headers: &'h [httparse::Header<'b>] = resp.headers;
     let mut content_length = ContentLength::default();
     let mut coding = TransferCoding::Absent;
     let mut connection = ConnectionOptions::default();
-    for h in resp.headers.iter() {
+    for h in headers {
         let name = h.name.as_bytes();
         match name.len() {
             14 if name.eq_ignore_ascii_case(b"content-length") => {
@@ -85,8 +125,7 @@ pub fn parse_response(
         _ => return Err(protocol_error()),
     }
     let close = if minor == 0 { !connection.keep_alive || connection.close } else { connection.close };
-    let switching = status == 101;
-    let bodiless = plan.is_head || status == 204 || status == 304 || (100..200).contains(&status);
+    let bodiless = is_head || status == 204 || status == 304 || (100..200).contains(&status);
     let body = if bodiless {
         Framing::None
     } else if coding == TransferCoding::Chunked {
@@ -96,35 +135,45 @@ pub fn parse_response(
     } else {
         Framing::UntilClose
     };
-    let reusable = !close && body != Framing::UntilClose && !switching;
+    let reusable = !close && body != Framing::UntilClose && status != 101;
+    let line_end = data.iter().position(|&b| b == b'\n').unwrap_or(0);
+    let status_line = &data[..line_end];
+    let status_line = status_line.strip_suffix(b"\r").unwrap_or(status_line);
+    Ok(Some(Inspected {
+        head: ResponseHead { head_len, status, body, reusable },
+        status_line: status_line.get(9..).unwrap_or(b""),
+        content_length: content_length.0,
+        coding,
+        connection,
+        headers,
+    }))
+}
+
+/// Parses an upstream response head and writes the head for the client into `out`. Returns the
+/// response, and whether the client connection may stay open (framing permitting). Refuses what
+/// [`inspect`] refuses.
+pub fn parse_response(
+    data: &[u8],
+    plan: &ResponsePlan,
+    out: &mut Vec<u8>,
+) -> Result<Option<(ResponseHead, bool)>, ProxyError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let Some(response) = inspect(data, plan.is_head, &mut headers)? else { return Ok(None) };
+    let body = response.head.body;
+    let switching = response.head.status == 101;
     // Towards an HTTP/1.0 client a chunked body is sent decoded, delimited by closing.
     let dechunk = body == Framing::Chunked && plan.client_minor == 0;
     let keep_client = plan.keep_alive && body != Framing::UntilClose && !dechunk && !switching;
 
     out.clear();
     out.extend_from_slice(b"HTTP/1.1 ");
-    let line_end = data.iter().position(|&b| b == b'\n').unwrap_or(0);
-    // Status code and reason phrase as the upstream wrote them.
-    let status_part = &data[..line_end];
-    let status_part = status_part.strip_suffix(b"\r").unwrap_or(status_part);
-    out.extend_from_slice(status_part.get(9..).unwrap_or(b""));
+    out.extend_from_slice(response.status_line);
     out.extend_from_slice(b"\r\n");
-    for h in resp.headers.iter() {
-        let name = h.name.as_bytes();
-        if !is_consumed(name, switching) && !connection.names(name) {
-            push_field(out, data, h);
-        }
+    for h in response.fields() {
+        push_field(out, data, h);
     }
-    // The framing the client sees is the one ramjet relays. A HEAD or 304 answer keeps the length
-    // (or chunked coding) the full response would have had; 1xx and 204 carry none.
-    let advertised = match body {
-        Framing::None if status == 304 || (plan.is_head && status >= 200 && status != 204) => {
-            if coding == TransferCoding::Chunked {
-                Framing::Chunked
-            } else {
-                content_length.0.map_or(Framing::None, Framing::Length)
-            }
-        }
+    // The framing the client sees is the one ramjet relays.
+    let advertised = match response.advertised(plan.is_head) {
         Framing::Chunked if dechunk => Framing::None,
         other => other,
     };
@@ -139,5 +188,5 @@ pub fn parse_response(
         }
     }
     out.extend_from_slice(b"\r\n");
-    Ok(Some((ResponseHead { head_len, status, body, reusable }, keep_client)))
+    Ok(Some((response.head, keep_client)))
 }

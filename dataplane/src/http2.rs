@@ -1,0 +1,191 @@
+//! HTTP/2 towards clients: h2c by prior knowledge on the plain listener (the connection preface is
+//! recognised in the bytes HTTP/1 detection read), ALPN `h2` on TLS. One connection belongs to
+//! one worker with all its streams; each stream is a request.
+//!
+//! ```text
+//! preface + SETTINGS (header timeout) ─▶ accept stream ─▶ spawn ─▶ load generation ─▶ route ─┬─ reply
+//!        ▲                                                                                  └─ proxy over
+//!        └── idle (keep-alive timeout) / drain ─▶ GOAWAY                     HTTP/1.1 (pooled upstream)
+//! ```
+//!
+//! The `h2` crate does the framing, HPACK and flow control, driven on the worker's monoio runtime
+//! through [`io`]'s adapter. Each stream runs as its own task ([`stream`]) and goes through the same
+//! decision ([`crate::dispatch`]), upstream exchange ([`crate::upstream::exchange`]), failure
+//! mapping ([`crate::error::rescue`]) and counters as an HTTP/1.1 request.
+//!
+//! Streams count against the concurrency limit until ramjet has finished with them, not only until
+//! the client resets them: while the limit is reached the connection is driven (so responses go
+//! out) but no new stream is taken up, and streams the client opens and resets meanwhile pile up
+//! in h2's pending-accept count, which closes the connection with ENHANCE_YOUR_CALM past its limit.
+//! That is the Rapid Reset defence (CVE-2023-44487), as Go's and nginx's.
+
+mod head;
+mod io;
+mod stream;
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
+use monoio_compat::StreamWrapper;
+
+use crate::buf::ReadBuf;
+use crate::http1::ConnFacts;
+use crate::worker::Worker;
+use crate::Http2Settings;
+
+/// The client connection preface (RFC 9113 §3.4).
+pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The adapter's buffers: reads come in 8 KiB pieces (h2 reads frame by frame), writes go out in
+/// up to 16 KiB pieces (a full DATA frame and its header).
+const IO_READ_BUFFER: usize = 8 * 1024;
+const IO_WRITE_BUFFER: usize = 16 * 1024 + 9;
+
+/// Whether `data` starts with the connection preface: `None` while what is there matches but is
+/// shorter.
+#[inline]
+pub(crate) fn preface(data: &[u8]) -> Option<bool> {
+    let n = data.len().min(PREFACE.len());
+    if data[..n] != PREFACE[..n] {
+        Some(false)
+    } else if n == PREFACE.len() {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+fn builder(limits: &Http2Settings) -> h2::server::Builder {
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .max_header_list_size(limits.max_header_list_size)
+        .initial_window_size(limits.initial_stream_window)
+        .initial_connection_window_size(limits.initial_connection_window)
+        .max_frame_size(limits.max_frame_size)
+        .max_send_buffer_size(limits.max_send_buffer)
+        .max_pending_accept_reset_streams(limits.max_pending_accept_reset_streams)
+        .max_local_error_reset_streams(Some(limits.max_local_error_reset_streams));
+    builder
+}
+
+/// The streams of one connection that ramjet is still working on.
+#[derive(Default)]
+pub(crate) struct Streams {
+    active: Cell<usize>,
+    /// Any stream was taken up yet (the first waits within the header timeout).
+    seen: Cell<bool>,
+    /// When the last stream finished.
+    last_done: Cell<Option<Instant>>,
+    /// The connection task, parked while the concurrency limit is reached.
+    parked: Cell<Option<Waker>>,
+}
+
+/// One stream being served; dropping it frees its place.
+pub(crate) struct StreamSlot(Rc<Streams>);
+
+impl Streams {
+    fn enter(self: &Rc<Self>) -> StreamSlot {
+        self.active.set(self.active.get() + 1);
+        self.seen.set(true);
+        StreamSlot(self.clone())
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let streams = &self.0;
+        streams.active.set(streams.active.get() - 1);
+        streams.last_done.set(Some(Instant::now()));
+        if let Some(waker) = streams.parked.take() {
+            waker.wake();
+        }
+    }
+}
+
+/// Serves one HTTP/2 connection until it closes, is idle too long, or the worker drains. `read`
+/// holds what HTTP/1 detection read already (the preface, perhaps more).
+pub(crate) async fn serve<S>(worker: Rc<Worker>, stream: S, read: Option<ReadBuf>, facts: Rc<ConnFacts>)
+where
+    S: AsyncReadRent + AsyncWriteRent + Unpin + 'static,
+{
+    let prefix = match read {
+        Some(buf) => {
+            let prefix = Bytes::copy_from_slice(buf.data());
+            worker.client_buffers.give(buf.into_inner());
+            prefix
+        }
+        None => Bytes::new(),
+    };
+    let io = io::Prefixed::new(prefix, StreamWrapper::new_with_buffer_size(stream, IO_READ_BUFFER, IO_WRITE_BUFFER));
+    let settings = &worker.settings;
+    let handshake = builder(&settings.http2).handshake::<_, Bytes>(io);
+    let mut conn = match monoio::time::timeout(settings.header_timeout, handshake).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            tracing::debug!(worker = worker.id, error = %e, "HTTP/2 handshake failed");
+            return;
+        }
+        Err(_) => return,
+    };
+    let streams = Rc::new(Streams::default());
+    let limit = settings.http2.max_concurrent_streams as usize;
+    // Until the next look at the clock: idle (or, once shutting down, the hard deadline).
+    let mut deadline = monoio::time::Instant::now() + settings.header_timeout;
+    let mut shutting = false;
+    loop {
+        let drive = poll_fn(|cx| loop {
+            if streams.active.get() >= limit {
+                // Take up no new stream until one finishes; keep the connection moving.
+                streams.parked.set(Some(cx.waker().clone()));
+                return conn.poll_closed(cx);
+            }
+            match conn.poll_accept(cx) {
+                Poll::Ready(Some(Ok((request, respond)))) => {
+                    let slot = streams.enter();
+                    monoio::spawn(stream::serve(worker.clone(), facts.clone(), request, respond, slot));
+                }
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
+                Poll::Ready(None) => return Poll::Ready(Ok(())),
+                Poll::Pending => return Poll::Pending,
+            }
+        });
+        monoio::select! {
+            closed = drive => {
+                if let Err(e) = closed {
+                    tracing::debug!(worker = worker.id, error = %e, "HTTP/2 connection failed");
+                }
+                break;
+            }
+            _ = worker.drain.wait(), if !shutting => {
+                // GOAWAY: streams in flight finish, no new ones start; the worker's drain timeout
+                // bounds the rest.
+                conn.graceful_shutdown();
+                shutting = true;
+                deadline = monoio::time::Instant::now() + settings.drain_timeout;
+            }
+            _ = monoio::time::sleep_until(deadline) => {
+                if shutting {
+                    // The client did not close after GOAWAY: close without waiting any longer.
+                    break;
+                }
+                let idle = if streams.seen.get() { settings.keepalive_timeout } else { settings.header_timeout };
+                let now = Instant::now();
+                let quiet = streams.last_done.get().map_or(idle, |done| now.duration_since(done));
+                if streams.active.get() == 0 && quiet >= idle {
+                    conn.graceful_shutdown();
+                    shutting = true;
+                    deadline = monoio::time::Instant::now() + settings.header_timeout.min(Duration::from_secs(5));
+                } else {
+                    let left = if streams.active.get() == 0 { idle - quiet } else { idle };
+                    deadline = monoio::time::Instant::now() + left;
+                }
+            }
+        }
+    }
+}

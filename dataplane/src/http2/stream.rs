@@ -1,0 +1,355 @@
+//! One HTTP/2 stream: one request, routed and answered like an HTTP/1.1 request, proxied to the
+//! backend over HTTP/1.1 from the worker's pool.
+//!
+//! Memory stays bounded per stream in both directions: request body bytes are released to the
+//! client's flow-control window only once written upstream (so at most one window is buffered),
+//! and response bytes are read from the backend only once the client's window has room for the
+//! previous ones. A client that opens no window for longer than the write timeout (a zero-window
+//! stall) has its stream reset and the upstream connection closed.
+
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream, SendStream};
+use http::request::Parts;
+use http::{Method, Request};
+use monoio::io::AsyncWriteRentExt;
+use ramjet_shared::UpstreamErrorKind;
+
+use super::head::{host, push_chunk_size, response_head, upstream_head, Answer};
+use super::StreamSlot;
+use crate::buf::write_vec;
+use crate::dispatch::{decide, Decision};
+use crate::error::{Failure, ProxyError};
+use crate::http1::body::Body;
+use crate::http1::{ConnFacts, Framing};
+use crate::upstream::{exchange, UpstreamConn};
+use crate::worker::Worker;
+
+/// Request body pieces up to this size are copied behind their chunk framing and sent in one
+/// write; larger ones are written as they are.
+const COALESCE: usize = 16 * 1024;
+
+/// Serves one stream; `_slot` keeps its place among the connection's active streams until the
+/// end, whatever the client did with the stream meanwhile.
+pub(crate) async fn serve(
+    worker: Rc<Worker>,
+    facts: Rc<ConnFacts>,
+    request: Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    _slot: StreamSlot,
+) {
+    let (parts, body) = request.into_parts();
+    let outcome = handle(&worker, &facts, &parts, body, &mut respond).await;
+    match outcome {
+        Ok(status) => worker.counters().request(status),
+        Err(failure) => {
+            let answer = worker.failed(&failure);
+            match answer.status {
+                Some(status) => {
+                    let sent = answer_with(&worker, &mut respond, &Answer::Status(status), false).await;
+                    if sent {
+                        worker.counters().request(status);
+                    }
+                }
+                // The response had started, or the client is gone: only a reset can say so.
+                None => respond.send_reset(Reason::INTERNAL_ERROR),
+            }
+        }
+    }
+}
+
+/// Routes and answers the request; the status sent, or why it failed.
+async fn handle(
+    worker: &Worker,
+    facts: &ConnFacts,
+    parts: &Parts,
+    body: RecvStream,
+    respond: &mut SendResponse<Bytes>,
+) -> Result<u16, Failure> {
+    // One generation for the whole life of this stream.
+    let generation = worker.generation();
+    let host = host(parts)?;
+    let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
+    let route_target = if target.starts_with('/') { target } else { "/" };
+    let mut host_buf = [0u8; 256];
+    let is_head = parts.method == Method::HEAD;
+    match decide(&generation.table, host, route_target, facts.tls, &mut host_buf) {
+        Decision::Redirect(h) => {
+            let answer = Answer::HttpsRedirect { host: h, target: route_target };
+            Ok(answer_or_gone(worker, respond, &answer, is_head).await?)
+        }
+        Decision::NoRoute => Err(ProxyError::NoRoute.into()),
+        Decision::Direct(direct) => Ok(answer_or_gone(worker, respond, &Answer::Direct(direct), is_head).await?),
+        Decision::Proxy { slot, endpoints } => {
+            if endpoints.is_empty() {
+                return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
+            }
+            let index = worker.next_endpoint(slot, endpoints.len());
+            forward(worker, facts, parts, host, body, respond, endpoints, index).await
+        }
+    }
+}
+
+async fn answer_or_gone(
+    worker: &Worker,
+    respond: &mut SendResponse<Bytes>,
+    answer: &Answer<'_>,
+    is_head: bool,
+) -> Result<u16, ProxyError> {
+    let status = match answer {
+        Answer::Status(s) => *s,
+        Answer::HttpsRedirect { .. } => 308,
+        Answer::Direct(d) => d.status,
+    };
+    if answer_with(worker, respond, answer, is_head).await {
+        Ok(status)
+    } else {
+        Err(ProxyError::ClientGone)
+    }
+}
+
+/// Sends an answer ramjet writes itself; `false` when the client is gone.
+async fn answer_with(worker: &Worker, respond: &mut SendResponse<Bytes>, answer: &Answer<'_>, is_head: bool) -> bool {
+    let (response, body) = answer.render(&worker.clock.date());
+    let empty = is_head || body.is_empty();
+    let Ok(mut send) = respond.send_response(response, empty) else { return false };
+    if empty {
+        return true;
+    }
+    let mut body = BytesMut::from(&body[..]);
+    send_chunk(&mut send, &mut body, true, worker.settings.client_write_timeout).await.is_ok()
+}
+
+/// Proxies the stream to `endpoints[index]` (or the next one) over HTTP/1.1.
+#[allow(clippy::too_many_arguments)]
+async fn forward(
+    worker: &Worker,
+    facts: &ConnFacts,
+    parts: &Parts,
+    host: &str,
+    mut body: RecvStream,
+    respond: &mut SendResponse<Bytes>,
+    endpoints: &[std::net::SocketAddr],
+    index: usize,
+) -> Result<u16, Failure> {
+    let mut out = worker.out_buffers.take();
+    let framing = match upstream_head(parts, host, facts, body.is_end_stream(), &mut out) {
+        Ok(framing) => framing,
+        Err(e) => {
+            worker.out_buffers.give(out);
+            return Err(e.into());
+        }
+    };
+    // Without a body the request can be sent again as it is, should a pooled connection be stale.
+    let replayable = !framing.has_body();
+    let is_head = parts.method == Method::HEAD;
+    let timeout = worker.settings.upstream_timeout;
+    let upstream = exchange::attempt(worker, endpoints, index, replayable, async |up: &mut UpstreamConn| {
+        send_request(worker, up, &mut out, &mut body, framing).await?;
+        exchange::read_response_head(up, timeout, |data| response_head(data, is_head)).await
+    });
+    // A client that resets the stream ends the exchange (and the upstream connection) at once.
+    let result = monoio::select! {
+        r = upstream => r,
+        _ = poll_fn(|cx| respond.poll_reset(cx)) => Err(ProxyError::ClientGone.into()),
+    };
+    worker.out_buffers.give(out);
+    let (mut up, (head, response)) = result?;
+    up.buf.consume(head.head_len);
+    if head.status == 101 {
+        // No protocol switch over HTTP/2 (RFC 9113 §8.6).
+        worker.upstream_buffers.give(up.buf.into_inner());
+        return Err(Failure::from(ProxyError::Upstream(UpstreamErrorKind::Protocol)).at(up.addr));
+    }
+    let status = head.status;
+    let end = head.body == Framing::None;
+    let mut send = match respond.send_response(response, end) {
+        Ok(send) => send,
+        Err(_) => {
+            worker.upstream_buffers.give(up.buf.into_inner());
+            return Err(ProxyError::ClientGone.into());
+        }
+    };
+    let complete = if end {
+        true
+    } else {
+        match relay_body(worker, &mut up, head.body, &mut send).await {
+            Ok(complete) => complete,
+            Err(failure) => {
+                let addr = up.addr;
+                worker.upstream_buffers.give(up.buf.into_inner());
+                return Err(failure.at(addr).started());
+            }
+        }
+    };
+    exchange::release(worker, up, complete, &head);
+    Ok(status)
+}
+
+/// Writes the head in `out` and the request body as it arrives from the client, framed as
+/// `framing` says. Each piece of body is released to the client's window once written upstream.
+async fn send_request(
+    worker: &Worker,
+    up: &mut UpstreamConn,
+    out: &mut Vec<u8>,
+    body: &mut RecvStream,
+    framing: Framing,
+) -> Result<(), Failure> {
+    let settings = &worker.settings;
+    let timeout = settings.upstream_timeout;
+    if !framing.has_body() {
+        return match write(up, out, timeout).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(exchange::write_failed(up, Some(e.kind()))),
+            Err(_) => Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+        };
+    }
+    let chunked = framing == Framing::Chunked;
+    // The head waits in `out` for the first piece of body, to go out in one write with it.
+    loop {
+        let piece = match monoio::time::timeout(settings.client_body_timeout, body.data()).await {
+            Err(_) => return Err(ProxyError::BodyTimeout.into()),
+            Ok(None) => None,
+            Ok(Some(Ok(piece))) => Some(piece),
+            Ok(Some(Err(e))) => {
+                return Err(if e.is_reset() || e.is_io() || e.is_go_away() {
+                    ProxyError::ClientGone.into()
+                } else {
+                    ProxyError::BadRequest("invalid request body").into()
+                })
+            }
+        };
+        let Some(piece) = piece else {
+            if chunked {
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+            return flush(write(up, out, timeout).await, up, out);
+        };
+        let len = piece.len();
+        if len == 0 {
+            continue;
+        }
+        if chunked {
+            push_chunk_size(out, len);
+        }
+        if len <= COALESCE {
+            out.extend_from_slice(&piece);
+        } else {
+            flush(write(up, out, timeout).await, up, out)?;
+            let written = monoio::time::timeout(settings.upstream_timeout, up.stream.write_all(piece)).await;
+            flush(written.map(|(r, _)| r.map(|_| ())), up, out)?;
+        }
+        if chunked {
+            out.extend_from_slice(b"\r\n");
+        }
+        flush(write(up, out, timeout).await, up, out)?;
+        // Written upstream: the client may send that much more.
+        let _ = body.flow_control().release_capacity(len);
+    }
+}
+
+async fn write(
+    up: &mut UpstreamConn,
+    out: &mut Vec<u8>,
+    timeout: Duration,
+) -> Result<std::io::Result<()>, monoio::time::error::Elapsed> {
+    monoio::time::timeout(timeout, write_vec(&mut up.stream, out)).await
+}
+
+/// The outcome of one upstream write; `out` is emptied once written.
+fn flush(
+    written: Result<std::io::Result<()>, monoio::time::error::Elapsed>,
+    up: &UpstreamConn,
+    out: &mut Vec<u8>,
+) -> Result<(), Failure> {
+    match written {
+        Ok(Ok(())) => {
+            out.clear();
+            Ok(())
+        }
+        Ok(Err(e)) => Err(exchange::write_failed(up, Some(e.kind()))),
+        Err(_) => Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+    }
+}
+
+/// Streams the response body from the backend to the client in its window. `Ok(true)` when the
+/// body was delimited and relayed completely.
+async fn relay_body(
+    worker: &Worker,
+    up: &mut UpstreamConn,
+    framing: Framing,
+    send: &mut SendStream<Bytes>,
+) -> Result<bool, Failure> {
+    let settings = &worker.settings;
+    let mut body = Body::new(framing);
+    let mut chunk = BytesMut::new();
+    loop {
+        let data = up.buf.data();
+        let advanced = if framing == Framing::Chunked {
+            body.advance(data, |a, b| chunk.extend_from_slice(&data[a..b]))
+        } else {
+            body.advance(data, |_, _| {}).inspect(|&n| chunk.extend_from_slice(&data[..n]))
+        };
+        let n = advanced.map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Protocol))?;
+        up.buf.consume(n);
+        let done = body.is_done();
+        send_chunk(send, &mut chunk, done, settings.client_write_timeout).await?;
+        if done {
+            return Ok(true);
+        }
+        let read = monoio::select! {
+            r = monoio::time::timeout(settings.upstream_timeout, up.buf.fill(&mut up.stream)) => r,
+            _ = poll_fn(|cx| send.poll_reset(cx)) => return Err(ProxyError::ClientGone.into()),
+        };
+        match read {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(Ok(_)) if framing == Framing::UntilClose => {
+                send_chunk(send, &mut chunk, true, settings.client_write_timeout).await?;
+                return Ok(true);
+            }
+            Ok(Ok(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
+            Ok(Err(e)) => {
+                return Err(Failure { io: Some(e.kind()), ..ProxyError::Upstream(UpstreamErrorKind::Reset).into() })
+            }
+            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+        }
+    }
+}
+
+/// Sends all of `chunk` as the client's window allows (`end`: and ends the stream), waiting at
+/// most `wait` each time for the window to open.
+async fn send_chunk(
+    send: &mut SendStream<Bytes>,
+    chunk: &mut BytesMut,
+    end: bool,
+    wait: Duration,
+) -> Result<(), Failure> {
+    while !chunk.is_empty() {
+        send.reserve_capacity(chunk.len());
+        let capacity = loop {
+            let capacity = send.capacity();
+            if capacity > 0 {
+                break capacity;
+            }
+            match monoio::time::timeout(wait, poll_fn(|cx| send.poll_capacity(cx))).await {
+                Ok(Some(Ok(_))) => {}
+                Ok(Some(Err(_)) | None) => return Err(Failure::from(ProxyError::ClientGone)),
+                Err(_) => return Err(Failure::from(ProxyError::ClientWriteTimeout)),
+            }
+        };
+        let piece = chunk.split_to(capacity.min(chunk.len())).freeze();
+        let last = end && chunk.is_empty();
+        send.send_data(piece, last).map_err(|_| Failure::from(ProxyError::ClientGone))?;
+        if last {
+            return Ok(());
+        }
+    }
+    if end {
+        send.send_data(Bytes::new(), true).map_err(|_| Failure::from(ProxyError::ClientGone))?;
+    }
+    Ok(())
+}

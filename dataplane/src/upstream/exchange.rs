@@ -1,0 +1,123 @@
+//! One HTTP/1.1 exchange with a backend, whoever the client is: pick a connection (pooled or new,
+//! with the one retry each case allows), send, read the response head, and give the connection
+//! back only when the exchange was complete and unambiguous. HTTP/1.1 and HTTP/2 clients both go
+//! through here, so the rules about reuse and retries exist once.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ramjet_shared::UpstreamErrorKind;
+
+use super::{connect, pool::looks_alive, UpstreamConn};
+use crate::error::{Failure, ProxyError};
+use crate::http1::head::ResponseHead;
+use crate::worker::Worker;
+
+/// Runs `exchange` (send the request, read the response head) on a connection to
+/// `endpoints[index]`: a pooled one if there is one, else a new one. A refused connect moves to the
+/// next endpoint once; a pooled connection that turns out to have been closed by the backend is
+/// replaced by a fresh one once, when the request is `replayable` (it can be sent again as it is).
+/// A request that cannot be replayed is sent on a pooled connection only if it still looks open.
+pub(crate) async fn attempt<T>(
+    worker: &Worker,
+    endpoints: &[SocketAddr],
+    mut index: usize,
+    replayable: bool,
+    mut exchange: impl AsyncFnMut(&mut UpstreamConn) -> Result<T, Failure>,
+) -> Result<(UpstreamConn, T), Failure> {
+    let mut connect_retry = endpoints.len() > 1;
+    let mut fresh_only = false;
+    loop {
+        let addr = endpoints[index];
+        let pooled = if fresh_only { None } else { worker.pool.take(addr) };
+        let mut up = match pooled {
+            Some(up) if replayable || looks_alive(&up) => up,
+            stale => {
+                if let Some(stale) = stale {
+                    worker.upstream_buffers.give(stale.buf.into_inner());
+                }
+                match connect(addr, worker.settings.upstream_timeout, worker.upstream_buffers.take()).await {
+                    Ok(up) => up,
+                    Err(e) if connect_retry && e.retry_safe() => {
+                        // Nothing was sent: try the next endpoint once.
+                        worker.counters().upstream_error(UpstreamErrorKind::Connect);
+                        worker.counters().upstream_retry();
+                        connect_retry = false;
+                        index = (index + 1) % endpoints.len();
+                        continue;
+                    }
+                    Err(e) => return Err(Failure::from(e).at(addr)),
+                }
+            }
+        };
+        match exchange(&mut up).await {
+            Ok(t) => return Ok((up, t)),
+            Err(e) if e.error == ProxyError::StaleUpstream && replayable => {
+                // The pooled connection had been closed by the backend: once more, on a new one.
+                worker.counters().upstream_retry();
+                worker.upstream_buffers.give(up.buf.into_inner());
+                fresh_only = true;
+            }
+            Err(e) => {
+                worker.upstream_buffers.give(up.buf.into_inner());
+                return Err(e.at(addr));
+            }
+        }
+    }
+}
+
+/// Ends an exchange: the connection goes back to the pool only if the response was `complete`,
+/// the backend allows reuse, and nothing unexpected follows it; otherwise it is closed.
+pub(crate) fn release(worker: &Worker, up: UpstreamConn, complete: bool, head: &ResponseHead) {
+    if complete && head.reusable && up.buf.is_empty() {
+        worker.pool.put(up);
+    } else {
+        worker.upstream_buffers.give(up.buf.into_inner());
+    }
+}
+
+/// The error for a failed write of a request: on a reused connection the backend may have closed
+/// it while idle (retry-safe), otherwise the connection was reset.
+pub(crate) fn write_failed(up: &UpstreamConn, io: Option<std::io::ErrorKind>) -> Failure {
+    let error = if up.reused { ProxyError::StaleUpstream } else { ProxyError::Upstream(UpstreamErrorKind::Reset) };
+    Failure { io, ..error.into() }
+}
+
+/// Reads the response head, skipping interim 1xx responses other than 101. `parse` sees the
+/// unconsumed bytes and returns the head with whatever it made of it (`Ok(None)`: incomplete). Each
+/// wait for bytes lasts at most `timeout`. The head stays in the buffer (its length is in the
+/// [`ResponseHead`]).
+pub(crate) async fn read_response_head<X>(
+    up: &mut UpstreamConn,
+    timeout: Duration,
+    mut parse: impl FnMut(&[u8]) -> Result<Option<(ResponseHead, X)>, ProxyError>,
+) -> Result<(ResponseHead, X), Failure> {
+    let mut received = false;
+    loop {
+        if !up.buf.is_empty() {
+            received = true;
+            if let Some((response, x)) = parse(up.buf.data())? {
+                if (100..200).contains(&response.status) && response.status != 101 {
+                    up.buf.consume(response.head_len);
+                    continue;
+                }
+                return Ok((response, x));
+            }
+            if up.buf.room() == 0 {
+                return Err(ProxyError::Upstream(UpstreamErrorKind::Protocol).into());
+            }
+        }
+        match monoio::time::timeout(timeout, up.buf.fill(&mut up.stream)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(_) if up.reused && !received => return Err(ProxyError::StaleUpstream.into()),
+            Ok(Ok(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
+            Ok(Err(e)) => {
+                return Err(Failure {
+                    io: Some(e.kind()),
+                    ..Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset))
+                })
+            }
+            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+        }
+    }
+}
