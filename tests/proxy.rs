@@ -158,6 +158,13 @@ fn a_stale_pooled_connection_is_retried_on_a_fresh_one() {
         std::thread::sleep(Duration::from_millis(300));
         assert_eq!(conn.get("h", "/2").status, 200, "{driver:?}");
         assert_eq!(b.connections(), 2);
+        // A request whose body was read whole is sent again too.
+        std::thread::sleep(Duration::from_millis(300));
+        conn.send(b"POST /3 HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello");
+        let r = conn.read_response();
+        assert_eq!(r.status, 200, "{driver:?}");
+        assert!(r.body.contains("body=hello"), "{}", r.body);
+        assert_eq!(b.connections(), 3);
         d.shutdown();
     });
 }
