@@ -5,9 +5,14 @@
 //! a 410 Gone relists, and errors are logged and retried with backoff — the process never stops
 //! for them. Nothing is submitted until every store has finished its first list, so the first
 //! generation never lacks, say, the Secrets of Ingresses already listed.
+//!
+//! An Ingress whose status alone changed (ramjet's own status writes among them) wakes only the
+//! status writer, not the compiler: at 5,000 Ingresses, recompiling after each of the leader's
+//! 5,000 status writes made writing them all take many minutes.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
-use std::hash::Hash;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -52,7 +57,13 @@ impl Stores {
         let both = [changed.clone(), status_changed.clone()];
         let compile_only = [changed.clone()];
         let classes = reflect(Api::all(client.clone()), watcher::Config::default(), &both);
-        let ingresses = reflect(api(client, ns), watcher::Config::default(), &both);
+        // Status-only changes of an Ingress do not concern the compiler.
+        let ingresses = reflect_compiled(
+            api(client, ns),
+            watcher::Config::default(),
+            std::slice::from_ref(&status_changed),
+            Some((changed.clone(), ingress_fingerprint)),
+        );
         let services = reflect(api(client, ns), watcher::Config::default(), &compile_only);
         let slices = reflect(api(client, ns), watcher::Config::default(), &compile_only);
         let tls_only = watcher::Config::default().fields(&format!("type={TLS_SECRET_TYPE}"));
@@ -138,20 +149,71 @@ where
     }
 }
 
+/// What the compiler reads of an Ingress: everything but its status (and the server's bookkeeping).
+fn ingress_fingerprint(ingress: &Ingress) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let meta = &ingress.metadata;
+    (&meta.annotations, &meta.labels).hash(&mut hasher);
+    serde_json::to_vec(&ingress.spec).unwrap_or_default().hash(&mut hasher);
+    hasher.finish()
+}
+
 /// Starts a watcher feeding a store; each applied change or relist notifies `notify`.
 fn reflect<K>(api: Api<K>, config: watcher::Config, notify: &[Arc<Notify>]) -> Store<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Default,
 {
+    reflect_compiled(api, config, notify, None)
+}
+
+/// Notified when what the compiler reads of an object moved, and how to tell (a fingerprint of it).
+type Compiled<K> = (Arc<Notify>, fn(&K) -> u64);
+
+/// [`reflect`], and `compiled.0` is notified only when the object's fingerprint (`compiled.1`:
+/// what the compiler reads of it) moved, or on deletes and relists.
+fn reflect_compiled<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    notify: &[Arc<Notify>],
+    compiled: Option<Compiled<K>>,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default,
+{
     let (store, writer) = reflector::store();
-    let notify = notify.to_vec();
+    let mut notify = notify.to_vec();
+    let (compile_notify, fingerprint) = match compiled {
+        Some((n, f)) => (Some(n), Some(f)),
+        None => (None, None),
+    };
+    if fingerprint.is_none() {
+        notify.extend(compile_notify.clone());
+    }
+    let mut seen: HashMap<(Option<String>, Option<String>), u64> = HashMap::new();
     let kind = K::kind(&Default::default()).to_string();
     let stream = watcher::watcher(api, config).default_backoff().reflect(writer);
     tokio::spawn(async move {
         let mut failing = false;
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
+            // Whether the compiler needs to hear of this event (always, without a fingerprint).
+            let mut compile = true;
+            if let Some(fingerprint) = fingerprint {
+                let key = |o: &K| (o.meta().namespace.clone(), o.meta().name.clone());
+                match &event {
+                    Ok(Event::Init) => seen.clear(),
+                    Ok(Event::InitApply(o)) => {
+                        seen.insert(key(o), fingerprint(o));
+                    }
+                    Ok(Event::Apply(o)) => compile = seen.insert(key(o), fingerprint(o)) != Some(fingerprint(o)),
+                    Ok(Event::Delete(o)) => {
+                        seen.remove(&key(o));
+                    }
+                    _ => {}
+                }
+            }
             match event {
                 Ok(Event::Apply(_) | Event::Delete(_) | Event::InitDone) => {
                     if failing {
@@ -159,6 +221,9 @@ where
                         failing = false;
                     }
                     for n in &notify {
+                        n.notify_one();
+                    }
+                    if let (true, Some(_), Some(n)) = (compile, fingerprint, &compile_notify) {
                         n.notify_one();
                     }
                 }
