@@ -22,6 +22,9 @@ use serde_json::Value;
 
 /// The admin's bearer token (user `test-admin`, group `system:masters`).
 const ADMIN_TOKEN: &str = "ramjet-test-admin-token";
+/// A static token for ramjet itself where no ServiceAccount token can be had yet (the API server is
+/// not up): user `ramjet`, groups `system:masters` and `ramjet:audited` (its reads are audited too).
+pub const RAMJET_TOKEN: &str = "ramjet-test-static-token";
 
 /// The directory holding `kube-apiserver`, `kubectl` and `etcd`, built on first use.
 pub fn k8s_bin() -> &'static Path {
@@ -93,7 +96,8 @@ fn pki() -> Pki {
     }
 }
 
-/// Every write, at the Metadata level (who, what, when, which user agent), nothing else.
+/// Every write at the Metadata level (who, what, when, which user agent); and the reads of
+/// ServiceAccounts (ramjet runs as one), to count the requests it makes; nothing else.
 const AUDIT_POLICY: &str = "\
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -101,6 +105,9 @@ omitStages: [RequestReceived]
 rules:
   - level: Metadata
     verbs: [create, update, patch, delete, deletecollection]
+  - level: Metadata
+    verbs: [get, list, watch]
+    userGroups: [\"system:serviceaccounts\", \"ramjet:audited\"]
   - level: None
 ";
 
@@ -156,8 +163,14 @@ impl ControlPlane {
         std::fs::write(dir.join("sa.key"), &pki.service_account_key_pem).unwrap();
         std::fs::write(dir.join("sa.pub"), &pki.service_account_pub_pem).unwrap();
         std::fs::write(dir.join("audit-policy.yaml"), AUDIT_POLICY).unwrap();
-        std::fs::write(dir.join("tokens.csv"), format!("{ADMIN_TOKEN},test-admin,test-admin-uid,\"system:masters\"\n"))
-            .unwrap();
+        std::fs::write(
+            dir.join("tokens.csv"),
+            format!(
+                "{ADMIN_TOKEN},test-admin,test-admin-uid,\"system:masters\"\n\
+                 {RAMJET_TOKEN},ramjet,ramjet-uid,\"system:masters,ramjet:audited\"\n"
+            ),
+        )
+        .unwrap();
         let api_port = free_port();
         let url = format!("https://127.0.0.1:{api_port}");
         let plane = ControlPlane {
@@ -185,6 +198,26 @@ impl ControlPlane {
             url = self.url
         );
         std::fs::write(path, text).unwrap();
+    }
+
+    /// Compacts etcd's history up to its current revision (through etcd's JSON gateway), so a watch
+    /// resumed from an older resourceVersion gets 410 Gone. Returns the revision.
+    pub fn compact_etcd(&self) -> u64 {
+        let post = |path: &str, body: &str| -> Value {
+            let out = Command::new("curl")
+                .args(["-sS", "--max-time", "10", "-X", "POST", "-d", body])
+                .arg(format!("{}{path}", self.etcd_url))
+                .output()
+                .expect("curl");
+            serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("etcd {path}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+        };
+        let revision: u64 = post("/v3/kv/range", r#"{"key":"AA=="}"#)["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .expect("etcd revision");
+        post("/v3/kv/compaction", &format!(r#"{{"revision":"{revision}","physical":true}}"#));
+        revision
     }
 
     pub fn audit_log(&self) -> PathBuf {
