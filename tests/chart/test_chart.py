@@ -103,6 +103,7 @@ SCENARIOS: dict[str, dict] = {
     "no-service": {
         "controller": {"service": {"enabled": False}, "publishAddress": "203.0.113.10"},
         "metrics": {"enabled": False},
+        "fleet": {"enabled": False},
     },
     "external-rbac": {
         "rbac": {"create": False},
@@ -474,10 +475,12 @@ def test_clusterrole_grants():
                             ("", "services"), ("", "secrets"), ("discovery.k8s.io", "endpointslices")]:
         for verb in ("get", "list", "watch"):
             assert rules_grant(rules, group, resource, verb), (group, resource, verb)
-    for verb in ("update", "patch"):
-        assert rules_grant(rules, "networking.k8s.io", "ingresses/status", verb), verb
-    for verb in ("create", "patch"):
-        assert rules_grant(rules, "events.k8s.io", "events", verb), verb
+    # Status by server-side apply (a patch); Events created once each. tests/cluster.rs checks
+    # against a real API server's audit log that every write granted here is one ramjet makes.
+    assert rules_grant(rules, "networking.k8s.io", "ingresses/status", "patch")
+    assert not rules_grant(rules, "networking.k8s.io", "ingresses/status", "update")
+    assert rules_grant(rules, "events.k8s.io", "events", "create")
+    assert not rules_grant(rules, "events.k8s.io", "events", "patch")
     # Nothing it does not need.
     assert not rules_grant(rules, "", "secrets", "update")
     assert not rules_grant(rules, "", "events", "create"), "core/v1 events: ramjet writes events.k8s.io/v1"
@@ -572,6 +575,17 @@ def test_metrics_annotations_and_service():
     assert "prometheus.io/scrape" not in workload("everything")["spec"]["template"]["metadata"]["annotations"]
     assert not find("no-service", "Service")
     assert "annotations" not in workload("no-service")["spec"]["template"]["metadata"]
+
+
+def test_fleet_service_names_every_replica():
+    fleet = one("default", "Service", f"{FULLNAME}-fleet")
+    spec = fleet["spec"]
+    # Headless, and not-ready pods included: the brake must reach a replica failing its probe.
+    assert spec["clusterIP"] == "None" and spec["publishNotReadyAddresses"] is True, spec
+    assert spec["ports"] == [{"name": "admin", "port": 10254, "targetPort": "admin", "protocol": "TCP",
+                              "appProtocol": "http"}], spec["ports"]
+    assert spec["selector"] == workload("default")["spec"]["selector"]["matchLabels"]
+    assert not find("no-service", "Service", f"{FULLNAME}-fleet")
 
 
 def test_servicemonitor():
