@@ -6,7 +6,6 @@
 //! published, and only then do the workers bind their listeners and serve.
 
 pub mod cli;
-pub mod top;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};

@@ -278,3 +278,29 @@ fn every_change_that_makes_a_generation_is_named_in_its_summary() {
     assert_eq!(changes["https_redirects_added"], 1);
     d.shutdown();
 }
+
+/// The daemon's answers are exactly the shared wire types `ramjet-top` reads: each body parses into
+/// them and serializes back to the same JSON, so nothing is lost or invented on either side.
+#[test]
+fn the_admin_answers_are_the_shared_wire_types() {
+    use ramjet_shared::admin::{ErrorBody, Generations, PinAnswer};
+    let d = start(Some("s3cr3t"));
+    d.submit(routes(&says("two")));
+    wait_serving(&d, 2);
+    let round_trip = |body: &str, parsed: Value| {
+        assert_eq!(parsed, serde_json::from_str::<Value>(body).unwrap(), "{body}");
+    };
+    let body = admin(&d, "GET", "/admin/generations", None, None).body;
+    let generations: Generations = serde_json::from_str(&body).unwrap();
+    assert_eq!((generations.serving, generations.generations.len()), (2, 2));
+    round_trip(&body, serde_json::to_value(&generations).unwrap());
+    let body = admin(&d, "POST", "/admin/rollback", Some(r#"{"generation": 1}"#), Some("s3cr3t")).body;
+    let answer: PinAnswer = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer.state.pinned, Some(1));
+    round_trip(&body, serde_json::to_value(&answer).unwrap());
+    let body = admin(&d, "DELETE", "/admin/rollback", None, None).body;
+    let error: ErrorBody = serde_json::from_str(&body).unwrap();
+    assert!(error.error.contains("Authorization: Bearer"), "{}", error.error);
+    round_trip(&body, serde_json::to_value(&error).unwrap());
+    d.shutdown();
+}

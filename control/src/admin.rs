@@ -7,6 +7,8 @@
 //! | `DELETE /admin/rollback` | release the pin, publish the newest (idempotent) | with `--admin-token-file` |
 //! | `GET /metrics` | Prometheus text | never |
 //! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published | never |
+//!
+//! The JSON bodies are [`ramjet_shared::admin`]'s types, the one schema `ramjet-top` reads too.
 
 mod error;
 
@@ -22,11 +24,10 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use ramjet_shared::admin::{GenerationInfo, Generations, PinAnswer, RollbackRequest};
 use sha2::{Digest as _, Sha256};
 
-use crate::apply::{Applier, PinState, RollbackError};
-use crate::audit::diff::DiffCounts;
+use crate::apply::{Applier, RollbackError};
 use crate::metrics::{render, MetricsSources};
 
 /// Largest request body accepted by the admin API.
@@ -82,42 +83,17 @@ fn authorize(state: &AdminState, headers: &HeaderMap) -> Result<(), AdminError> 
     Ok(())
 }
 
-#[derive(Serialize)]
-struct GenerationView {
-    generation: u64,
-    digest: String,
-    compiled_at: String,
-    applied_at: String,
-    published: bool,
-    serving: bool,
-    routes: usize,
-    hosts: usize,
-    certs: usize,
-    summary: String,
-    changes: DiffCounts,
-    diagnostics: Vec<ramjet_shared::Diagnostic>,
-}
-
-#[derive(Serialize)]
-struct GenerationsView {
-    serving: u64,
-    pinned: Option<u64>,
-    newest: u64,
-    history_size: usize,
-    generations: Vec<GenerationView>,
-}
-
 fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
-async fn generations(State(state): State<Arc<AdminState>>) -> Json<GenerationsView> {
+async fn generations(State(state): State<Arc<AdminState>>) -> Json<Generations> {
     let (pin, history_size, entries) = state.applier.snapshot();
     let generations = entries
         .into_iter()
         .map(|(e, serving)| {
             let g = &e.generation;
-            GenerationView {
+            GenerationInfo {
                 generation: g.number,
                 digest: g.digest.short(),
                 compiled_at: rfc3339(g.compiled_at),
@@ -133,20 +109,7 @@ async fn generations(State(state): State<Arc<AdminState>>) -> Json<GenerationsVi
             }
         })
         .collect();
-    Json(GenerationsView { serving: pin.serving, pinned: pin.pinned, newest: pin.newest, history_size, generations })
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RollbackRequest {
-    generation: u64,
-}
-
-#[derive(Serialize)]
-struct PinAnswer {
-    #[serde(flatten)]
-    state: PinState,
-    message: String,
+    Json(Generations { serving: pin.serving, pinned: pin.pinned, newest: pin.newest, history_size, generations })
 }
 
 async fn rollback(

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
+pub use ramjet_shared::admin::PinState;
 use ramjet_shared::{CertId, Generation, Published};
 
 use crate::audit::diff::diff_tables;
@@ -22,14 +23,6 @@ pub enum RollbackError {
     /// The generation is not (or no longer) in the history ring.
     #[error("generation {wanted} is not in the history; the generations that are: {available:?}")]
     NotInHistory { wanted: u64, available: Vec<u64> },
-}
-
-/// What a pin, a release or a snapshot reports.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PinState {
-    pub serving: u64,
-    pub pinned: Option<u64>,
-    pub newest: u64,
 }
 
 struct State {

@@ -6,7 +6,7 @@
 //! the table). Every data-plane worker loads the current generation once per request and routes with
 //! [`RouteTable::route`]; the TLS resolver reads the certificate store. Workers count what they do in
 //! their own [`WorkerCounters`] (relaxed, one cache line per worker), which the control thread sums
-//! for `/metrics`.
+//! for `/metrics`. [`admin`] is the admin API's wire schema, shared by the daemon and `ramjet-top`.
 //!
 //! # Words with one meaning each
 //!
@@ -36,6 +36,7 @@
 //! assert!(table.route("example.com", "/apiv1").is_none());
 //! ```
 
+pub mod admin;
 mod cert;
 mod generation;
 mod publish;

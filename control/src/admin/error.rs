@@ -3,6 +3,7 @@
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use ramjet_shared::admin::ErrorBody;
 
 #[derive(Debug)]
 pub struct AdminError {
@@ -18,6 +19,6 @@ impl AdminError {
 
 impl IntoResponse for AdminError {
     fn into_response(self) -> Response {
-        (self.status, Json(serde_json::json!({ "error": self.message }))).into_response()
+        (self.status, Json(ErrorBody { error: self.message })).into_response()
     }
 }

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use std::sync::Arc;
 
+pub use ramjet_shared::admin::DiffCounts;
 use ramjet_shared::{Backend, BackendKind, CertId, HostRoutes, RouteKey, RouteTable, TableItem};
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
@@ -190,24 +191,6 @@ pub struct TableDiff {
     /// Every item that changed, with its new value (`None`: removed), so a diff can be applied.
     #[serde(skip)]
     changes: BTreeMap<ItemKey, Option<ItemValue>>,
-}
-
-/// Counts of a diff, as the audit log line and the webhook carry them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct DiffCounts {
-    pub routes_added: usize,
-    pub routes_removed: usize,
-    pub backends_changed: usize,
-    pub hosts_added: usize,
-    pub hosts_removed: usize,
-    pub certs_added: usize,
-    pub certs_removed: usize,
-    pub certs_rotated: usize,
-    pub https_redirects_added: usize,
-    pub https_redirects_removed: usize,
-    pub mirrors_added: usize,
-    pub mirrors_removed: usize,
-    pub default_backend_changed: bool,
 }
 
 /// Compares two views item by item; every item that differs is counted in exactly one category.

@@ -136,8 +136,10 @@ pub(crate) fn inspect<'h, 'b>(
         Framing::UntilClose
     };
     let reusable = !close && body != Framing::UntilClose && status != 101;
-    let line_end = data.iter().position(|&b| b == b'\n').unwrap_or(0);
-    let status_line = &data[..line_end];
+    // httparse skips empty lines before the status line (RFC 9112 §2.2); so does this copy of it.
+    let line_start = data.iter().position(|&b| b != b'\r' && b != b'\n').unwrap_or(0);
+    let line_end = data[line_start..].iter().position(|&b| b == b'\n').map_or(line_start, |i| line_start + i);
+    let status_line = &data[line_start..line_end];
     let status_line = status_line.strip_suffix(b"\r").unwrap_or(status_line);
     Ok(Some(Inspected {
         head: ResponseHead { head_len, status, body, reusable },

@@ -241,6 +241,19 @@ fn responses_keep_framing_and_drop_hop_by_hop() {
     assert!(!head.reusable);
 }
 
+/// Found by the `response_head` fuzz target: httparse skips empty lines before the status line, but
+/// the status line copied for the client was the first line, so the client got `HTTP/1.1 \r\n`.
+#[test]
+fn empty_lines_before_the_status_line_are_skipped() {
+    for (raw, status_line) in [
+        ("\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", "HTTP/1.1 200 OK\r\n"),
+        ("\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", "HTTP/1.1 404 Not Found\r\n"),
+    ] {
+        let (_, _, out) = respond(raw, plan(1));
+        assert!(out.starts_with(status_line), "{out:?}");
+    }
+}
+
 #[test]
 fn ambiguous_responses_are_refused() {
     let refused = |raw: &str| {

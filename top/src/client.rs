@@ -8,6 +8,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use ramjet_shared::admin::{ErrorBody, RollbackRequest};
 use serde::de::DeserializeOwned;
 
 use super::model::{Generations, PinAnswer, Scrape};
@@ -95,7 +96,8 @@ impl AdminClient {
         if let Some(Token(token)) = &self.token {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
-        let answer = request.send(format!("{{\"generation\": {generation}}}"));
+        let body = serde_json::to_string(&RollbackRequest { generation }).expect("a rollback request serializes");
+        let answer = request.send(body);
         json(&url, answer)
     }
 
@@ -135,11 +137,7 @@ fn text(url: &str, answer: Answer) -> Result<String, ClientError> {
 
 /// The `error` field of the admin API's JSON errors; otherwise the start of the body.
 fn error_message(status: u16, body: &str) -> String {
-    #[derive(serde::Deserialize)]
-    struct AdminError {
-        error: String,
-    }
-    if let Ok(e) = serde_json::from_str::<AdminError>(body) {
+    if let Ok(e) = serde_json::from_str::<ErrorBody>(body) {
         return e.error;
     }
     let body = body.trim();

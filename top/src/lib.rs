@@ -18,8 +18,8 @@
 //!
 //! ```no_run
 //! use clap::Parser;
-//! let cli = ramjet::top::TopCli::parse_from(["ramjet-top", "--admin", "http://127.0.0.1:10254"]);
-//! ramjet::top::run(cli).unwrap();
+//! let cli = ramjet_top::TopCli::parse_from(["ramjet-top", "--admin", "http://127.0.0.1:10254"]);
+//! ramjet_top::run(cli).unwrap();
 //! ```
 
 pub mod app;

@@ -281,11 +281,11 @@ impl App {
     /// The daemon said what serves and what is pinned now; show it before the next poll does.
     fn take_answer(&mut self, answer: &PinAnswer) {
         if let Some(s) = &mut self.snapshot {
-            s.serving = answer.serving;
-            s.pinned = answer.pinned;
-            s.newest = answer.newest;
+            s.serving = answer.state.serving;
+            s.pinned = answer.state.pinned;
+            s.newest = answer.state.newest;
             for g in &mut s.generations {
-                g.serving = g.generation == answer.serving;
+                g.serving = g.generation == answer.state.serving;
                 if g.serving {
                     g.published = true;
                 }

@@ -1,61 +1,11 @@
-//! What the admin API answers, as `ramjet-top` reads it.
-//!
-//! The structs accept unknown fields on purpose: an operator's `ramjet-top` may be older than the
-//! daemon it watches, and a new field in the daemon's answer must not blind it.
+//! What the admin API answers, as `ramjet-top` reads it: the JSON answers are the daemon's own
+//! types from [`ramjet_shared::admin`] (one schema for both, tolerant of other versions: unknown
+//! fields are ignored, later fields default), and the few `/metrics` series shown are read here.
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
-
-/// `GET /admin/generations`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Generations {
-    /// The generation that serves traffic now.
-    pub serving: u64,
-    /// The generation an operator pinned, if any; newer ones are recorded but held back.
-    pub pinned: Option<u64>,
-    /// The last generation compiled.
-    pub newest: u64,
-    /// How many generations the daemon keeps for rollback.
-    pub history_size: usize,
-    /// The history ring, newest first.
-    pub generations: Vec<GenerationInfo>,
-}
-
-/// One entry of the history ring.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct GenerationInfo {
-    pub generation: u64,
-    /// Short digest of the compiled table.
-    pub digest: String,
-    /// RFC 3339 (UTC).
-    pub compiled_at: String,
-    /// RFC 3339 (UTC): when the applier took it.
-    pub applied_at: String,
-    /// Put on the wire when applied (false: held back by a pin).
-    pub published: bool,
-    pub serving: bool,
-    pub routes: usize,
-    pub hosts: usize,
-    pub certs: usize,
-    /// The diff against the previous generation, as a sentence.
-    pub summary: String,
-    #[serde(default)]
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-/// A problem the compiler reported for a generation: the daemon's own type.
+pub use ramjet_shared::admin::{GenerationInfo, Generations, PinAnswer, PinState};
 pub use ramjet_shared::Diagnostic;
-
-/// The answer to `POST` and `DELETE /admin/rollback`.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct PinAnswer {
-    pub serving: u64,
-    pub pinned: Option<u64>,
-    pub newest: u64,
-    /// The daemon's own sentence about what it did.
-    pub message: String,
-}
 
 /// The series of `GET /metrics` that `ramjet-top` shows.
 #[derive(Debug, Clone, Default, PartialEq)]

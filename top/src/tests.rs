@@ -13,7 +13,7 @@ use ratatui::Terminal;
 
 use super::app::{App, Link};
 use super::client::{AdminClient, ClientError, Token};
-use super::model::{Generations, PinAnswer, Scrape};
+use super::model::{Generations, PinAnswer, PinState, Scrape};
 use super::ui::{draw, Now};
 use super::worker::{Command, Update};
 use super::{admin_url, interval};
@@ -150,9 +150,7 @@ fn p_asks_and_only_y_sends() {
     app.on_update(Update::Answer {
         command: Command::Pin(2),
         result: Ok(PinAnswer {
-            serving: 2,
-            pinned: Some(2),
-            newest: 3,
+            state: PinState { serving: 2, pinned: Some(2), newest: 3 },
             message: "generation 2 is serving and pinned".into(),
         }),
     });
@@ -379,7 +377,7 @@ fn the_token_goes_on_pin_and_release_only() {
     let client = AdminClient::new(&base, Duration::from_secs(10), Token::new("s3cr3t"));
     assert_eq!(client.generations().unwrap().serving, 3);
     assert_eq!(client.metrics().unwrap().connections_active, Some(1.0));
-    assert_eq!(client.pin(1).unwrap().pinned, Some(1));
+    assert_eq!(client.pin(1).unwrap().state.pinned, Some(1));
     client.release().unwrap();
     let heads: Vec<String> = heads.iter().take(4).collect();
     for get in &heads[..2] {
@@ -387,7 +385,7 @@ fn the_token_goes_on_pin_and_release_only() {
         assert!(!get.to_ascii_lowercase().contains("authorization"), "polling must not carry the token:\n{get}");
     }
     assert!(heads[2].starts_with("POST /admin/rollback "), "{}", heads[2]);
-    assert!(heads[2].contains("\r\n\r\n{\"generation\": 1}"), "{}", heads[2]);
+    assert!(heads[2].contains("\r\n\r\n{\"generation\":1}"), "{}", heads[2]);
     assert!(heads[3].starts_with("DELETE /admin/rollback "), "{}", heads[3]);
     for verb in &heads[2..] {
         assert!(verb.to_ascii_lowercase().contains("authorization: bearer s3cr3t\r\n"), "{verb}");

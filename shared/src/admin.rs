@@ -1,0 +1,131 @@
+//! The admin API's wire schema: what the daemon's admin listener writes and `ramjet-top` (or any
+//! other client) reads. Declared once, here, so the two cannot drift apart.
+//!
+//! Readers are tolerant on purpose: unknown fields are ignored and fields added after the first
+//! release default when absent, so an operator's `ramjet-top` may be older or newer than the daemon
+//! it watches. The daemon refuses unknown fields in what it reads ([`RollbackRequest`]).
+//!
+//! | request | answer |
+//! |---|---|
+//! | `GET /admin/generations` | [`Generations`] |
+//! | `POST /admin/rollback` [`RollbackRequest`] | [`PinAnswer`] |
+//! | `DELETE /admin/rollback` | [`PinAnswer`] |
+//! | any error | [`ErrorBody`] |
+
+use serde::{Deserialize, Serialize};
+
+use crate::generation::Diagnostic;
+
+/// `GET /admin/generations`: the history ring, newest first, with what serves and what is pinned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Generations {
+    /// The generation that serves traffic now.
+    pub serving: u64,
+    /// The generation an operator pinned, if any; newer ones are recorded but not published.
+    pub pinned: Option<u64>,
+    /// The last generation compiled.
+    pub newest: u64,
+    /// How many generations the daemon keeps for rollback (`--history-size`).
+    pub history_size: usize,
+    /// The history ring, newest first.
+    pub generations: Vec<GenerationInfo>,
+}
+
+/// One entry of the history ring.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GenerationInfo {
+    pub generation: u64,
+    /// The first 12 hex digits of the compiled table's digest.
+    pub digest: String,
+    /// RFC 3339 (UTC), milliseconds.
+    pub compiled_at: String,
+    /// RFC 3339 (UTC): when the applier took it.
+    pub applied_at: String,
+    /// Whether it has been published: at apply time, or later by a rollback or a release. A
+    /// generation compiled while pinned is `false` until then.
+    pub published: bool,
+    /// Whether it is the one serving now.
+    pub serving: bool,
+    pub routes: usize,
+    pub hosts: usize,
+    pub certs: usize,
+    /// The diff against the generation compiled before it, as a sentence.
+    pub summary: String,
+    /// The same diff, counted.
+    #[serde(default)]
+    pub changes: DiffCounts,
+    /// What did not compile, and why.
+    #[serde(default)]
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Counts of a diff between two compiled tables, as the admin API, the audit log line and the
+/// audit webhook carry them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiffCounts {
+    pub routes_added: usize,
+    pub routes_removed: usize,
+    /// Routes whose backend, endpoints or direct response changed.
+    pub backends_changed: usize,
+    pub hosts_added: usize,
+    pub hosts_removed: usize,
+    pub certs_added: usize,
+    pub certs_removed: usize,
+    pub certs_rotated: usize,
+    pub https_redirects_added: usize,
+    pub https_redirects_removed: usize,
+    pub mirrors_added: usize,
+    pub mirrors_removed: usize,
+    pub default_backend_changed: bool,
+}
+
+/// The body of `POST /admin/rollback`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RollbackRequest {
+    pub generation: u64,
+}
+
+/// What serves, what is pinned and what is newest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinState {
+    pub serving: u64,
+    pub pinned: Option<u64>,
+    pub newest: u64,
+}
+
+/// The answer to `POST` and `DELETE /admin/rollback`: the pin state after it, and the daemon's own
+/// sentence about what it did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinAnswer {
+    #[serde(flatten)]
+    pub state: PinState,
+    pub message: String,
+}
+
+/// Every error the admin API answers: a message a person can act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reader older or newer than the daemon: unknown fields are ignored, later fields default.
+    #[test]
+    fn readers_tolerate_other_versions() {
+        let text = r#"{"generation":1,"digest":"a1","compiled_at":"t","applied_at":"t","published":true,
+            "serving":true,"routes":1,"hosts":1,"certs":0,"summary":"1 route added",
+            "changes":{"routes_added":1,"a_count_from_a_newer_daemon":3},"a_field_from_a_newer_daemon":true}"#;
+        let info: GenerationInfo = serde_json::from_str(text).unwrap();
+        assert_eq!(info.changes, DiffCounts { routes_added: 1, ..DiffCounts::default() });
+        assert!(info.diagnostics.is_empty());
+        let answer: PinAnswer =
+            serde_json::from_str(r#"{"serving":3,"pinned":3,"newest":4,"message":"pinned"}"#).unwrap();
+        assert_eq!(answer.state, PinState { serving: 3, pinned: Some(3), newest: 4 });
+        assert!(serde_json::from_str::<RollbackRequest>(r#"{"generation":1,"force":true}"#).is_err());
+    }
+}
