@@ -46,6 +46,10 @@ pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const IO_READ_BUFFER: usize = 8 * 1024;
 const IO_WRITE_BUFFER: usize = 16 * 1024 + 9;
 
+/// After GOAWAY, how often the connection looks whether its last stream has ended (the first look
+/// also gives the GOAWAY frame time to be written).
+const GOAWAY_FLUSH: Duration = Duration::from_millis(50);
+
 /// Whether `data` starts with the connection preface: `None` while what is there matches but is
 /// shorter.
 #[inline]
@@ -135,9 +139,10 @@ where
     };
     let streams = Rc::new(Streams::default());
     let limit = settings.http2.max_concurrent_streams as usize;
-    // Until the next look at the clock: idle (or, once shutting down, the hard deadline).
+    // Until the next look at the clock: idle, or once shutting down, the next check for the end.
     let mut deadline = monoio::time::Instant::now() + settings.header_timeout;
-    let mut shutting = false;
+    // Once GOAWAY is sent: the connection closes when no stream is left, or at this instant.
+    let mut shutting: Option<monoio::time::Instant> = None;
     loop {
         let drive = poll_fn(|cx| loop {
             if streams.active.get() >= limit {
@@ -162,25 +167,29 @@ where
                 }
                 break;
             }
-            _ = worker.drain.wait(), if !shutting => {
-                // GOAWAY: streams in flight finish, no new ones start; the worker's drain timeout
-                // bounds the rest.
+            _ = worker.drain.wait(), if shutting.is_none() => {
+                // GOAWAY: streams in flight finish, no new ones start, within the drain timeout.
                 conn.graceful_shutdown();
-                shutting = true;
-                deadline = monoio::time::Instant::now() + settings.drain_timeout;
+                shutting = Some(monoio::time::Instant::now() + settings.drain_timeout);
+                deadline = monoio::time::Instant::now() + GOAWAY_FLUSH;
             }
             _ = monoio::time::sleep_until(deadline) => {
-                if shutting {
-                    // The client did not close after GOAWAY: close without waiting any longer.
-                    break;
+                if let Some(end) = shutting {
+                    // h2 would wait for the client to acknowledge GOAWAY; a connection with no
+                    // stream left is closed now (as nginx does), one with streams when they end.
+                    if streams.active.get() == 0 || monoio::time::Instant::now() >= end {
+                        break;
+                    }
+                    deadline = monoio::time::Instant::now() + GOAWAY_FLUSH;
+                    continue;
                 }
                 let idle = if streams.seen.get() { settings.keepalive_timeout } else { settings.header_timeout };
                 let now = Instant::now();
                 let quiet = streams.last_done.get().map_or(idle, |done| now.duration_since(done));
                 if streams.active.get() == 0 && quiet >= idle {
                     conn.graceful_shutdown();
-                    shutting = true;
-                    deadline = monoio::time::Instant::now() + settings.header_timeout.min(Duration::from_secs(5));
+                    shutting = Some(monoio::time::Instant::now() + settings.header_timeout);
+                    deadline = monoio::time::Instant::now() + GOAWAY_FLUSH;
                 } else {
                     let left = if streams.active.get() == 0 { idle - quiet } else { idle };
                     deadline = monoio::time::Instant::now() + left;
