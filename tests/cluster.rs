@@ -997,7 +997,24 @@ fn events_pass_the_real_validation() {
             .filter(|e| e["regarding"]["name"] == name && e["type"] == "Warning")
             .collect()
     };
-    for name in ["no-secret", "bad-port"] {
+    // What ramjet cannot serve is said plainly: an ExternalName Service, a resource backend.
+    install.admin.apply(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{ name: ext, namespace: {ns} }}\n\
+         spec: {{ type: ExternalName, externalName: example.com, ports: [{{ name: http, port: 80 }}] }}\n"
+    ));
+    install.admin.apply(&ingress_yaml(&ns, &install.class, "external-name", "ext.test", "ext", None));
+    install.admin.apply(&format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{ name: resource-backend, namespace: {ns} }}\n\
+         spec:\n  ingressClassName: {}\n  rules: [{{ host: res.test, http: {{ paths: [{{ path: /, pathType: Prefix, \
+         backend: {{ resource: {{ apiGroup: k8s.example.com, kind: StorageBucket, name: static }} }} }}] }} }}]\n",
+        install.class
+    ));
+    for (name, says) in [
+        ("no-secret", "missing"),
+        ("bad-port", "nope"),
+        ("external-name", "ExternalName"),
+        ("resource-backend", "resource backends"),
+    ] {
         assert!(
             eventually(PATIENCE, || !warnings(name).is_empty()),
             "no warning Event on {name}; log:\n{}",
@@ -1005,7 +1022,8 @@ fn events_pass_the_real_validation() {
         );
         let event = &warnings(name)[0];
         assert_eq!(event["regarding"]["kind"], "Ingress", "{event:#}");
-        assert!(event["note"].as_str().unwrap().len() <= 1024);
+        let note = event["note"].as_str().unwrap();
+        assert!(note.len() <= 1024 && note.contains(says), "{name}: the note does not say \"{says}\": {note}");
     }
     // The rest of the cluster still serves.
     ramjet.wait_served("web.test", "a");
