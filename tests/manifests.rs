@@ -52,6 +52,14 @@ spec:
 const BROKEN: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: { name: broken, namespace: shop }\n\
                       spec:\n  ingressClassName: ramjet\n  defaultBackend: { service: { name: web, port: { number: 81 } } }\n";
 
+/// Writes a file the way an editor or `git checkout` should for a watcher: whole, by renaming a
+/// temporary file over it, so a re-read never sees it half written.
+fn write(path: &Path, text: impl AsRef<[u8]>) -> std::io::Result<()> {
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, text)?;
+    std::fs::rename(&temporary, path)
+}
+
 fn start(dir: &Path) -> Daemon {
     let mut config = DaemonConfig::with_source(Source::Manifests {
         dir: dir.to_path_buf(),
@@ -66,20 +74,19 @@ fn start(dir: &Path) -> Daemon {
 fn manifests_are_served_re_read_and_rolled_back() {
     let dir = temp_dir("manifests");
     let (a, b) = (Backend::start("a"), Backend::start("b"));
-    std::fs::write(dir.join("app.yaml"), objects(a.addr)).unwrap();
+    write(&dir.join("app.yaml"), objects(a.addr)).unwrap();
     let daemon = start(&dir);
     assert_eq!(served(&daemon, "web.test"), "a");
     assert_eq!(daemon.published.current().number, 1);
 
     // The endpoint moves: a new generation.
-    std::fs::write(dir.join("app.yaml"), objects(b.addr)).unwrap();
+    write(&dir.join("app.yaml"), objects(b.addr)).unwrap();
     wait_serving(&daemon, 2);
     assert_eq!(served(&daemon, "web.test"), "b");
 
     // Writing the same objects again (or adding a file of other kinds) is no generation.
-    std::fs::write(dir.join("app.yaml"), objects(b.addr)).unwrap();
-    std::fs::write(dir.join("deployment.yaml"), "apiVersion: apps/v1\nkind: Deployment\nmetadata: { name: web }\n")
-        .unwrap();
+    write(&dir.join("app.yaml"), objects(b.addr)).unwrap();
+    write(&dir.join("deployment.yaml"), "apiVersion: apps/v1\nkind: Deployment\nmetadata: { name: web }\n").unwrap();
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(daemon.published.current().number, 2);
 
@@ -97,7 +104,7 @@ fn manifests_are_served_re_read_and_rolled_back() {
     assert_eq!(served(&daemon, "web.test"), "b");
 
     // A broken file is reported and the rest keeps serving.
-    std::fs::write(dir.join("broken.yaml"), "kind: [unclosed").unwrap();
+    write(&dir.join("broken.yaml"), "kind: [unclosed").unwrap();
     let diagnostics = daemon.control.diagnostics();
     assert!(eventually(Duration::from_secs(5), || diagnostics
         .borrow()
@@ -111,14 +118,14 @@ fn manifests_are_served_re_read_and_rolled_back() {
 fn check_reports_every_problem_and_fails() {
     let dir = temp_dir("manifests-check");
     let endpoint: SocketAddr = "10.0.0.1:8080".parse().unwrap();
-    std::fs::write(dir.join("app.yaml"), objects(endpoint)).unwrap();
+    write(&dir.join("app.yaml"), objects(endpoint)).unwrap();
     let ramjet = env!("CARGO_BIN_EXE_ramjet");
     let ok = Command::new(ramjet).arg("--manifests").arg(&dir).arg("--check").output().unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
     assert!(ok.status.success(), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
     assert!(stdout.contains(": ok (1 Ingresses of class ramjet, 1 routes, 1 hosts"), "{stdout}");
 
-    std::fs::write(dir.join("broken.yaml"), BROKEN).unwrap();
+    write(&dir.join("broken.yaml"), BROKEN).unwrap();
     let failed = Command::new(ramjet).arg("--manifests").arg(&dir).arg("--check").output().unwrap();
     let stdout = String::from_utf8_lossy(&failed.stdout);
     assert!(!failed.status.success());
@@ -134,8 +141,8 @@ fn check_reports_every_problem_and_fails() {
 fn diagnostics_are_objects_in_the_admin_api() {
     let dir = temp_dir("manifests-diagnostics");
     let a = Backend::start("a");
-    std::fs::write(dir.join("app.yaml"), objects(a.addr)).unwrap();
-    std::fs::write(dir.join("broken.yaml"), BROKEN).unwrap();
+    write(&dir.join("app.yaml"), objects(a.addr)).unwrap();
+    write(&dir.join("broken.yaml"), BROKEN).unwrap();
     let daemon = start(&dir);
     assert_eq!(served(&daemon, "web.test"), "a");
     let raw = "GET /admin/generations HTTP/1.1\r\nHost: admin\r\nconnection: close\r\n\r\n";
@@ -148,5 +155,56 @@ fn diagnostics_are_objects_in_the_admin_api() {
             "message": "spec.defaultBackend: Service shop/web has no port 81 (its ports: 80 (http)); the Ingress is not served"
         }])
     );
+    daemon.shutdown();
+}
+
+/// `ingresses` Ingresses of five paths each for one Service, in one file; `version` is in every path,
+/// so each version compiles to another table.
+fn many_ingresses(ingresses: usize, version: u32) -> String {
+    let mut yaml = String::from(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
+         spec: { controller: ramjet.dev/ingress-controller }\n---\n\
+         apiVersion: v1\nkind: Service\nmetadata: { name: web, namespace: shop }\n\
+         spec: { ports: [{ name: http, port: 80 }] }\n",
+    );
+    for i in 0..ingresses {
+        yaml.push_str(&format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{ name: web-{i}, namespace: shop }}\n\
+             spec:\n  ingressClassName: ramjet\n  rules:\n    - host: h{i}.test\n      http:\n        paths:\n"
+        ));
+        for p in 0..5 {
+            yaml.push_str(&format!(
+                "          - {{ path: /v{version}/p{p}, pathType: Prefix, backend: {{ service: {{ name: web, port: {{ number: 80 }} }} }} }}\n"
+            ));
+        }
+    }
+    yaml
+}
+
+/// A large directory is re-read and compiled off the control thread: while it takes seconds, the
+/// admin API (on the control thread, like the Lease renewal) keeps answering at once.
+#[test]
+fn the_admin_api_answers_while_a_large_directory_compiles() {
+    let dir = temp_dir("manifests-large");
+    write(&dir.join("app.yaml"), many_ingresses(4000, 1)).unwrap();
+    let daemon = start(&dir);
+    let first = daemon.published.current().number;
+    write(&dir.join("app.yaml"), many_ingresses(4000, 2)).unwrap();
+    let started = std::time::Instant::now();
+    let (mut worst, mut polls) = (Duration::ZERO, 0);
+    while daemon.published.current().number == first {
+        assert!(started.elapsed() < Duration::from_secs(120), "the new directory was never served");
+        let asked = std::time::Instant::now();
+        let answer = request(daemon.admin_addr(), "GET /healthz HTTP/1.1\r\nHost: admin\r\nconnection: close\r\n\r\n");
+        assert_eq!(answer.status, 200);
+        worst = worst.max(asked.elapsed());
+        polls += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let took = started.elapsed();
+    eprintln!("re-read and compiled in {took:?}; {polls} admin requests, the slowest {worst:?}");
+    // Debug builds take seconds here; the bound stays meaningful in faster builds too.
+    let bound = (took / 5).max(Duration::from_millis(50));
+    assert!(worst < bound, "the admin API waited {worst:?} of the {took:?} the re-read and compile took");
     daemon.shutdown();
 }

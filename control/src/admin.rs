@@ -124,7 +124,8 @@ async fn rollback(
     let request: RollbackRequest = serde_json::from_slice(&body).map_err(|e| {
         AdminError::new(StatusCode::BAD_REQUEST, format!("the body must be JSON like {{\"generation\": 41}}: {e}"))
     })?;
-    let pin = state.applier.rollback(request.generation).map_err(|e| match e {
+    let applier = state.applier.clone();
+    let pin = off_thread(move || applier.rollback(request.generation)).await?.map_err(|e| match e {
         RollbackError::NotInHistory { .. } => AdminError::new(StatusCode::NOT_FOUND, e.to_string()),
     })?;
     let message = format!(
@@ -136,13 +137,22 @@ async fn rollback(
 
 async fn release(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Result<Json<PinAnswer>, AdminError> {
     authorize(&state, &headers)?;
-    let (released, pin) = state.applier.release();
+    let applier = state.applier.clone();
+    let (released, pin) = off_thread(move || applier.release()).await?;
     let message = if released {
         format!("pin released; the newest generation {} is serving", pin.serving)
     } else {
         format!("nothing was pinned; generation {} is serving", pin.serving)
     };
     Ok(Json(PinAnswer { state: pin, message }))
+}
+
+/// Runs a pin or a release on the blocking pool: each diffs two whole tables for the audit trail,
+/// which must not hold up the control thread (the other admin requests, the Lease renewal).
+async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, AdminError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the request failed: {e}")))
 }
 
 async fn metrics(State(state): State<Arc<AdminState>>) -> Response {

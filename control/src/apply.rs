@@ -71,10 +71,15 @@ impl Applier {
     }
 
     /// Records a newly compiled generation and publishes it, unless a pin holds it back.
+    ///
+    /// The diff against the last compiled generation is taken before the state is locked (only
+    /// `apply` replaces that generation, and applies run one at a time), so the admin API, which
+    /// reads the same state, never waits for a large diff.
     pub fn apply(&self, generation: Generation) {
         let generation = Arc::new(generation);
+        let newest = self.lock().newest.clone();
+        let d = diff_tables(&newest.table, &generation.table);
         let mut state = self.lock();
-        let d = diff_tables(&state.newest.table, &generation.table);
         let published = state.pinned.is_none();
         let previous = state.newest.number;
         if published {

@@ -134,8 +134,15 @@ impl Control {
                 tokio::spawn(async move {
                     loop {
                         let generation = generations_rx.recv().await;
-                        let _span = tracing::info_span!("apply", generation = generation.number).entered();
-                        applier.apply(generation);
+                        // Off the control thread, like the compile: diffing a large table takes a while.
+                        let applier = applier.clone();
+                        let applied = tokio::task::spawn_blocking(move || {
+                            let _span = tracing::info_span!("apply", generation = generation.number).entered();
+                            applier.apply(generation);
+                        });
+                        if let Err(e) = applied.await {
+                            tracing::error!(error = %e, "applying a generation failed");
+                        }
                     }
                 });
                 let applier = thread_applier.clone();
@@ -219,6 +226,11 @@ impl Drop for ControlHandle {
 }
 
 /// Compiles each new input (the newest of a burst) and offers the result to the applier.
+///
+/// The compile itself runs on tokio's blocking pool, never on the control thread: a large cluster
+/// takes long enough to compile that the admin listener and the Lease renewal, which share the
+/// control thread, would otherwise stall behind it. One compile runs at a time (the compiler's
+/// state moves into it and back); inputs that arrive meanwhile coalesce to the newest.
 async fn rebuild(
     mut inputs: mpsc::UnboundedReceiver<Input>,
     generations: latest::LatestSender<ramjet_shared::Generation>,
@@ -231,13 +243,32 @@ async fn rebuild(
         while let Ok(newer) = inputs.try_recv() {
             input = newer;
         }
-        let draft = match &input {
-            Input::Static(routes) => compile::static_routes::compile(routes, &mut compiler),
-            Input::Objects(snapshot) => compile::ingress::compile(snapshot, &mut compiler),
+        let compiled = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            let draft = match &input {
+                Input::Static(routes) => compile::static_routes::compile(routes, &mut compiler),
+                Input::Objects(snapshot) => compile::ingress::compile(snapshot, &mut compiler),
+            };
+            let mut found = draft.diagnostics.clone();
+            found.sort();
+            found.dedup();
+            let generation = compiler.finish(draft);
+            (compiler, found, generation, started.elapsed())
+        })
+        .await;
+        let (returned, found, generation, took) = match compiled {
+            Ok(compiled) => compiled,
+            Err(e) => {
+                // A compile that panicked: keep serving what is published and compile the next input
+                // from scratch.
+                tracing::error!(error = %e, "the compiler failed; waiting for the next change");
+                compiler = Compiler::new();
+                continue;
+            }
         };
-        let mut found = draft.diagnostics.clone();
-        found.sort();
-        found.dedup();
+        compiler = returned;
+        metrics.compiles.fetch_add(1, Relaxed);
+        metrics.diagnostics.store(found.len() as u64, Relaxed);
         diagnostics.send_if_modified(|d| {
             let changed = **d != *found;
             if changed {
@@ -245,12 +276,9 @@ async fn rebuild(
             }
             changed
         });
-        metrics.compiles.fetch_add(1, Relaxed);
-        metrics.diagnostics.store(draft.diagnostics.len() as u64, Relaxed);
-        let started = Instant::now();
-        if let Some(generation) = compiler.finish(draft) {
+        if let Some(generation) = generation {
             metrics.generations_compiled.fetch_add(1, Relaxed);
-            tracing::debug!(generation = generation.number, took = ?started.elapsed(), "compiled");
+            tracing::debug!(generation = generation.number, ?took, "compiled");
             generations.send(generation);
         }
     }

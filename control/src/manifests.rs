@@ -207,29 +207,41 @@ fn typed<T: DeserializeOwned>(value: serde_yaml::Value, at: &str, snapshot: &mut
 
 /// Re-reads `dir` every `interval` and calls `submit` with a new snapshot whenever a file changed
 /// (the first read included). A directory that cannot be read is logged and tried again.
+///
+/// Reading and parsing run on tokio's blocking pool, not on the task's own thread: a large
+/// directory takes seconds to parse, and the control thread also serves the admin API.
 pub async fn watch(
     dir: PathBuf,
     options: Arc<IngressOptions>,
     interval: Duration,
     submit: impl Fn(ClusterSnapshot) + Send + 'static,
 ) {
+    let dir = Arc::new(dir);
     let mut last: Option<[u8; 32]> = None;
     let mut failing = false;
     loop {
-        match ManifestFiles::read(&dir) {
-            Ok(files) => {
+        let (reading, options) = (dir.clone(), options.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let files = ManifestFiles::read(&reading)?;
+            let snapshot = (last != Some(files.digest)).then(|| files.snapshot(options));
+            Ok::<_, ManifestError>((files.digest, files.len(), snapshot))
+        })
+        .await;
+        match read {
+            Ok(Ok((digest, files, snapshot))) => {
                 failing = false;
-                if last != Some(files.digest) {
-                    last = Some(files.digest);
-                    tracing::info!(dir = %dir.display(), files = files.len(), "manifests read");
-                    submit(files.snapshot(options.clone()));
+                last = Some(digest);
+                if let Some(snapshot) = snapshot {
+                    tracing::info!(dir = %dir.display(), files, "manifests read");
+                    submit(snapshot);
                 }
             }
-            Err(e) if !failing => {
+            Ok(Err(e)) if !failing => {
                 failing = true;
                 tracing::warn!("{e}; trying again");
             }
-            Err(_) => {}
+            Ok(Err(_)) => {}
+            Err(e) => tracing::error!(dir = %dir.display(), error = %e, "reading the manifests failed; trying again"),
         }
         tokio::time::sleep(interval).await;
     }
