@@ -304,3 +304,51 @@ fn the_admin_answers_are_the_shared_wire_types() {
     round_trip(&body, serde_json::to_value(&error).unwrap());
     d.shutdown();
 }
+
+#[test]
+fn pin_by_digest_names_the_same_table_whatever_its_number() {
+    let d = start(None);
+    let digest_of = |d: &Daemon, n: u64| -> String {
+        let gens = json(&admin(d, "GET", "/admin/generations", None, None));
+        let entry = gens["generations"].as_array().unwrap().iter().find(|g| g["generation"] == n).cloned();
+        entry.unwrap_or_else(|| panic!("generation {n} not in {gens}"))["digest"].as_str().unwrap().to_string()
+    };
+    let one = digest_of(&d, 1);
+    assert_eq!(one.len(), 12, "GET shows 12 hex digits: {one}");
+    d.submit(routes(&says("two")));
+    wait_serving(&d, 2);
+
+    // Any prefix of 8 or more digits, in either case.
+    let r =
+        admin(&d, "POST", "/admin/rollback", Some(&format!(r#"{{"digest": "{}"}}"#, one[..8].to_uppercase())), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!((json(&r)["serving"].as_u64(), json(&r)["pinned"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(serving_body(&d), "one");
+
+    // Mistakes change nothing and say why.
+    let before = json(&admin(&d, "GET", "/admin/generations", None, None));
+    for (body, status, says_what) in [
+        (r#"{"digest": "0000000000"}"#, 404, "no generation in the history has a digest starting with 0000000000"),
+        (r#"{"digest": "abc"}"#, 400, "8 to 64 hex digits"),
+        (r#"{"digest": "zzzzzzzzzz"}"#, 400, "8 to 64 hex digits"),
+        (r#"{"digest": "0123456789", "generation": 1}"#, 400, "not both"),
+        (r#"{}"#, 400, "give {\"generation\": N} or {\"digest\""),
+    ] {
+        let r = admin(&d, "POST", "/admin/rollback", Some(body), None);
+        assert_eq!(r.status, status, "{body}: {}", r.body);
+        assert!(json(&r)["error"].as_str().unwrap().contains(says_what), "{body}: {}", r.body);
+    }
+    // The 404 lists the ring by number and digest.
+    let r = admin(&d, "POST", "/admin/rollback", Some(r#"{"digest": "00000000"}"#), None);
+    assert!(r.body.contains(&format!("1:{one}")), "{}", r.body);
+    assert_eq!(json(&admin(&d, "GET", "/admin/generations", None, None)), before);
+    assert_eq!(serving_body(&d), "one");
+
+    // The same table again under a new number: the digest names it, the newest copy is pinned.
+    assert_eq!(admin(&d, "DELETE", "/admin/rollback", None, None).status, 200);
+    d.submit(routes(&says("one")));
+    wait_serving(&d, 3);
+    assert_eq!(digest_of(&d, 3), one);
+    let r = admin(&d, "POST", "/admin/rollback", Some(&format!(r#"{{"digest": "{one}"}}"#)), None);
+    assert_eq!(json(&r)["pinned"].as_u64(), Some(3), "{}", r.body);
+}

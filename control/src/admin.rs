@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `GET /admin/generations` | the history ring, newest first, with serving and pin | never |
 //! | `POST /admin/rollback {"generation": N}` | republish N and pin it | with `--admin-token-file` |
+//! | `POST /admin/rollback {"digest": "<hex prefix>"}` | the same, by the compiled table's digest | with `--admin-token-file` |
 //! | `DELETE /admin/rollback` | release the pin, publish the newest (idempotent) | with `--admin-token-file` |
 //! | `GET /metrics` | Prometheus text | never |
 //! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published | never |
@@ -24,7 +25,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use ramjet_shared::admin::{GenerationInfo, Generations, PinAnswer, RollbackRequest};
+use ramjet_shared::admin::{GenerationInfo, Generations, PinAnswer, RollbackRequest, RollbackTarget};
 use sha2::{Digest as _, Sha256};
 
 use crate::apply::{Applier, RollbackError};
@@ -122,11 +123,22 @@ async fn rollback(
         body.map_err(|e| AdminError::new(e.status(), format!("cannot read the body (at most {MAX_BODY} bytes): {e}")))?;
     // Any content type: `curl -d` sends form-encoded headers with a JSON body.
     let request: RollbackRequest = serde_json::from_slice(&body).map_err(|e| {
-        AdminError::new(StatusCode::BAD_REQUEST, format!("the body must be JSON like {{\"generation\": 41}}: {e}"))
+        AdminError::new(
+            StatusCode::BAD_REQUEST,
+            format!("the body must be JSON like {{\"generation\": 41}} or {{\"digest\": \"3f2a9c01\"}}: {e}"),
+        )
     })?;
+    let target = request.target().map_err(|e| AdminError::new(StatusCode::BAD_REQUEST, e))?;
     let applier = state.applier.clone();
-    let pin = off_thread(move || applier.rollback(request.generation)).await?.map_err(|e| match e {
-        RollbackError::NotInHistory { .. } => AdminError::new(StatusCode::NOT_FOUND, e.to_string()),
+    let pinned = off_thread(move || match target {
+        RollbackTarget::Generation(n) => applier.rollback(n),
+        RollbackTarget::Digest(prefix) => applier.rollback_to_digest(&prefix),
+    });
+    let pin = pinned.await?.map_err(|e| match e {
+        RollbackError::NotInHistory { .. } | RollbackError::DigestNotInHistory { .. } => {
+            AdminError::new(StatusCode::NOT_FOUND, e.to_string())
+        }
+        RollbackError::AmbiguousDigest { .. } => AdminError::new(StatusCode::BAD_REQUEST, e.to_string()),
     })?;
     let message = format!(
         "generation {} is serving and pinned; new generations are recorded but not published until DELETE /admin/rollback",

@@ -23,6 +23,16 @@ pub enum RollbackError {
     /// The generation is not (or no longer) in the history ring.
     #[error("generation {wanted} is not in the history; the generations that are: {available:?}")]
     NotInHistory { wanted: u64, available: Vec<u64> },
+    /// No generation in the ring has a digest with this prefix.
+    #[error("no generation in the history has a digest starting with {prefix}; the ring holds {}", .available.join(", "))]
+    DigestNotInHistory {
+        prefix: String,
+        /// `generation:digest` of each entry, newest first.
+        available: Vec<String>,
+    },
+    /// The prefix names more than one compiled table.
+    #[error("digest prefix {prefix} is ambiguous: it matches {}; give more digits", .matches.join(", "))]
+    AmbiguousDigest { prefix: String, matches: Vec<String> },
 }
 
 struct State {
@@ -106,6 +116,28 @@ impl Applier {
         }
         drop(state);
         self.audit.record(AuditRecord::new(Reason::ConfigApplied, previous, generation.number, published, d));
+    }
+
+    /// Pins the generation whose compiled-table digest starts with `prefix` (lowercase hex): the same
+    /// table on every replica that compiled the same cluster state, whatever its number here. When
+    /// the ring holds that table more than once, the newest of them.
+    pub fn rollback_to_digest(&self, prefix: &str) -> Result<PinState, RollbackError> {
+        let number = {
+            let state = self.lock();
+            let label = |e: &crate::history::Entry| format!("{}:{}", e.generation.number, e.generation.digest.short());
+            let matching: Vec<&crate::history::Entry> =
+                state.history.iter().filter(|e| e.generation.digest.hex().starts_with(prefix)).collect();
+            let Some(newest) = matching.iter().max_by_key(|e| e.generation.number) else {
+                let available = state.history.iter().map(label).collect();
+                return Err(RollbackError::DigestNotInHistory { prefix: prefix.into(), available });
+            };
+            if matching.iter().any(|e| e.generation.digest != newest.generation.digest) {
+                let matches = matching.iter().map(|e| label(e)).collect();
+                return Err(RollbackError::AmbiguousDigest { prefix: prefix.into(), matches });
+            }
+            newest.generation.number
+        };
+        self.rollback(number)
     }
 
     /// Puts generation `number` from the ring back on the wire and pins it.

@@ -80,11 +80,56 @@ pub struct DiffCounts {
     pub default_backend_changed: bool,
 }
 
-/// The body of `POST /admin/rollback`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The body of `POST /admin/rollback`: exactly one of `generation` (this replica's number) or
+/// `digest` (a prefix of the compiled table's digest, the same on every replica that compiled the
+/// same cluster state).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RollbackRequest {
-    pub generation: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+/// The shortest digest prefix `POST /admin/rollback` accepts, in hex digits. `GET /admin/generations`
+/// shows 12; any prefix from 8 to 64 digits names a generation.
+pub const MIN_DIGEST_PREFIX: usize = 8;
+
+/// What a rollback asks for, once the request is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RollbackTarget {
+    Generation(u64),
+    /// A lowercase hex prefix of [`MIN_DIGEST_PREFIX`] to 64 digits.
+    Digest(String),
+}
+
+impl RollbackRequest {
+    pub fn generation(n: u64) -> Self {
+        RollbackRequest { generation: Some(n), digest: None }
+    }
+
+    pub fn digest(prefix: &str) -> Self {
+        RollbackRequest { generation: None, digest: Some(prefix.to_string()) }
+    }
+
+    /// The target, or why the request names none (or two).
+    pub fn target(&self) -> Result<RollbackTarget, String> {
+        match (self.generation, &self.digest) {
+            (Some(n), None) => Ok(RollbackTarget::Generation(n)),
+            (None, Some(d)) => {
+                let d = d.trim().to_ascii_lowercase();
+                if !(MIN_DIGEST_PREFIX..=64).contains(&d.len()) || !d.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(format!(
+                        "\"digest\" must be {MIN_DIGEST_PREFIX} to 64 hex digits of a digest shown by GET /admin/generations, not {d:?}"
+                    ));
+                }
+                Ok(RollbackTarget::Digest(d))
+            }
+            (Some(_), Some(_)) => Err("give either \"generation\" or \"digest\", not both".into()),
+            (None, None) => Err("give {\"generation\": N} or {\"digest\": \"<hex prefix>\"}".into()),
+        }
+    }
 }
 
 /// What serves, what is pinned and what is newest.

@@ -96,7 +96,8 @@ impl AdminClient {
         if let Some(Token(token)) = &self.token {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
-        let body = serde_json::to_string(&RollbackRequest { generation }).expect("a rollback request serializes");
+        let body =
+            serde_json::to_string(&RollbackRequest::generation(generation)).expect("a rollback request serializes");
         let answer = request.send(body);
         json(&url, answer)
     }
