@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+/// `--https-addr` when it is not given.
+pub const DEFAULT_HTTPS_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 8443);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ramjet",
@@ -30,9 +33,11 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
 
-    /// Where HTTPS is served.
-    #[arg(long, env = "RAMJET_HTTPS_ADDR", default_value = "0.0.0.0:8443")]
-    pub https_addr: SocketAddr,
+    /// Where HTTPS is served [default: 0.0.0.0:8443]. Bound in cluster and --manifests mode, where
+    /// certificates may arrive at any time; with --static-routes only when the file has a `tls:`
+    /// entry or --default-certificate is given — otherwise there is nothing to serve on it.
+    #[arg(long, env = "RAMJET_HTTPS_ADDR")]
+    pub https_addr: Option<SocketAddr>,
 
     /// The admin listener: /admin/generations, /admin/rollback, /metrics, /healthz, /readyz.
     #[arg(long, env = "RAMJET_ADMIN_ADDR", default_value = "0.0.0.0:10254")]

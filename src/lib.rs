@@ -4,6 +4,12 @@
 //! Start-up order: the admin port is bound first without SO_REUSEPORT (a second daemon is refused
 //! there), the control thread starts and compiles the configuration, the first generation is
 //! published, and only then do the workers bind their listeners and serve.
+//!
+//! The HTTPS listener is bound only where TLS can be served: always in cluster and `--manifests`
+//! mode (a TLS Secret may arrive at any time, and the listener must already be there when it
+//! does), and with static routes only when they have a `tls:` entry or a default certificate is
+//! given (the file is compiled once; without a certificate every handshake would fail, and the
+//! port would only stand in the way of another process).
 
 pub mod cli;
 
@@ -36,6 +42,7 @@ pub enum Source {
 pub struct DaemonConfig {
     pub source: Source,
     pub http_addr: SocketAddr,
+    /// Bound only when TLS can be served: see [`serves_https`].
     pub https_addr: SocketAddr,
     pub admin_addr: SocketAddr,
     pub workers: usize,
@@ -84,6 +91,16 @@ pub struct Daemon {
     pub stats: Arc<WorkerStats>,
 }
 
+/// Whether the HTTPS listener is bound: in cluster and `--manifests` mode always (certificates may
+/// arrive later); with static routes, which are compiled once, only when they name a certificate or
+/// a default certificate is given.
+pub fn serves_https(source: &Source, default_certificate: bool) -> bool {
+    match source {
+        Source::Static(routes) => default_certificate || !routes.tls.is_empty(),
+        Source::Manifests { .. } | Source::Cluster(_) => true,
+    }
+}
+
 /// Installs the ring crypto provider once per process (the default features would pull aws-lc-rs).
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -111,6 +128,7 @@ impl Daemon {
             _ => anyhow::anyhow!("cannot listen on the admin address {}: {e}", config.admin_addr),
         })?;
         let workers = if config.workers == 0 { ramjet_dataplane::default_workers() } else { config.workers };
+        let https = serves_https(&config.source, config.default_certificate.is_some());
         let published = Arc::new(Published::new());
         let stats = Arc::new(WorkerStats::new(workers));
         let mut event_sinks: Vec<Arc<dyn EventSink>> = Vec::new();
@@ -159,13 +177,18 @@ impl Daemon {
         if !control.wait_ready(ready_within) {
             bail!("the first configuration was not published within {}", humantime::format_duration(ready_within));
         }
-        let tls = ramjet_dataplane::server_config(published.clone(), config.default_certificate)
-            .context("cannot set up TLS")?;
+        let https = if https {
+            let tls = ramjet_dataplane::server_config(published.clone(), config.default_certificate)
+                .context("cannot set up TLS")?;
+            Some((config.https_addr, tls))
+        } else {
+            None
+        };
         let dataplane = DataPlane::start(
             DataPlaneConfig {
                 workers,
                 http_addr: config.http_addr,
-                https: Some((config.https_addr, tls)),
+                https,
                 settings: config.settings,
                 io_driver: config.io_driver,
                 pin_workers: config.pin_workers,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use ramjet::cli::{Cli, IoDriverArg, LogFormat};
+use ramjet::cli::{Cli, IoDriverArg, LogFormat, DEFAULT_HTTPS_ADDR};
 use ramjet::{read_token, Daemon, DaemonConfig, Source};
 use ramjet_control::audit::Webhook;
 use ramjet_control::certs::parse_certificate;
@@ -139,7 +139,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let daemon = Daemon::start(DaemonConfig {
         source,
         http_addr: cli.http_addr,
-        https_addr: cli.https_addr,
+        https_addr: cli.https_addr.unwrap_or(DEFAULT_HTTPS_ADDR),
         admin_addr: cli.admin_addr,
         workers: cli.workers,
         history_size: cli.history_size as usize,
@@ -166,9 +166,16 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         tracing::info!(worker = id, "driver {driver}");
     }
     release_startup_memory();
+    if let (Some(asked), None) = (cli.https_addr, daemon.https_addr()) {
+        tracing::warn!(
+            "--https-addr {asked} is not bound: the static routes have no `tls:` entry and no \
+             --default-certificate is given, so there is no certificate to serve"
+        );
+    }
+    let https = daemon.https_addr().map_or_else(|| "off".to_string(), |a| a.to_string());
     tracing::info!(
         http = %daemon.http_addr(),
-        https = ?daemon.https_addr(),
+        https = %https,
         admin = %daemon.admin_addr(),
         workers = daemon.dataplane.drivers.len(),
         "serving"

@@ -33,14 +33,18 @@ const HELLO: &str = "backends:\n  hello: { respond: { status: 200, body: \"hello
 struct Running {
     child: Child,
     http: SocketAddr,
+    https: SocketAddr,
     admin: SocketAddr,
 }
 
 impl Running {
     fn start(routes: &str, extra: &[&str], env: &[(&str, &str)]) -> Running {
+        Self::start_with_https(routes, SocketAddr::from(([127, 0, 0, 1], free_port())), extra, env)
+    }
+
+    fn start_with_https(routes: &str, https: SocketAddr, extra: &[&str], env: &[(&str, &str)]) -> Running {
         let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let mut cmd = ramjet();
         cmd.args(["--static-routes", routes, "--workers", "2", "--io-driver", "auto"])
             .args([
@@ -64,7 +68,7 @@ impl Running {
             let out = child.wait_with_output().unwrap();
             panic!("daemon did not start: {}", String::from_utf8_lossy(&out.stderr));
         }
-        Running { child, http, admin }
+        Running { child, http, https, admin }
     }
 
     fn signal(&self, sig: &str) {
@@ -191,4 +195,50 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
         let driver = if env.is_empty() { "driver io_uring" } else { "MONOIO_FORCE_LEGACY_DRIVER is set" };
         assert!(log.contains(driver), "{log}");
     }
+}
+
+/// Static routes without a certificate leave the HTTPS port alone: nothing could be served there,
+/// so a second daemon with the same `--https-addr` starts, and the log says HTTPS is off and why.
+/// A default certificate (or a `tls:` entry) is something to serve: then the port is bound.
+#[test]
+fn https_is_bound_only_when_a_certificate_can_be_served() {
+    let dir = temp_dir("https-off");
+    let routes = write(&dir, "r.yaml", HELLO);
+    let first = Running::start(&routes, &[], &[]);
+    drop(std::net::TcpListener::bind(first.https).expect("the HTTPS port was bound without a certificate"));
+    let second = Running::start_with_https(&routes, first.https, &[], &[]);
+    assert_eq!(Conn::open(second.http).get("h", "/").body, "hello from ramjet\n");
+    let (ok, log) = second.stop();
+    let log = without_colours(&log);
+    assert!(ok, "{log}");
+    assert!(log.contains("https=off"), "{log}");
+    assert!(
+        log.contains(&format!("--https-addr {} is not bound: the static routes have no `tls:` entry", first.https)),
+        "{log}"
+    );
+    let (ok, log) = first.stop();
+    assert!(ok && without_colours(&log).contains("https=off"), "{log}");
+
+    let cert = rcgen::generate_simple_self_signed(vec!["example.com".to_string()]).unwrap();
+    let crt = write(&dir, "default.crt", &cert.cert.pem());
+    let key = write(&dir, "default.key", &cert.signing_key.serialize_pem());
+    let with_cert = Running::start(&routes, &["--default-certificate", &crt, "--default-certificate-key", &key], &[]);
+    let https = with_cert.https;
+    assert!(std::net::TcpStream::connect(https).is_ok(), "HTTPS is served with a default certificate");
+    let (ok, log) = with_cert.stop();
+    assert!(ok && without_colours(&log).contains(&format!("https={https}")), "{log}");
+}
+
+/// The log with its ANSI colour sequences taken out.
+fn without_colours(log: &str) -> String {
+    let mut out = String::with_capacity(log.len());
+    let mut chars = log.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|c| c.is_ascii_alphabetic());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -41,7 +41,10 @@ fn start(options: ClusterOptions) -> Daemon {
     ramjet::install_crypto();
     let mut config = DaemonConfig::with_source(Source::Cluster(options));
     config.io_driver = IoDriver::Auto;
-    Daemon::start(config).expect("the daemon starts")
+    let daemon = Daemon::start(config).expect("the daemon starts");
+    // TLS Secrets may arrive at any time in cluster mode: HTTPS is listening before any does.
+    assert!(daemon.https_addr().is_some(), "cluster mode binds HTTPS");
+    daemon
 }
 
 fn ingress_class() -> &'static str {

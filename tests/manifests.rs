@@ -145,6 +145,8 @@ fn diagnostics_are_objects_in_the_admin_api() {
     write(&dir.join("broken.yaml"), BROKEN).unwrap();
     let daemon = start(&dir);
     assert_eq!(served(&daemon, "web.test"), "a");
+    // No certificate yet, but a Secret may be added to the directory: HTTPS is listening.
+    assert!(daemon.https_addr().is_some());
     let raw = "GET /admin/generations HTTP/1.1\r\nHost: admin\r\nconnection: close\r\n\r\n";
     let answer: serde_json::Value = serde_json::from_str(&request(daemon.admin_addr(), raw).body).unwrap();
     assert_eq!(
