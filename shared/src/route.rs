@@ -453,7 +453,7 @@ impl TableItem<'_> {
     }
 
     /// The bytes this item adds to the digest. A route's host is hashed once, at the start of its
-    /// group (see [`group_digest`]); backends by their precomputed digest over name and kind.
+    /// group, before its routes; backends by their precomputed digest over name and kind.
     pub fn hash_into(&self, h: &mut Sha256) {
         match self {
             TableItem::Route { kind, path, backend, .. } => {
