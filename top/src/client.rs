@@ -91,15 +91,23 @@ impl AdminClient {
 
     /// `POST /admin/rollback {"generation": N}`: serve generation N and pin it.
     pub fn pin(&self, generation: u64) -> Result<PinAnswer, ClientError> {
+        self.rollback(&RollbackRequest::generation(generation))
+    }
+
+    /// `POST /admin/rollback {"digest": "<prefix>"}`: serve the generation with that compiled table
+    /// and pin it (the same table on every replica, whatever its number there).
+    pub fn pin_digest(&self, prefix: &str) -> Result<PinAnswer, ClientError> {
+        self.rollback(&RollbackRequest::digest(prefix))
+    }
+
+    fn rollback(&self, body: &RollbackRequest) -> Result<PinAnswer, ClientError> {
         let url = self.url("/admin/rollback");
         let mut request = self.agent.post(&url).content_type("application/json");
         if let Some(Token(token)) = &self.token {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
-        let body =
-            serde_json::to_string(&RollbackRequest::generation(generation)).expect("a rollback request serializes");
-        let answer = request.send(body);
-        json(&url, answer)
+        let body = serde_json::to_string(body).expect("a rollback request serializes");
+        json(&url, request.send(body))
     }
 
     /// `DELETE /admin/rollback`: release the pin; the newest generation serves.

@@ -24,6 +24,7 @@
 
 pub mod app;
 pub mod client;
+pub mod fleet;
 pub mod model;
 pub mod ui;
 pub mod worker;
@@ -74,6 +75,24 @@ pub struct TopCli {
     /// File holding the bearer token for pin and release (the daemon's --admin-token-file).
     #[arg(long, env = "RAMJET_TOP_TOKEN_FILE", value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+
+    /// Every replica behind this name (the chart's headless `<release>-fleet` Service), instead of
+    /// one daemon: prints one line per replica, or pins / releases all of them, and exits non-zero
+    /// unless every replica answered.
+    #[arg(long, env = "RAMJET_TOP_FLEET", value_name = "HOST:PORT", conflicts_with = "admin")]
+    pub fleet: Option<String>,
+
+    /// Use these addresses for HOST instead of asking DNS (like curl's --resolve); repeatable.
+    #[arg(long, value_name = "HOST:ADDR[,ADDR...]", requires = "fleet")]
+    pub resolve: Vec<fleet::Override>,
+
+    /// With --fleet: pin the generation with this digest (8 to 64 hex digits) on every replica.
+    #[arg(long, value_name = "DIGEST", requires = "fleet", conflicts_with = "release")]
+    pub pin: Option<String>,
+
+    /// With --fleet: release the pin on every replica (each then serves its newest generation).
+    #[arg(long, requires = "fleet")]
+    pub release: bool,
 }
 
 fn interval(s: &str) -> Result<Duration, String> {
@@ -115,6 +134,25 @@ pub fn read_token(path: &Path) -> anyhow::Result<Token> {
         std::fs::read_to_string(path).with_context(|| format!("--token-file {}: cannot read it", path.display()))?;
     Token::new(&text)
         .with_context(|| format!("--token-file {}: the file is empty; put the token in it", path.display()))
+}
+
+/// `--fleet`: asks every replica behind the name, prints one line each and a summary, and returns
+/// whether every replica answered.
+pub fn run_fleet(cli: &TopCli) -> anyhow::Result<bool> {
+    let name = cli.fleet.as_deref().context("--fleet is not set")?;
+    let ask = match (&cli.pin, cli.release) {
+        (Some(digest), _) => fleet::Ask::Pin(digest.clone()),
+        (None, true) => fleet::Ask::Release,
+        (None, false) => fleet::Ask::Status,
+    };
+    if cli.read_only && ask != fleet::Ask::Status {
+        bail!("--read-only refuses --pin and --release");
+    }
+    let token = cli.token_file.as_deref().map(read_token).transpose()?;
+    let replicas = fleet::resolve(name, &cli.resolve)?;
+    let answers = fleet::ask(&replicas, &ask, token.as_ref(), REQUEST_TIMEOUT);
+    print!("{}", fleet::report(&answers));
+    Ok(answers.iter().all(|(_, a)| a.is_ok()))
 }
 
 /// Runs `ramjet-top` until `q`. Flags are checked before the terminal is touched.
