@@ -366,6 +366,24 @@ impl Drop for Ramjet {
     }
 }
 
+/// A request to the admin listener with a JSON body and `Connection: close`.
+fn http_request(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw);
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    Some((status, text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default()))
+}
+
 /// A plain HTTP/1.1 GET with `Connection: close`; `None` when nothing answers.
 fn http(addr: SocketAddr, host: &str, path: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
@@ -980,6 +998,21 @@ fn events_pass_the_real_validation() {
     install.ingress("shop", "shop.test", "web");
     ramjet.wait_served("shop.test", "a");
     assert!(eventually(PATIENCE, || install.events("ConfigApplied", &install.class).len() == 2));
+
+    // A pin and its release: ConfigPinned and ConfigResumed on the IngressClass, one each.
+    let (status, body) = http_request(ramjet.admin, "POST", "/admin/rollback", r#"{"generation": 1}"#).unwrap();
+    assert_eq!(status, 200, "{body}");
+    ramjet.wait_served("shop.test", "404");
+    let (status, body) = http_request(ramjet.admin, "DELETE", "/admin/rollback", "").unwrap();
+    assert_eq!(status, 200, "{body}");
+    ramjet.wait_served("shop.test", "a");
+    for reason in ["ConfigPinned", "ConfigResumed"] {
+        assert!(
+            eventually(PATIENCE, || install.events(reason, &install.class).len() == 1),
+            "{reason}: {:#?}",
+            install.events(reason, &install.class)
+        );
+    }
 
     // Bad Ingresses: a missing TLS Secret and an unknown Service port get a warning Event each.
     install.admin.apply(&ingress_yaml(&ns, &install.class, "no-secret", "tls.test", "web", Some("missing")));
