@@ -18,6 +18,7 @@ use ramjet_control::cluster::{ClusterOptions, LeaseOptions, StatusAddresses};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
+use support::client::get;
 use support::{eventually, served, temp_dir};
 
 const SLICES: &str = "discovery.k8s.io/v1/endpointslices";
@@ -172,4 +173,55 @@ fn a_lease_held_by_a_dead_replica_is_taken_over_when_it_expires() {
     assert!(started.elapsed() >= Duration::from_secs(3), "took the Lease before it expired");
     assert!(eventually(Duration::from_secs(10), || api.status_patches().len() == 1));
     daemon.shutdown();
+}
+
+/// The scale figure of `tests/cluster.rs` (`scale_thousands_of_ingresses`) against this test API
+/// server, for docs/benchmarks.md: the real binary, 5,000 Ingresses with their Services and
+/// EndpointSlices (RAMJET_SCALE_INGRESSES). A measurement, not a check:
+/// `cargo test --test kubernetes -- --ignored --nocapture scale`.
+#[test]
+#[ignore]
+fn scale_on_the_test_api_server() {
+    let n: usize = std::env::var("RAMJET_SCALE_INGRESSES").ok().and_then(|s| s.parse().ok()).unwrap_or(5_000);
+    let api = ApiServer::start();
+    let dir = temp_dir("k8s-scale");
+    let a = Backend::start("a");
+    api.apply(ingress_class());
+    for i in 0..n {
+        let name = format!("web-{i}");
+        api.apply(&service(&name));
+        api.apply(&slice(&format!("{name}-1"), &name, &[a.addr]));
+        api.apply(&ingress(&name, &format!("{name}.test"), &name));
+    }
+    let port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (http, https, admin) = (port(), port(), port());
+    let started = std::time::Instant::now();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ramjet"))
+        .args(["--kubeconfig", api.kubeconfig(&dir).to_str().unwrap(), "--publish-address", PUBLISHED_IP])
+        .args(["--io-driver", "auto", "--workers", "1"])
+        .arg(format!("--http-addr={http}"))
+        .arg(format!("--https-addr={https}"))
+        .arg(format!("--admin-addr={admin}"))
+        .env("RAMJET_POD_NAMESPACE", "ramjet")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ready = eventually(Duration::from_secs(300), || {
+        std::net::TcpStream::connect(admin).is_ok() && get(admin, "localhost", "/readyz").status == 200
+    });
+    assert!(ready, "never ready");
+    let ready = started.elapsed();
+    let rss = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let rss = rss.lines().find_map(|l| l.strip_prefix("VmRSS:")).unwrap_or("?").trim().to_string();
+    let lists: Vec<String> = ["networking.k8s.io/v1/ingresses", "v1/services", SLICES, "v1/secrets"]
+        .iter()
+        .map(|r| format!("{r}: {}", api.lists(r)))
+        .collect();
+    assert!(eventually(Duration::from_secs(600), || api.status_patches().len() >= n), "status never written on all");
+    let all_status = started.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    eprintln!(
+        "test API server, {n} Ingresses: ready {ready:.1?} after start, RSS {rss}, lists {lists:?}, status on all after {all_status:.1?}"
+    );
 }
