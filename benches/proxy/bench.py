@@ -13,6 +13,10 @@ Sections (all but `resume` by default):
   churn      ramjet with 10,000 routes, 10 publishes/s through the admin API, against the same
              run without churn; nginx with 1,000 vhosts (10,000 locations) and `nginx -s reload`
              once a second, against the same run without reloads
+  h2         HTTP/2 clients (h2load -c10 -m100: 100 streams on each of 10 connections), h2c by prior
+             knowledge and h2 over TLS (ALPN), ramjet against nginx (`listen ... http2`), both
+             proxying over HTTP/1.1 to the same backend; then the memory an idle HTTP/2
+             connection holds in each (not in the default set: `--sections h2`)
 """
 
 import argparse
@@ -273,7 +277,8 @@ def write_backend_conf(d, port):
     return path
 
 
-def write_nginx_proxy_conf(d, name, hosts, http_port, https_port, backend_port, cert, key, error_level="warn"):
+def write_nginx_proxy_conf(d, name, hosts, http_port, https_port, backend_port, cert, key, error_level="warn",
+                           http2=False):
     path = f"{d}/{name}.conf"
     with open(path, "w") as f:
         f.write(nginx_head(d, name, error_level))
@@ -298,11 +303,13 @@ def write_nginx_proxy_conf(d, name, hosts, http_port, https_port, backend_port, 
                 f"  upstream b{i} {{ server 127.0.0.1:{backend_port}; keepalive 64; "
                 "keepalive_requests 1000000; keepalive_timeout 60s; }\n"
             )
-        ssl_default = f" listen 127.0.0.1:{https_port} ssl default_server;" if https_port else ""
-        ssl_listen = f"    listen 127.0.0.1:{https_port} ssl;\n" if https_port else ""
-        f.write(f"  server {{ listen 127.0.0.1:{http_port} default_server;{ssl_default} return 404; }}\n")
+        # nginx 1.22 names HTTP/2 on the listen line (h2c by prior knowledge on a plain port)
+        h2 = " http2" if http2 else ""
+        ssl_default = f" listen 127.0.0.1:{https_port} ssl{h2} default_server;" if https_port else ""
+        ssl_listen = f"    listen 127.0.0.1:{https_port} ssl{h2};\n" if https_port else ""
+        f.write(f"  server {{ listen 127.0.0.1:{http_port}{h2} default_server;{ssl_default} return 404; }}\n")
         for i in range(hosts):
-            f.write(f"  server {{\n    listen 127.0.0.1:{http_port};\n{ssl_listen}    server_name {host(i)};\n")
+            f.write(f"  server {{\n    listen 127.0.0.1:{http_port}{h2};\n{ssl_listen}    server_name {host(i)};\n")
             for j in range(ROUTES_PER_HOST):
                 f.write(f"    location /p{j}/ {{ proxy_pass http://b{i}; }}\n")
             f.write("  }\n")
@@ -548,6 +555,101 @@ def measure(args, server, backend, url, host_header, extra_headers=(), env_extra
     return res
 
 
+def run_h2load(args, url, sni_host, label=""):
+    """One h2load run (-c10 -m100 by default) against `url` (127.0.0.1), with `sni_host` as the
+    authority and the TLS server name (--connect-to keeps the connection on 127.0.0.1)."""
+    host_url = re.sub(r"//127\.0\.0\.1:(\d+)", lambda m: f"//{sni_host}:{m.group(1)}", url)
+    port = re.search(r"//127\.0\.0\.1:(\d+)", url).group(1)
+    argv = taskset(args.load_cpus) + [
+        "h2load", f"-c{args.h2_clients}", f"-m{args.h2_streams}", f"-t{args.threads}", f"-D{args.duration}",
+        f"--warm-up-time=1", f"--connect-to=127.0.0.1:{port}", host_url,
+    ]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=args.duration + 60)
+    out = r.stdout
+    m = re.search(r"finished in ([\d.]+)s, ([\d.]+) req/s", out)
+    done = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "
+                     r"(\d+) errored, (\d+) timeout", out)
+    codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", out)
+    lat = re.search(r"time for request:\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", out)
+    proto = re.search(r"Application protocol: (\S+)", out)
+    if r.returncode != 0 or not (m and done and codes):
+        raise RuntimeError(f"h2load failed for {label} ({r.returncode}):\n{out}\n{r.stderr}")
+    if not proto or proto.group(1) not in ("h2", "h2c"):
+        raise RuntimeError(f"{label}: h2load did not speak HTTP/2 ({proto.group(1) if proto else 'unknown'})")
+
+    def us(v):
+        for suffix, mult in (("us", 1), ("ms", 1000), ("s", 1e6)):
+            if v.endswith(suffix):
+                return float(v[: -len(suffix)]) * mult
+        return float("nan")
+    return {
+        "requests": int(done.group(4)),
+        "duration_us": float(m.group(1)) * 1e6,
+        "errors": int(done.group(5)) + int(done.group(6)) + int(done.group(7)) + int(codes.group(2))
+                  + int(codes.group(3)) + int(codes.group(4)),
+        "mean_us": us(lat.group(3)) if lat else float("nan"),
+        "max_us": us(lat.group(2)) if lat else float("nan"),
+    }
+
+
+def measure_h2(args, server, backend, url, sni_host, label=""):
+    """One h2load run; CPU of the proxy and the backend read from /proc around it."""
+    c0, w0, b0 = server.cpu(), server.worker_cpu(), backend.cpu()
+    (m0, st0), k0 = machine_ticks(), own_children_ticks()
+    t0 = time.monotonic()
+    h = run_h2load(args, url, sni_host, label)
+    c1, w1, b1 = server.cpu(), server.worker_cpu(), backend.cpu()
+    (m1, st1), k1 = machine_ticks(), own_children_ticks()
+    n = h["requests"]
+    secs = h["duration_us"] / 1e6
+    res = {
+        "requests": n, "rps": n / secs if secs else 0.0, "errors": h["errors"],
+        # h2load reports no percentiles: the mean (and max) time per request stand in for them
+        "p50_us": h["mean_us"], "p99_us": h["max_us"], "mean_us": h["mean_us"],
+        "cpu_s": (c1 - c0) / CLK_TCK, "backend_cpu_s": (b1 - b0) / CLK_TCK, "wall_s": time.monotonic() - t0,
+        "rss_mb": server.rss_mb(), "resched_ipis_per_req": float("nan"),
+    }
+    wall = res["wall_s"] * CLK_TCK
+    res["foreign_cpus"] = max(0.0, ((m1 - m0) - (c1 - c0) - (b1 - b0) - (k1 - k0)) / wall) if wall else 0.0
+    res["steal_cpus"] = (st1 - st0) / wall if wall else 0.0
+    res["cpu_us_per_req"] = res["cpu_s"] * 1e6 / n if n else float("nan")
+    if server.worker_prefix:
+        res["worker_cpu_us_per_req"] = (w1 - w0) / CLK_TCK * 1e6 / n if n else float("nan")
+    res["backend_cpu_us_per_req"] = res["backend_cpu_s"] * 1e6 / n if n else float("nan")
+    log(f"  {label:<28} {res['rps']:>9.0f} req/s  mean {res['mean_us']/1000:6.2f} ms  errors {res['errors']:<5}  "
+        f"cpu {res['cpu_us_per_req']:6.2f} us/req"
+        + (f" (worker {res['worker_cpu_us_per_req']:.2f})" if "worker_cpu_us_per_req" in res else "")
+        + f"  foreign load {res['foreign_cpus']:.2f} CPUs")
+    return res
+
+
+def idle_h2_memory(server, port, sni_host, n):
+    """Resident memory an idle h2c connection holds: open `n` connections (preface, SETTINGS, one
+    request so that the connection is fully set up), keep them open and idle, and compare."""
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+    # HEADERS on stream 1 (END_STREAM | END_HEADERS): GET http://<host>/p7/idle, literal fields
+    def lit(name, value):
+        return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+    block = b"\x82\x86" + lit(b":path", b"/p7/idle") + lit(b":authority", sni_host.encode())
+    headers = len(block).to_bytes(3, "big") + b"\x01\x05" + (1).to_bytes(4, "big") + block
+    time.sleep(0.5)
+    before = server.rss_mb() * 1024
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(preface + headers)
+            socks.append(s)
+        for s in socks:  # each answered: SETTINGS, ACK, the response
+            s.recv(65536)
+        time.sleep(1.0)
+        after = server.rss_mb() * 1024
+    finally:
+        for s in socks:
+            s.close()
+    return (after - before) / n
+
+
 class Churner:
     """Runs `action` every `interval` seconds on a thread until finish(); bounded by max_count."""
 
@@ -772,7 +874,10 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load per target first")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds of quiet after a churn run (default 3)")
     ap.add_argument("--sections", default="http,tls,handshake,churn",
-                    help="comma list of http,tls,handshake,resume,churn (default: all but resume)")
+                    help="comma list of http,tls,handshake,resume,churn,h2 (default: all but resume and h2)")
+    ap.add_argument("--h2-clients", type=int, default=10, help="h2load -c in the h2 section (default 10)")
+    ap.add_argument("--h2-streams", type=int, default=100, help="h2load -m in the h2 section (default 100)")
+    ap.add_argument("--h2-idle", type=int, default=1000, help="idle HTTP/2 connections for the memory figure")
     ap.add_argument("--routes", type=int, default=1000, help="routes per proxy in http/tls/handshake (default 1000)")
     ap.add_argument("--churn-routes", type=int, default=10000, help="ramjet routes in the churn section (default 10000)")
     ap.add_argument("--churn-vhosts", type=int, default=1000, help="nginx vhosts in the churn section (default 1000)")
@@ -792,7 +897,7 @@ def parse_args():
     ap.add_argument("--keep-temp", action="store_true", help="keep the generated configs")
     a = ap.parse_args()
     a.sections = [s.strip() for s in a.sections.split(",") if s.strip()]
-    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn"}
+    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn", "h2"}
     if bad:
         ap.error(f"unknown sections: {', '.join(sorted(bad))}")
     if a.routes % ROUTES_PER_HOST or a.churn_routes % ROUTES_PER_HOST:
@@ -857,7 +962,8 @@ def main():
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGHUP, _on_signal)
     atexit.register(PROCS.stop_all)
-    for tool in ("wrk", "nginx", "haproxy", "openssl", "gcc") + (("taskset",) if args.pin else ()):
+    tools = ("wrk", "nginx", "haproxy", "openssl", "gcc") + (("taskset",) if args.pin else ())
+    for tool in tools + (("h2load",) if "h2" in args.sections else ()):
         if not shutil.which(tool):
             sys.exit(f"bench: `{tool}` is not installed (benches/proxy/run.sh installs it)")
     if not os.access(args.ramjet, os.X_OK):
@@ -867,7 +973,8 @@ def main():
         "backend", "ramjet_http", "ramjet_https", "ramjet_admin", "nginx_http", "nginx_https",
         "haproxy_http", "haproxy_https", "probe_http", "probe_https", "probe_admin",
         "ramjet10k_http", "ramjet10k_https", "ramjet10k_admin", "nginx10k_http", "nginx10k_https",
-        "ramjet-base_http", "ramjet-base_https", "ramjet-base_admin"])}
+        "ramjet-base_http", "ramjet-base_https", "ramjet-base_admin", "ramjet-h2_http", "ramjet-h2_https",
+        "ramjet-h2_admin", "nginx-h2_http", "nginx-h2_https"])}
     busy = [f"{n}={p}" for n, p in ports.items() if not port_free(p)]
     if busy:
         sys.exit(f"bench: ports already in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
@@ -992,6 +1099,49 @@ def main():
         for s in list(servers.values()):
             PROCS.stop(s.proc)
         servers.clear()
+
+        # -- HTTP/2 clients: h2c by prior knowledge and h2 over TLS, proxied over HTTP/1.1
+        if "h2" in args.sections:
+            rj = start_ramjet(args, "ramjet-h2", routes, d, ports["ramjet-h2_http"], ports["ramjet-h2_https"],
+                              ports["ramjet-h2_admin"], cpus=args.proxy_cpus)
+            nconf = write_nginx_proxy_conf(d, "nginx-h2", hosts, ports["nginx-h2_http"], ports["nginx-h2_https"],
+                                           ports["backend"], cert, key, http2=True)
+            ng = start_nginx("nginx-h2", nconf, d, ports["nginx-h2_http"], args.proxy_cpus)
+            h2srv = {"ramjet": Server("ramjet", rj, [], worker_prefix="ramjet-worker"),
+                     "nginx": Server("nginx", ng, [])}
+            prefix = {"ramjet": "ramjet-h2", "nginx": "nginx-h2"}
+
+            def run_h2(t, warm):
+                proxy, kind = t.split(" ", 1)
+                tls = kind == "h2 tls"
+                port = ports[prefix[proxy] + ("_https" if tls else "_http")]
+                u = f"{'https' if tls else 'http'}://127.0.0.1:{port}{target_path}"
+                if warm:
+                    return (u, target_host)
+                return measure_h2(args, h2srv[proxy], backend, u, target_host, label=t)
+
+            # Idle memory first, on fresh processes: after load, the allocators reuse freed memory and
+            # new connections would look free.
+            results["h2_idle_kib"] = {
+                p: idle_h2_memory(h2srv[p], ports[prefix[p] + "_http"], target_host, args.h2_idle)
+                for p in ("ramjet", "nginx")}
+            log(f"idle HTTP/2 connection: {results['h2_idle_kib']} KiB each")
+            h2_targets = ["ramjet h2c", "nginx h2c", "ramjet h2 tls", "nginx h2 tls"]
+            log(f"== section h2: {args.rounds} rounds x {len(h2_targets)} targets x {args.duration}s")
+            for t in h2_targets:
+                if args.warmup:
+                    u, hh = run_h2(t, warm=True)
+                    run_h2load(argparse.Namespace(**dict(vars(args), duration=args.warmup)), u, hh, f"warmup {t}")
+            rows = {t: [] for t in h2_targets}
+            for r in range(args.rounds):
+                log(f" round {r + 1}/{args.rounds}")
+                for t in h2_targets:
+                    rows[t].append(run_h2(t, warm=False))
+            results["sections"]["h2"] = {"rounds": rows, "summary": summarize(rows, h2_targets)}
+            results["rss_mb_h2"] = {p: h2srv[p].rss_mb() for p in h2srv}
+            save(results, out_dir)
+            PROCS.stop(rj)
+            PROCS.stop(ng)
 
         # -- churn under load
         if "churn" in args.sections:
@@ -1137,6 +1287,23 @@ def render(results, args):
                            f"{a['errors']} (steady: {b['errors']}) | {ratio(a['p99_us'], b['p99_us']):.2f} | "
                            f"{ratio(a['rps'], b['rps']):.2f} |")
         out.append("")
+    if "h2" in secs:
+        s = secs["h2"]["summary"]
+        out += ["## HTTP/2 clients (proxied over HTTP/1.1)", "",
+                f"h2load -c{args.h2_clients} -m{args.h2_streams} -D{args.duration}; the latency columns are "
+                "h2load's mean and max time per request (it reports no percentiles).", "",
+                table(s, ["ramjet h2c", "nginx h2c", "ramjet h2 tls", "nginx h2 tls"]), "",
+                "| ratio | req/s | CPU µs/req |", "|---|---|---|"]
+        for kind in ("h2c", "h2 tls"):
+            a, b = s.get(f"ramjet {kind}"), s.get(f"nginx {kind}")
+            if a and b:
+                out.append(f"| ramjet / nginx, {kind} | {ratio(a['rps'], b['rps']):.2f} | "
+                           f"{ratio(a['cpu_us_per_req'], b['cpu_us_per_req']):.2f} |")
+        out.append("")
+        if results.get("h2_idle_kib"):
+            out += [f"Memory per idle HTTP/2 connection ({args.h2_idle} connections to a freshly started proxy, "
+                    "one request each, then idle; resident memory before and after): "
+                    + ", ".join(f"{k} {v:.1f} KiB" for k, v in results["h2_idle_kib"].items()) + ".", ""]
     v = verdicts(results)
     if v:
         out += ["## Targets", "", v, ""]

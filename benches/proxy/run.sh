@@ -6,7 +6,9 @@
 #   benches/proxy/run.sh --quick         # 3 rounds of 5 s, ~5 minutes
 #   benches/proxy/run.sh --help          # every option of the harness (bench.py)
 #
-# It installs what is missing (apt-get: wrk, nginx, haproxy, openssl, gcc, python3), builds
+#   benches/proxy/run.sh --sections h2  # HTTP/2 clients (h2load) through ramjet and nginx
+#
+# It installs what is missing (apt-get: wrk, nginx, haproxy, openssl, gcc, python3, h2load), builds
 # target/release/ramjet, and runs bench.py. Results: target/bench-proxy/<timestamp>/results.md.
 # Only 127.0.0.1 is used; every process started is stopped at the end, also on Ctrl-C.
 set -euo pipefail
@@ -32,6 +34,7 @@ command -v openssl >/dev/null || need+=(openssl)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v python3 >/dev/null || need+=(python3)
 command -v taskset >/dev/null || need+=(util-linux)
+command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v sha256sum >/dev/null || need+=(coreutils)
 if [[ " $* " == *" --profile "* ]] && ! command -v perf >/dev/null; then need+=(linux-perf); fi
 if ((${#need[@]})); then
