@@ -26,7 +26,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch, Notify};
 
-use super::{ClusterOptions, StatusAddresses};
+use super::{ClusterOptions, StatusAddresses, FIELD_MANAGER};
 use crate::compile::ingress::{ClusterSnapshot, TLS_SECRET_TYPE};
 use crate::Input;
 
@@ -193,7 +193,16 @@ where
     }
     let mut seen: HashMap<(Option<String>, Option<String>), u64> = HashMap::new();
     let kind = K::kind(&Default::default()).to_string();
-    let stream = watcher::watcher(api, config).default_backoff().reflect(writer);
+    let stream = watcher::watcher(api, config)
+        .default_backoff()
+        // managedFields are a large part of every object a real API server sends, and ramjet reads
+        // only its own entry (status.rs: which Ingress status it wrote); the stores keep no other.
+        .modify(|o: &mut K| {
+            if let Some(fields) = o.meta_mut().managed_fields.as_mut() {
+                fields.retain(|m| m.manager.as_deref() == Some(FIELD_MANAGER));
+            }
+        })
+        .reflect(writer);
     tokio::spawn(async move {
         let mut failing = false;
         let mut stream = std::pin::pin!(stream);
