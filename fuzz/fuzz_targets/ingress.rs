@@ -70,16 +70,33 @@ fn with_certificates(text: &str) -> String {
 const NAMES: &[&str] = &["a", "b", "web", "default", "", "ramjet", "nginx", "tls-a", "tls-b"];
 const NAMESPACES: &[&str] = &["default", "a", ""];
 const HOSTS: &[&str] = &[
-    "a.test", "A.Test", "x.b.test", "*.b.test", "*.test", "*", "*.", "", "a..test", "-a.test", "a.test.",
-    "a_b.test", "[::1]", "10.0.0.1", "a.test:80", "xn--bcher-kva.example", "ä.test",
+    "a.test",
+    "A.Test",
+    "x.b.test",
+    "*.b.test",
+    "*.test",
+    "*",
+    "*.",
+    "",
+    "a..test",
+    "-a.test",
+    "a.test.",
+    "a_b.test",
+    "[::1]",
+    "10.0.0.1",
+    "a.test:80",
+    "xn--bcher-kva.example",
+    "ä.test",
 ];
-const PATHS: &[&str] = &["/", "/a", "/a/", "/a/b", "/ab", "", "a", "/a b", "/a?b", "/a#b", "//", "/a/../b", "/%2F", "/\u{0}"];
+const PATHS: &[&str] =
+    &["/", "/a", "/a/", "/a/b", "/ab", "", "a", "/a b", "/a?b", "/a#b", "//", "/a/../b", "/%2F", "/\u{0}"];
 const PATH_TYPES: &[&str] = &["Prefix", "Exact", "ImplementationSpecific", "", "prefix"];
 const PORT_NAMES: &[&str] = &["http", "https", "", "grpc"];
 const PORTS: &[i64] = &[80, 443, 8080, 0, -1, 65535, 65536, 2147483647, -2147483648];
 const ADDRESSES: &[&str] = &["10.0.0.1", "10.0.0.2", "::1", "fe80::1%eth0", "256.0.0.1", "", "10.0.0.1 ", "a.test"];
 const ADDRESS_TYPES: &[&str] = &["IPv4", "IPv6", "FQDN", ""];
-const TIMES: &[&str] = &["2025-01-01T00:00:00Z", "2024-12-31T23:59:59Z", "1970-01-01T00:00:00Z", "2025-01-01T00:00:00+01:00"];
+const TIMES: &[&str] =
+    &["2025-01-01T00:00:00Z", "2024-12-31T23:59:59Z", "1970-01-01T00:00:00Z", "2025-01-01T00:00:00+01:00"];
 const CLASS_ANNOTATIONS: &[&str] = &[
     "kubernetes.io/ingress.class",
     "ingressclass.kubernetes.io/is-default-class",
@@ -259,7 +276,11 @@ fn pem(u: &mut Unstructured, key: bool) -> Result<String> {
     Ok(match pick {
         0 | 1 => {
             let pair = &certs.pems[pick];
-            if key { pair.1.clone() } else { pair.0.clone() }
+            if key {
+                pair.1.clone()
+            } else {
+                pair.0.clone()
+            }
         }
         2 if !key => {
             // The first certificate with a few bytes changed: deep into the DER parsers.

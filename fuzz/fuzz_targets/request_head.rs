@@ -67,11 +67,8 @@ fuzz_target!(|data: &[u8]| {
     if !host.is_empty() {
         assert_eq!(&upstream[re.host.clone()], host);
     }
-    let expected_target: Vec<u8> = if target.first() == Some(&b'/') || target == b"*" {
-        target.to_vec()
-    } else {
-        [b"/", target].concat()
-    };
+    let expected_target: Vec<u8> =
+        if target.first() == Some(&b'/') || target == b"*" { target.to_vec() } else { [b"/", target].concat() };
     assert_eq!(&upstream[re.target.clone()], &expected_target[..]);
     if !host.is_empty() {
         // (With the Host the proxy added, the re-read adds its x-forwarded-host too.)

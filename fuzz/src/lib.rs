@@ -109,10 +109,7 @@ pub fn test_certs() -> &'static TestCerts {
         let b = make("*.b.test");
         let der = a.cert.der().to_vec();
         TestCerts {
-            pems: [
-                (a.cert.pem(), a.signing_key.serialize_pem()),
-                (b.cert.pem(), b.signing_key.serialize_pem()),
-            ],
+            pems: [(a.cert.pem(), a.signing_key.serialize_pem()), (b.cert.pem(), b.signing_key.serialize_pem())],
             der,
         }
     })
