@@ -198,3 +198,6 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
