@@ -14,12 +14,14 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::utils::{Backoff, ResetTimerBackoff};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
@@ -158,6 +160,47 @@ fn ingress_fingerprint(ingress: &Ingress) -> u64 {
     hasher.finish()
 }
 
+/// How a failing watch is retried: exponential from 0.8 s, capped at 5 s (kube-rs and client-go cap
+/// at 30 s), reset after 2 minutes without failures. Against a real API server, a 30 s cap meant a
+/// change made just after a 30 s outage reached traffic 40–60 s later: the watch waited out its
+/// backoff, resumed, got 410 Gone (the history moved on) and waited again before listing. Five
+/// seconds between attempts is still nothing for an API server to answer.
+fn watch_backoff() -> ResetTimerBackoff<CappedBackoff> {
+    ResetTimerBackoff::new(CappedBackoff::default(), Duration::from_secs(120))
+}
+
+/// 0.8 s, 1.6 s, 3.2 s, then 5 s between attempts.
+#[derive(Debug, Clone, Copy)]
+struct CappedBackoff {
+    next: Duration,
+}
+
+impl CappedBackoff {
+    const FIRST: Duration = Duration::from_millis(800);
+    const CAP: Duration = Duration::from_secs(5);
+}
+
+impl Default for CappedBackoff {
+    fn default() -> Self {
+        CappedBackoff { next: Self::FIRST }
+    }
+}
+
+impl Iterator for CappedBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        let wait = self.next;
+        self.next = (self.next * 2).min(Self::CAP);
+        Some(wait)
+    }
+}
+
+impl Backoff for CappedBackoff {
+    fn reset(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
 /// Starts a watcher feeding a store; each applied change or relist notifies `notify`.
 fn reflect<K>(api: Api<K>, config: watcher::Config, notify: &[Arc<Notify>]) -> Store<K>
 where
@@ -194,7 +237,7 @@ where
     let mut seen: HashMap<(Option<String>, Option<String>), u64> = HashMap::new();
     let kind = K::kind(&Default::default()).to_string();
     let stream = watcher::watcher(api, config)
-        .default_backoff()
+        .backoff(watch_backoff())
         // managedFields are a large part of every object a real API server sends, and ramjet reads
         // only its own entry (status.rs: which Ingress status it wrote); the stores keep no other.
         .modify(|o: &mut K| {
