@@ -77,7 +77,7 @@ pub(crate) struct ClientConn<'w, S> {
 /// when it opens with the HTTP/2 preface).
 pub(crate) async fn serve<S>(worker: &Rc<Worker>, stream: S, facts: &Rc<ConnFacts>)
 where
-    S: AsyncReadRent + AsyncWriteRent + Split + Unpin + 'static,
+    S: AsyncReadRent + AsyncWriteRent + Split + http2::IntoH2Io + 'static,
 {
     let mut conn = ClientConn {
         worker,

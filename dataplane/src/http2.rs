@@ -30,21 +30,15 @@ use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use monoio::io::{AsyncReadRent, AsyncWriteRent};
-use monoio_compat::StreamWrapper;
 
 use crate::buf::ReadBuf;
 use crate::http1::ConnFacts;
 use crate::worker::Worker;
 use crate::Http2Settings;
+pub(crate) use io::IntoH2Io;
 
 /// The client connection preface (RFC 9113 §3.4).
 pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// The adapter's buffers: reads come in 8 KiB pieces (h2 reads frame by frame), writes go out in
-/// up to 16 KiB pieces (a full DATA frame and its header).
-const IO_READ_BUFFER: usize = 8 * 1024;
-const IO_WRITE_BUFFER: usize = 16 * 1024 + 9;
 
 /// After GOAWAY, how often the connection looks whether its last stream has ended (the first look
 /// also gives the GOAWAY frame time to be written).
@@ -114,10 +108,7 @@ impl Drop for StreamSlot {
 
 /// Serves one HTTP/2 connection until it closes, is idle too long, or the worker drains. `read`
 /// holds what HTTP/1 detection read already (the preface, perhaps more).
-pub(crate) async fn serve<S>(worker: Rc<Worker>, stream: S, read: Option<ReadBuf>, facts: Rc<ConnFacts>)
-where
-    S: AsyncReadRent + AsyncWriteRent + Unpin + 'static,
-{
+pub(crate) async fn serve<S: IntoH2Io>(worker: Rc<Worker>, stream: S, read: Option<ReadBuf>, facts: Rc<ConnFacts>) {
     let prefix = match read {
         Some(buf) => {
             let prefix = Bytes::copy_from_slice(buf.data());
@@ -126,7 +117,11 @@ where
         }
         None => Bytes::new(),
     };
-    let io = io::Prefixed::new(prefix, StreamWrapper::new_with_buffer_size(stream, IO_READ_BUFFER, IO_WRITE_BUFFER));
+    let Some(io) = stream.into_h2_io() else {
+        tracing::debug!(worker = worker.id, "cannot switch the connection to poll-based I/O");
+        return;
+    };
+    let io = io::Prefixed::new(prefix, io);
     let settings = &worker.settings;
     let handshake = builder(&settings.http2).handshake::<_, Bytes>(io);
     let mut conn = match monoio::time::timeout(settings.header_timeout, handshake).await {

@@ -1,15 +1,52 @@
-//! The adapter that lets the `h2` crate, written against tokio's poll-based I/O traits, run over
-//! monoio's owned-buffer streams on the worker: monoio-compat's `StreamWrapper` (which keeps one
-//! read and one write buffer per connection and runs each monoio read or write as a boxed future),
-//! behind [`Prefixed`], which first replays the bytes HTTP/1 detection already read, and yields to
-//! the worker's other tasks after every [`READ_BUDGET`] bytes.
+//! The adapters that let the `h2` crate, written against tokio's poll-based I/O traits, run on the
+//! worker's monoio runtime. A plain TCP connection becomes monoio's own poll-io stream (readiness
+//! based, on either driver: h2 reads into and writes from its own buffers, nothing is copied on the
+//! way). A TLS stream, which monoio-rustls offers only with owned-buffer I/O, goes through
+//! monoio-compat's `StreamWrapper` (one read and one write buffer per connection, each monoio read
+//! or write run as a boxed future). Either sits behind [`Prefixed`], which first replays the bytes
+//! HTTP/1 detection already read, and yields to the worker's other tasks after every
+//! [`READ_BUDGET`] bytes.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes};
+use monoio::io::IntoPollIo;
+use monoio::net::tcp::stream_poll::TcpStreamPoll;
+use monoio::net::TcpStream;
+use monoio_compat::StreamWrapper;
+use monoio_rustls::ServerTlsStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The owned-buffer adapter's buffers (TLS only): reads come in 8 KiB pieces (h2 reads frame by
+/// frame), writes go out in up to 16 KiB pieces (a full DATA frame and its header).
+const COMPAT_READ_BUFFER: usize = 8 * 1024;
+const COMPAT_WRITE_BUFFER: usize = 16 * 1024 + 9;
+
+/// A client stream as h2 takes it.
+pub(crate) trait IntoH2Io: Sized {
+    type Io: AsyncRead + AsyncWrite + Unpin + 'static;
+
+    /// `None` when the stream cannot be switched (the connection is then closed).
+    fn into_h2_io(self) -> Option<Self::Io>;
+}
+
+impl IntoH2Io for TcpStream {
+    type Io = TcpStreamPoll;
+
+    fn into_h2_io(self) -> Option<TcpStreamPoll> {
+        self.into_poll_io().ok()
+    }
+}
+
+impl IntoH2Io for ServerTlsStream<TcpStream> {
+    type Io = StreamWrapper<ServerTlsStream<TcpStream>>;
+
+    fn into_h2_io(self) -> Option<Self::Io> {
+        Some(StreamWrapper::new_with_buffer_size(self, COMPAT_READ_BUFFER, COMPAT_WRITE_BUFFER))
+    }
+}
 
 /// Bytes a connection may read before its task yields once. h2 reads and handles frames for as
 /// long as bytes are there; without this a client that floods cheap frames (SETTINGS, PING, resets)
