@@ -6,8 +6,6 @@
 
 #[path = "support/h2client.rs"]
 mod h2client;
-#[path = "support/pki.rs"]
-mod pki;
 mod support;
 
 use std::net::SocketAddr;
@@ -87,7 +85,7 @@ fn curl_speaks_h2c_by_prior_knowledge_and_http1_still_works_on_the_same_port() {
 #[test]
 fn curl_negotiates_h2_over_tls_and_gets_https_forwarded_headers() {
     ramjet::install_crypto();
-    let pki = pki::TestPki::new("h2-tls");
+    let pki = support::pki::Pki::new("h2-tls");
     pki.leaf("example", &["example.com"]);
     let a = Backend::start("a");
     let yaml = format!(

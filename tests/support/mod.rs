@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod client;
+pub mod pki;
 
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
