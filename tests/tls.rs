@@ -13,8 +13,8 @@ use ramjet_control::certs::parse_certificate;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use support::backend::Backend;
-use support::pki::Pki;
 use support::client::get;
+use support::pki::Pki;
 use support::{daemon_with, routes_in, DRIVERS};
 
 const BOTH: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
