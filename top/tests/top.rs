@@ -4,22 +4,17 @@
 //! Every wait polls the screen until the text appears, with a generous deadline, so the tests hold
 //! on a loaded 2-core machine.
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
-use std::num::NonZeroU16;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use portable_pty::{native_pty_system, Child, CommandBuilder, MasterPty, PtySize};
 use ramjet::{Daemon, DaemonConfig};
 use serde_json::Value;
-
-/// How long a screen may take to show what a test waits for.
-const DEADLINE: Duration = Duration::from_secs(60);
-const ROWS: u16 = 30;
-const COLS: u16 = 110;
+use support::{token_file, Top, DEADLINE};
 
 /// A routes file with `n` routes: each generation differs from the one before.
 fn routes(n: usize) -> ramjet_control::routes_file::StaticRoutes {
@@ -70,131 +65,18 @@ fn wait_for_daemon(daemon: &Daemon, what: &str, done: impl Fn(&Value) -> bool) -
     }
 }
 
-/// `ramjet-top` running in a pseudo-terminal.
-struct Top {
-    child: Box<dyn Child + Send + Sync>,
-    screen: Arc<Mutex<vt100::Parser>>,
-    keys: Box<dyn Write + Send>,
-    _master: Box<dyn MasterPty + Send>,
-}
-
-impl Top {
-    /// Starts `ramjet-top --admin URL ARGS...` (`--interval 200ms` unless ARGS say otherwise) with `env` set, and no token
-    /// variable inherited from the test's own environment.
-    fn start(admin: &str, args: &[&str], env: &[(&str, &str)]) -> Top {
-        let pty = native_pty_system()
-            .openpty(PtySize { rows: ROWS, cols: COLS, pixel_width: 0, pixel_height: 0 })
-            .expect("a pseudo-terminal");
-        let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_ramjet-top"));
-        command.args(["--admin", admin]);
-        if !args.contains(&"--interval") {
-            command.args(["--interval", "200ms"]);
-        }
-        command.args(args);
-        for var in ["RAMJET_TOP_TOKEN_FILE", "RAMJET_TOP_ADMIN", "RAMJET_TOP_INTERVAL", "RAMJET_TOP_READ_ONLY"] {
-            command.env_remove(var);
-        }
-        command.env("TERM", "xterm-256color");
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let child = pty.slave.spawn_command(command).expect("ramjet-top starts");
-        drop(pty.slave);
-        let screen =
-            Arc::new(Mutex::new(vt100::Parser::new(NonZeroU16::new(ROWS).unwrap(), NonZeroU16::new(COLS).unwrap(), 0)));
-        let mut output = pty.master.try_clone_reader().unwrap();
-        let parser = screen.clone();
-        thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            // Ends with an error (EIO) or 0 once ramjet-top exits and the terminal closes.
-            while let Ok(n @ 1..) = output.read(&mut buf) {
-                parser.lock().unwrap().process(&buf[..n]);
-            }
-        });
-        let keys = pty.master.take_writer().unwrap();
-        Top { child, screen, keys, _master: pty.master }
-    }
-
-    fn text(&self) -> String {
-        self.screen.lock().unwrap().screen().contents()
-    }
-
-    /// Waits until the screen shows `text` (on one row, or wrapped over several), and returns the
-    /// screen.
-    fn wait_for(&mut self, text: &str) -> String {
-        self.wait_until(&format!("the screen shows {text:?}"), |s| {
-            s.contains(text) || s.lines().map(str::trim).collect::<Vec<_>>().join(" ").contains(text)
-        })
-    }
-
-    fn wait_until(&mut self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let screen = self.text();
-            if done(&screen) {
-                return screen;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("ramjet-top exited ({status:?}) before {what}; the screen:\n{screen}");
-            }
-            assert!(Instant::now() < deadline, "timed out waiting until {what}; the screen:\n{screen}");
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn press(&mut self, keys: &str) {
-        self.keys.write_all(keys.as_bytes()).unwrap();
-        self.keys.flush().unwrap();
-    }
-
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Presses `q` and waits for a clean exit with the terminal given back.
-    fn quit(mut self) {
-        self.press("q");
-        let deadline = Instant::now() + DEADLINE;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(Instant::now() < deadline, "ramjet-top did not quit on q:\n{}", self.text());
-            thread::sleep(Duration::from_millis(50));
-        };
-        assert!(status.success(), "ramjet-top exited with {status:?}");
-        let deadline = Instant::now() + DEADLINE;
-        while self.screen.lock().unwrap().screen().alternate_screen() {
-            assert!(Instant::now() < deadline, "ramjet-top left the terminal on the alternate screen");
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Top {
-    fn drop(&mut self) {
-        if self.running() {
-            // SIGHUP, as when the terminal goes away.
-            if self.child.kill().is_ok() {
-                let _ = self.child.wait();
-            }
-        }
-    }
-}
-
-fn token_file(dir: &str, token: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("ramjet-top-{}-{dir}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("token");
-    std::fs::write(&path, format!("{token}\n")).unwrap();
-    path
+/// `ramjet-top --admin ADMIN ARGS...` in a pseudo-terminal.
+fn start(admin: &str, args: &[&str], env: &[(&str, &str)]) -> Top {
+    let mut all = vec!["--admin", admin];
+    all.extend_from_slice(args);
+    Top::start(&all, env)
 }
 
 #[test]
 fn the_timeline_appears_and_p_y_pins_and_u_y_releases() {
     let daemon = daemon(None, Some("the-right-token"), 3);
     let token = token_file("pin", "the-right-token");
-    let mut top = Top::start(&admin_url(&daemon), &["--token-file", token.to_str().unwrap()], &[]);
+    let mut top = start(&admin_url(&daemon), &["--token-file", token.to_str().unwrap()], &[]);
 
     let screen = top.wait_for("serving generation 3");
     top.wait_for("not pinned");
@@ -229,7 +111,7 @@ fn the_timeline_appears_and_p_y_pins_and_u_y_releases() {
 #[test]
 fn p_then_n_sends_nothing() {
     let daemon = daemon(None, None, 2);
-    let mut top = Top::start(&admin_url(&daemon), &[], &[]);
+    let mut top = start(&admin_url(&daemon), &[], &[]);
     top.wait_for("serving generation 2");
     top.press("j");
     top.wait_for("generation 1  digest");
@@ -251,17 +133,11 @@ fn p_then_n_sends_nothing() {
 #[test]
 fn read_only_refuses_pin_and_release() {
     let daemon = daemon(None, None, 2);
-    let mut top = Top::start(&admin_url(&daemon), &["--read-only"], &[]);
+    let mut top = start(&admin_url(&daemon), &["--read-only"], &[]);
     top.wait_for("serving generation 2");
-    top.wait_for("pin and release are off (--read-only)");
     top.press("j");
     top.wait_for("generation 1  digest");
-    for key in ["p", "u"] {
-        top.press(key);
-        let screen = top.wait_for("read-only: ramjet-top was started with --read-only, so pin and release are refused");
-        assert!(!screen.contains("Pin generation") && !screen.contains("Release the pin"), "{screen}");
-        top.press("y");
-    }
+    top.refuses_pin_and_release("Pin generation");
     thread::sleep(Duration::from_secs(1));
     let g = generations(&daemon);
     assert!(g["pinned"].is_null(), "{g}");
@@ -275,7 +151,7 @@ fn a_wrong_token_shows_the_daemons_401_message() {
     let daemon = daemon(None, Some("the-right-token"), 2);
     let token = token_file("wrong", "a-wrong-token-0xdead");
     // The token file comes from the environment variable this time.
-    let mut top = Top::start(&admin_url(&daemon), &[], &[("RAMJET_TOP_TOKEN_FILE", token.to_str().unwrap())]);
+    let mut top = start(&admin_url(&daemon), &[], &[("RAMJET_TOP_TOKEN_FILE", token.to_str().unwrap())]);
     top.wait_for("serving generation 2");
     top.press("j");
     top.wait_for("generation 1  digest");
@@ -294,7 +170,7 @@ fn a_wrong_token_shows_the_daemons_401_message() {
 #[test]
 fn no_token_against_a_daemon_that_wants_one_says_how_to_give_it() {
     let daemon = daemon(None, Some("the-right-token"), 1);
-    let mut top = Top::start(&admin_url(&daemon), &[], &[]);
+    let mut top = start(&admin_url(&daemon), &[], &[]);
     top.wait_for("serving generation 1");
     top.press("u");
     top.wait_for("Release the pin?");
@@ -309,7 +185,7 @@ fn no_token_against_a_daemon_that_wants_one_says_how_to_give_it() {
 fn a_dead_daemon_shows_as_unreachable_and_is_retried() {
     // A port nothing listens on (for now).
     let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let mut top = Top::start(&format!("http://{addr}"), &[], &[]);
+    let mut top = start(&format!("http://{addr}"), &[], &[]);
     top.wait_for("UNREACHABLE");
     top.wait_for(&format!("cannot reach http://{addr}/admin/generations"));
     top.wait_until("several polls have failed", |s| {
@@ -363,7 +239,7 @@ fn capture_for_the_docs() {
             thread::sleep(Duration::from_millis(4 + i % 7));
         }
     });
-    let mut top = Top::start(&admin_url(&daemon), &["--interval", "1s"], &[]);
+    let mut top = start(&admin_url(&daemon), &["--interval", "1s"], &[]);
     top.wait_for("serving generation 5");
     thread::sleep(Duration::from_secs(8));
     println!("--- main view ---\n{}", top.text());
