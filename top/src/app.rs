@@ -1,6 +1,9 @@
 //! The state of `ramjet-top` and what keys and updates do to it. No I/O and no terminal here:
-//! [`App::on_key`] turns a key into at most one [`Command`] for the background threads, and
-//! [`App::on_update`] folds in what they report.
+//! [`View::on_key`] turns a key into at most one [`Command`] for the background threads, and
+//! [`View::on_update`] folds in what they report. [`Controls`] is what both views share: the
+//! keys, and pin and release asked, confirmed and answered; [`fleet`] is the view of every replica behind one name.
+
+pub mod fleet;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -8,7 +11,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::client::ClientError;
-use super::model::{Generations, PinAnswer, Scrape};
+use super::model::{Generations, PinState, Scrape};
 use super::worker::{Command, Update};
 
 /// Requests/s samples kept for the sparkline.
@@ -33,11 +36,11 @@ pub struct Message {
 }
 
 impl Message {
-    fn info(text: impl Into<String>) -> Message {
+    pub fn info(text: impl Into<String>) -> Message {
         Message { text: text.into(), error: false }
     }
 
-    fn error(text: impl Into<String>) -> Message {
+    pub fn error(text: impl Into<String>) -> Message {
         Message { text: text.into(), error: true }
     }
 }
@@ -115,21 +118,14 @@ pub struct App {
     /// The admin URL, as shown in the title.
     pub admin: String,
     pub interval: Duration,
-    pub read_only: bool,
-    /// Whether a token was given (never the token itself).
-    pub has_token: bool,
     pub link: Link,
     /// The last answer of `/admin/generations`, kept while the daemon is unreachable.
     pub snapshot: Option<Generations>,
     /// The selected generation, by number so it stays put as new ones arrive.
     pub selected: Option<u64>,
-    /// A command waiting for `y`.
-    pub confirm: Option<Command>,
-    /// A command sent and not answered yet.
-    pub in_flight: Option<Command>,
-    pub message: Option<Message>,
+    /// The keys: what is asked, what is in flight, the message line, quit.
+    pub controls: Controls<Command>,
     pub traffic: Traffic,
-    pub quit: bool,
 }
 
 impl App {
@@ -137,16 +133,11 @@ impl App {
         App {
             admin: admin.into(),
             interval,
-            read_only,
-            has_token,
             link: Link::Connecting,
             snapshot: None,
             selected: None,
-            confirm: None,
-            in_flight: None,
-            message: None,
+            controls: Controls::new(read_only, has_token),
             traffic: Traffic::default(),
-            quit: false,
         }
     }
 
@@ -156,78 +147,19 @@ impl App {
         let selected = self.selected?;
         snapshot.generations.iter().position(|g| g.generation == selected)
     }
+}
 
-    /// Handles one key press; returns the command to send, if the key confirmed one.
-    pub fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
-        let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
-        if ctrl_c {
-            self.quit = true;
-            return None;
-        }
-        if let Some(command) = self.confirm.take() {
-            // Only `y` sends; any other key, `q` included, cancels and sends nothing.
-            if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
-                self.in_flight = Some(command);
-                self.message = Some(Message::info(format!("{}: waiting for the daemon...", describe(command))));
-                return Some(command);
-            }
-            self.message = Some(Message::info(format!("{} cancelled; nothing was sent.", describe(command))));
-            return None;
-        }
-        match key.code {
-            KeyCode::Char('q') | KeyCode::Esc => self.quit = true,
-            KeyCode::Up | KeyCode::Char('k') => self.move_selection(-1),
-            KeyCode::Down | KeyCode::Char('j') => self.move_selection(1),
-            KeyCode::Home | KeyCode::Char('g') => self.move_selection(isize::MIN),
-            KeyCode::End | KeyCode::Char('G') => self.move_selection(isize::MAX),
-            KeyCode::Char('p') => self.ask(Verb::Pin),
-            KeyCode::Char('u') => self.ask(Verb::Release),
-            _ => {}
-        }
-        None
+impl View for App {
+    type Command = Command;
+    type Update = Update;
+
+    fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
+        let rows: Vec<u64> = self.snapshot.iter().flat_map(|s| &s.generations).map(|g| g.generation).collect();
+        let nothing = "nothing to pin: the daemon has not listed any generation yet";
+        self.controls.on_key(key, &rows, &mut self.selected, |n| Command::Pin(*n), Command::Release, nothing)
     }
 
-    fn move_selection(&mut self, by: isize) {
-        let Some(snapshot) = &self.snapshot else {
-            return;
-        };
-        if snapshot.generations.is_empty() {
-            return;
-        }
-        let last = snapshot.generations.len() - 1;
-        let at = self.selected_index().unwrap_or(0);
-        let to = at.saturating_add_signed(by).min(last);
-        self.selected = Some(snapshot.generations[to].generation);
-    }
-
-    fn ask(&mut self, verb: Verb) {
-        if self.read_only {
-            self.message = Some(Message::error(
-                "read-only: ramjet-top was started with --read-only, so pin and release are refused",
-            ));
-            return;
-        }
-        if let Some(command) = self.in_flight {
-            self.message =
-                Some(Message::error(format!("{} is still waiting for the daemon's answer", describe(command))));
-            return;
-        }
-        let command = match verb {
-            Verb::Pin => match (self.selected, &self.snapshot) {
-                (Some(generation), Some(_)) => Command::Pin(generation),
-                _ => {
-                    self.message = Some(Message::error("nothing to pin: the daemon has not listed any generation yet"));
-                    return;
-                }
-            },
-            Verb::Release => Command::Release,
-        };
-        self.message = None;
-        self.confirm = Some(command);
-    }
-
-    /// Folds in what a background thread reported.
-    pub fn on_update(&mut self, update: Update) {
+    fn on_update(&mut self, update: Update) {
         match update {
             Update::Poll { at, generations, metrics } => {
                 match generations {
@@ -251,25 +183,26 @@ impl App {
                 }
             }
             Update::Answer { command, result } => {
-                self.in_flight = None;
-                self.message = Some(match result {
+                let message = match result {
                     Ok(answer) => {
-                        self.take_answer(&answer);
+                        if let Some(s) = &mut self.snapshot {
+                            take_answer(s, &answer.state);
+                        }
                         Message::info(format!("daemon: {}", answer.message))
                     }
-                    Err(e) => {
-                        let mut text = format!("{} failed: {e}", describe(command));
-                        if matches!(e, ClientError::Status { status: 401, .. }) && !self.has_token {
-                            text.push_str("; give ramjet-top the token with ");
-                            text.push_str("--token-file PATH (or RAMJET_TOP_TOKEN_FILE)");
-                        }
-                        Message::error(text)
-                    }
-                });
+                    Err(e) => Message::error(self.controls.failure(&command, &e)),
+                };
+                self.controls.answered(message);
             }
         }
     }
 
+    fn quit(&self) -> bool {
+        self.controls.quit
+    }
+}
+
+impl App {
     fn set_snapshot(&mut self, g: Generations) {
         let keep = self.selected.filter(|n| g.generations.iter().any(|e| e.generation == *n));
         self.selected = keep
@@ -277,32 +210,174 @@ impl App {
             .or_else(|| g.generations.first().map(|e| e.generation));
         self.snapshot = Some(g);
     }
+}
 
-    /// The daemon said what serves and what is pinned now; show it before the next poll does.
-    fn take_answer(&mut self, answer: &PinAnswer) {
-        if let Some(s) = &mut self.snapshot {
-            s.serving = answer.state.serving;
-            s.pinned = answer.state.pinned;
-            s.newest = answer.state.newest;
-            for g in &mut s.generations {
-                g.serving = g.generation == answer.state.serving;
-                if g.serving {
-                    g.published = true;
-                }
-            }
+/// What the event loop needs of a view: a key in, at most one command out; updates in.
+pub trait View {
+    type Command;
+    type Update;
+    /// Handles one key press; returns the command to send, if the key confirmed one.
+    fn on_key(&mut self, key: KeyEvent) -> Option<Self::Command>;
+    /// Folds in what a background thread reported.
+    fn on_update(&mut self, update: Self::Update);
+    /// Whether the operator asked to quit.
+    fn quit(&self) -> bool;
+}
+
+/// The daemon said what serves and what is pinned now; show it before the next poll does.
+pub fn take_answer(s: &mut Generations, state: &PinState) {
+    s.serving = state.serving;
+    s.pinned = state.pinned;
+    s.newest = state.newest;
+    for g in &mut s.generations {
+        g.serving = g.generation == state.serving;
+        if g.serving {
+            g.published = true;
         }
     }
 }
 
-enum Verb {
-    Pin,
-    Release,
+/// The entry `by` places from `selected` in `list` (clamped to its ends; from the first entry when
+/// nothing is selected); `None` for an empty list.
+fn move_in<T: PartialEq + Clone>(list: &[T], selected: Option<&T>, by: isize) -> Option<T> {
+    let last = list.len().checked_sub(1)?;
+    let at = selected.and_then(|s| list.iter().position(|x| x == s)).unwrap_or(0);
+    list.get(at.saturating_add_signed(by).min(last)).cloned()
 }
 
-/// "pin of generation 3" / "release".
-pub fn describe(command: Command) -> String {
-    match command {
-        Command::Pin(n) => format!("pin of generation {n}"),
-        Command::Release => "release".to_string(),
+/// How a command is named in the operator's messages: "pin of generation 3", "release".
+pub trait Describe {
+    fn describe(&self) -> String;
+}
+
+impl Describe for Command {
+    fn describe(&self) -> String {
+        match self {
+            Command::Pin(n) => format!("pin of generation {n}"),
+            Command::Release => "release".to_string(),
+        }
+    }
+}
+
+/// The keys as both views handle them: moving the selection, quitting, and pin and release —
+/// refused outright with `--read-only` or while a command is in flight, asked in a confirmation,
+/// sent on `y` only (any other key cancels), one at a time; and the operator's message line.
+#[derive(Debug, Clone)]
+pub struct Controls<C> {
+    pub read_only: bool,
+    /// Whether a token was given (never the token itself).
+    pub has_token: bool,
+    /// A command waiting for `y`.
+    pub confirm: Option<C>,
+    /// A command sent and not answered yet.
+    pub in_flight: Option<C>,
+    pub message: Option<Message>,
+    /// `q`, `Esc` or `Ctrl-C` was pressed.
+    pub quit: bool,
+}
+
+impl<C: Clone + Describe> Controls<C> {
+    pub fn new(read_only: bool, has_token: bool) -> Controls<C> {
+        Controls { read_only, has_token, confirm: None, in_flight: None, message: None, quit: false }
+    }
+
+    /// Handles one key press over the view's `rows` (top to bottom) and its `selected` row; `p`
+    /// asks to pin the selected row with the command `pin` makes of it (`nothing` says why not
+    /// when no row is selected), `u` asks for `release`. Returns the command to send, if the key
+    /// confirmed one.
+    pub fn on_key<T: PartialEq + Clone>(
+        &mut self,
+        key: KeyEvent,
+        rows: &[T],
+        selected: &mut Option<T>,
+        pin: impl FnOnce(&T) -> C,
+        release: C,
+        nothing: &str,
+    ) -> Option<C> {
+        let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
+        if ctrl_c {
+            self.quit = true;
+            return None;
+        }
+        if let Some(command) = self.confirm.take() {
+            // Only `y` sends; any other key, `q` included, cancels and sends nothing.
+            if matches!(key.code, KeyCode::Char('y') | KeyCode::Char('Y')) {
+                self.message = Some(Message::info(format!("{}: waiting for the daemon...", command.describe())));
+                self.in_flight = Some(command.clone());
+                return Some(command);
+            }
+            self.message = Some(Message::info(format!("{} cancelled; nothing was sent.", command.describe())));
+            return None;
+        }
+        let by = match key.code {
+            KeyCode::Up | KeyCode::Char('k') => -1,
+            KeyCode::Down | KeyCode::Char('j') => 1,
+            KeyCode::Home | KeyCode::Char('g') => isize::MIN,
+            KeyCode::End | KeyCode::Char('G') => isize::MAX,
+            KeyCode::Char('q') | KeyCode::Esc => {
+                self.quit = true;
+                return None;
+            }
+            KeyCode::Char('p') if self.allowed() => {
+                self.ask(selected.as_ref().map(pin).ok_or(nothing));
+                return None;
+            }
+            KeyCode::Char('u') if self.allowed() => {
+                self.ask(Ok(release));
+                return None;
+            }
+            _ => return None,
+        };
+        if let Some(row) = move_in(rows, selected.as_ref(), by) {
+            *selected = Some(row);
+        }
+        None
+    }
+
+    /// Whether a verb may be asked now; says why not when it may not.
+    fn allowed(&mut self) -> bool {
+        if self.read_only {
+            self.message = Some(Message::error(
+                "read-only: ramjet-top was started with --read-only, so pin and release are refused",
+            ));
+            return false;
+        }
+        if let Some(command) = &self.in_flight {
+            self.message =
+                Some(Message::error(format!("{} is still waiting for the daemon's answer", command.describe())));
+            return false;
+        }
+        true
+    }
+
+    /// Asks the operator to confirm `command`, or says why there is nothing to ask.
+    fn ask(&mut self, command: Result<C, &str>) {
+        match command {
+            Ok(command) => {
+                self.message = None;
+                self.confirm = Some(command);
+            }
+            Err(why) => self.message = Some(Message::error(why)),
+        }
+    }
+
+    /// The answer to the command in flight arrived; `message` says what it was.
+    pub fn answered(&mut self, message: Message) {
+        self.in_flight = None;
+        self.message = Some(message);
+    }
+
+    /// "pin of generation 1 failed: ...", with how to give a token when a daemon wanted one.
+    pub fn failure(&self, command: &C, e: &ClientError) -> String {
+        format!("{} failed: {e}{}", command.describe(), self.token_hint(e))
+    }
+
+    /// How to give the token, after a 401 when none was given.
+    pub fn token_hint(&self, e: &ClientError) -> &'static str {
+        if matches!(e, ClientError::Status { status: 401, .. }) && !self.has_token {
+            "; give ramjet-top the token with --token-file PATH (or RAMJET_TOP_TOKEN_FILE)"
+        } else {
+            ""
+        }
     }
 }

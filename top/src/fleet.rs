@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
@@ -60,6 +61,35 @@ pub fn resolve(fleet: &str, overrides: &[Override]) -> anyhow::Result<Vec<Socket
     Ok(addrs)
 }
 
+/// The fleet's addresses for the interactive view, looked up again at every poll and command so
+/// replicas that come and go are followed. When a lookup fails, the addresses of the last one that
+/// worked are used and the failure is reported with them.
+pub struct Fleet {
+    name: String,
+    overrides: Vec<Override>,
+    last: Mutex<Vec<SocketAddr>>,
+}
+
+impl Fleet {
+    /// Looks the name up once; a name that does not resolve now is refused before anything starts.
+    pub fn new(name: &str, overrides: &[Override]) -> anyhow::Result<Fleet> {
+        let addrs = resolve(name, overrides)?;
+        Ok(Fleet { name: name.to_string(), overrides: overrides.to_vec(), last: Mutex::new(addrs) })
+    }
+
+    /// Every address behind the name now, and why the lookup failed if it did.
+    pub fn addresses(&self) -> (Vec<SocketAddr>, Option<String>) {
+        let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match resolve(&self.name, &self.overrides) {
+            Ok(addrs) => {
+                *last = addrs.clone();
+                (addrs, None)
+            }
+            Err(e) => (last.clone(), Some(format!("{e:#}"))),
+        }
+    }
+}
+
 /// What the operator asks every replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ask {
@@ -82,16 +112,28 @@ pub fn ask(
     token: Option<&Token>,
     timeout: Duration,
 ) -> Vec<(SocketAddr, Result<Answer, ClientError>)> {
+    each(replicas, token, timeout, |client| match ask {
+        Ask::Status => client.generations().map(Answer::Status),
+        Ask::Pin(digest) => client.pin_digest(digest).map(Answer::Pin),
+        Ask::Release => client.release().map(Answer::Pin),
+    })
+}
+
+/// Runs `call` against every replica at once, each on its own thread with its own client; answers
+/// in the order of `replicas`.
+pub fn each<T: Send>(
+    replicas: &[SocketAddr],
+    token: Option<&Token>,
+    timeout: Duration,
+    call: impl Fn(&AdminClient) -> Result<T, ClientError> + Sync,
+) -> Vec<(SocketAddr, Result<T, ClientError>)> {
+    let call = &call;
     thread::scope(|scope| {
         let handles: Vec<_> = replicas
             .iter()
             .map(|addr| {
                 let client = AdminClient::new(&format!("http://{addr}"), timeout, token.cloned());
-                scope.spawn(move || match ask {
-                    Ask::Status => client.generations().map(Answer::Status),
-                    Ask::Pin(digest) => client.pin_digest(digest).map(Answer::Pin),
-                    Ask::Release => client.release().map(Answer::Pin),
-                })
+                scope.spawn(move || call(&client))
             })
             .collect();
         replicas
@@ -112,6 +154,12 @@ pub fn serving_digest(g: &Generations) -> Option<&str> {
     g.generations.iter().find(|e| e.generation == g.serving).map(|e| e.digest.as_str())
 }
 
+/// The digest most replicas serve (`None` stands for a replica that did not say); rows whose
+/// serving digest differs from it are marked.
+pub fn majority<'a>(digests: &[Option<&'a str>]) -> Option<&'a str> {
+    digests.iter().flatten().max_by_key(|d| digests.iter().filter(|x| x.as_ref() == Some(*d)).count()).copied()
+}
+
 /// One line per replica for scripts and runbooks, then a summary line; marks replicas whose serving
 /// digest differs from the most common one.
 pub fn report(answers: &[(SocketAddr, Result<Answer, ClientError>)]) -> String {
@@ -122,8 +170,7 @@ pub fn report(answers: &[(SocketAddr, Result<Answer, ClientError>)]) -> String {
             _ => None,
         })
         .collect();
-    let common =
-        digests.iter().flatten().max_by_key(|d| digests.iter().filter(|x| x.as_ref() == Some(*d)).count()).copied();
+    let common = majority(&digests);
     let mut out = String::new();
     for ((addr, answer), digest) in answers.iter().zip(&digests) {
         let _ = match answer {

@@ -11,6 +11,10 @@
 //!      └──── Command <── App::on_key <── `p`/`u`, then `y` ── key press
 //! ```
 //!
+//! `--fleet HOST:PORT` shows every replica behind one name instead ([`app::fleet`], [`ui::fleet`]):
+//! the same threads ([`worker::spawn`]) poll all of them at once and send a pin by digest, or a
+//! release, to all of them at once ([`fleet::each`]); the same keys and confirmation apply.
+//!
 //! The UI thread does no network I/O: it waits at most [`TICK`] for a key, drains the updates, and
 //! draws. A dead or hung daemon shows as unreachable, with the error, and is polled again every
 //! interval. The bearer token (`--token-file` or `RAMJET_TOP_TOKEN_FILE`) goes on `POST` and
@@ -40,9 +44,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::Parser;
 use crossterm::event::{self, Event, KeyEventKind};
-use ratatui::DefaultTerminal;
+use ratatui::{DefaultTerminal, Frame};
 
-use app::App;
+use app::fleet::FleetApp;
+use app::{App, View};
 use client::{AdminClient, Token};
 use worker::Worker;
 
@@ -77,8 +82,9 @@ pub struct TopCli {
     pub token_file: Option<PathBuf>,
 
     /// Every replica behind this name (the chart's headless `<release>-fleet` Service), instead of
-    /// one daemon: prints one line per replica, or pins / releases all of them, and exits non-zero
-    /// unless every replica answered.
+    /// one daemon: in a terminal, the fleet view (one row per replica, `p` pins a table on all of
+    /// them, `u` releases all); with --pin, --release or no terminal, one line per replica, and
+    /// exit non-zero unless every replica answered.
     #[arg(long, env = "RAMJET_TOP_FLEET", value_name = "HOST:PORT", conflicts_with = "admin")]
     pub fleet: Option<String>,
 
@@ -136,8 +142,8 @@ pub fn read_token(path: &Path) -> anyhow::Result<Token> {
         .with_context(|| format!("--token-file {}: the file is empty; put the token in it", path.display()))
 }
 
-/// `--fleet`: asks every replica behind the name, prints one line each and a summary, and returns
-/// whether every replica answered.
+/// `--fleet` for scripts ([`prints`]): asks every replica behind the name, prints one line each and
+/// a summary, and returns whether every replica answered.
 pub fn run_fleet(cli: &TopCli) -> anyhow::Result<bool> {
     let name = cli.fleet.as_deref().context("--fleet is not set")?;
     let ask = match (&cli.pin, cli.release) {
@@ -155,17 +161,48 @@ pub fn run_fleet(cli: &TopCli) -> anyhow::Result<bool> {
     Ok(answers.iter().all(|(_, a)| a.is_ok()))
 }
 
-/// Runs `ramjet-top` until `q`. Flags are checked before the terminal is touched.
+/// Whether `--fleet` prints instead of drawing: with `--pin` or `--release`, or when standard output
+/// is not a terminal (a script, a pipe, `kubectl exec` without `-t`).
+pub fn prints(cli: &TopCli) -> bool {
+    cli.fleet.is_some() && (cli.pin.is_some() || cli.release || !std::io::stdout().is_terminal())
+}
+
+/// Runs `ramjet-top` until `q`: the view of one replica, or with `--fleet` the view of every
+/// replica behind the name. Flags are checked, and the name looked up, before the terminal is
+/// touched.
 pub fn run(cli: TopCli) -> anyhow::Result<()> {
-    let admin = admin_url(&cli.admin)?;
     let token = cli.token_file.as_deref().map(read_token).transpose()?;
+    let has_token = token.is_some();
+    if let Some(name) = &cli.fleet {
+        let replicas = fleet::Fleet::new(name, &cli.resolve)?;
+        needs_terminal()?;
+        let app = FleetApp::new(name.clone(), cli.interval, cli.read_only, has_token);
+        let worker = worker::fleet(replicas, token, cli.interval, REQUEST_TIMEOUT)
+            .context("cannot start the polling threads")?;
+        return in_terminal(app, &worker, ui::fleet::draw);
+    }
+    let admin = admin_url(&cli.admin)?;
+    needs_terminal()?;
+    let app = App::new(admin.clone(), cli.interval, cli.read_only, has_token);
+    let worker = worker::single(AdminClient::new(&admin, REQUEST_TIMEOUT, token), cli.interval)
+        .context("cannot start the polling threads")?;
+    in_terminal(app, &worker, ui::draw)
+}
+
+fn needs_terminal() -> anyhow::Result<()> {
     if !std::io::stdout().is_terminal() {
         bail!("ramjet-top draws a full-screen view and needs a terminal on standard output");
     }
-    let app = App::new(admin.clone(), cli.interval, cli.read_only, token.is_some());
-    let worker = worker::spawn(AdminClient::new(&admin, REQUEST_TIMEOUT, token), cli.interval)
-        .context("cannot start the polling thread")?;
-    // Raw mode and the alternate screen, with a panic hook that restores the terminal first.
+    Ok(())
+}
+
+/// Raw mode and the alternate screen for the event loop, with a panic hook that restores the
+/// terminal first; the terminal is restored however the loop ends.
+fn in_terminal<V: View>(
+    app: V,
+    worker: &Worker<V::Command, V::Update>,
+    draw: fn(&mut Frame, &V, ui::Now),
+) -> anyhow::Result<()> {
     let mut terminal = match ratatui::try_init() {
         Ok(terminal) => terminal,
         Err(e) => {
@@ -173,14 +210,19 @@ pub fn run(cli: TopCli) -> anyhow::Result<()> {
             return Err(e).context("cannot set up the terminal");
         }
     };
-    let result = event_loop(&mut terminal, app, &worker);
+    let result = event_loop(&mut terminal, app, worker, draw);
     ratatui::restore();
     result
 }
 
-fn event_loop(terminal: &mut DefaultTerminal, mut app: App, worker: &Worker) -> anyhow::Result<()> {
+fn event_loop<V: View>(
+    terminal: &mut DefaultTerminal,
+    mut app: V,
+    worker: &Worker<V::Command, V::Update>,
+    draw: fn(&mut Frame, &V, ui::Now),
+) -> anyhow::Result<()> {
     loop {
-        terminal.draw(|frame| ui::draw(frame, &app, ui::Now::read()))?;
+        terminal.draw(|frame| draw(frame, &app, ui::Now::read()))?;
         let mut wait = TICK;
         while event::poll(wait)? {
             wait = Duration::ZERO;
@@ -194,7 +236,7 @@ fn event_loop(terminal: &mut DefaultTerminal, mut app: App, worker: &Worker) -> 
                     }
                 }
             }
-            if app.quit {
+            if app.quit() {
                 return Ok(());
             }
         }

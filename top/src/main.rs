@@ -7,7 +7,7 @@ use clap::Parser;
 
 fn main() -> anyhow::Result<ExitCode> {
     let cli = ramjet_top::TopCli::parse();
-    if cli.fleet.is_some() {
+    if ramjet_top::prints(&cli) {
         // Exit 2 when some replica did not answer (the others did what was asked).
         return Ok(if ramjet_top::run_fleet(&cli)? { ExitCode::SUCCESS } else { ExitCode::from(2) });
     }

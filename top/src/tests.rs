@@ -11,12 +11,14 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
-use super::app::{App, Link};
+use super::app::{App, Link, View};
 use super::client::{AdminClient, ClientError, Token};
 use super::model::{Generations, PinAnswer, PinState, Scrape};
 use super::ui::{draw, Now};
 use super::worker::{Command, Update};
 use super::{admin_url, interval};
+
+mod fleet;
 
 const GENERATIONS: &str = r#"{"serving":3,"pinned":null,"newest":3,"history_size":10,"generations":[
  {"generation":3,"digest":"c3c3c3c3c3c3","compiled_at":"2026-01-02T03:04:05.000Z","applied_at":"2026-01-02T03:04:05.001Z",
@@ -61,8 +63,13 @@ fn polled_app(at: Instant) -> App {
 
 /// Draws `app` on a 110x34 test terminal and returns the screen as text, one line per row.
 fn screen(app: &App, now: Now) -> String {
+    render(|frame| draw(frame, app, now))
+}
+
+/// Runs `draw` on a 110x34 test terminal and returns the screen as text, one line per row.
+fn render(draw: impl FnOnce(&mut ratatui::Frame)) -> String {
     let mut terminal = Terminal::new(TestBackend::new(110, 34)).unwrap();
-    terminal.draw(|frame| draw(frame, app, now)).unwrap();
+    terminal.draw(draw).unwrap();
     let buffer = terminal.backend().buffer();
     let mut out = String::new();
     for y in 0..buffer.area.height {
@@ -132,20 +139,20 @@ fn p_asks_and_only_y_sends() {
     let mut app = polled_app(Instant::now());
     app.on_key(key('j'));
     assert_eq!(app.on_key(key('p')), None);
-    assert_eq!(app.confirm, Some(Command::Pin(2)));
+    assert_eq!(app.controls.confirm, Some(Command::Pin(2)));
     assert_eq!(app.on_key(key('n')), None);
-    assert_eq!(app.confirm, None);
-    assert!(app.message.as_ref().unwrap().text.contains("nothing was sent"));
+    assert_eq!(app.controls.confirm, None);
+    assert!(app.controls.message.as_ref().unwrap().text.contains("nothing was sent"));
 
     app.on_key(key('p'));
     assert_eq!(app.on_key(key('q')), None, "q while asked cancels, it does not quit");
-    assert!(!app.quit);
+    assert!(!app.controls.quit);
 
     app.on_key(key('p'));
     assert_eq!(app.on_key(key('y')), Some(Command::Pin(2)));
-    assert_eq!(app.in_flight, Some(Command::Pin(2)));
+    assert_eq!(app.controls.in_flight, Some(Command::Pin(2)));
     app.on_key(key('u'));
-    assert_eq!(app.confirm, None, "one command at a time");
+    assert_eq!(app.controls.confirm, None, "one command at a time");
 
     app.on_update(Update::Answer {
         command: Command::Pin(2),
@@ -161,17 +168,17 @@ fn p_asks_and_only_y_sends() {
     app.on_key(key('u'));
     assert_eq!(app.on_key(key('y')), Some(Command::Release));
     app.on_key(key('q'));
-    assert!(app.quit);
+    assert!(app.controls.quit);
 }
 
 #[test]
 fn read_only_refuses_pin_and_release_outright() {
     let mut app = polled_app(Instant::now());
-    app.read_only = true;
+    app.controls.read_only = true;
     for k in ['p', 'u'] {
         assert_eq!(app.on_key(key(k)), None);
-        assert_eq!(app.confirm, None);
-        let m = app.message.clone().unwrap();
+        assert_eq!(app.controls.confirm, None);
+        let m = app.controls.message.clone().unwrap();
         assert!(m.error && m.text.contains("--read-only"), "{m:?}");
         assert_eq!(app.on_key(key('y')), None);
     }
@@ -180,12 +187,12 @@ fn read_only_refuses_pin_and_release_outright() {
 #[test]
 fn a_401_without_a_token_says_how_to_give_one() {
     let mut app = polled_app(Instant::now());
-    app.has_token = false;
+    app.controls.has_token = false;
     app.on_update(Update::Answer {
         command: Command::Release,
         result: Err(ClientError::Status { status: 401, message: "this endpoint needs a token".into() }),
     });
-    let m = app.message.clone().unwrap();
+    let m = app.controls.message.clone().unwrap();
     assert!(m.error);
     assert!(m.text.contains("release failed: this endpoint needs a token (HTTP 401)"), "{}", m.text);
     assert!(m.text.contains("--token-file"), "{}", m.text);

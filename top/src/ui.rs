@@ -4,7 +4,10 @@
 //! From the top: the title line (admin URL and whether the daemon answers), the serving line, the
 //! PINNED banner while a pin holds, the daemon's error while it is unreachable, the traffic panel
 //! with its sparkline, the generation timeline (newest first), the selected generation's details,
-//! and the message and key lines. A confirmation asks in a box over the middle.
+//! and the message and key lines. A confirmation asks in a box over the middle. The fleet view
+//! ([`fleet`]) is drawn from the same pieces: title, message and key lines, confirmation box.
+
+pub mod fleet;
 
 use std::time::{Duration, Instant, SystemTime};
 
@@ -15,7 +18,7 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Padding, Paragraph, Row, Sparkline, Table, TableState, Wrap};
 use ratatui::Frame;
 
-use super::app::{describe, App, Link};
+use super::app::{App, Describe, Link, Message};
 use super::client::ClientError;
 use super::model::{GenerationInfo, Generations};
 use super::worker::Command;
@@ -46,7 +49,7 @@ struct Heights {
 }
 
 /// Up to `want` of the `rest` rows.
-fn take(rest: &mut u16, want: u16) -> u16 {
+pub fn take(rest: &mut u16, want: u16) -> u16 {
     let got = want.min(*rest);
     *rest -= got;
     got
@@ -106,9 +109,9 @@ pub fn draw(frame: &mut Frame, app: &App, now: Now) {
     draw_traffic(frame, app, traffic);
     draw_timeline(frame, app, timeline, now);
     frame.render_widget(details_panel(app), details);
-    frame.render_widget(message_line(app), message);
-    frame.render_widget(keys_line(app), keys);
-    if let Some(command) = app.confirm {
+    frame.render_widget(message_line(app.controls.message.as_ref()), message);
+    frame.render_widget(keys_line(app.controls.read_only, "pin selected"), keys);
+    if let Some(command) = app.controls.confirm {
         draw_confirm(frame, app, command);
     }
 }
@@ -125,12 +128,14 @@ fn title_line(app: &App, now: Now) -> Line<'static> {
         }
         Link::Down { .. } => Span::styled(" ERROR ", Style::new().fg(Color::White).bg(Color::Red).bold()),
     };
-    let mut spans = vec![
-        Span::styled(" ramjet-top ", Style::new().bold().reversed()),
-        Span::raw(format!(" {} ", app.admin)),
-        state,
-    ];
-    if app.read_only {
+    title(&app.admin, state, app.controls.read_only)
+}
+
+/// ` ramjet-top  <what is watched>  <how it answers>  read-only`.
+pub fn title(watched: &str, state: Span<'static>, read_only: bool) -> Line<'static> {
+    let mut spans =
+        vec![Span::styled(" ramjet-top ", Style::new().bold().reversed()), Span::raw(format!(" {watched} ")), state];
+    if read_only {
         spans.push(Span::styled(" read-only ", Style::new().fg(Color::Black).bg(Color::Cyan)));
     }
     Line::from(spans)
@@ -259,8 +264,6 @@ fn draw_timeline(frame: &mut Frame, app: &App, area: Rect, now: Now) {
         frame.render_widget(Paragraph::new(" no generations to show yet").block(block), area);
         return;
     };
-    let header = Row::new(["  gen", "applied", "state", "routes", "hosts", "certs", "change"])
-        .style(Style::new().bold().underlined());
     let rows = s.generations.iter().map(|g| {
         let (state, style) = state(g, s.pinned);
         Row::new(vec![
@@ -273,23 +276,30 @@ fn draw_timeline(frame: &mut Frame, app: &App, area: Rect, now: Now) {
             Cell::from(g.summary.clone()),
         ])
     });
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Length(5),
-            Constraint::Length(19),
-            Constraint::Length(9),
-            Constraint::Length(6),
-            Constraint::Length(5),
-            Constraint::Length(5),
-            Constraint::Fill(1),
-        ],
-    )
-    .header(header)
-    .block(block)
-    .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-    .highlight_symbol("> ");
-    let mut state = TableState::new().with_selected(app.selected_index());
+    let widths = [5, 19, 9, 6, 5, 5].map(Constraint::Length);
+    let header = ["  gen", "applied", "state", "routes", "hosts", "certs", "change"];
+    draw_selectable(frame, area, block, &header, rows, &widths, app.selected_index());
+}
+
+/// A table with a header, `widths` (the last column takes the rest), and `>` and reverse video on
+/// the selected row, kept in view.
+pub fn draw_selectable<'a>(
+    frame: &mut Frame,
+    area: Rect,
+    block: Block<'a>,
+    header: &[&'a str],
+    rows: impl IntoIterator<Item = Row<'a>>,
+    widths: &[Constraint],
+    selected: Option<usize>,
+) {
+    let header = Row::new(header.iter().copied()).style(Style::new().bold().underlined());
+    let widths = widths.iter().copied().chain([Constraint::Fill(1)]);
+    let table = Table::new(rows, widths)
+        .header(header)
+        .block(block)
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .highlight_symbol("> ");
+    let mut state = TableState::new().with_selected(selected);
     frame.render_stateful_widget(table, area, &mut state);
 }
 
@@ -334,8 +344,8 @@ fn details_panel(app: &App) -> Paragraph<'static> {
 }
 
 /// Two rows, wrapped: the daemon's error messages are sentences.
-fn message_line(app: &App) -> Paragraph<'static> {
-    let line = match &app.message {
+pub fn message_line(message: Option<&Message>) -> Paragraph<'static> {
+    let line = match message {
         Some(m) if m.error => Line::from(Span::styled(m.text.clone(), Style::new().fg(Color::Red).bold())),
         Some(m) => Line::from(Span::styled(m.text.clone(), Style::new().fg(Color::Green))),
         None => Line::default(),
@@ -343,13 +353,14 @@ fn message_line(app: &App) -> Paragraph<'static> {
     Paragraph::new(line).wrap(Wrap { trim: true }).block(Block::new().padding(Padding::horizontal(1)))
 }
 
-fn keys_line(app: &App) -> Line<'static> {
+/// The keys; `pin` says what `p` pins.
+pub fn keys_line(read_only: bool, pin: &'static str) -> Line<'static> {
     let key = |k: &'static str| Span::styled(k, Style::new().bold().reversed());
     let mut spans = vec![Span::raw(" "), key("↑↓ j k"), Span::raw(" select  ")];
-    if app.read_only {
+    if read_only {
         spans.push(Span::styled("pin and release are off (--read-only)  ", Style::new().dim()));
     } else {
-        spans.extend([key("p"), Span::raw(" pin selected  "), key("u"), Span::raw(" release pin  ")]);
+        spans.extend([key("p"), Span::raw(format!(" {pin}  ")), key("u"), Span::raw(" release pin  ")]);
     }
     spans.extend([key("q"), Span::raw(" quit")]);
     Line::from(spans)
@@ -376,36 +387,41 @@ fn draw_confirm(frame: &mut Frame, app: &App, command: Command) {
             ),
         },
     };
-    let text = Text::from(vec![
-        Line::from(Span::styled(question, Style::new().bold())),
-        Line::from(""),
-        Line::from(consequence),
-        Line::from(""),
-        Line::from(vec![
-            Span::styled(" y ", Style::new().bold().reversed()),
-            Span::raw(" yes, send it    "),
-            Span::styled(" n ", Style::new().bold().reversed()),
-            Span::raw(" no (any other key cancels)"),
-        ]),
-    ]);
-    // In the lower half, so the timeline rows above it, the selected one included, stay visible.
+    confirm_box(frame, &command.describe(), question, vec![consequence]);
+}
+
+/// The confirmation box, in the lower half of the screen so the rows above it, the selected one
+/// included, stay visible: the question, what will happen, and the keys.
+pub fn confirm_box(frame: &mut Frame, what: &str, question: String, consequence: Vec<String>) {
+    // Borders, question, blank, consequence (wrapped at 70), blank, keys, and a spare row.
+    let height = 7 + consequence.iter().map(|c| c.chars().count().div_ceil(70).max(1) as u16).sum::<u16>();
+    let mut lines = vec![Line::from(Span::styled(question, Style::new().bold())), Line::from("")];
+    lines.extend(consequence.into_iter().map(Line::from));
+    lines.push(Line::from(""));
+    lines.push(Line::from(vec![
+        Span::styled(" y ", Style::new().bold().reversed()),
+        Span::raw(" yes, send it    "),
+        Span::styled(" n ", Style::new().bold().reversed()),
+        Span::raw(" no (any other key cancels)"),
+    ]));
+    let text = Text::from(lines);
     let screen = frame.area();
     let lower = Rect { y: screen.y + screen.height / 2, height: screen.height - screen.height / 2, ..screen };
-    let area = lower.centered(Constraint::Max(72), Constraint::Length(9));
+    let area = lower.centered(Constraint::Max(72), Constraint::Length(height));
     frame.render_widget(Clear, area);
     frame.render_widget(
         Paragraph::new(text).wrap(Wrap { trim: true }).block(
             Block::new()
                 .borders(Borders::ALL)
                 .border_style(Style::new().fg(Color::Yellow))
-                .title(format!(" confirm {} ", describe(command))),
+                .title(format!(" confirm {what} ")),
         ),
         area,
     );
 }
 
 /// `06:40:12 (3m ago)` from an RFC 3339 time; the string itself if it does not parse.
-fn applied(rfc3339: &str, now: SystemTime) -> String {
+pub fn applied(rfc3339: &str, now: SystemTime) -> String {
     let Ok(at) = humantime::parse_rfc3339(rfc3339) else {
         return rfc3339.to_string();
     };
@@ -417,7 +433,7 @@ fn applied(rfc3339: &str, now: SystemTime) -> String {
 }
 
 /// `0.4s`, `12s`, `3m`, `2h`, `4d`.
-fn short(d: Duration) -> String {
+pub fn short(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..10 => format!("{:.1}s", d.as_secs_f64()),
