@@ -79,8 +79,10 @@ impl Fleet {
 
     /// Every address behind the name now, and why the lookup failed if it did.
     pub fn addresses(&self) -> (Vec<SocketAddr>, Option<String>) {
+        // Not under the lock: a slow lookup by the poller must not hold up a command's.
+        let looked_up = resolve(&self.name, &self.overrides);
         let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        match resolve(&self.name, &self.overrides) {
+        match looked_up {
             Ok(addrs) => {
                 *last = addrs.clone();
                 (addrs, None)

@@ -166,3 +166,21 @@ fn a_failed_lookup_is_shown_with_the_addresses_still_asked() {
         "{text}"
     );
 }
+
+#[test]
+fn more_replicas_than_rows_are_counted_and_the_tables_keep_their_rows() {
+    let t0 = Instant::now();
+    let mut app = FleetApp::new("edge-fleet:10254", Duration::from_secs(1), false, true);
+    let mut replicas = Vec::new();
+    for i in 1..=40 {
+        let (_, status) = answers().swap_remove(if i == 40 { 3 } else { 0 });
+        replicas.push((addr(i), status));
+    }
+    app.on_update(FleetUpdate::Poll { at: t0, replicas, lookup_error: None });
+    let text = render(|f| draw(f, &app, now(t0)));
+    assert!(text.contains("127.0.0.1:10254"), "{text}");
+    assert!(!text.contains("127.0.0.40:10254"), "{text}");
+    let hidden = text.lines().find(|l| l.contains("more replicas below")).unwrap_or_else(|| panic!("{text}"));
+    assert!(hidden.contains("(a taller terminal shows them): 1 do not answer, 0 differ"), "{text}");
+    assert!(text.contains("> c3c3c3c3c3c3"), "the tables keep rows to select from:\n{text}");
+}

@@ -34,8 +34,9 @@ pub fn draw(frame: &mut Frame, app: &FleetApp, now: Now) {
     let serving_h = take(rest, 1);
     let message_h = take(rest, 2);
     let lookup_h = take(rest, u16::from(app.lookup_error.is_some()));
-    let replicas_h = take(rest, app.replicas.len().max(1) as u16 + 3);
+    // The tables keep a few rows however many replicas there are: selecting one is the point.
     let tables_min = take(rest, 5);
+    let replicas_h = take(rest, app.replicas.len().max(1) as u16 + 3);
     let results_h = take(rest, results);
     let tables_h = tables_min + take(rest, u16::MAX);
     let [title_a, serving_a, lookup_a, replicas_a, tables_a, results_a, message_a, keys_a] = Layout::vertical(
@@ -49,7 +50,7 @@ pub fn draw(frame: &mut Frame, app: &FleetApp, now: Now) {
         let text = format!(" {e}; asking the {} addresses of the last lookup that worked", app.replicas.len());
         frame.render_widget(Line::from(Span::styled(text, Style::new().fg(Color::Red))), lookup_a);
     }
-    frame.render_widget(replicas_table(app), replicas_a);
+    frame.render_widget(replicas_table(app, replicas_a.height), replicas_a);
     draw_tables(frame, app, tables_a, now);
     frame.render_widget(results_panel(app), results_a);
     frame.render_widget(message_line(app.controls.message.as_ref()), message_a);
@@ -101,14 +102,28 @@ fn serving_line(app: &FleetApp) -> Line<'static> {
 }
 
 /// One line per replica, in columns; a replica that did not answer has the error instead, as long
-/// as the line allows (a table's columns would cut it short).
-fn replicas_table(app: &FleetApp) -> Paragraph<'static> {
+/// as the line allows (a table's columns would cut it short). When there are more replicas than
+/// rows, the last row counts the rest, and how many of them need a look.
+fn replicas_table(app: &FleetApp, height: u16) -> Paragraph<'static> {
     let header = format!(
         "{:<21} {:>7} {:<12} {:<10} {:>6} {:<12} note",
         "replica", "serving", "digest", "pin", "newest", "newest digest"
     );
     let mut lines = vec![Line::from(Span::styled(header, Style::new().bold().underlined()))];
-    lines.extend(app.replicas.iter().map(|r| replica_line(app, r)));
+    let rows = usize::from(height.saturating_sub(3));
+    let shown = if app.replicas.len() > rows { rows.saturating_sub(1) } else { rows };
+    lines.extend(app.replicas.iter().take(shown).map(|r| replica_line(app, r)));
+    let hidden = &app.replicas[shown.min(app.replicas.len())..];
+    if !hidden.is_empty() {
+        let silent = hidden.iter().filter(|r| r.status.is_err()).count();
+        let differ = hidden.iter().filter(|r| app.differs(r)).count();
+        let text = format!(
+            "... {} more replicas below (a taller terminal shows them): {silent} do not answer, {differ} differ",
+            hidden.len()
+        );
+        let style = if silent + differ > 0 { Style::new().fg(Color::Yellow).bold() } else { Style::new().dim() };
+        lines.push(Line::from(Span::styled(text, style)));
+    }
     Paragraph::new(lines).block(Block::new().borders(Borders::ALL).title(" replicas "))
 }
 
