@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// `--https-addr` when it is not given.
 pub const DEFAULT_HTTPS_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 8443);
@@ -16,6 +16,9 @@ pub const DEFAULT_HTTPS_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(
     about = "Kubernetes ingress controller and edge proxy: a configuration change is one pointer store"
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
     /// Serve the routes in this YAML file instead of watching a cluster.
     #[arg(long, env = "RAMJET_STATIC_ROUTES", value_name = "FILE")]
     pub static_routes: Option<PathBuf>,
@@ -127,6 +130,44 @@ pub struct Cli {
     /// Kubernetes mode: the Lease that elects the replica writing Ingress status.
     #[arg(long, env = "RAMJET_ELECTION_ID", default_value = "ramjet-leader")]
     pub election_id: String,
+}
+
+/// Subcommands; without one, `ramjet` runs the daemon.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Before switching from ingress-nginx: what ramjet does with each annotation of each Ingress
+    /// (honoured, approximated, refused, ignored, refused-to-serve, unknown). Exits 0 when every
+    /// Ingress would behave as it does under ingress-nginx, 1 otherwise.
+    MigrationReport(MigrationReportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MigrationReportArgs {
+    /// Read the Ingresses from this cluster (default: in-cluster, else the usual kubeconfig).
+    #[arg(long, value_name = "PATH", conflicts_with = "manifests")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Read the Ingresses from the YAML files of this directory instead of a cluster.
+    #[arg(long, value_name = "DIR")]
+    pub manifests: Option<PathBuf>,
+
+    /// Only this namespace (cluster only; default: all namespaces).
+    #[arg(long, short = 'n', conflicts_with = "manifests")]
+    pub namespace: Option<String>,
+
+    /// Only Ingresses of this class (`spec.ingressClassName` or the legacy annotation).
+    #[arg(long, value_name = "CLASS")]
+    pub ingress_class: Option<String>,
+
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+    pub format: ReportFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportFormat {
+    Text,
+    Json,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use ramjet::cli::{Cli, IoDriverArg, LogFormat, DEFAULT_HTTPS_ADDR};
+use ramjet::cli::{Cli, Command, IoDriverArg, LogFormat, MigrationReportArgs, ReportFormat, DEFAULT_HTTPS_ADDR};
 use ramjet::{read_token, Daemon, DaemonConfig, Source};
 use ramjet_control::audit::Webhook;
 use ramjet_control::certs::parse_certificate;
@@ -15,6 +15,7 @@ use ramjet_control::cluster::{ClusterOptions, LeaseOptions, StatusAddresses};
 use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
 use ramjet_control::manifests;
+use ramjet_control::migration::Report;
 use ramjet_control::routes_file;
 use ramjet_dataplane::{IoDriver, Settings};
 use tracing_subscriber::EnvFilter;
@@ -22,6 +23,16 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    if let Some(Command::MigrationReport(args)) = &cli.command {
+        return match migration_report(args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("ramjet migration-report: {e:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -38,6 +49,33 @@ fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
+}
+
+/// Prints the report; `Ok(true)` when it is clean.
+fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
+    let ingresses: Vec<_> = match &args.manifests {
+        Some(dir) => {
+            let snapshot = manifests::load(dir, Arc::new(IngressOptions::default()))?;
+            for d in &snapshot.diagnostics {
+                eprintln!("{}: {}: {}", d.severity.as_str(), d.object, d.message);
+            }
+            snapshot.ingresses.iter().map(|i| (**i).clone()).collect()
+        }
+        None => {
+            ramjet::install_crypto();
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let listed = ramjet_control::cluster::list_ingresses(args.kubeconfig.as_deref(), args.namespace.as_deref());
+            runtime.block_on(listed)?
+        }
+    };
+    let report = Report::new(&ingresses, args.ingress_class.as_deref());
+    let text = match args.format {
+        ReportFormat::Text => report.text(),
+        ReportFormat::Json => report.json() + "\n",
+    };
+    // A reader that stops early (`| head`) is not an error worth a panic.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    Ok(report.is_clean())
 }
 
 /// The configuration source the flags choose; `None` when `--check` has done its job.

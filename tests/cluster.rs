@@ -1412,3 +1412,96 @@ fn scale_thousands_of_ingresses() {
         requests,
     );
 }
+
+/// Moving over from ingress-nginx without touching an Ingress: ramjet installed by its chart to take
+/// over ingress-nginx's IngressClass (`ingressClass.create: false`, its name, controller
+/// `k8s.io/ingress-nginx`). `ramjet migration-report` first says what will differ; then the daemon
+/// serves the class's Ingresses, refuses the snippet with a warning Event, and keeps an Ingress whose
+/// authentication it cannot enforce out of the table, with an Event saying why.
+#[test]
+fn takes_over_ingress_nginx_and_reports_its_annotations() {
+    let name = "takeover";
+    let ns = format!("t-{name}");
+    let plane = ControlPlane::shared();
+    let admin = Kube::new(&plane.admin_kubeconfig);
+    // ingress-nginx's IngressClass, as its own chart made it.
+    admin.apply(&format!(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {{ name: {name} }}\n\
+         spec: {{ controller: k8s.io/ingress-nginx }}\n"
+    ));
+    let values =
+        json!({ "ingressClass": { "create": false, "name": name, "controllerValue": "k8s.io/ingress-nginx" } });
+    let install = Install::apply(name, render(name, &ns, &values));
+    let a = Backend::start("a");
+    install.service("web", &[&a]);
+    let annotated = |ingress: &str, host: &str, annotations: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\n\
+             metadata: {{ name: {ingress}, namespace: {ns}, annotations: {{ {annotations} }} }}\n\
+             spec:\n  ingressClassName: {name}\n  rules: [{{ host: {host}, http: {{ paths: [{{ path: /, pathType: Prefix, \
+             backend: {{ service: {{ name: web, port: {{ name: http }} }} }} }}] }} }}]\n"
+        )
+    };
+    admin.apply(&annotated("plain", "plain.test", "nginx.ingress.kubernetes.io/proxy-buffering: \"off\""));
+    admin.apply(&annotated(
+        "snippet",
+        "snippet.test",
+        "nginx.ingress.kubernetes.io/configuration-snippet: \"more_set_headers 'X-A: b';\", \
+         nginx.ingress.kubernetes.io/limit-rps: \"5\"",
+    ));
+    admin.apply(&annotated("private", "private.test", "nginx.ingress.kubernetes.io/auth-url: http://auth.test/check"));
+
+    // Before switching: the report, from the API server.
+    let report = |format: &str| {
+        let kubeconfig = plane.admin_kubeconfig.display().to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_ramjet"))
+            .args(["migration-report", "--kubeconfig", &kubeconfig, "-n", &ns, "--format", format])
+            .output()
+            .expect("run ramjet migration-report");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, text, stderr) = report("text");
+    assert_eq!(code, Some(1), "a report with refusals is not clean:\n{text}{stderr}");
+    for line in [
+        format!("Ingress {ns}/plain (class {name})"),
+        "honoured         nginx.ingress.kubernetes.io/proxy-buffering=\"off\"".to_string(),
+        "refused          nginx.ingress.kubernetes.io/configuration-snippet=".to_string(),
+        "its directives (more_set_headers) are not applied".to_string(),
+        "ignored          nginx.ingress.kubernetes.io/limit-rps=\"5\": requests are not rate-limited".to_string(),
+        "refused-to-serve nginx.ingress.kubernetes.io/auth-url=".to_string(),
+        "3 Ingresses, 4 findings: 1 honoured, 1 refused, 1 ignored, 1 refused-to-serve".to_string(),
+    ] {
+        assert!(text.contains(&line), "missing {line:?} in:\n{text}");
+    }
+    let (code, json, _) = report("json");
+    assert_eq!(code, Some(1));
+    let json: Value = serde_json::from_str(&json).expect("JSON report");
+    assert_eq!(json["totals"], json!({ "honoured": 1, "refused": 1, "ignored": 1, "refused-to-serve": 1 }), "{json:#}");
+
+    // The switch: the class's Ingresses are served; the one with authentication is not.
+    let mut ramjet = install.ramjet(name);
+    ramjet.wait_ready();
+    ramjet.wait_served("plain.test", "a");
+    ramjet.wait_served("snippet.test", "a");
+    assert_eq!(ramjet.served("private.test"), "404", "an Ingress asking for authentication is never served open");
+    let note_of = |reason: &str, ingress: &str| {
+        install.events(reason, ingress).first().and_then(|e| e["note"].as_str().map(String::from))
+    };
+    assert!(
+        eventually(PATIENCE, || note_of("ConfigIgnored", "snippet")
+            .is_some_and(|n| n.contains("configuration-snippet is refused"))),
+        "no warning Event for the snippet: {:#?}\nlog:\n{}",
+        install.events("ConfigIgnored", "snippet"),
+        ramjet.log()
+    );
+    assert!(
+        eventually(PATIENCE, || note_of("CompileFailed", "private").is_some_and(|n| n.contains("auth-url"))),
+        "no Event for the Ingress left out: {:#?}",
+        install.events("CompileFailed", "private")
+    );
+    admin.delete("IngressClass", None, name);
+}

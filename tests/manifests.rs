@@ -210,3 +210,44 @@ fn the_admin_api_answers_while_a_large_directory_compiles() {
     assert!(worst < bound, "the admin API waited {worst:?} of the {took:?} the re-read and compile took");
     daemon.shutdown();
 }
+
+/// `ramjet migration-report --manifests`: 0 when every Ingress behaves as under ingress-nginx, 1
+/// with a line for what would not, 2 when the directory cannot be read.
+#[test]
+fn migration_report_reads_a_directory_and_its_exit_code_says_whether_it_is_clean() {
+    let dir = temp_dir("migration-report");
+    write(&dir.join("app.yaml"), objects("10.0.0.1:8080".parse().unwrap())).unwrap();
+    let ramjet = env!("CARGO_BIN_EXE_ramjet");
+    let report =
+        |dir: &Path| Command::new(ramjet).arg("migration-report").arg("--manifests").arg(dir).output().unwrap();
+    let clean = report(&dir);
+    let stdout = String::from_utf8_lossy(&clean.stdout);
+    assert_eq!(clean.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&clean.stderr));
+    assert!(stdout.contains("Ingress shop/web (class ramjet)\n  no ingress-nginx or ramjet annotations"), "{stdout}");
+    assert!(
+        stdout.contains("1 Ingresses, 0 findings\nramjet serves these Ingresses as ingress-nginx does"),
+        "{stdout}"
+    );
+
+    write(
+        &dir.join("typo.yaml"),
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: typo\n  namespace: shop\n  annotations:\n    \
+         nginx.ingress.kubernetes.io/rewrite-targt: /\n    nginx.ingress.kubernetes.io/use-regex: \"false\"\n\
+         spec:\n  ingressClassName: nginx\n  defaultBackend: { service: { name: web, port: { number: 80 } } }\n",
+    )
+    .unwrap();
+    let typo = report(&dir);
+    let stdout = String::from_utf8_lossy(&typo.stdout);
+    assert_eq!(typo.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "unknown          nginx.ingress.kubernetes.io/rewrite-targt=\"/\": not an annotation ingress-nginx defines"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("honoured         nginx.ingress.kubernetes.io/use-regex=\"false\""), "{stdout}");
+
+    let missing = report(&dir.join("nope"));
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("ramjet migration-report:"));
+}

@@ -148,14 +148,21 @@ pub enum ClusterError {
     /// The client could not be built from the configuration.
     #[error("cannot build the Kubernetes client: {0}")]
     Client(#[from] kube::Error),
+    /// A list request failed (`ramjet migration-report`).
+    #[error("cannot list {what}: {source}")]
+    List {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
     /// The control thread stopped before the client was ready.
     #[error("the control thread stopped while connecting to the cluster")]
     Stopped,
 }
 
 /// Reads the client configuration: `--kubeconfig`, else in-cluster, else the usual kubeconfig.
-async fn connect(options: &ClusterOptions) -> Result<(Client, String), ClusterError> {
-    let config = match &options.kubeconfig {
+async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(Client, String), ClusterError> {
+    let config = match kubeconfig {
         Some(path) => {
             let kubeconfig_error = |source| ClusterError::Kubeconfig { path: path.display().to_string(), source };
             let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
@@ -165,6 +172,21 @@ async fn connect(options: &ClusterOptions) -> Result<(Client, String), ClusterEr
     };
     let namespace = config.default_namespace.clone();
     Ok((Client::try_from(config)?, namespace))
+}
+
+/// Every Ingress this client may list, in all namespaces or in one (`ramjet migration-report`).
+pub async fn list_ingresses(
+    kubeconfig: Option<&std::path::Path>,
+    namespace: Option<&str>,
+) -> Result<Vec<k8s_openapi::api::networking::v1::Ingress>, ClusterError> {
+    use kube::api::{Api, ListParams};
+    let (client, _) = connect(kubeconfig).await?;
+    let api = match namespace {
+        Some(ns) => Api::namespaced(client, ns),
+        None => Api::all(client),
+    };
+    let list = api.list(&ListParams::default()).await;
+    Ok(list.map_err(|source| ClusterError::List { what: "Ingresses", source })?.items)
 }
 
 /// The running cluster source.
@@ -198,7 +220,7 @@ pub fn start(
     let (ready, connected) = std::sync::mpsc::channel();
     let (stop_election, stop) = tokio::sync::oneshot::channel();
     runtime.spawn(async move {
-        let (client, default_namespace) = match connect(&options).await {
+        let (client, default_namespace) = match connect(options.kubeconfig.as_deref()).await {
             Ok(c) => c,
             Err(e) => {
                 let _ = ready.send(Err(e));

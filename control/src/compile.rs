@@ -4,6 +4,7 @@
 //! into nothing, when the compiled table is the one compiled last (a fixed point: re-applying the
 //! same input changes nothing).
 
+pub mod annotations;
 pub mod ingress;
 pub mod static_routes;
 

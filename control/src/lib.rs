@@ -16,7 +16,8 @@
 //! [`cluster`] watches and writes to the Kubernetes API (named so it does not shadow the `kube`
 //! crate); [`compile`] turns any of them into a table ([`compile::static_routes`] for a routes
 //! file, [`compile::ingress`] for Kubernetes objects); [`apply`] publishes; [`audit`] says what
-//! changed; [`admin`] answers operators. [`Control::start`] runs it; [`ControlHandle::submit`]
+//! changed; [`admin`] answers operators; [`migration`] reports, before a switch from ingress-nginx,
+//! what ramjet does with each Ingress's annotations ([`compile::annotations`]). [`Control::start`] runs it; [`ControlHandle::submit`]
 //! feeds it new configurations (the daemon does so once for `--static-routes`; tests and embedders
 //! may do it as often as they like).
 
@@ -30,6 +31,7 @@ pub mod history;
 pub mod latest;
 pub mod manifests;
 pub mod metrics;
+pub mod migration;
 pub mod routes_file;
 
 use std::net::SocketAddr;

@@ -28,6 +28,7 @@ use ramjet_shared::{Backend, BackendKind, CertId, Certificate, Diagnostic, Objec
 
 use rustc_hash::FxHasher;
 
+use super::annotations::{self, Verdict};
 use super::{Compiler, Draft};
 use crate::certs::{is_expired, parse_certificate};
 use crate::routes_file::validate_host;
@@ -147,6 +148,9 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
             (namespace_of(&ingress.metadata.namespace), ingress.metadata.name.as_deref().unwrap_or(""));
         let source = format!("{namespace}/{name}");
         let object = ObjectRef::ingress(namespace, name);
+        if !judge_annotations(ingress, &snapshot.options, &object, &mut draft) {
+            continue;
+        }
         let plan = match resolver.plan(ingress, namespace) {
             Ok(plan) => plan,
             Err(problems) => {
@@ -202,6 +206,26 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
         }
     }
     draft
+}
+
+/// Reports every annotation ramjet does not honour ([`annotations::review`]); `false` when the
+/// Ingress must not be served at all (access control ramjet cannot enforce).
+fn judge_annotations(ingress: &Ingress, options: &IngressOptions, object: &ObjectRef, draft: &mut Draft) -> bool {
+    let found = ingress.metadata.annotations.as_ref();
+    let has_tls = ingress.spec.as_ref().and_then(|s| s.tls.as_ref()).is_some_and(|tls| !tls.is_empty());
+    let nginx_defaults =
+        options.controller_name == annotations::NGINX_CONTROLLER || annotations::has_nginx_annotations(found);
+    let mut serve = true;
+    for finding in annotations::review(found, has_tls, nginx_defaults) {
+        let Some(message) = finding.diagnostic() else { continue };
+        if finding.verdict == Verdict::RefusedToServe {
+            draft.reject(object, message);
+            serve = false;
+        } else {
+            draft.warn(object, message);
+        }
+    }
+    serve
 }
 
 /// Oldest first; namespace and name break ties (and order objects without a timestamp, such as

@@ -193,6 +193,7 @@ fixtures!(
     endpoints,
     bad_objects,
     tls,
+    annotations,
 );
 
 /// Every fixture file is run by a test above.
@@ -209,6 +210,7 @@ fn every_fixture_is_listed() {
         "endpoints",
         "bad_objects",
         "tls",
+        "annotations",
         "scaling",
     ];
     for entry in std::fs::read_dir(dir).unwrap() {

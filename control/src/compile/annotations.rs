@@ -1,0 +1,421 @@
+//! What ramjet does with each annotation an Ingress carries: the one registry behind the
+//! compiler's warnings and `ramjet migration-report`.
+//!
+//! Every `nginx.ingress.kubernetes.io/` annotation ingress-nginx knows is listed here with ramjet's
+//! answer, and so is every `ramjet.dev/` annotation ramjet reads. [`review`] turns an Ingress's
+//! annotations into [`Finding`]s; nothing is ever silently ignored:
+//!
+//! * **honoured** — same observable behaviour as ingress-nginx (or the value is ingress-nginx's
+//!   default, so there is nothing to do);
+//! * **approximated** — the effect users rely on is there, by other means (the finding says how);
+//! * **refused** — the snippets: raw nginx configuration is never interpreted. The rest of the
+//!   Ingress is served and a warning says what to use instead;
+//! * **ignored** — an ingress-nginx feature ramjet does not have yet: the Ingress is served without
+//!   it, with a warning naming the behaviour that is lost;
+//! * **refused to serve** — an access-control annotation ramjet cannot enforce yet (authentication,
+//!   source ranges): the Ingress is *not* served, because serving it would open it to everyone;
+//! * **unknown** — a name under either prefix that neither project defines (a typo, usually).
+//!
+//! `docs/migrating-from-ingress-nginx.md` is the user's view of this table.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use super::ingress::SSL_REDIRECT_ANNOTATIONS;
+
+/// ingress-nginx's annotation prefix.
+pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
+/// ingress-nginx's IngressClass `spec.controller`: ramjet taking over its class
+/// (`--controller-name k8s.io/ingress-nginx`) says where ingress-nginx's defaults differ.
+pub const NGINX_CONTROLLER: &str = "k8s.io/ingress-nginx";
+/// Ramjet's own annotation prefix.
+pub const RAMJET_PREFIX: &str = "ramjet.dev/";
+
+/// Ramjet's answer to one annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Honoured,
+    Approximated,
+    Refused,
+    Ignored,
+    /// Not served at all: an access control that cannot be enforced.
+    RefusedToServe,
+    Unknown,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Honoured => "honoured",
+            Verdict::Approximated => "approximated",
+            Verdict::Refused => "refused",
+            Verdict::Ignored => "ignored",
+            Verdict::RefusedToServe => "refused-to-serve",
+            Verdict::Unknown => "unknown",
+        }
+    }
+
+    /// Whether an Ingress carrying it behaves as the user wrote it.
+    pub fn is_faithful(self) -> bool {
+        matches!(self, Verdict::Honoured | Verdict::Approximated)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One annotation (or one default that differs), judged.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    /// The annotation's full name.
+    pub annotation: String,
+    /// Its value; `None` for a finding about an annotation the Ingress does *not* carry.
+    pub value: Option<String>,
+    pub verdict: Verdict,
+    /// What ramjet does, in one sentence.
+    pub detail: String,
+}
+
+impl Finding {
+    /// The diagnostic sentence for the compiler's warning or error (none for faithful verdicts).
+    pub fn diagnostic(&self) -> Option<String> {
+        let a = &self.annotation;
+        let detail = &self.detail;
+        if self.value.is_none() {
+            // A default that differs: the detail is the whole sentence.
+            return (!self.verdict.is_faithful()).then(|| format!("{detail}; the rest of the Ingress is served"));
+        }
+        Some(match self.verdict {
+            Verdict::Honoured | Verdict::Approximated => return None,
+            Verdict::Refused => format!("annotation {a} is refused: {detail}; the rest of the Ingress is served"),
+            Verdict::Ignored => {
+                format!("annotation {a} is not honoured by ramjet yet: {detail}; the rest of the Ingress is served")
+            }
+            Verdict::RefusedToServe => format!(
+                "annotation {a} asks for access control ramjet cannot enforce yet ({detail}); the Ingress is not \
+                 served rather than served to everyone"
+            ),
+            Verdict::Unknown => format!("annotation {a} is {detail}; it has no effect"),
+        })
+    }
+}
+
+/// How ramjet supports one ingress-nginx annotation.
+#[derive(Clone, Copy)]
+enum Support {
+    Honoured(&'static str),
+    Approximated(&'static str),
+    /// A snippet; the text says what to use instead.
+    Snippet(&'static str),
+    /// Not yet; the text names the behaviour that is lost.
+    Ignored(&'static str),
+    /// Access control not yet enforced; the text names it.
+    AccessControl(&'static str),
+}
+
+/// One row of the registry: the name after the prefix, ramjet's support, and ingress-nginx's
+/// default value (a value equal to it asks for nothing, so it is honoured whatever the support).
+struct Entry {
+    name: &'static str,
+    support: Support,
+    default: Option<&'static str>,
+}
+
+const fn e(name: &'static str, support: Support, default: Option<&'static str>) -> Entry {
+    Entry { name, support, default }
+}
+
+use Support::{AccessControl, Approximated, Honoured, Ignored, Snippet};
+
+const NO: Option<&str> = Some("false");
+const BUFFERS: Support =
+    Approximated("ramjet streams bodies through fixed per-connection buffers; nginx's buffer tuning has no equivalent");
+const AUTH: Support = AccessControl("authentication");
+const AUTH_PART: Support = Ignored("external or basic authentication is not available, so its options do nothing");
+const AFFINITY: Support = Ignored("session affinity is not available: requests are balanced round robin");
+const CORS: Support = Ignored("CORS headers are not added and preflight requests go to the backend");
+const CANARY: Support = Ignored("canary Ingresses are not available: the canary's rules are not applied");
+const MIRROR: Support = Ignored("requests are not mirrored");
+const TLS_AUTH: Support = AccessControl("client certificate authentication");
+const TIMEOUT: Support = Ignored("every route uses the daemon's --upstream-timeout (60 s by default)");
+const RETRY: Support = Ignored(
+    "ramjet retries only a request it could send again unchanged after a stale pooled connection, never on another \
+     status",
+);
+const RATE: Support = Ignored("requests are not rate-limited");
+const BACKEND_TLS: Support = Ignored("TLS to backends is not available");
+const SNIPPET_ALT: &str = "ramjet never interprets raw nginx configuration (snippets are how CVE-2025-1974, \
+                           \"IngressNightmare\", reached the controller)";
+const OTEL: Support = Ignored("OpenTelemetry tracing is not available; traceparent headers pass through untouched");
+
+/// Every annotation ingress-nginx defines (its docs and `internal/ingress/annotations`), sorted.
+const NGINX: &[Entry] = &[
+    e("affinity", AFFINITY, None),
+    e("affinity-canary-behavior", AFFINITY, None),
+    e("affinity-mode", AFFINITY, None),
+    e("allowlist-source-range", AccessControl("a source address allow-list"), None),
+    e("app-root", Ignored("the root path is not redirected to the app root"), None),
+    e("auth-always-set-cookie", AUTH_PART, NO),
+    e("auth-cache-duration", AUTH_PART, None),
+    e("auth-cache-key", AUTH_PART, None),
+    e("auth-keepalive", AUTH_PART, None),
+    e("auth-keepalive-requests", AUTH_PART, None),
+    e("auth-keepalive-share-vars", AUTH_PART, NO),
+    e("auth-keepalive-timeout", AUTH_PART, None),
+    e("auth-method", AUTH_PART, None),
+    e("auth-proxy-set-headers", AUTH_PART, None),
+    e("auth-realm", AUTH_PART, None),
+    e("auth-request-redirect", AUTH_PART, None),
+    e("auth-response-headers", AUTH_PART, None),
+    e("auth-secret", AUTH_PART, None),
+    e("auth-secret-type", AUTH_PART, None),
+    e("auth-signin", AUTH_PART, None),
+    e("auth-signin-redirect-param", AUTH_PART, None),
+    e("auth-snippet", Snippet("external authentication is not available yet either"), None),
+    e("auth-tls-error-page", TLS_AUTH, None),
+    e("auth-tls-match-cn", TLS_AUTH, None),
+    e("auth-tls-pass-certificate-to-upstream", TLS_AUTH, NO),
+    e("auth-tls-secret", TLS_AUTH, None),
+    e("auth-tls-verify-client", TLS_AUTH, Some("off")),
+    e("auth-tls-verify-depth", TLS_AUTH, None),
+    e("auth-type", AUTH, None),
+    e("auth-url", AccessControl("external authentication"), None),
+    e("backend-protocol", Ignored("requests go to backends over HTTP/1.1 without TLS"), Some("HTTP")),
+    e("canary", CANARY, NO),
+    e("canary-by-cookie", CANARY, None),
+    e("canary-by-header", CANARY, None),
+    e("canary-by-header-pattern", CANARY, None),
+    e("canary-by-header-value", CANARY, None),
+    e("canary-weight", CANARY, None),
+    e("canary-weight-total", CANARY, None),
+    e("client-body-buffer-size", BUFFERS, None),
+    e(
+        "configuration-snippet",
+        Snippet("for an HTTPS redirect use ssl-redirect; for the rest there is no equivalent yet"),
+        None,
+    ),
+    e("connection-proxy-header", Ignored("the upstream Connection header is ramjet's own"), None),
+    e("cors-allow-credentials", CORS, None),
+    e("cors-allow-headers", CORS, None),
+    e("cors-allow-methods", CORS, None),
+    e("cors-allow-origin", CORS, None),
+    e("cors-expose-headers", CORS, None),
+    e("cors-max-age", CORS, None),
+    e("custom-headers", Ignored("the extra response headers are not added"), None),
+    e("custom-http-errors", Ignored("backend error pages are passed through unchanged"), None),
+    e("default-backend", Ignored("errors and missing endpoints are not sent to another Service"), None),
+    e("denylist-source-range", AccessControl("a source address deny-list"), None),
+    e("disable-proxy-intercept-errors", Honoured("ramjet never intercepts backend errors"), None),
+    e("enable-access-log", Ignored("ramjet writes no per-request access log"), Some("true")),
+    e("enable-cors", CORS, NO),
+    e("enable-global-auth", AUTH_PART, Some("true")),
+    e("enable-modsecurity", Ignored("there is no web application firewall"), NO),
+    e("enable-opentelemetry", OTEL, NO),
+    e("enable-owasp-core-rules", Ignored("there is no web application firewall"), NO),
+    e("enable-rewrite-log", Honoured("there are no rewrites to log"), NO),
+    e("fastcgi-index", Ignored("FastCGI backends are not available"), None),
+    e("fastcgi-params-configmap", Ignored("FastCGI backends are not available"), None),
+    e("force-ssl-redirect", Ignored("plain HTTP is not redirected to HTTPS by this annotation"), NO),
+    e("from-to-www-redirect", Ignored("www. and bare host names are not redirected to each other"), NO),
+    e("http2-push-preload", Approximated("HTTP/2 server push is gone from browsers; nothing is pushed"), NO),
+    e("limit-allowlist", RATE, None),
+    e("limit-burst-multiplier", RATE, None),
+    e("limit-connections", Ignored("connections per client are not limited"), None),
+    e("limit-rate", Ignored("response bandwidth is not limited"), None),
+    e("limit-rate-after", Ignored("response bandwidth is not limited"), None),
+    e("limit-rpm", RATE, None),
+    e("limit-rps", RATE, None),
+    e("limit-whitelist", RATE, None),
+    e("load-balance", Ignored("requests are balanced round robin"), Some("round_robin")),
+    e("mirror-host", MIRROR, None),
+    e("mirror-request-body", MIRROR, Some("on")),
+    e("mirror-target", MIRROR, None),
+    e("modsecurity-snippet", Snippet("there is no web application firewall"), None),
+    e("modsecurity-transaction-id", Ignored("there is no web application firewall"), None),
+    e("opentelemetry-operation-name", OTEL, None),
+    e("opentelemetry-trust-incoming-span", OTEL, None),
+    e("permanent-redirect", Ignored("requests are proxied instead of redirected"), None),
+    e("permanent-redirect-code", Ignored("requests are proxied instead of redirected"), None),
+    e("preserve-trailing-slash", Ignored("HTTPS redirects keep the path as it came"), NO),
+    e("proxy-body-size", Ignored("request bodies of any size are accepted"), None),
+    e("proxy-buffer-size", BUFFERS, None),
+    e("proxy-buffering", BUFFERS, Some("off")),
+    e("proxy-buffers-number", BUFFERS, None),
+    e("proxy-busy-buffers-size", BUFFERS, None),
+    e("proxy-connect-timeout", TIMEOUT, None),
+    e("proxy-cookie-domain", Ignored("Set-Cookie domains are passed through unchanged"), None),
+    e("proxy-cookie-path", Ignored("Set-Cookie paths are passed through unchanged"), None),
+    e("proxy-http-version", Approximated("ramjet always speaks HTTP/1.1 to backends"), Some("1.1")),
+    e("proxy-max-temp-file-size", BUFFERS, None),
+    e("proxy-next-upstream", RETRY, None),
+    e("proxy-next-upstream-timeout", RETRY, None),
+    e("proxy-next-upstream-tries", RETRY, None),
+    e("proxy-read-timeout", TIMEOUT, None),
+    e(
+        "proxy-redirect-from",
+        Ignored("Location headers from the backend are passed through unchanged"),
+        Some("default"),
+    ),
+    e("proxy-redirect-to", Ignored("Location headers from the backend are passed through unchanged"), None),
+    e(
+        "proxy-request-buffering",
+        Approximated("ramjet reads small bodies whole before sending and streams larger ones"),
+        Some("on"),
+    ),
+    e("proxy-send-timeout", TIMEOUT, None),
+    e("proxy-ssl-ciphers", BACKEND_TLS, None),
+    e("proxy-ssl-name", BACKEND_TLS, None),
+    e("proxy-ssl-protocols", BACKEND_TLS, None),
+    e("proxy-ssl-secret", BACKEND_TLS, None),
+    e("proxy-ssl-server-name", BACKEND_TLS, None),
+    e("proxy-ssl-verify", BACKEND_TLS, Some("off")),
+    e("proxy-ssl-verify-depth", BACKEND_TLS, None),
+    e("relative-redirects", Ignored("ramjet's own redirects are absolute"), NO),
+    e("rewrite-target", Ignored("paths are sent to the backend unchanged, not rewritten"), None),
+    e("satisfy", AUTH_PART, None),
+    e("server-alias", Ignored("the alias host names are not served"), None),
+    e(
+        "server-snippet",
+        Snippet("for an HTTPS redirect use ssl-redirect; for the rest there is no equivalent yet"),
+        None,
+    ),
+    e("service-upstream", Ignored("requests go to the endpoints, not to the Service's cluster IP"), NO),
+    e("session-cookie-change-on-failure", AFFINITY, None),
+    e("session-cookie-conditional-samesite-none", AFFINITY, None),
+    e("session-cookie-domain", AFFINITY, None),
+    e("session-cookie-expires", AFFINITY, None),
+    e("session-cookie-max-age", AFFINITY, None),
+    e("session-cookie-name", AFFINITY, None),
+    e("session-cookie-path", AFFINITY, None),
+    e("session-cookie-samesite", AFFINITY, None),
+    e("session-cookie-secure", AFFINITY, None),
+    e("ssl-ciphers", Approximated("rustls offers only modern cipher suites, chosen for you"), None),
+    e("ssl-passthrough", Ignored("TLS is terminated by ramjet, not passed through to the backend"), NO),
+    e("ssl-prefer-server-ciphers", Approximated("rustls offers only modern cipher suites, chosen for you"), None),
+    e(
+        "ssl-redirect",
+        Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
+        None,
+    ),
+    e("stream-snippet", Snippet("ramjet does not proxy TCP or UDP streams"), None),
+    e("temporal-redirect", Ignored("requests are proxied instead of redirected"), None),
+    e("temporal-redirect-code", Ignored("requests are proxied instead of redirected"), None),
+    e("upstream-hash-by", Ignored("requests are balanced round robin, not by hash"), None),
+    e("upstream-hash-by-subset", Ignored("requests are balanced round robin, not by hash"), None),
+    e("upstream-hash-by-subset-size", Ignored("requests are balanced round robin, not by hash"), None),
+    e("upstream-vhost", Ignored("the backend gets the client's Host"), None),
+    e("use-port-in-redirects", Ignored("ramjet's redirects name no port"), NO),
+    e("use-regex", Ignored("paths are matched as prefixes or exactly, never as regular expressions"), NO),
+    e("whitelist-source-range", AccessControl("a source address allow-list"), None),
+    e("x-forwarded-prefix", Ignored("no X-Forwarded-Prefix header is sent"), None),
+];
+
+/// Every `ramjet.dev/` annotation ramjet reads, sorted.
+const RAMJET: &[Entry] = &[e(
+    "ssl-redirect",
+    Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
+    None,
+)];
+
+/// Judges every annotation under either prefix; others (kubectl's, Argo's, ...) are not ours to
+/// judge. `has_tls`: the Ingress has a `spec.tls` entry, where ingress-nginx's defaults differ from
+/// ramjet's; `nginx_defaults`: say so (the Ingress comes from ingress-nginx).
+pub fn review(annotations: Option<&BTreeMap<String, String>>, has_tls: bool, nginx_defaults: bool) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    for (key, value) in annotations.into_iter().flatten() {
+        let (registry, name, project) = if let Some(name) = key.strip_prefix(NGINX_PREFIX) {
+            (NGINX, name, "ingress-nginx")
+        } else if let Some(name) = key.strip_prefix(RAMJET_PREFIX) {
+            (RAMJET, name, "ramjet")
+        } else {
+            continue;
+        };
+        let finding = match registry.binary_search_by(|entry| entry.name.cmp(name)) {
+            Ok(i) => judge(&registry[i], value),
+            Err(_) => (Verdict::Unknown, format!("not an annotation {project} defines (a typo?)")),
+        };
+        findings.push(Finding {
+            annotation: key.clone(),
+            value: Some(value.clone()),
+            verdict: finding.0,
+            detail: finding.1,
+        });
+    }
+    // ingress-nginx redirects plain HTTP to HTTPS for TLS hosts unless told not to; ramjet only
+    // when told to. Said here so that the difference is never silent.
+    let redirect_set = SSL_REDIRECT_ANNOTATIONS.iter().any(|a| annotations.is_some_and(|m| m.contains_key(*a)));
+    if has_tls && !redirect_set && nginx_defaults {
+        findings.push(Finding {
+            annotation: format!("{NGINX_PREFIX}ssl-redirect"),
+            value: None,
+            verdict: Verdict::Ignored,
+            detail: format!(
+                "ingress-nginx redirects plain HTTP to HTTPS for TLS hosts unless {NGINX_PREFIX}ssl-redirect is \
+                 \"false\"; ramjet only when it is \"true\": set it to keep the redirect"
+            ),
+        });
+    }
+    findings
+}
+
+fn judge(entry: &Entry, value: &str) -> (Verdict, String) {
+    if entry.default.is_some_and(|d| d.eq_ignore_ascii_case(value.trim())) {
+        return (Verdict::Honoured, "ingress-nginx's default value: nothing to do".into());
+    }
+    let detail = match entry.support {
+        Honoured(text) | Approximated(text) | Ignored(text) | AccessControl(text) => text.to_string(),
+        Snippet(instead) => {
+            let lost = match directives(value) {
+                d if d.is_empty() => String::new(),
+                d => format!("; its directives ({d}) are not applied"),
+            };
+            format!("{SNIPPET_ALT}{lost}; {instead}")
+        }
+    };
+    (entry.support.verdict(), detail)
+}
+
+impl Support {
+    fn verdict(self) -> Verdict {
+        match self {
+            Honoured(_) => Verdict::Honoured,
+            Approximated(_) => Verdict::Approximated,
+            Snippet(_) => Verdict::Refused,
+            Ignored(_) => Verdict::Ignored,
+            AccessControl(_) => Verdict::RefusedToServe,
+        }
+    }
+}
+
+/// The directive names of an nginx snippet, in order, each once: `more_set_headers "a: b";
+/// return 403;` gives `more_set_headers, return`. At most five, then `...`.
+fn directives(snippet: &str) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    let code = snippet.lines().map(|line| line.split_once('#').map_or(line, |(code, _)| code));
+    for statement in code.flat_map(|line| line.split([';', '{', '}'])) {
+        let Some(word) = statement.split_whitespace().next() else { continue };
+        let is_name = word.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if is_name && !names.contains(&word) {
+            names.push(word);
+        }
+    }
+    let more = names.len() > 5;
+    names.truncate(5);
+    let mut list = names.join(", ");
+    if more {
+        list.push_str(", ...");
+    }
+    list
+}
+
+/// Whether an Ingress carries any ingress-nginx annotation.
+pub fn has_nginx_annotations(annotations: Option<&BTreeMap<String, String>>) -> bool {
+    annotations.is_some_and(|m| m.keys().any(|k| k.starts_with(NGINX_PREFIX)))
+}
+
+#[cfg(test)]
+mod tests;

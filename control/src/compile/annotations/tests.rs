@@ -1,0 +1,91 @@
+use std::collections::BTreeMap;
+
+use super::*;
+
+fn one(key: &str, value: &str) -> Finding {
+    let annotations = BTreeMap::from([(key.to_string(), value.to_string())]);
+    let mut found = review(Some(&annotations), false, true);
+    assert_eq!(found.len(), 1, "{found:?}");
+    found.remove(0)
+}
+
+/// `review` finds entries by binary search.
+#[test]
+fn the_registries_are_sorted_without_duplicates() {
+    for registry in [NGINX, RAMJET] {
+        for pair in registry.windows(2) {
+            assert!(pair[0].name < pair[1].name, "{} before {}", pair[0].name, pair[1].name);
+        }
+    }
+}
+
+/// What the compiler reads is listed as honoured under both prefixes.
+#[test]
+fn the_annotations_the_compiler_reads_are_honoured() {
+    for key in SSL_REDIRECT_ANNOTATIONS {
+        assert_eq!(one(key, "true").verdict, Verdict::Honoured, "{key}");
+    }
+}
+
+#[test]
+fn each_kind_of_answer() {
+    let snippet = one(
+        "nginx.ingress.kubernetes.io/server-snippet",
+        "# rate\nlimit_req zone=one burst=5;\nif ($host = a) { return 403; }\nlocation /x { deny all; }",
+    );
+    assert_eq!(snippet.verdict, Verdict::Refused);
+    assert!(
+        snippet.detail.contains("its directives (limit_req, if, return, location, deny) are not applied"),
+        "{snippet:?}"
+    );
+
+    assert_eq!(one("nginx.ingress.kubernetes.io/limit-rpm", "60").verdict, Verdict::Ignored);
+    assert_eq!(
+        one("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8").verdict,
+        Verdict::RefusedToServe
+    );
+    assert_eq!(one("nginx.ingress.kubernetes.io/auth-type", "basic").verdict, Verdict::RefusedToServe);
+    assert_eq!(one("nginx.ingress.kubernetes.io/proxy-buffer-size", "16k").verdict, Verdict::Approximated);
+    assert_eq!(one("nginx.ingress.kubernetes.io/rewrite-targt", "/").verdict, Verdict::Unknown);
+    assert_eq!(one("ramjet.dev/nope", "1").verdict, Verdict::Unknown);
+    // ingress-nginx's own default value asks for nothing, whatever ramjet supports.
+    for (key, value) in [("use-regex", "false"), ("backend-protocol", "http"), ("enable-cors", "False")] {
+        let found = one(&format!("{NGINX_PREFIX}{key}"), value);
+        assert_eq!(found.verdict, Verdict::Honoured, "{key}: {value}");
+        assert_eq!(found.diagnostic(), None);
+    }
+    // Other annotations are not ours to judge.
+    let others = BTreeMap::from([("kubernetes.io/ingress.class".to_string(), "nginx".to_string())]);
+    assert!(review(Some(&others), false, true).is_empty());
+}
+
+#[test]
+fn a_tls_ingress_from_ingress_nginx_is_told_about_the_redirect_default() {
+    let annotated = BTreeMap::from([("nginx.ingress.kubernetes.io/proxy-buffering".to_string(), "off".to_string())]);
+    let found = review(Some(&annotated), true, true);
+    let redirect = found.iter().find(|f| f.value.is_none()).expect("the redirect default");
+    assert!(redirect.diagnostic().unwrap().contains("set it to keep the redirect"), "{redirect:?}");
+    // Not without TLS, not when ssl-redirect is set either way, not for Ingresses written for ramjet.
+    assert!(review(Some(&annotated), false, true).iter().all(|f| f.value.is_some()));
+    let set = BTreeMap::from([("nginx.ingress.kubernetes.io/ssl-redirect".to_string(), "false".to_string())]);
+    assert!(review(Some(&set), true, true).iter().all(|f| f.value.is_some()));
+    assert!(review(None, true, false).is_empty());
+}
+
+#[test]
+fn snippet_directives_skip_comments_and_stop_at_five() {
+    assert_eq!(directives("# only a comment\n"), "");
+    assert_eq!(directives("a 1; b 2; c { d; } e; f; g;"), "a, b, c, d, e, ...");
+    assert_eq!(directives("more_set_headers \"A: b\"; # trailing\nmore_set_headers \"C: d\";"), "more_set_headers");
+}
+
+/// docs/migrating-from-ingress-nginx.md lists every annotation with ramjet's answer.
+#[test]
+fn the_migration_guide_lists_every_annotation_with_its_answer() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/migrating-from-ingress-nginx.md");
+    let guide = std::fs::read_to_string(path).unwrap();
+    for entry in NGINX {
+        let row = format!("| `{}` | {} |", entry.name, entry.support.verdict());
+        assert!(guide.contains(&row), "the guide has no row {row}");
+    }
+}
