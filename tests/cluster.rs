@@ -1240,6 +1240,32 @@ fn survives_the_api_server_starting_late_and_going_away() {
     ramjet.wait_ready();
     ramjet.wait_served("web.test", "a");
     eprintln!("started before the API server: ready and serving {:.1?} after it came up", up.elapsed());
+    // No Event is lost on a brand-new cluster. Events about our (cluster-scoped) IngressClass go to
+    // the `default` namespace, which the API server's bootstrap controller creates only after the
+    // server answers: the first publish's Event used to be refused with 404 `namespaces "default"
+    // not found` and dropped. Every generation published so far has its ConfigApplied Event.
+    let published: Vec<u64> = ramjet.generations()["generations"]
+        .as_array()
+        .map(|g| g.iter().filter(|g| g["published"] == true).filter_map(|g| g["generation"].as_u64()).collect())
+        .unwrap_or_default();
+    assert!(published.contains(&1), "generation 1 was not published: {}", ramjet.generations());
+    let applied_notes = || -> Vec<String> {
+        admin_api
+            .list("Event", Some("default"))
+            .into_iter()
+            .filter(|e| e["reason"] == "ConfigApplied" && e["regarding"]["name"] == "faults")
+            .filter_map(|e| e["note"].as_str().map(String::from))
+            .collect()
+    };
+    assert!(
+        eventually(PATIENCE, || {
+            let notes = applied_notes();
+            published.iter().all(|g| notes.iter().any(|n| n.contains(&format!("→{g})"))))
+        }),
+        "a ConfigApplied Event is missing for generations {published:?}: {:?}; log:\n{}",
+        applied_notes(),
+        ramjet.full_log()
+    );
 
     // Under load, the API server goes away: every request is still served by the last generation.
     let stop = std::sync::atomic::AtomicBool::new(false);

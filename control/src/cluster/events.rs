@@ -11,7 +11,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
@@ -30,6 +30,9 @@ use crate::audit::{AuditRecord, EventSink};
 const CLUSTER_EVENTS_NAMESPACE: &str = "default";
 /// The API's limit on an Event's note.
 const NOTE_LIMIT: usize = 1024;
+/// How long an Event waits for its namespace to exist, and how often it tries meanwhile.
+const NAMESPACE_PATIENCE: Duration = Duration::from_secs(60);
+const NAMESPACE_RETRY: Duration = Duration::from_millis(500);
 
 /// The audit trail's Event sink: hands records to the writer task (never blocks the applier).
 pub struct AuditEvents {
@@ -110,18 +113,43 @@ impl EventWriter {
             ..Default::default()
         };
         let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        match api.create(&PostParams::default(), &object).await {
+        let mut waited = Duration::ZERO;
+        loop {
+            match api.create(&PostParams::default(), &object).await {
+                // A brand-new API server answers before it has created the `default` namespace
+                // (its bootstrap controller does that moments later): the first Event, about our
+                // IngressClass, was lost to that race. Wait for the namespace a while.
+                Err(kube::Error::Api(status)) if namespace_missing(&status) && waited < NAMESPACE_PATIENCE => {
+                    if waited.is_zero() {
+                        tracing::info!(reason = event.reason, namespace, "the Event's namespace does not exist yet; waiting for it");
+                    }
+                    tokio::time::sleep(NAMESPACE_RETRY).await;
+                    waited += NAMESPACE_RETRY;
+                }
+                result => return self.report(event.reason, result),
+            }
+        }
+    }
+
+    /// Whether an Event was written; a refusal is logged (at debug when RBAC forbids it).
+    fn report(&self, reason: &str, result: Result<Event, kube::Error>) -> bool {
+        match result {
             Ok(_) => true,
             Err(kube::Error::Api(status)) if status.code == 403 => {
-                tracing::debug!(reason = event.reason, "not allowed to create Events; skipped: {}", status.message);
+                tracing::debug!(reason, "not allowed to create Events; skipped: {}", status.message);
                 false
             }
             Err(e) => {
-                tracing::warn!(reason = event.reason, error = %e, "cannot create an Event");
+                tracing::warn!(reason, error = %e, "cannot create an Event");
                 false
             }
         }
     }
+}
+
+/// A 404 about the namespace itself (not about the Event).
+fn namespace_missing(status: &kube::core::Status) -> bool {
+    status.code == 404 && status.details.as_ref().is_some_and(|d| d.kind == "namespaces")
 }
 
 /// A reference to an Ingress for `regarding`.
