@@ -498,9 +498,11 @@ def test_role_for_leases_in_release_namespace():
     rules = role["rules"]
     assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"] for r in rules)
     verbs = {v for r in rules for v in r["verbs"]}
-    assert verbs == {"get", "create", "update"}, verbs
+    assert verbs == {"get", "create", "update", "list", "watch"}, verbs
     named = [r for r in rules if r.get("resourceNames")]
     assert named and all(r["resourceNames"] == [f"{FULLNAME}-leader"] for r in named)
+    # Only "create" cannot be limited to the one Lease name.
+    assert {v for r in rules if not r.get("resourceNames") for v in r["verbs"]} == {"create"}
     assert flag("default", "election-id") == f"{FULLNAME}-leader"
     rb = one("default", "RoleBinding", FULLNAME)
     assert rb["roleRef"]["kind"] == "Role" and rb["subjects"][0]["name"] == FULLNAME

@@ -1,28 +1,65 @@
-//! Leader election on a coordination.k8s.io/v1 Lease, with only get, create and update (replace) —
-//! the verbs the Helm chart's Role grants on the one Lease name (`--election-id`).
+//! Leader election on a coordination.k8s.io/v1 Lease, with the verbs the Helm chart's Role grants
+//! on the one Lease name (`--election-id`): get, create and update (replace) to take part, list and
+//! watch to hear of every renewal as it happens.
 //!
 //! Every `retry` the replica reads the Lease: it renews it when it holds it; it takes it over when
 //! nobody holds it or the holder has not renewed it for `duration`, measured on this replica's own
-//! clock from when it last saw the record change (so clock skew between nodes does not matter).
+//! clock from when it saw the record change (so clock skew between nodes does not matter) — as
+//! client-go's leaderelection does. Unlike client-go, a follower does not find out at its next poll:
+//! it watches the Lease, so it sees each renewal within the watch's latency, and it tries to take
+//! the Lease over the moment the record it saw expires rather than at its next `retry` tick. A
+//! leader that dies is replaced `duration` (plus a request's round trip) after its last renewal;
+//! polling alone made that up to `duration + 2 × retry` (a renewal seen up to one `retry` late, the
+//! expiry noticed up to one `retry` late). Without the watch (RBAC, a failing watch) the follower
+//! still reads the Lease every `retry`, and takes over at most one `retry` later than that.
+//!
 //! Updates carry the resourceVersion read, so two replicas racing for the Lease cannot both win:
 //! the loser gets 409 Conflict. A leader that cannot renew for two thirds of `duration` steps down
-//! before anyone else may take over. On shutdown the Lease is released, so another replica takes
-//! over at its next round instead of after the lease duration.
+//! before anyone else may take over. On shutdown the Lease is released, and a follower watching it
+//! takes it at once.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::PostParams;
+use kube::runtime::watcher;
+use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::sync::{oneshot, watch};
+use tokio::time::Instant;
 
 use super::LeaseOptions;
 
-/// The holder and renew time last seen, and when this replica saw them change.
+/// The holder and renew time last seen, when this replica saw them change, and for how long the
+/// holder keeps the Lease from then.
 struct Observed {
     record: (Option<String>, Option<MicroTime>),
     at: Instant,
+    duration: Duration,
+}
+
+impl Observed {
+    /// When the Lease may be taken over: now when nobody holds it.
+    fn expires(&self) -> Instant {
+        if self.record.0.is_none() {
+            self.at
+        } else {
+            self.at + self.duration
+        }
+    }
+
+    /// Notes what the Lease says now; the clock restarts only when the record changed.
+    fn update(observed: &mut Option<Observed>, spec: &LeaseSpec, default: Duration) {
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let record = (holder, spec.renew_time.clone());
+        let duration = spec.lease_duration_seconds.map(|s| Duration::from_secs(s.max(1) as u64)).unwrap_or(default);
+        match observed {
+            Some(o) if o.record == record => o.duration = duration,
+            _ => *observed = Some(Observed { record, at: Instant::now(), duration }),
+        }
+    }
 }
 
 /// Runs the election, reporting whether this replica leads, until `stop` says to give up: then
@@ -35,39 +72,74 @@ pub async fn elect(
     mut stop: oneshot::Receiver<std::sync::mpsc::Sender<()>>,
 ) {
     let api: Api<Lease> = Api::namespaced(client, &namespace);
+    // The one Lease, watched (list and watch with a `metadata.name` field selector, which RBAC
+    // authorizes against the Role's resourceNames).
+    let config = watcher::Config::default().fields(&format!("metadata.name={}", options.name));
+    let mut seen = std::pin::pin!(watcher::watcher(api.clone(), config).default_backoff().touched_objects().fuse());
+    let mut watch_failing = false;
     let mut observed: Option<Observed> = None;
     let mut renewed: Option<Instant> = None;
     let mut forbidden_logged = false;
+    let mut next_round = Instant::now();
+    let mut tried = next_round;
     loop {
-        match try_lead(&api, &options, &mut observed).await {
-            Ok(true) => {
-                renewed = Some(Instant::now());
-                if leader.send_if_modified(|l| !std::mem::replace(l, true)) {
-                    tracing::info!(lease = %options.name, namespace, identity = %options.identity, "leading: this replica writes Ingress status");
+        if Instant::now() >= next_round {
+            tried = Instant::now();
+            next_round = tried + options.retry;
+            match try_lead(&api, &options, &mut observed).await {
+                Ok(true) => {
+                    renewed = Some(Instant::now());
+                    if leader.send_if_modified(|l| !std::mem::replace(l, true)) {
+                        tracing::info!(lease = %options.name, namespace, identity = %options.identity, "leading: this replica writes Ingress status");
+                    }
                 }
-            }
-            Ok(false) => {
-                renewed = None;
-                if leader.send_if_modified(|l| std::mem::replace(l, false)) {
-                    tracing::info!(lease = %options.name, "lost the lease; another replica writes Ingress status");
+                Ok(false) => {
+                    renewed = None;
+                    if leader.send_if_modified(|l| std::mem::replace(l, false)) {
+                        tracing::info!(lease = %options.name, "lost the lease; another replica writes Ingress status");
+                    }
                 }
-            }
-            Err(e) => {
-                let forbidden = matches!(&e, kube::Error::Api(s) if s.code == 403);
-                if forbidden && !forbidden_logged {
-                    tracing::warn!(lease = %options.name, namespace, "not allowed to use the Lease, so this replica never writes Ingress status: {e}");
-                    forbidden_logged = true;
-                } else if !forbidden {
-                    tracing::warn!(lease = %options.name, error = %e, "cannot read or renew the Lease");
-                }
-                let stale = renewed.is_none_or(|t| t.elapsed() > options.duration * 2 / 3);
-                if stale && leader.send_if_modified(|l| std::mem::replace(l, false)) {
-                    tracing::warn!(lease = %options.name, "could not renew the Lease in time; stepping down");
+                Err(e) => {
+                    let forbidden = matches!(&e, kube::Error::Api(s) if s.code == 403);
+                    if forbidden && !forbidden_logged {
+                        tracing::warn!(lease = %options.name, namespace, "not allowed to use the Lease, so this replica never writes Ingress status: {e}");
+                        forbidden_logged = true;
+                    } else if !forbidden {
+                        tracing::warn!(lease = %options.name, error = %e, "cannot read or renew the Lease");
+                    }
+                    let stale = renewed.is_none_or(|t| t.elapsed() > options.duration * 2 / 3);
+                    if stale && leader.send_if_modified(|l| std::mem::replace(l, false)) {
+                        tracing::warn!(lease = %options.name, "could not renew the Lease in time; stepping down");
+                    }
                 }
             }
         }
+        // A follower tries again the moment the Lease it saw expires, not at its next round (an
+        // expiry the last attempt already saw waits for the round: no tight loop on errors).
+        let wake = match &observed {
+            Some(o) if !*leader.borrow() && o.expires() > tried => next_round.min(o.expires()),
+            _ => next_round,
+        };
         tokio::select! {
-            _ = tokio::time::sleep(options.retry) => {}
+            _ = tokio::time::sleep_until(wake) => next_round = next_round.min(wake),
+            Some(event) = seen.next() => match event {
+                Ok(lease) => {
+                    if watch_failing {
+                        tracing::info!(lease = %options.name, "watching the Lease again");
+                        watch_failing = false;
+                    }
+                    let spec = lease.spec.unwrap_or_default();
+                    if spec.holder_identity.as_deref() != Some(options.identity.as_str()) {
+                        Observed::update(&mut observed, &spec, options.duration);
+                    }
+                }
+                Err(e) => {
+                    if !watch_failing {
+                        tracing::warn!(lease = %options.name, error = %e, "cannot watch the Lease; a takeover waits for the next read of it");
+                        watch_failing = true;
+                    }
+                }
+            },
             done = &mut stop => {
                 let was_leading = leader.send_replace(false);
                 if was_leading {
@@ -127,13 +199,8 @@ async fn try_lead(
         spec.lease_duration_seconds = Some(seconds);
         return conflict_is_false(api.replace(&options.name, &PostParams::default(), &lease).await);
     }
-    let record = (holder.clone(), spec.renew_time.clone());
-    if observed.as_ref().is_none_or(|o| o.record != record) {
-        *observed = Some(Observed { record, at: Instant::now() });
-    }
-    let their_duration =
-        spec.lease_duration_seconds.map(|s| Duration::from_secs(s.max(1) as u64)).unwrap_or(options.duration);
-    let expired = holder.is_none() || observed.as_ref().is_some_and(|o| o.at.elapsed() > their_duration);
+    Observed::update(observed, spec, options.duration);
+    let expired = observed.as_ref().is_some_and(|o| o.expires() <= Instant::now());
     if !expired {
         return Ok(false);
     }
