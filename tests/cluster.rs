@@ -1017,39 +1017,30 @@ fn status_is_a_fixed_point() {
     );
     eprintln!("idle window {:?}: writes by ramjet: {} Lease renewals, nothing else", idle_window(), writes.len());
 
-    // Another writer that keeps reverting the address: ramjet stops and says so.
-    let revert = || {
-        install.apply_status_as_other("shop");
-    };
+    // Another writer that keeps reverting the address: ramjet stops and says so with a warning Event.
     let mut reverted = 0;
     let stopped = eventually(PATIENCE, || {
         if install.status_ips("shop") == [LB_IP] {
-            revert();
+            install.apply_status_as_other("shop");
             reverted += 1;
         }
         !install.events("StatusReverted", "shop").is_empty()
-            || ramjet.full_log().contains("keeps being changed by another writer")
     });
-    assert!(stopped, "ramjet kept fighting over status ({reverted} reverts); log:\n{}", ramjet.log());
-    let warnings: Vec<Value> = install
-        .admin
-        .list("Event", Some(&ns))
-        .into_iter()
-        .filter(|e| e["regarding"]["name"] == "shop" && e["type"] == "Warning")
-        .collect();
-    assert!(
-        eventually(PATIENCE, || !install
-            .admin
-            .list("Event", Some(&ns))
-            .iter()
-            .filter(|e| e["regarding"]["name"] == "shop" && e["type"] == "Warning")
-            .collect::<Vec<_>>()
-            .is_empty()),
-        "no warning Event on the reverted Ingress: {warnings:#?}"
-    );
-    // Once stopped, it stays stopped: the other writer's value stays.
-    std::thread::sleep(Duration::from_secs(3));
+    assert!(stopped, "ramjet kept fighting over status ({reverted} reverts) and said nothing; log:\n{}", ramjet.log());
+    let event = &install.events("StatusReverted", "shop")[0];
+    assert_eq!(event["type"], "Warning", "{event:#}");
+    assert_eq!(event["regarding"]["kind"], "Ingress", "{event:#}");
+    assert_eq!(event["regarding"]["namespace"], ns.as_str(), "{event:#}");
+    let note = event["note"].as_str().unwrap_or_default();
+    assert!(note.contains("ramjet stops writing it"), "the Event does not say ramjet stopped: {note}");
+    // Once stopped, it stays stopped: no more status writes, and the other writer's value stays.
+    let since = audit_len(plane);
+    std::thread::sleep(Duration::from_secs(5));
+    let writes = writes_by(plane, &install.user(), since);
+    assert!(!writes.iter().any(|w| w == "patch ingresses/status"), "ramjet still writes status: {writes:?}");
     assert_eq!(install.status_ips("shop"), ["198.51.100.1"]);
+    assert_eq!(install.events("StatusReverted", "shop").len(), 1, "more than one StatusReverted Event");
+    eprintln!("a writer reverting status: ramjet stopped after {reverted} reverts, with one warning Event");
 
     // An Ingress that stops being ours loses the address ramjet wrote.
     install.admin.apply(
@@ -1064,6 +1055,36 @@ fn status_is_a_fixed_point() {
     // Back in our class it gets the address again; when our IngressClass is deleted, it loses it.
     install.ingress("web", "web.test", "web");
     assert!(eventually(PATIENCE, || install.status_ips("web") == [LB_IP]));
+
+    // An Ingress that names no class is ours while our IngressClass is the cluster's default; when
+    // the default moves to another controller's class, the Ingress moves with it and loses the
+    // address. (Created while no class is the default, so the API server's DefaultIngressClass
+    // admission leaves its class unset.)
+    install.admin.apply(&format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{ name: unnamed, namespace: {ns} }}\n\
+         spec:\n  rules: [{{ host: unnamed.test, http: {{ paths: [{{ path: /, pathType: Prefix, \
+         backend: {{ service: {{ name: web, port: {{ name: http }} }} }} }}] }} }}]\n"
+    ));
+    let class_yaml = |name: &str, controller: &str, default: bool| {
+        let annotation = if default { "\"ingressclass.kubernetes.io/is-default-class\": \"true\"" } else { "" };
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: IngressClass\n\
+             metadata: {{ name: {name}, annotations: {{ {annotation} }} }}\nspec: {{ controller: {controller} }}\n"
+        )
+    };
+    let ours = format!("ramjet.dev/{}", install.name);
+    install.admin.apply(&class_yaml(&install.class, &ours, true));
+    assert!(
+        eventually(PATIENCE, || install.status_ips("unnamed") == [LB_IP]),
+        "an Ingress of the default class (ours) got no address; log:\n{}",
+        ramjet.log()
+    );
+    install.admin.apply(&class_yaml(&install.class, &ours, false));
+    install.admin.apply(&class_yaml("elsewhere", "example.com/other", true));
+    let moved = eventually(PATIENCE, || install.status_ips("unnamed").is_empty());
+    // The cluster has no default class again, whatever happened.
+    install.admin.apply(&class_yaml("elsewhere", "example.com/other", false));
+    assert!(moved, "the address stayed on an Ingress that moved to another controller: {:?}", install.status_ips("unnamed"));
     install.admin.delete("IngressClass", None, &install.class);
     assert!(
         eventually(PATIENCE, || install.status_ips("web").is_empty()),
