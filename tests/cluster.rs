@@ -1388,6 +1388,9 @@ fn survives_the_api_server_starting_late_and_going_away() {
         applied_notes(),
         ramjet.full_log()
     );
+    if ramjet.full_log().contains("namespace does not exist yet") {
+        eprintln!("the first Event met the `default` namespace missing, and waited for it");
+    }
 
     // Under load, the API server goes away: every request is still served by the last generation.
     let stop = std::sync::atomic::AtomicBool::new(false);

@@ -1,6 +1,7 @@
 //! Faults the real API server cannot be made to produce at a chosen moment, against the test API
-//! server written here (`tests/support/apiserver.rs`): a list held back during start-up, watches
-//! dropped with the history compacted away mid-run, a Lease left by a replica that died. The daemon
+//! server written here (`tests/support/apiserver.rs`): a list held back during start-up, the
+//! Events' namespace not there yet, watches dropped with the history compacted away mid-run, a
+//! Lease left by a replica that died. The daemon
 //! (as the binary runs it) talks to it through the real `kube::Client`. Everything else about the
 //! cluster is tested against the real kube-apiserver in `tests/cluster.rs`.
 
@@ -121,6 +122,30 @@ fn start_up_waits_for_every_list() {
         assert_eq!(daemon.published.current().number, 1);
         daemon.shutdown();
     });
+}
+
+#[test]
+fn the_first_event_waits_for_its_namespace() {
+    let api = ApiServer::start();
+    let dir = temp_dir("k8s-event-namespace");
+    let a = Backend::start("a");
+    seed(&api, &a);
+    // A brand-new kube-apiserver answers before its bootstrap controller has created `default`,
+    // where Events about our (cluster-scoped) IngressClass go; the real one does so only sometimes
+    // by the time of the first publish (tests/cluster.rs meets it in the fault test), this one on cue.
+    api.namespace_missing("default", true);
+    let daemon = start(options(&api, &dir, "replica-a"));
+    assert_eq!(served(&daemon, "web.test"), "a");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(api.events().is_empty(), "an Event was created in a namespace that does not exist");
+    api.namespace_missing("default", false);
+    let first = || {
+        api.events().iter().any(|e| {
+            e["reason"] == "ConfigApplied" && e["note"].as_str().is_some_and(|n| n.contains("(gen 0→1)"))
+        })
+    };
+    assert!(eventually(Duration::from_secs(10), first), "the first publish's Event was lost: {:#?}", api.events());
+    daemon.shutdown();
 }
 
 #[test]

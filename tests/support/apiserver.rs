@@ -8,7 +8,9 @@
 //!   [`ApiServer::drop_watches`]. A version older than the log ([`ApiServer::compact`]) gets the
 //!   `ERROR` event with a 410 `Expired` Status that makes a client relist, as a real server does.
 //! * `GET` / `POST` / `PUT` one object (Leases, Events), with resourceVersion conflicts (409) and
-//!   `AlreadyExists`; [`ApiServer::forbid`] answers 403 for a resource.
+//!   `AlreadyExists`; [`ApiServer::forbid`] answers 403 for a resource;
+//!   [`ApiServer::namespace_missing`] answers creates in a namespace with 404 `namespaces "…" not
+//!   found`, as a brand-new real server does for `default` until its bootstrap controller ran.
 //! * `PATCH …/status` with `application/apply-patch+yaml`: server-side apply of `status`.
 //!
 //! Tests change objects with [`ApiServer::apply`] and [`ApiServer::delete`] and read what the
@@ -63,6 +65,7 @@ struct Store {
     epoch: u64,
     held: HashSet<String>,
     forbidden: HashSet<String>,
+    missing_namespaces: HashSet<String>,
     lists: HashMap<String, usize>,
     watches: HashMap<String, usize>,
     events: Vec<Value>,
@@ -321,6 +324,16 @@ impl ApiServer {
         self.shared.lock().forbidden.insert(resource.into());
     }
 
+    /// While `missing`, creates in `namespace` are refused with 404 `namespaces "…" not found`.
+    pub fn namespace_missing(&self, namespace: &str, missing: bool) {
+        let mut store = self.shared.lock();
+        if missing {
+            store.missing_namespaces.insert(namespace.into());
+        } else {
+            store.missing_namespaces.remove(namespace);
+        }
+    }
+
     /// Forgets the change log: a watch resuming from any resourceVersion handed out so far gets
     /// 410 Gone (a list made afterwards gives a version that can be watched from).
     pub fn compact(&self) {
@@ -570,6 +583,13 @@ fn create(shared: Arc<Shared>, target: Target, body: &[u8]) -> Response {
         object["metadata"]["namespace"] = json!(namespace);
     }
     let mut store = shared.lock();
+    if store.missing_namespaces.contains(&namespace) {
+        let message = format!("namespaces \"{namespace}\" not found");
+        let details = json!({ "name": namespace, "kind": "namespaces" });
+        let body = json!({ "kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message,
+            "reason": "NotFound", "code": 404, "details": details });
+        return json_response(StatusCode::NOT_FOUND, body);
+    }
     let key = (target.resource.clone(), namespace.clone(), name.clone());
     if store.objects.contains_key(&key) {
         return status(409, "AlreadyExists", &format!("{} \"{name}\" already exists", kind_of(&target.resource)));
