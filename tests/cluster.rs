@@ -1187,8 +1187,8 @@ fn events_pass_the_real_validation() {
     for (name, says) in [
         ("no-secret", "missing"),
         ("bad-port", "nope"),
-        ("external-name", "ExternalName"),
-        ("resource-backend", "resource backends"),
+        ("external-name", "is of type ExternalName, which is not supported"),
+        ("resource-backend", "resource backends (StorageBucket static) are not supported"),
     ] {
         assert!(
             eventually(PATIENCE, || !warnings(name).is_empty()),
