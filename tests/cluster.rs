@@ -1084,7 +1084,11 @@ fn status_is_a_fixed_point() {
     let moved = eventually(PATIENCE, || install.status_ips("unnamed").is_empty());
     // The cluster has no default class again, whatever happened.
     install.admin.apply(&class_yaml("elsewhere", "example.com/other", false));
-    assert!(moved, "the address stayed on an Ingress that moved to another controller: {:?}", install.status_ips("unnamed"));
+    assert!(
+        moved,
+        "the address stayed on an Ingress that moved to another controller: {:?}",
+        install.status_ips("unnamed")
+    );
     install.admin.delete("IngressClass", None, &install.class);
     assert!(
         eventually(PATIENCE, || install.status_ips("web").is_empty()),

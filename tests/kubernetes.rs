@@ -140,9 +140,9 @@ fn the_first_event_waits_for_its_namespace() {
     assert!(api.events().is_empty(), "an Event was created in a namespace that does not exist");
     api.namespace_missing("default", false);
     let first = || {
-        api.events().iter().any(|e| {
-            e["reason"] == "ConfigApplied" && e["note"].as_str().is_some_and(|n| n.contains("(gen 0→1)"))
-        })
+        api.events()
+            .iter()
+            .any(|e| e["reason"] == "ConfigApplied" && e["note"].as_str().is_some_and(|n| n.contains("(gen 0→1)")))
     };
     assert!(eventually(Duration::from_secs(10), first), "the first publish's Event was lost: {:#?}", api.events());
     daemon.shutdown();

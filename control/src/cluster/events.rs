@@ -121,7 +121,11 @@ impl EventWriter {
                 // IngressClass, was lost to that race. Wait for the namespace a while.
                 Err(kube::Error::Api(status)) if namespace_missing(&status) && waited < NAMESPACE_PATIENCE => {
                     if waited.is_zero() {
-                        tracing::info!(reason = event.reason, namespace, "the Event's namespace does not exist yet; waiting for it");
+                        tracing::info!(
+                            reason = event.reason,
+                            namespace,
+                            "the Event's namespace does not exist yet; waiting for it"
+                        );
                     }
                     tokio::time::sleep(NAMESPACE_RETRY).await;
                     waited += NAMESPACE_RETRY;
