@@ -698,14 +698,7 @@ fn needed_for(kind: &str, rule: &Value, verb: &str) -> BTreeSet<&'static str> {
         // Missing Event permission is skipped (logged at debug): nothing else changes.
         ("ClusterRole", ["events"], "create") => vec!["ConfigApplied Event"],
         // Without a first list nothing is compiled, published or written; the election still runs.
-        ("ClusterRole", _, "list") => vec![
-            "ready and serving",
-            "Ingress change followed",
-            "Service change followed",
-            "EndpointSlice change followed",
-            "Ingress status written",
-            "ConfigApplied Event",
-        ],
+        ("ClusterRole", _, "list") => WORKS.iter().copied().filter(|w| !w.starts_with("Lease")).collect(),
         // Without the watch, the first list is served, and no change after it.
         ("ClusterRole", ["ingresses", "ingressclasses"], "watch") => vec!["Ingress change followed"],
         ("ClusterRole", ["services", "secrets"], "watch") => vec!["Service change followed"],
