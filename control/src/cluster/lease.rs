@@ -157,8 +157,8 @@ pub async fn elect(
     }
 }
 
-/// Gives the Lease up if this replica holds it: no holder, and a renew time of now, so any replica
-/// takes it at its next round.
+/// Gives the Lease up if this replica holds it: no holder, and a renew time of now, so a replica
+/// watching the Lease takes it at once (one that only polls, at its next round).
 async fn release(api: &Api<Lease>, options: &LeaseOptions) -> Result<(), kube::Error> {
     let Some(mut lease) = api.get_opt(&options.name).await? else { return Ok(()) };
     let spec = lease.spec.get_or_insert_with(Default::default);
