@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ramjet_dataplane::access_log::{Destination, Format};
+use ramjet_dataplane::AccessLogSettings;
 
 /// `--https-addr` when it is not given.
 pub const DEFAULT_HTTPS_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 8443);
@@ -103,6 +105,42 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
+    /// The access log: one record per request, to `stdout`, `stderr`, a file PATH (reopened on
+    /// SIGHUP), or `off`.
+    #[arg(long, env = "RAMJET_ACCESS_LOG", value_name = "stdout|stderr|PATH|off", default_value = "off")]
+    pub access_log: String,
+
+    /// Access-log records as JSON lines or text.
+    #[arg(long, env = "RAMJET_ACCESS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub access_log_format: LogFormat,
+
+    /// Requests for these paths (exact match, the query ignored; comma-separated) are not logged,
+    /// e.g. health checks.
+    #[arg(long, env = "RAMJET_ACCESS_LOG_SKIP_PATHS", value_delimiter = ',', value_name = "PATH,...")]
+    pub access_log_skip_paths: Vec<String>,
+
+    /// Log only requests answered with a status of 400 or more.
+    #[arg(long, env = "RAMJET_ACCESS_LOG_ERRORS_ONLY")]
+    pub access_log_errors_only: bool,
+
+    /// The share of successful requests (status below 400) logged, 0 to 1; errors are always logged.
+    #[arg(long, env = "RAMJET_ACCESS_LOG_SAMPLE", default_value_t = 1.0, value_parser = share)]
+    pub access_log_sample: f64,
+
+    /// Each worker's access-log buffer, in KiB: records that do not fit while the writer is behind
+    /// are dropped and counted (ramjet_access_log_dropped_total).
+    #[arg(long, env = "RAMJET_ACCESS_LOG_BUFFER_KIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(4..=1048576))]
+    pub access_log_buffer_kib: u64,
+
+    /// How often the writer thread writes what the workers logged.
+    #[arg(long, env = "RAMJET_ACCESS_LOG_FLUSH_INTERVAL", default_value = "20ms", value_parser = duration)]
+    pub access_log_flush_interval: Duration,
+
+    /// The series of a route and backend that left the configuration are dropped from /metrics
+    /// after this long without requests.
+    #[arg(long, env = "RAMJET_METRICS_GRACE", default_value = "5m", value_parser = duration)]
+    pub metrics_grace: Duration,
+
     /// Kubernetes mode: the IngressClass name this controller serves.
     #[arg(long, env = "RAMJET_INGRESS_CLASS", default_value = "ramjet")]
     pub ingress_class: String,
@@ -177,10 +215,40 @@ pub enum IoDriverArg {
     Legacy,
 }
 
+impl Cli {
+    /// The access-log settings the flags ask for (`None`: off).
+    pub fn access_log(&self) -> Option<AccessLogSettings> {
+        let destination = match self.access_log.as_str() {
+            "off" | "" => return None,
+            "stdout" | "-" => Destination::Stdout,
+            "stderr" => Destination::Stderr,
+            path => Destination::File(PathBuf::from(path)),
+        };
+        let format = match self.access_log_format {
+            LogFormat::Json => Format::Json,
+            LogFormat::Text => Format::Text,
+        };
+        let mut settings = AccessLogSettings::new(destination, format);
+        settings.skip_paths = self.access_log_skip_paths.iter().filter(|p| !p.is_empty()).cloned().collect();
+        settings.errors_only = self.access_log_errors_only;
+        settings.success_sample = self.access_log_sample;
+        settings.buffer_bytes = self.access_log_buffer_kib as usize * 1024;
+        settings.flush_interval = self.access_log_flush_interval;
+        Some(settings)
+    }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
     Text,
     Json,
+}
+
+fn share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}` is not a share between 0 and 1 (0.1 logs one success in ten)")),
+    }
 }
 
 fn duration(s: &str) -> Result<Duration, String> {

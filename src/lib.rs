@@ -24,7 +24,7 @@ use ramjet_control::cluster::{AuditEvents, ClusterOptions};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_control::routes_file::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
-use ramjet_dataplane::{DataPlane, DataPlaneConfig, IoDriver, Settings};
+use ramjet_dataplane::{AccessLogSettings, DataPlane, DataPlaneConfig, IoDriver, Settings};
 use ramjet_shared::{Published, WorkerStats};
 use rustls::sign::CertifiedKey;
 
@@ -53,6 +53,8 @@ pub struct DaemonConfig {
     pub io_driver: IoDriver,
     pub default_certificate: Option<Arc<CertifiedKey>>,
     pub pin_workers: bool,
+    /// The access log (`None`: off).
+    pub access_log: Option<AccessLogSettings>,
 }
 
 impl DaemonConfig {
@@ -77,6 +79,7 @@ impl DaemonConfig {
             io_driver: IoDriver::Auto,
             default_certificate: None,
             pin_workers: false,
+            access_log: None,
         }
     }
 }
@@ -192,6 +195,7 @@ impl Daemon {
                 settings: config.settings,
                 io_driver: config.io_driver,
                 pin_workers: config.pin_workers,
+                access_log: config.access_log,
             },
             published.clone(),
             stats.clone(),
@@ -209,6 +213,11 @@ impl Daemon {
 
     pub fn admin_addr(&self) -> SocketAddr {
         self.control.admin_addr
+    }
+
+    /// Reopens the access log's file (SIGHUP: logrotate moved it away).
+    pub fn reopen_access_log(&self) {
+        self.dataplane.reopen_access_log();
     }
 
     /// Feeds a new static configuration through the compiler (tests and embedders; the daemon

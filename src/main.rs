@@ -163,15 +163,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let access_log = cli.access_log();
+    if let Some(ramjet_dataplane::access_log::Destination::File(path)) = access_log.as_ref().map(|a| &a.destination) {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("--access-log {}: cannot open for appending", path.display()))?;
+    }
     let Some(source) = source(&cli)? else {
         return Ok(());
     };
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     // Handlers first, so a signal during start-up is not fatal.
-    let (mut term, mut int) = runtime.block_on(async {
+    let (mut term, mut int, mut hup) = runtime.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
-        Ok::<_, std::io::Error>((signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?))
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::hangup())?,
+        ))
     })?;
 
     let daemon = Daemon::start(DaemonConfig {
@@ -190,8 +202,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             client_write_timeout: cli.client_write_timeout,
             upstream_timeout: cli.upstream_timeout,
             drain_timeout: cli.drain_timeout,
+            metrics_grace: cli.metrics_grace,
             ..Settings::default()
         },
+        access_log,
         io_driver: match cli.io_driver {
             IoDriverArg::IoUring => IoDriver::IoUring,
             IoDriverArg::Auto => IoDriver::Auto,
@@ -219,9 +233,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         "serving"
     );
     runtime.block_on(async {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: draining"),
-            _ = int.recv() => tracing::info!("SIGINT: draining"),
+        loop {
+            tokio::select! {
+                _ = term.recv() => break tracing::info!("SIGTERM: draining"),
+                _ = int.recv() => break tracing::info!("SIGINT: draining"),
+                _ = hup.recv() => {
+                    tracing::info!("SIGHUP: reopening the access log");
+                    daemon.reopen_access_log();
+                }
+            }
         }
     });
     daemon.shutdown();

@@ -1,5 +1,7 @@
 //! The request path allocates nothing in steady state: keep-alive requests through the proxy to a
-//! pooled upstream, and direct responses, counted with a counting global allocator. The client and
+//! pooled upstream, and direct responses, counted with a counting global allocator — with the
+//! access log off and with it on (JSON to a file: records are formatted into reused buffers and
+//! copied into the worker's ring; the writer thread allocates nothing per record either). The client and
 //! the backend here reuse fixed buffers, so every allocation counted would be the daemon's.
 
 mod support;
@@ -9,7 +11,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
-use support::{daemon, DRIVERS};
+use ramjet_dataplane::access_log::{Destination, Format};
+use ramjet_dataplane::AccessLogSettings;
+use support::{daemon_with, routes, DRIVERS};
 
 struct Counting;
 
@@ -98,12 +102,25 @@ fn drive(conn: &mut TcpStream, request: &[u8], count: usize) {
 
 #[test]
 fn steady_state_requests_allocate_nothing() {
+    requests_allocate_nothing(None);
+}
+
+#[test]
+fn steady_state_requests_allocate_nothing_with_the_access_log_on() {
+    let file = support::temp_dir("alloc-log").join("access.log");
+    let log = AccessLogSettings::new(Destination::File(file.clone()), Format::Json);
+    requests_allocate_nothing(Some(log));
+    let written = std::fs::read_to_string(&file).unwrap().lines().count();
+    assert_eq!(written, 2 * 2 * 2200, "every request was logged");
+}
+
+fn requests_allocate_nothing(log: Option<AccessLogSettings>) {
     let backend = fixed_backend();
     for driver in DRIVERS {
         let yaml = format!(
             "backends:\n  be: {{ endpoints: [\"{backend}\"] }}\n  hi: {{ respond: {{ status: 200, body: \"hi\" }} }}\nroutes:\n  - {{ path: /proxy, backend: be }}\n  - {{ path: /direct, backend: hi }}\n"
         );
-        let d = daemon(&yaml, driver);
+        let d = daemon_with(routes(&yaml), driver, |c| c.access_log = log.clone());
         for path in ["/proxy", "/direct"] {
             let request =
                 format!("GET {path} HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n");
@@ -115,7 +132,8 @@ fn steady_state_requests_allocate_nothing() {
             drive(&mut conn, request.as_bytes(), 2000);
             let allocations = ALLOCATIONS.load(Relaxed) - before;
             // The admin listener and timers may allocate now and then; per request it must be zero.
-            eprintln!("{driver:?} {path}: {allocations} allocations in 2000 requests");
+            let logging = if log.is_some() { "access log on" } else { "access log off" };
+            eprintln!("{driver:?} {path} ({logging}): {allocations} allocations in 2000 requests");
             assert!(allocations < 20, "{driver:?} {path}: {allocations} allocations for 2000 requests");
         }
         d.shutdown();

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ramjet_shared::{StatusClass, UpstreamErrorKind, WorkerStats};
+use ramjet_shared::{HistogramSnapshot, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats, DURATION_BUCKETS};
 
 /// Upper bounds of the publish-latency histogram, in seconds.
 const PUBLISH_BUCKETS: [f64; 10] = [1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 1e-1];
@@ -59,6 +59,75 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
+/// A label value with `\\`, `"` and newlines escaped, as the text format requires.
+fn label(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) {
+    let mut cumulative = 0;
+    for (n, bound) in h.buckets.iter().zip(DURATION_BUCKETS) {
+        cumulative += n;
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+    }
+    let count = h.count();
+    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+    let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_us as f64 / 1e6);
+    let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+}
+
+/// The per route and backend families (each family's samples together, as the format requires).
+fn render_routes(out: &mut String, series: &[RouteSnapshot]) {
+    let labels: Vec<String> =
+        series.iter().map(|s| format!("route=\"{}\",backend=\"{}\"", label(&s.route), label(&s.backend))).collect();
+    family(out, "ramjet_route_requests_total", "counter", "Requests answered per route and backend, by status class.");
+    for (s, l) in series.iter().zip(&labels) {
+        for class in StatusClass::ALL {
+            let _ = writeln!(
+                out,
+                "ramjet_route_requests_total{{{l},class=\"{}\"}} {}",
+                class.label(),
+                s.requests[class as usize]
+            );
+        }
+    }
+    family(
+        out,
+        "ramjet_route_request_duration_seconds",
+        "histogram",
+        "Time from the complete request head to the end of the response, per route and backend.",
+    );
+    for (s, l) in series.iter().zip(&labels) {
+        histogram(out, "ramjet_route_request_duration_seconds", l, &s.duration);
+    }
+    family(
+        out,
+        "ramjet_route_upstream_response_seconds",
+        "histogram",
+        "Time from the start of the upstream exchange (connect included) to the response head.",
+    );
+    for (s, l) in series.iter().zip(&labels) {
+        histogram(out, "ramjet_route_upstream_response_seconds", l, &s.upstream);
+    }
+    family(out, "ramjet_route_request_bytes_total", "counter", "Request bytes received (head and body).");
+    for (s, l) in series.iter().zip(&labels) {
+        let _ = writeln!(out, "ramjet_route_request_bytes_total{{{l}}} {}", s.bytes_in);
+    }
+    family(out, "ramjet_route_response_bytes_total", "counter", "Response bytes sent (head and body).");
+    for (s, l) in series.iter().zip(&labels) {
+        let _ = writeln!(out, "ramjet_route_response_bytes_total{{{l}}} {}", s.bytes_out);
+    }
+    family(
+        out,
+        "ramjet_route_upstream_connect_errors_total",
+        "counter",
+        "Connects to the backend's endpoints that failed (refused, unreachable, timed out).",
+    );
+    for (s, l) in series.iter().zip(&labels) {
+        let _ = writeln!(out, "ramjet_route_upstream_connect_errors_total{{{l}}} {}", s.connect_errors);
+    }
+}
+
 /// Renders the exposition text.
 pub fn render(m: &MetricsSources) -> String {
     let mut out = String::with_capacity(4096);
@@ -86,6 +155,14 @@ pub fn render(m: &MetricsSources) -> String {
     let _ = writeln!(out, "ramjet_connections_total {}", w.connections_accepted());
     family(&mut out, "ramjet_tls_handshake_failures_total", "counter", "TLS handshakes that failed or timed out.");
     let _ = writeln!(out, "ramjet_tls_handshake_failures_total {}", w.tls_handshake_failures());
+    family(
+        &mut out,
+        "ramjet_access_log_dropped_total",
+        "counter",
+        "Access-log records dropped because a worker's buffer was full.",
+    );
+    let _ = writeln!(out, "ramjet_access_log_dropped_total {}", w.access_log_dropped());
+    render_routes(&mut out, &w.route_series());
 
     family(&mut out, "ramjet_pinned", "gauge", "1 while an operator pin (rollback) holds the configuration.");
     let _ = writeln!(out, "ramjet_pinned {}", c.pinned.load(Relaxed));

@@ -9,11 +9,12 @@ pub const DATE_LEN: usize = 29;
 
 pub struct Clock {
     date: Cell<[u8; DATE_LEN]>,
+    secs: Cell<u64>,
 }
 
 impl Default for Clock {
     fn default() -> Self {
-        let clock = Clock { date: Cell::new([b' '; DATE_LEN]) };
+        let clock = Clock { date: Cell::new([b' '; DATE_LEN]), secs: Cell::new(0) };
         clock.tick();
         clock
     }
@@ -24,6 +25,13 @@ impl Clock {
     pub fn tick(&self) {
         let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         self.date.set(imf_fixdate(secs));
+        self.secs.set(secs);
+    }
+
+    /// Seconds since the Unix epoch as of the last tick.
+    #[inline]
+    pub fn unix_secs(&self) -> u64 {
+        self.secs.get()
     }
 
     /// The date as of the last tick.

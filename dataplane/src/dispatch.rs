@@ -4,7 +4,9 @@
 
 use std::net::SocketAddr;
 
-use ramjet_shared::{normalize_host, BackendKind, DirectResponse, RouteTable};
+use std::sync::Arc;
+
+use ramjet_shared::{normalize_host, BackendKind, DirectResponse, Route, RouteTable};
 
 /// The fate of one request.
 pub(crate) enum Decision<'t, 'b> {
@@ -13,9 +15,9 @@ pub(crate) enum Decision<'t, 'b> {
     /// No rule matched and there is no default backend: 404.
     NoRoute,
     /// The route's configured answer.
-    Direct(&'t DirectResponse),
+    Direct { route: &'t Arc<Route>, response: &'t DirectResponse },
     /// Proxy to one of the backend's endpoints (none: 503).
-    Proxy { slot: u32, endpoints: &'t [SocketAddr] },
+    Proxy { route: &'t Arc<Route>, slot: u32, endpoints: &'t [SocketAddr] },
 }
 
 /// Routes `host` and `target` through `table`. A plain-text request (`tls` false) for a host with an
@@ -36,8 +38,8 @@ pub(crate) fn decide<'t, 'b>(
     match table.route(host, target) {
         None => Decision::NoRoute,
         Some(route) => match &route.backend.kind {
-            BackendKind::Respond(direct) => Decision::Direct(direct),
-            BackendKind::Endpoints(endpoints) => Decision::Proxy { slot: route.backend.slot, endpoints },
+            BackendKind::Respond(response) => Decision::Direct { route, response },
+            BackendKind::Endpoints(endpoints) => Decision::Proxy { route, slot: route.backend.slot, endpoints },
         },
     }
 }

@@ -21,14 +21,18 @@ pub use chunked::{ChunkError, ChunkedDecoder};
 pub use head::{parse_request, parse_response, ConnFacts, Framing, RequestHead, ResponsePlan, MAX_HEAD};
 
 use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split, Splitable};
-use ramjet_shared::RouteTable;
+use ramjet_shared::{Generation, Route, RouteTable};
 
+use crate::access_log::RequestFields;
 use crate::buf::{write_vec, ReadBuf};
 use crate::dispatch::{decide, Decision};
 use crate::error::{Failure, ProxyError};
 use crate::http2;
+use crate::observe::{Done, RequestId, Tally};
 use crate::upstream::UpstreamConn;
 use crate::worker::Worker;
 use body::Body;
@@ -38,6 +42,8 @@ use reply::{render, Reply};
 pub const CLIENT_BUFFER: usize = MAX_HEAD + 4096;
 /// Upstream read buffer.
 pub const UPSTREAM_BUFFER: usize = 32 * 1024;
+/// The status logged for a request whose client went away before any answer (nginx's 499).
+pub const CLIENT_CLOSED: u16 = 499;
 
 /// What happens to the client connection after an exchange.
 pub(crate) enum Next {
@@ -71,6 +77,15 @@ pub(crate) struct ClientConn<'w, S> {
     /// connection cannot carry another request.
     pub body_pending: bool,
     first: bool,
+    /// The current request: when its head was complete, what it did, the status sent (0: none
+    /// yet), its id.
+    start: Instant,
+    pub tally: Tally,
+    pub status: u16,
+    request_id: Option<RequestId>,
+    /// The access-log record being written for the current request (begun: `logging`).
+    record: Vec<u8>,
+    logging: bool,
 }
 
 /// Serves one client connection until it closes, fails, or is upgraded (to a tunnel, or to HTTP/2
@@ -87,6 +102,12 @@ where
         facts,
         body_pending: false,
         first: true,
+        start: Instant::now(),
+        tally: Tally::default(),
+        status: 0,
+        request_id: None,
+        record: Vec::new(),
+        logging: false,
     };
     let tunnel = loop {
         match exchange(&mut conn).await {
@@ -95,11 +116,13 @@ where
             Next::Tunnel(up) => break Some(up),
             Next::Http2 => {
                 worker.out_buffers.give(conn.out);
+                worker.give_record(conn.record);
                 return http2::serve(worker.clone(), conn.stream, Some(conn.buf), facts.clone()).await;
             }
         }
     };
     worker.out_buffers.give(std::mem::take(&mut conn.out));
+    worker.give_record(std::mem::take(&mut conn.record));
     if let Some(up) = tunnel {
         relay(conn.stream, conn.buf, up).await;
     } else {
@@ -192,6 +215,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
     fn discard_buffered_body(&mut self, head: &RequestHead) {
         if let Some(n) = buffered_body_len(head, self.buf.data()) {
             self.buf.consume(n);
+            self.tally.bytes_in += n as u64;
             self.body_pending = false;
         }
     }
@@ -200,12 +224,15 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
     async fn reply(&mut self, reply: Reply<'_>, keep_alive: bool) -> Next {
         let keep = keep_alive && !self.body_pending;
         let status = reply.status();
-        render(&reply, !keep, &self.worker.clock.date(), &mut self.out);
+        let id = self.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
+        render(&reply, !keep, &self.worker.clock.date(), id, &mut self.out);
         self.finish(status, keep).await
     }
 
+    /// Writes the answer in `out`; the request is accounted by [`exchange`].
     async fn finish(&mut self, status: u16, keep: bool) -> Next {
-        self.worker.counters().request(status);
+        self.status = status;
+        self.tally.bytes_out += self.out.len() as u64;
         match self.write_out().await {
             Ok(()) if keep => Next::KeepAlive,
             _ => Next::Close,
@@ -220,29 +247,101 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
         match answer.status {
             Some(status) => {
                 let keep = keep_alive && answer.keep && !self.body_pending;
-                render(&Reply::Status(status), !keep, &worker.clock.date(), &mut self.out);
+                let date = worker.clock.date();
+                let id = self.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
+                render(&Reply::Status(status), !keep, &date, id, &mut self.out);
                 self.finish(status, keep).await
             }
-            None => Next::Close,
+            None => {
+                if self.status == 0 {
+                    self.status = CLIENT_CLOSED;
+                }
+                Next::Close
+            }
         }
+    }
+
+    /// Accounts the request that just ended: counters, its (route, backend) series, its record.
+    fn done(&mut self, route: Option<&Arc<Route>>, generation: &Arc<Generation>) {
+        if self.status == 0 {
+            return;
+        }
+        let done = Done { status: self.status, start: self.start, route, generation, tally: &self.tally };
+        let record = if self.logging { Some(&mut self.record) } else { None };
+        self.worker.request_done(&done, record);
     }
 }
 
-/// One request and its response.
+/// One request and its response, accounted once it has ended.
 async fn exchange<S>(conn: &mut ClientConn<'_, S>) -> Next
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
-    let head = match conn.read_head().await {
-        Ok(Incoming::Head(head)) => head,
-        Ok(Incoming::Http2) => return Next::Http2,
-        Ok(Incoming::Close) => return Next::Close,
-        Err(e) => return conn.fail(e.into(), false).await,
-    };
+    let incoming = conn.read_head().await;
+    conn.start = Instant::now();
+    conn.tally = Tally::default();
+    conn.status = 0;
+    conn.request_id = None;
+    conn.logging = false;
     let worker = conn.worker;
     // One generation for the whole life of this request.
     let generation = worker.generation();
-    let table: &RouteTable = &generation.table;
+    let head = match incoming {
+        Ok(Incoming::Head(head)) => head,
+        Ok(Incoming::Http2) => return Next::Http2,
+        Ok(Incoming::Close) => return Next::Close,
+        Err(e) => {
+            // A head that could not be parsed is still a request the client sent: logged without
+            // its fields.
+            let fields = RequestFields {
+                client: conn.facts.peer,
+                method: b"",
+                host: b"",
+                path: b"",
+                protocol: "HTTP/1.1",
+                user_agent: b"",
+                request_id: b"",
+                generation: generation.number,
+                tls: conn.facts.tls,
+            };
+            conn.logging = worker.log_begin(&fields, &mut conn.record);
+            let next = conn.fail(e.into(), false).await;
+            conn.done(None, &generation);
+            return next;
+        }
+    };
+    conn.tally.bytes_in = head.head_len as u64;
+    let data = conn.buf.data();
+    let id = worker.request_id(head.request_id.clone().map(|r| &data[r]));
+    id.insert_before_end(&mut conn.out);
+    let fields = RequestFields {
+        client: conn.facts.peer,
+        method: &data[head.method.clone()],
+        host: &data[head.host.clone()],
+        path: &data[head.target.clone()],
+        protocol: if head.minor == 0 { "HTTP/1.0" } else { "HTTP/1.1" },
+        user_agent: &data[head.user_agent.clone()],
+        request_id: id.as_bytes(),
+        generation: generation.number,
+        tls: conn.facts.tls,
+    };
+    conn.logging = worker.log_begin(&fields, &mut conn.record);
+    conn.request_id = Some(id);
+    let (next, route) = answer(conn, &head, &generation.table).await;
+    conn.done(route, &generation);
+    next
+}
+
+/// Routes the request and answers it: redirect, 404, a configured answer, or the backend's.
+async fn answer<'t, S>(
+    conn: &mut ClientConn<'_, S>,
+    head: &RequestHead,
+    table: &'t RouteTable,
+) -> (Next, Option<&'t Arc<Route>>)
+where
+    S: AsyncReadRent + AsyncWriteRent,
+{
+    let worker = conn.worker;
     let keep_alive = head.keep_alive && !worker.drain.is_fired();
     let data = conn.buf.data();
     let host = std::str::from_utf8(&data[head.host.clone()]).unwrap_or("");
@@ -252,32 +351,36 @@ where
     match decide(table, host, target, conn.facts.tls, &mut host_buf) {
         Decision::Redirect(h) => {
             // 308 keeps the method and body; the body is not read (skipped if it is all here).
-            let body = buffered_body_len(&head, &data[head.head_len..]);
+            let body = buffered_body_len(head, &data[head.head_len..]);
             let keep = keep_alive && body.is_some();
             let reply = Reply::HttpsRedirect { host: h.as_bytes(), target: target.as_bytes() };
-            render(&reply, !keep, &worker.clock.date(), &mut conn.out);
+            let date = worker.clock.date();
+            let id = conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
+            render(&reply, !keep, &date, id, &mut conn.out);
             conn.buf.consume(head.head_len + body.unwrap_or(0));
-            conn.finish(308, keep).await
+            conn.tally.bytes_in += body.unwrap_or(0) as u64;
+            (conn.finish(308, keep).await, None)
         }
         Decision::NoRoute => {
             conn.buf.consume(head.head_len);
-            conn.discard_buffered_body(&head);
-            conn.fail(ProxyError::NoRoute.into(), keep_alive).await
+            conn.discard_buffered_body(head);
+            (conn.fail(ProxyError::NoRoute.into(), keep_alive).await, None)
         }
-        Decision::Direct(direct) => {
+        Decision::Direct { route, response } => {
             conn.buf.consume(head.head_len);
-            conn.discard_buffered_body(&head);
-            conn.reply(Reply::Direct { response: direct, is_head: head.is_head }, keep_alive).await
+            conn.discard_buffered_body(head);
+            (conn.reply(Reply::Direct { response, is_head: head.is_head }, keep_alive).await, Some(route))
         }
-        Decision::Proxy { slot, endpoints } => {
+        Decision::Proxy { route, slot, endpoints } => {
             conn.buf.consume(head.head_len);
-            match proxy::forward(conn, &head, slot, endpoints, keep_alive).await {
+            let next = match proxy::forward(conn, head, slot, endpoints, keep_alive).await {
                 Ok((status, next)) => {
-                    worker.counters().request(status);
+                    conn.status = status;
                     next
                 }
                 Err(failure) => conn.fail(failure, keep_alive).await,
-            }
+            };
+            (next, Some(route))
         }
     }
 }

@@ -13,6 +13,7 @@
 //! worker by the `h2` crate; tokio is a dependency only for the I/O traits that crate is written
 //! against (no tokio runtime runs here). The crate takes no lock on the request path.
 
+pub mod access_log;
 mod buf;
 mod clock;
 mod dispatch;
@@ -21,10 +22,12 @@ mod error;
 pub mod http1;
 mod http2;
 mod listener;
+mod observe;
 mod tls;
 mod upstream;
 mod worker;
 
+pub use access_log::{AccessLog, AccessLogSettings};
 pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use listener::{bind_shared, ListenError};
 pub use tls::{server_config, SniResolver};
@@ -59,6 +62,9 @@ pub struct Settings {
     pub upstream_idle_timeout: Duration,
     /// On shutdown, in-flight requests get this long to finish.
     pub drain_timeout: Duration,
+    /// The series of a (route, backend) that left the serving table are dropped from `/metrics`
+    /// once they have had no request for this long.
+    pub metrics_grace: Duration,
     /// Limits of HTTP/2 connections (the preface and first request share `header_timeout`, idle
     /// connections `keepalive_timeout`).
     pub http2: Http2Settings,
@@ -117,6 +123,7 @@ impl Default for Settings {
             upstream_timeout: Duration::from_secs(60),
             upstream_idle_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(30),
+            metrics_grace: Duration::from_secs(300),
             http2: Http2Settings::default(),
         }
     }
@@ -158,6 +165,8 @@ pub struct DataPlaneConfig {
     pub io_driver: IoDriver,
     /// Pin worker `i` to the i-th CPU this process may run on.
     pub pin_workers: bool,
+    /// The access log (`None`: off).
+    pub access_log: Option<AccessLogSettings>,
 }
 
 /// Why the data plane did not start.
@@ -169,6 +178,9 @@ pub enum StartError {
     /// A worker could not build its runtime.
     #[error("worker {worker} could not start: {reason}")]
     Worker { worker: usize, reason: String },
+    /// The access log's destination could not be opened.
+    #[error(transparent)]
+    AccessLog(std::io::Error),
 }
 
 /// The running workers.
@@ -180,6 +192,7 @@ pub struct DataPlane {
     pub https_addr: Option<SocketAddr>,
     /// The driver of each worker.
     pub drivers: Vec<DriverChoice>,
+    access_log: Option<AccessLog>,
 }
 
 impl DataPlane {
@@ -190,6 +203,13 @@ impl DataPlane {
         stats: Arc<WorkerStats>,
     ) -> Result<DataPlane, StartError> {
         let workers = config.workers.max(1);
+        let (access_log, mut worker_logs) = match config.access_log {
+            Some(settings) => {
+                let (log, rings) = AccessLog::start(settings, workers).map_err(StartError::AccessLog)?;
+                (Some(log), rings.into_iter().map(Some).collect())
+            }
+            None => (None, (0..workers).map(|_| None).collect::<Vec<_>>()),
+        };
         let http = listener::bind_shared(config.http_addr, workers)?;
         let http_addr = http[0].local_addr().map_err(|source| ListenError::Bind { addr: config.http_addr, source })?;
         let (https, https_addr, tls_config) = match config.https {
@@ -213,6 +233,7 @@ impl DataPlane {
             let drain_rx = drain_rx.clone();
             let ready_tx = ready_tx.clone();
             let tls_config = tls_config.clone();
+            let log = worker_logs[id].take();
             let policy = config.io_driver;
             let thread = std::thread::Builder::new()
                 .name(format!("ramjet-worker-{id}"))
@@ -223,7 +244,7 @@ impl DataPlane {
                         }
                     }
                     let main = move |started: worker::Started| async move {
-                        let worker = Rc::new(worker::Worker::new(id, settings, published, stats));
+                        let worker = Rc::new(worker::Worker::new(id, settings, published, stats, log));
                         let https = https.zip(tls_config.map(tls::TlsTerminator::new));
                         worker::run(worker, http, https, drain_rx, started).await
                     };
@@ -250,7 +271,15 @@ impl DataPlane {
             http_addr,
             https_addr,
             drivers: drivers.into_iter().flatten().collect(),
+            access_log,
         })
+    }
+
+    /// Reopens the access log's file (SIGHUP: logrotate moved it away).
+    pub fn reopen_access_log(&self) {
+        if let Some(log) = &self.access_log {
+            log.reopen();
+        }
     }
 
     /// Stops accepting and lets the workers finish their connections (see [`Settings::drain_timeout`]).
@@ -263,6 +292,10 @@ impl DataPlane {
         self.drain();
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        // The workers are done: what their rings hold is written before the writer stops.
+        if let Some(mut log) = self.access_log.take() {
+            log.finish();
         }
     }
 }

@@ -11,11 +11,13 @@ use arc_swap::{ArcSwap, Cache};
 use monoio::net::TcpListener;
 use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
 
+use crate::access_log::{self, RequestFields, ResponseFields, WorkerLog};
 use crate::buf::BufferPool;
 use crate::clock::Clock;
 use crate::drain::DrainSignal;
 use crate::error::{rescue, Failure, Rescue};
 use crate::http1::{self, ConnFacts};
+use crate::observe::{self, Done, Observer, RequestId, RequestIds, RouteIndex, Sampler};
 use crate::tls::TlsTerminator;
 use crate::upstream::Pool;
 use crate::{DriverChoice, Ready, Settings};
@@ -52,13 +54,26 @@ pub(crate) struct Worker {
     current: RefCell<Rc<Arc<Generation>>>,
     cursors: RefCell<Vec<u32>>,
     open_connections: Cell<usize>,
+    observer: Observer,
+    /// The access log's ring, when logging is on.
+    log: Option<RefCell<WorkerLog>>,
 }
 
 impl Worker {
-    pub fn new(id: usize, settings: Arc<Settings>, published: Arc<Published>, stats: Arc<WorkerStats>) -> Self {
+    pub fn new(
+        id: usize,
+        settings: Arc<Settings>,
+        published: Arc<Published>,
+        stats: Arc<WorkerStats>,
+        log: Option<WorkerLog>,
+    ) -> Self {
         let cache = Cache::new(GenerationPointer(published.clone()));
         let current = Rc::new(published.generation().load_full());
+        let ids = RequestIds::new(id);
+        let sampler = Sampler::new(u64::from_le_bytes(ids.next()[..8].try_into().unwrap_or_default()));
         Worker {
+            observer: Observer { ids, routes: RefCell::new(RouteIndex::default()), sampler, stats: stats.clone() },
+            log: log.map(RefCell::new),
             id,
             pool: Pool::new(settings.upstream_idle_timeout),
             client_buffers: BufferPool::new(http1::CLIENT_BUFFER, 1024),
@@ -125,6 +140,79 @@ impl Worker {
             "request failed"
         );
         answer
+    }
+
+    /// The request's id: the client's when valid, else a new one.
+    #[inline]
+    pub fn request_id(&self, client: Option<&[u8]>) -> RequestId {
+        RequestId::new(client, &self.observer.ids)
+    }
+
+    /// Starts the access-log record of a request in `record` (taken from the head-buffer pool when
+    /// empty); `false` when logging is off or the path is skipped (nothing was written).
+    pub fn log_begin(&self, fields: &RequestFields<'_>, record: &mut Vec<u8>) -> bool {
+        let Some(log) = &self.log else { return false };
+        let log = log.borrow();
+        if !log.wants(fields.path) {
+            return false;
+        }
+        if record.capacity() == 0 {
+            *record = self.out_buffers.take();
+        }
+        access_log::begin(log.settings.format, fields, record);
+        true
+    }
+
+    /// Returns a record buffer to the pool (a connection or stream is done with it).
+    pub fn give_record(&self, record: Vec<u8>) {
+        if record.capacity() > 0 {
+            self.out_buffers.give(record);
+        }
+    }
+
+    /// A request ended: counted by status class, added to its (route, backend) series, and its
+    /// access-log record (begun in `record` by [`Worker::log_begin`]) completed and handed to the
+    /// writer — or dropped and counted when the ring is full.
+    pub fn request_done(&self, done: &Done<'_>, record: Option<&mut Vec<u8>>) {
+        self.counters().request(done.status);
+        let duration = done.start.elapsed();
+        if let Some(route) = done.route {
+            let current = Arc::ptr_eq(&self.current.borrow(), done.generation);
+            let sample = observe::sample(done, duration, self.clock.unix_secs());
+            let mut routes = self.observer.routes.borrow_mut();
+            let stats = &self.observer.stats;
+            routes.series(route, done.generation, current, |list| stats.publish_series(self.id, list)).record(&sample);
+        }
+        let (Some(log), Some(record)) = (&self.log, record) else { return };
+        let mut log = log.borrow_mut();
+        if !log.keeps(done.status, self.observer.sampler.next()) {
+            return;
+        }
+        let t = done.tally;
+        let fields = ResponseFields {
+            status: done.status,
+            bytes_in: t.bytes_in,
+            bytes_out: t.bytes_out,
+            duration,
+            upstream: t.upstream,
+            upstream_connect: t.upstream_connect,
+            upstream_header: t.upstream_header,
+            route: done.route.map(|r| &*r.source),
+            backend: done.route.map(|r| &*r.backend.name),
+        };
+        access_log::end(log.settings.format, &fields, record);
+        if !log.push(record) {
+            self.counters().access_log_dropped();
+        }
+    }
+
+    /// Drops the series of routes gone from the serving table for longer than the grace period.
+    fn prune_series(&self) {
+        let generation = self.generation();
+        let mut routes = self.observer.routes.borrow_mut();
+        if routes.prune(&generation.table, self.clock.unix_secs(), self.settings.metrics_grace) {
+            self.observer.stats.publish_series(self.id, routes.list());
+        }
     }
 
     fn connection_opened(&self) {
@@ -243,10 +331,17 @@ async fn sweep_pool(worker: Rc<Worker>) {
 }
 
 async fn tick_clock(worker: Rc<Worker>) {
+    // Vanished routes' series are looked for a few times per grace period (at most every 10 s).
+    let prune_every = (worker.settings.metrics_grace.as_secs() / 4).clamp(1, 10);
+    let mut ticks = 0u64;
     loop {
         monoio::select! {
             _ = monoio::time::sleep(Duration::from_secs(1)) => worker.clock.tick(),
             _ = worker.drain.wait() => return,
+        }
+        ticks += 1;
+        if ticks.is_multiple_of(prune_every) {
+            worker.prune_series();
         }
     }
 }

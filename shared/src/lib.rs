@@ -50,4 +50,7 @@ pub use route::{
     normalize_host, Backend, BackendKind, DirectResponse, HostRoutes, PathKind, Route, RouteConflict, RouteKey,
     RouteTable, TableBuilder, TableItem,
 };
-pub use stats::{StatusClass, UpstreamErrorKind, WorkerCounters, WorkerStats};
+pub use stats::{
+    Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass, UpstreamErrorKind,
+    WorkerCounters, WorkerStats, DURATION_BUCKETS,
+};

@@ -1,6 +1,18 @@
 //! Per-worker counters: each worker writes only its own cache line; the control thread sums them.
+//!
+//! Two kinds: the fixed [`WorkerCounters`] (process-wide figures), and per route and backend
+//! [`RouteCounters`] series. A worker creates a series the first time it serves a request of a
+//! (route, backend) pair and publishes its list of series through an `ArcSwap` (a pointer store,
+//! only when the list changes); the control thread loads every worker's list at scrape time and
+//! sums series with the same labels. Labels are the route's source (`namespace/ingress` or the
+//! static route) and the backend's name: bounded by the routes and backends of the table, never
+//! by paths or clients.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 /// Status classes counted for `ramjet_requests_total{class}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +88,7 @@ pub struct WorkerCounters {
     connections_closed: AtomicU64,
     tls_handshake_failures: AtomicU64,
     upstream_retries: AtomicU64,
+    access_log_dropped: AtomicU64,
 }
 
 #[inline]
@@ -114,20 +127,204 @@ impl WorkerCounters {
     pub fn upstream_retry(&self) {
         bump(&self.upstream_retries);
     }
+
+    /// An access-log record did not fit the worker's buffer and was dropped.
+    #[inline]
+    pub fn access_log_dropped(&self) {
+        bump(&self.access_log_dropped);
+    }
+}
+
+/// Upper bounds of the duration histograms, in seconds: ingress-nginx's defaults, so dashboards and
+/// alerts written for it keep their meaning.
+pub const DURATION_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+const DURATION_BOUNDS_US: [u64; 11] =
+    [5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000];
+
+/// A duration histogram written by one worker: a count per bucket (not cumulative; the last
+/// counts what exceeds every bound) and the sum in microseconds.
+#[derive(Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; DURATION_BUCKETS.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    #[inline]
+    pub fn observe(&self, micros: u64) {
+        let i = DURATION_BOUNDS_US.iter().position(|&b| micros <= b).unwrap_or(DURATION_BOUNDS_US.len());
+        bump(&self.buckets[i]);
+        let sum = &self.sum_us;
+        sum.store(sum.load(Relaxed).wrapping_add(micros), Relaxed);
+    }
+
+    fn add_to(&self, into: &mut HistogramSnapshot) {
+        for (total, b) in into.buckets.iter_mut().zip(&self.buckets) {
+            *total += b.load(Relaxed);
+        }
+        into.sum_us += self.sum_us.load(Relaxed);
+    }
+}
+
+/// One (route, backend) series of one worker. Only the owning worker writes.
+pub struct RouteCounters {
+    /// Where the route came from: `namespace/ingress`, or the static route.
+    pub route: Arc<str>,
+    /// The backend's name (`namespace/service:port`, or the static backend's key).
+    pub backend: Arc<str>,
+    requests: [AtomicU64; 5],
+    duration: Histogram,
+    upstream: Histogram,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    connect_errors: AtomicU64,
+    /// Seconds since the Unix epoch of the last request (coarse): a series of a vanished route is
+    /// dropped once it has been idle for the grace period.
+    pub last_active: AtomicU64,
+}
+
+/// What one request adds to its series.
+pub struct RequestSample {
+    pub status: u16,
+    /// From the complete request head to the end of the response, microseconds.
+    pub duration_us: u64,
+    /// From the start of the upstream exchange to the response head, when there was one.
+    pub upstream_us: Option<u64>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Connects that failed while serving it (refused, unreachable or timed out).
+    pub connect_errors: u64,
+    /// Seconds since the Unix epoch (the worker's clock).
+    pub now_secs: u64,
+}
+
+impl RouteCounters {
+    pub fn new(route: Arc<str>, backend: Arc<str>) -> Self {
+        RouteCounters {
+            route,
+            backend,
+            requests: Default::default(),
+            duration: Histogram::default(),
+            upstream: Histogram::default(),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            connect_errors: AtomicU64::new(0),
+            last_active: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    pub fn record(&self, s: &RequestSample) {
+        bump(&self.requests[StatusClass::of(s.status) as usize]);
+        self.duration.observe(s.duration_us);
+        if let Some(us) = s.upstream_us {
+            self.upstream.observe(us);
+        }
+        let add = |c: &AtomicU64, n: u64| c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
+        add(&self.bytes_in, s.bytes_in);
+        add(&self.bytes_out, s.bytes_out);
+        if s.connect_errors > 0 {
+            add(&self.connect_errors, s.connect_errors);
+        }
+        self.last_active.store(s.now_secs, Relaxed);
+    }
+}
+
+/// A histogram summed over workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HistogramSnapshot {
+    /// Per bucket (not cumulative), the last one above every bound of [`DURATION_BUCKETS`].
+    pub buckets: [u64; DURATION_BUCKETS.len() + 1],
+    pub sum_us: u64,
+}
+
+impl HistogramSnapshot {
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// The upper bound (seconds) of the bucket holding quantile `q`, `None` without samples
+    /// (`f64::INFINITY` when it lies above every bound).
+    pub fn quantile_bound(&self, q: f64) -> Option<f64> {
+        let count = self.count();
+        if count == 0 {
+            return None;
+        }
+        let rank = (q * count as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(DURATION_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY));
+            }
+        }
+        Some(f64::INFINITY)
+    }
+}
+
+/// A (route, backend) series summed over workers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RouteSnapshot {
+    pub route: Arc<str>,
+    pub backend: Arc<str>,
+    /// By [`StatusClass`].
+    pub requests: [u64; 5],
+    pub duration: HistogramSnapshot,
+    pub upstream: HistogramSnapshot,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub connect_errors: u64,
 }
 
 /// All workers' counters. Created before the workers start; worker `i` writes `worker(i)`.
 pub struct WorkerStats {
     workers: Box<[WorkerCounters]>,
+    /// Each worker's (route, backend) series, replaced by that worker when the list changes.
+    series: Box<[ArcSwap<Vec<Arc<RouteCounters>>>]>,
 }
 
 impl WorkerStats {
     pub fn new(workers: usize) -> Self {
-        WorkerStats { workers: (0..workers).map(|_| WorkerCounters::default()).collect() }
+        WorkerStats {
+            workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
+            series: (0..workers).map(|_| ArcSwap::from_pointee(Vec::new())).collect(),
+        }
     }
 
     pub fn worker(&self, index: usize) -> &WorkerCounters {
         &self.workers[index]
+    }
+
+    /// Worker `index` publishes its list of series (when it added or dropped one).
+    pub fn publish_series(&self, index: usize, series: Vec<Arc<RouteCounters>>) {
+        self.series[index].store(Arc::new(series));
+    }
+
+    /// Every (route, backend) series summed over the workers, sorted by route then backend.
+    pub fn route_series(&self) -> Vec<RouteSnapshot> {
+        let mut summed: BTreeMap<(Arc<str>, Arc<str>), RouteSnapshot> = BTreeMap::new();
+        for worker in self.series.iter() {
+            for c in worker.load().iter() {
+                let s = summed.entry((c.route.clone(), c.backend.clone())).or_insert_with(|| RouteSnapshot {
+                    route: c.route.clone(),
+                    backend: c.backend.clone(),
+                    ..RouteSnapshot::default()
+                });
+                for (total, n) in s.requests.iter_mut().zip(&c.requests) {
+                    *total += n.load(Relaxed);
+                }
+                c.duration.add_to(&mut s.duration);
+                c.upstream.add_to(&mut s.upstream);
+                s.bytes_in += c.bytes_in.load(Relaxed);
+                s.bytes_out += c.bytes_out.load(Relaxed);
+                s.connect_errors += c.connect_errors.load(Relaxed);
+            }
+        }
+        summed.into_values().collect()
+    }
+
+    pub fn access_log_dropped(&self) -> u64 {
+        self.sum(|w| &w.access_log_dropped)
     }
 
     pub fn requests(&self, class: StatusClass) -> u64 {

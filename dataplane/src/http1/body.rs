@@ -75,7 +75,7 @@ pub(crate) struct Deadlines {
 }
 
 /// Copies the body from `src` (starting with what `buf` holds) to `dst` until it ends, and returns
-/// whether anything was written. `pending` holds bytes to send first (a head), written together
+/// how many body bytes (as framed by the source) it moved; on failure, whether anything was written. `pending` holds bytes to send first (a head), written together
 /// with the first body bytes; `dechunk` strips the chunked framing (for HTTP/1.0 clients). The
 /// body's bytes are consumed from `buf`; bytes after the body stay there.
 pub(crate) async fn copy_body<R, W>(
@@ -86,12 +86,13 @@ pub(crate) async fn copy_body<R, W>(
     pending: &mut Vec<u8>,
     dechunk: bool,
     deadlines: Deadlines,
-) -> Result<(), (CopyError, bool)>
+) -> Result<u64, (CopyError, bool)>
 where
     R: AsyncReadRent,
     W: AsyncWriteRent,
 {
     let mut wrote = false;
+    let mut moved = 0u64;
     loop {
         let n = if dechunk {
             let data = buf.data();
@@ -99,10 +100,12 @@ where
                 .advance(data, |a, b| pending.extend_from_slice(&data[a..b]))
                 .map_err(|e| (CopyError::Framing(e), wrote))?;
             buf.consume(n);
+            moved += n as u64;
             0
         } else {
             body.advance(buf.data(), |_, _| {}).map_err(|e| (CopyError::Framing(e), wrote))?
         };
+        moved += n as u64;
         let writes = n > 0 || !pending.is_empty();
         let write = if !pending.is_empty() {
             // A pending head goes out in one write with the body bytes that are here already.
@@ -120,11 +123,11 @@ where
             Err(_) => return Err((CopyError::SinkTimeout, wrote)),
         }
         if body.is_done() {
-            return Ok(());
+            return Ok(moved);
         }
         match monoio::time::timeout(deadlines.read, buf.fill(src)).await {
             Ok(Ok(n)) if n > 0 => {}
-            Ok(Ok(_)) if body.framing == Framing::UntilClose => return Ok(()),
+            Ok(Ok(_)) if body.framing == Framing::UntilClose => return Ok(moved),
             Ok(Ok(_)) => return Err((CopyError::SourceClosed(None), wrote)),
             Ok(Err(e)) => return Err((CopyError::SourceClosed(Some(e.kind())), wrote)),
             Err(_) => return Err((CopyError::SourceTimeout, wrote)),

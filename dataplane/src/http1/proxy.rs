@@ -15,6 +15,7 @@ use super::head::{parse_response, RequestHead, ResponseHead, ResponsePlan};
 use super::{ClientConn, Framing, Next};
 use crate::buf::write_vec;
 use crate::error::{Failure, ProxyError};
+use crate::observe::Tally;
 use crate::upstream::{exchange, UpstreamConn};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -44,22 +45,36 @@ where
         insert_host(&mut conn.out, endpoints[index]);
     }
     let timeout = worker.settings.upstream_timeout;
-    let (mut up, (response, keep_client)) =
-        exchange::attempt(worker, endpoints, index, buffered.is_some(), async |up: &mut UpstreamConn| {
+    let mut tally = Tally::default();
+    let attempted =
+        exchange::attempt(worker, endpoints, index, buffered.is_some(), &mut tally, async |up: &mut UpstreamConn| {
             match buffered {
                 Some(len) => send_buffered(conn, len, up).await?,
-                None => send_streaming(conn, head, up).await?,
+                None => {
+                    let sent = send_streaming(conn, head, up).await?;
+                    conn.tally.bytes_in += sent;
+                }
             }
             let out = &mut conn.out;
             exchange::read_response_head(up, timeout, |data| parse_response(data, &plan, out)).await
         })
-        .await?;
+        .await;
+    let streamed = conn.tally.bytes_in;
+    conn.tally = Tally { bytes_in: streamed, ..tally };
+    let (mut up, (response, keep_client)) = attempted?;
     if let Some(len) = buffered {
         conn.buf.consume(len);
+        conn.tally.bytes_in += len as u64;
         conn.body_pending = false;
+    }
+    // The client learns the request's id from the response too.
+    if let Some(id) = &conn.request_id {
+        id.insert_before_end(&mut conn.out);
     }
 
     let status = response.status;
+    // From here the status is the one the client was sent, whatever happens to the body.
+    conn.status = status;
     up.buf.consume(response.head_len);
     if status == 101 {
         if !head.upgrade {
@@ -69,7 +84,10 @@ where
         return Ok((status, Next::Tunnel(up)));
     }
     let complete = match relay_response(conn, &mut up, &response, head.minor == 0).await {
-        Ok(complete) => complete,
+        Ok((complete, bytes)) => {
+            conn.tally.bytes_out += bytes;
+            complete
+        }
         Err(failure) => {
             worker.upstream_buffers.give(up.buf.into_inner());
             return Err(failure);
@@ -130,12 +148,13 @@ async fn send_buffered<S>(conn: &mut ClientConn<'_, S>, len: usize, up: &mut Ups
     }
 }
 
-/// Sends the head in `conn.out` and streams the body as it arrives; never buffered whole.
+/// Sends the head in `conn.out` and streams the body as it arrives; never buffered whole. Returns
+/// the body bytes sent.
 async fn send_streaming<S>(
     conn: &mut ClientConn<'_, S>,
     head: &RequestHead,
     up: &mut UpstreamConn,
-) -> Result<(), Failure>
+) -> Result<u64, Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
@@ -145,9 +164,9 @@ where
     let copied =
         copy_body(&mut body, &mut conn.stream, &mut conn.buf, &mut up.stream, &mut conn.out, false, deadlines).await;
     match copied {
-        Ok(()) => {
+        Ok(bytes) => {
             conn.body_pending = false;
-            Ok(())
+            Ok(bytes)
         }
         Err((error, _)) => Err(match error {
             CopyError::SourceClosed(io) => Failure { io, ..Failure::from(ProxyError::ClientGone) },
@@ -161,25 +180,26 @@ where
     }
 }
 
-/// Writes the response head in `conn.out` and streams the body. `Ok(true)` when the body was
-/// delimited and relayed completely.
+/// Writes the response head in `conn.out` and streams the body. `Ok((true, _))` when the body was
+/// delimited and relayed completely; the second value counts the bytes written (head and body).
 async fn relay_response<S>(
     conn: &mut ClientConn<'_, S>,
     up: &mut UpstreamConn,
     response: &ResponseHead,
     dechunk: bool,
-) -> Result<bool, Failure>
+) -> Result<(bool, u64), Failure>
 where
     S: AsyncWriteRent,
 {
     let settings = &conn.worker.settings;
+    let head_len = conn.out.len() as u64;
     let deadlines = Deadlines { read: settings.upstream_timeout, write: settings.client_write_timeout };
     let mut body = Body::new(response.body);
     let dechunk = dechunk && response.body == Framing::Chunked;
     let copied =
         copy_body(&mut body, &mut up.stream, &mut up.buf, &mut conn.stream, &mut conn.out, dechunk, deadlines).await;
     match copied {
-        Ok(()) => Ok(body.is_done()),
+        Ok(bytes) => Ok((body.is_done(), head_len + bytes)),
         Err((error, started)) => {
             let failure = match error {
                 CopyError::SourceClosed(io) => {

@@ -25,8 +25,9 @@ impl Reply<'_> {
     }
 }
 
-/// Renders `reply` into `out`; `close` adds `connection: close`.
-pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], out: &mut Vec<u8>) {
+/// Renders `reply` into `out`; `close` adds `connection: close`, a non-empty `request_id` an
+/// `x-request-id` field.
+pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], request_id: &[u8], out: &mut Vec<u8>) {
     out.clear();
     let body: &[u8] = match reply {
         Reply::Status(status) => {
@@ -56,6 +57,11 @@ pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], out: &mut Vec<
             }
         }
     };
+    if !request_id.is_empty() {
+        out.extend_from_slice(b"x-request-id: ");
+        out.extend_from_slice(request_id);
+        out.extend_from_slice(b"\r\n");
+    }
     out.extend_from_slice(b"date: ");
     out.extend_from_slice(date);
     out.extend_from_slice(if close { b"\r\nconnection: close\r\n\r\n" } else { b"\r\n\r\n" });
@@ -72,7 +78,7 @@ mod tests {
         for status in [400, 404, 408, 413, 414, 431, 501, 502, 503, 504] {
             for close in [false, true] {
                 let mut out = Vec::new();
-                render(&Reply::Status(status), close, date, &mut out);
+                render(&Reply::Status(status), close, date, b"", &mut out);
                 let text = String::from_utf8(out).unwrap();
                 let (head, body) = text.split_once("\r\n\r\n").unwrap();
                 assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");

@@ -9,29 +9,42 @@
 
 use std::future::poll_fn;
 use std::rc::Rc;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
+use http::header::HeaderValue;
 use http::request::Parts;
-use http::{Method, Request};
+use http::{Method, Request, Response};
 use monoio::io::AsyncWriteRentExt;
-use ramjet_shared::UpstreamErrorKind;
+use ramjet_shared::{Route, RouteTable, UpstreamErrorKind};
 
 use super::head::{host, push_chunk_size, response_head, upstream_head, Answer};
 use super::StreamSlot;
+use crate::access_log::RequestFields;
 use crate::buf::write_vec;
 use crate::dispatch::{decide, Decision};
 use crate::error::{Failure, ProxyError};
 use crate::http1::body::Body;
-use crate::http1::{ConnFacts, Framing};
+use crate::http1::{ConnFacts, Framing, CLIENT_CLOSED};
+use crate::observe::{Done, RequestId, Tally};
 use crate::upstream::{exchange, UpstreamConn};
 use crate::worker::Worker;
+
+const X_REQUEST_ID: &str = "x-request-id";
 
 /// Request body pieces up to this size are copied behind their chunk framing and sent in one
 /// write; larger ones are written as they are.
 const COALESCE: usize = 16 * 1024;
+
+/// What a stream did, for its accounting: the status sent (0: none), the route, the tally.
+struct Seen<'t> {
+    status: u16,
+    route: Option<&'t Arc<Route>>,
+    tally: Tally,
+}
 
 /// Serves one stream; `_slot` keeps its place among the connection's active streams until the
 /// end, whatever the client did with the stream meanwhile.
@@ -42,54 +55,89 @@ pub(crate) async fn serve(
     mut respond: SendResponse<Bytes>,
     _slot: StreamSlot,
 ) {
+    let start = Instant::now();
     let (parts, body) = request.into_parts();
-    let outcome = handle(&worker, &facts, &parts, body, &mut respond).await;
+    // One generation for the whole life of this stream.
+    let generation = worker.generation();
+    let id = worker.request_id(parts.headers.get(X_REQUEST_ID).map(|v| v.as_bytes()));
+    let mut record = Vec::new();
+    let logging = {
+        let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
+        let host_field = parts.headers.get(http::header::HOST).map(|h| h.as_bytes());
+        let fields = RequestFields {
+            client: facts.peer,
+            method: parts.method.as_str().as_bytes(),
+            host: authority.or(host_field).unwrap_or_default(),
+            path: parts.uri.path_and_query().map_or(b"/", |t| t.as_str().as_bytes()),
+            protocol: "HTTP/2.0",
+            user_agent: parts.headers.get(http::header::USER_AGENT).map_or(b"", |v| v.as_bytes()),
+            request_id: id.as_bytes(),
+            generation: generation.number,
+            tls: facts.tls,
+        };
+        worker.log_begin(&fields, &mut record)
+    };
+    let mut seen = Seen { status: 0, route: None, tally: Tally::default() };
+    let outcome = handle(&worker, &facts, &generation.table, &parts, body, &mut respond, &id, &mut seen).await;
     match outcome {
-        Ok(status) => worker.counters().request(status),
+        Ok(status) => seen.status = status,
         Err(failure) => {
             let answer = worker.failed(&failure);
             match answer.status {
                 Some(status) => {
-                    let sent = answer_with(&worker, &mut respond, &Answer::Status(status), false).await;
-                    if sent {
-                        worker.counters().request(status);
-                    }
+                    let sent = answer_with(&worker, &mut respond, &Answer::Status(status), false, &id).await;
+                    seen.status = if sent { status } else { CLIENT_CLOSED };
                 }
                 // The response had started, or the client is gone: only a reset can say so.
-                None => respond.send_reset(Reason::INTERNAL_ERROR),
+                None => {
+                    respond.send_reset(Reason::INTERNAL_ERROR);
+                    if seen.status == 0 {
+                        seen.status = CLIENT_CLOSED;
+                    }
+                }
             }
         }
     }
+    let done = Done { status: seen.status, start, route: seen.route, generation: &generation, tally: &seen.tally };
+    worker.request_done(&done, logging.then_some(&mut record));
+    worker.give_record(record);
 }
 
 /// Routes and answers the request; the status sent, or why it failed.
-async fn handle(
+#[allow(clippy::too_many_arguments)]
+async fn handle<'t>(
     worker: &Worker,
     facts: &ConnFacts,
+    table: &'t RouteTable,
     parts: &Parts,
     body: RecvStream,
     respond: &mut SendResponse<Bytes>,
+    id: &RequestId,
+    seen: &mut Seen<'t>,
 ) -> Result<u16, Failure> {
-    // One generation for the whole life of this stream.
-    let generation = worker.generation();
     let host = host(parts)?;
     let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
     let route_target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
     let is_head = parts.method == Method::HEAD;
-    match decide(&generation.table, host, route_target, facts.tls, &mut host_buf) {
+    match decide(table, host, route_target, facts.tls, &mut host_buf) {
         Decision::Redirect(h) => {
             let answer = Answer::HttpsRedirect { host: h, target: route_target };
-            Ok(answer_or_gone(worker, respond, &answer, is_head).await?)
+            Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?)
         }
         Decision::NoRoute => Err(ProxyError::NoRoute.into()),
-        Decision::Direct(direct) => Ok(answer_or_gone(worker, respond, &Answer::Direct(direct), is_head).await?),
-        Decision::Proxy { slot, endpoints } => {
+        Decision::Direct { route, response } => {
+            seen.route = Some(route);
+            Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
+        }
+        Decision::Proxy { route, slot, endpoints } => {
+            seen.route = Some(route);
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
             let index = worker.next_endpoint(slot, endpoints.len());
-            forward(worker, facts, parts, host, body, respond, endpoints, index).await
+            let to = Upstream { endpoints, index, id };
+            forward(worker, facts, parts, host, body, respond, to, seen).await
         }
     }
 }
@@ -99,22 +147,37 @@ async fn answer_or_gone(
     respond: &mut SendResponse<Bytes>,
     answer: &Answer<'_>,
     is_head: bool,
+    id: &RequestId,
 ) -> Result<u16, ProxyError> {
     let status = match answer {
         Answer::Status(s) => *s,
         Answer::HttpsRedirect { .. } => 308,
         Answer::Direct(d) => d.status,
     };
-    if answer_with(worker, respond, answer, is_head).await {
+    if answer_with(worker, respond, answer, is_head, id).await {
         Ok(status)
     } else {
         Err(ProxyError::ClientGone)
     }
 }
 
+/// Adds the request's id to a response for the client.
+fn with_id(response: &mut Response<()>, id: &RequestId) {
+    if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
+        response.headers_mut().insert(X_REQUEST_ID, value);
+    }
+}
+
 /// Sends an answer ramjet writes itself; `false` when the client is gone.
-async fn answer_with(worker: &Worker, respond: &mut SendResponse<Bytes>, answer: &Answer<'_>, is_head: bool) -> bool {
-    let (response, body) = answer.render(&worker.clock.date());
+async fn answer_with(
+    worker: &Worker,
+    respond: &mut SendResponse<Bytes>,
+    answer: &Answer<'_>,
+    is_head: bool,
+    id: &RequestId,
+) -> bool {
+    let (mut response, body) = answer.render(&worker.clock.date());
+    with_id(&mut response, id);
     let empty = is_head || body.is_empty();
     let Ok(mut send) = respond.send_response(response, empty) else { return false };
     if empty {
@@ -122,6 +185,13 @@ async fn answer_with(worker: &Worker, respond: &mut SendResponse<Bytes>, answer:
     }
     let mut body = BytesMut::from(&body[..]);
     send_chunk(&mut send, &mut body, true, worker.settings.client_write_timeout).await.is_ok()
+}
+
+/// Where a stream is proxied: `endpoints[index]` (or the next one), with the request's id.
+struct Upstream<'a> {
+    endpoints: &'a [std::net::SocketAddr],
+    index: usize,
+    id: &'a RequestId,
 }
 
 /// Proxies the stream to `endpoints[index]` (or the next one) over HTTP/1.1.
@@ -133,9 +203,10 @@ async fn forward(
     host: &str,
     mut body: RecvStream,
     respond: &mut SendResponse<Bytes>,
-    endpoints: &[std::net::SocketAddr],
-    index: usize,
+    to: Upstream<'_>,
+    seen: &mut Seen<'_>,
 ) -> Result<u16, Failure> {
+    let Upstream { endpoints, index, id } = to;
     let mut out = worker.out_buffers.take();
     let framing = match upstream_head(parts, host, facts, body.is_end_stream(), &mut out) {
         Ok(framing) => framing,
@@ -144,12 +215,15 @@ async fn forward(
             return Err(e.into());
         }
     };
+    id.insert_before_end(&mut out);
     // Without a body the request can be sent again as it is, should a pooled connection be stale.
     let replayable = !framing.has_body();
     let is_head = parts.method == Method::HEAD;
     let timeout = worker.settings.upstream_timeout;
-    let upstream = exchange::attempt(worker, endpoints, index, replayable, async |up: &mut UpstreamConn| {
-        send_request(worker, up, &mut out, &mut body, framing).await?;
+    let mut sent = 0u64;
+    let tally = &mut seen.tally;
+    let upstream = exchange::attempt(worker, endpoints, index, replayable, tally, async |up: &mut UpstreamConn| {
+        send_request(worker, up, &mut out, &mut body, framing, &mut sent).await?;
         exchange::read_response_head(up, timeout, |data| response_head(data, is_head)).await
     });
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
@@ -158,7 +232,8 @@ async fn forward(
         _ = poll_fn(|cx| respond.poll_reset(cx)) => Err(ProxyError::ClientGone.into()),
     };
     worker.out_buffers.give(out);
-    let (mut up, (head, response)) = result?;
+    seen.tally.bytes_in += sent;
+    let (mut up, (head, mut response)) = result?;
     up.buf.consume(head.head_len);
     if head.status == 101 {
         // No protocol switch over HTTP/2 (RFC 9113 §8.6).
@@ -167,6 +242,7 @@ async fn forward(
     }
     let status = head.status;
     let end = head.body == Framing::None;
+    with_id(&mut response, id);
     let mut send = match respond.send_response(response, end) {
         Ok(send) => send,
         Err(_) => {
@@ -177,7 +253,8 @@ async fn forward(
     let complete = if end {
         true
     } else {
-        match relay_body(worker, &mut up, head.body, &mut send).await {
+        seen.status = status;
+        match relay_body(worker, &mut up, head.body, &mut send, &mut seen.tally.bytes_out).await {
             Ok(complete) => complete,
             Err(failure) => {
                 let addr = up.addr;
@@ -198,6 +275,7 @@ async fn send_request(
     out: &mut Vec<u8>,
     body: &mut RecvStream,
     framing: Framing,
+    sent: &mut u64,
 ) -> Result<(), Failure> {
     let settings = &worker.settings;
     let timeout = settings.upstream_timeout;
@@ -233,6 +311,7 @@ async fn send_request(
         if len == 0 {
             continue;
         }
+        *sent += len as u64;
         if chunked {
             push_chunk_size(out, len);
         }
@@ -283,6 +362,7 @@ async fn relay_body(
     up: &mut UpstreamConn,
     framing: Framing,
     send: &mut SendStream<Bytes>,
+    relayed: &mut u64,
 ) -> Result<bool, Failure> {
     let settings = &worker.settings;
     let mut body = Body::new(framing);
@@ -296,6 +376,7 @@ async fn relay_body(
         };
         let n = advanced.map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Protocol))?;
         up.buf.consume(n);
+        *relayed += chunk.len() as u64;
         let done = body.is_done();
         send_chunk(send, &mut chunk, done, settings.client_write_timeout).await?;
         if done {

@@ -4,13 +4,14 @@
 //! through here, so the rules about reuse and retries exist once.
 
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ramjet_shared::UpstreamErrorKind;
 
 use super::{connect, pool::looks_alive, UpstreamConn};
 use crate::error::{Failure, ProxyError};
 use crate::http1::head::ResponseHead;
+use crate::observe::Tally;
 use crate::worker::Worker;
 
 /// Runs `exchange` (send the request, read the response head) on a connection to
@@ -18,17 +19,22 @@ use crate::worker::Worker;
 /// next endpoint once; a pooled connection that turns out to have been closed by the backend is
 /// replaced by a fresh one once, when the request is `replayable` (it can be sent again as it is).
 /// A request that cannot be replayed is sent on a pooled connection only if it still looks open.
+/// `tally` learns the endpoint, the connect and response-head times, and failed connects.
 pub(crate) async fn attempt<T>(
     worker: &Worker,
     endpoints: &[SocketAddr],
     mut index: usize,
     replayable: bool,
+    tally: &mut Tally,
     mut exchange: impl AsyncFnMut(&mut UpstreamConn) -> Result<T, Failure>,
 ) -> Result<(UpstreamConn, T), Failure> {
     let mut connect_retry = endpoints.len() > 1;
     let mut fresh_only = false;
+    let started = Instant::now();
     loop {
         let addr = endpoints[index];
+        tally.upstream = Some(addr);
+        tally.upstream_connect = Some(Duration::ZERO);
         let pooled = if fresh_only { None } else { worker.pool.take(addr) };
         let mut up = match pooled {
             Some(up) if replayable || looks_alive(&up) => up,
@@ -36,7 +42,13 @@ pub(crate) async fn attempt<T>(
                 if let Some(stale) = stale {
                     worker.upstream_buffers.give(stale.buf.into_inner());
                 }
-                match connect(addr, worker.settings.upstream_timeout, worker.upstream_buffers.take()).await {
+                let connecting = Instant::now();
+                let connected = connect(addr, worker.settings.upstream_timeout, worker.upstream_buffers.take()).await;
+                tally.upstream_connect = Some(connecting.elapsed());
+                if connected.is_err() {
+                    tally.connect_errors += 1;
+                }
+                match connected {
                     Ok(up) => up,
                     Err(e) if connect_retry && e.retry_safe() => {
                         // Nothing was sent: try the next endpoint once.
@@ -51,7 +63,10 @@ pub(crate) async fn attempt<T>(
             }
         };
         match exchange(&mut up).await {
-            Ok(t) => return Ok((up, t)),
+            Ok(t) => {
+                tally.upstream_header = Some(started.elapsed());
+                return Ok((up, t));
+            }
             Err(e) if e.error == ProxyError::StaleUpstream && replayable => {
                 // The pooled connection had been closed by the backend: once more, on a new one.
                 worker.counters().upstream_retry();

@@ -27,10 +27,19 @@ pub struct RequestHead {
     pub host: Range<usize>,
     /// The request target in origin form (path and query); empty means `/`.
     pub target: Range<usize>,
+    /// The method.
+    pub method: Range<usize>,
+    /// The `User-Agent` value (empty when there is none).
+    pub user_agent: Range<usize>,
+    /// The client's `X-Request-ID` value, if it sent one (never forwarded as it came: ramjet writes
+    /// the id it keeps or makes).
+    pub request_id: Option<Range<usize>>,
 }
 
 /// Per-connection facts added to every upstream head.
 pub struct ConnFacts {
+    /// The client's address.
+    pub peer: std::net::SocketAddr,
     /// The client connection is TLS.
     pub tls: bool,
     /// `x-forwarded-for`, `x-real-ip`, `x-forwarded-proto` and `x-forwarded-port` lines, rendered once
@@ -48,7 +57,7 @@ impl ConnFacts {
             forwarded,
             "x-forwarded-for: {ip}\r\nx-real-ip: {ip}\r\nx-forwarded-proto: {proto}\r\nx-forwarded-port: {local_port}\r\n"
         );
-        ConnFacts { tls, forwarded }
+        ConnFacts { peer, tls, forwarded }
     }
 }
 
@@ -62,6 +71,7 @@ pub(crate) fn is_consumed(name: &[u8]) -> bool {
         7 => eq("upgrade") || eq("trailer"),
         9 => eq("x-real-ip"),
         10 => eq("connection") || eq("keep-alive"),
+        12 => eq("x-request-id"),
         13 => eq("http2-settings"),
         14 => eq("content-length"),
         15 => eq("x-forwarded-for"),
@@ -174,6 +184,8 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
     let mut connection = ConnectionOptions::default();
     let mut upgrade_value: Option<&[u8]> = None;
     let mut expect_continue = false;
+    let mut user_agent: &[u8] = &[];
+    let mut request_id: Option<&[u8]> = None;
 
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
@@ -204,6 +216,8 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
             6 if name.eq_ignore_ascii_case(b"expect") => {
                 expect_continue = trim(value).eq_ignore_ascii_case(b"100-continue");
             }
+            10 if name.eq_ignore_ascii_case(b"user-agent") => user_agent = value,
+            12 if name.eq_ignore_ascii_case(b"x-request-id") => request_id = Some(trim(value)),
             _ => {}
         }
     }
@@ -277,5 +291,8 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
         upgrade,
         host: if host.is_empty() { 0..0 } else { offset(data, host) },
         target: offset(data, target),
+        method: 0..method.len(),
+        user_agent: if user_agent.is_empty() { 0..0 } else { offset(data, user_agent) },
+        request_id: request_id.map(|id| offset(data, id)),
     }))
 }

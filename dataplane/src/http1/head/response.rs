@@ -33,6 +33,8 @@ fn is_consumed(name: &[u8], switching: bool) -> bool {
         2 => eq("te"),
         7 => (!switching && eq("upgrade")) || eq("trailer"),
         10 => (!switching && eq("connection")) || eq("keep-alive"),
+        // ramjet returns the request's id itself.
+        12 => eq("x-request-id"),
         14 => eq("content-length"),
         16 => eq("proxy-connection"),
         17 => eq("transfer-encoding"),

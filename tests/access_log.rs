@@ -1,0 +1,357 @@
+//! The access log and request ids, as an operator sees them: records written by the real daemon for
+//! requests sent over real sockets (HTTP/1.1 and HTTP/2), in both formats, with the filtering
+//! knobs; records that do not fit are counted; the file is reopened on SIGHUP (the binary); ids are
+//! kept or made, sent upstream and returned; trace context passes untouched.
+
+#[path = "support/h2client.rs"]
+#[allow(dead_code)]
+mod h2client;
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use h2client::H2Client;
+use ramjet_dataplane::access_log::{Destination, Format};
+use ramjet_dataplane::{AccessLogSettings, IoDriver};
+use serde_json::Value;
+use support::backend::Backend;
+use support::client::{get, request, Conn};
+use support::{daemon_with, eventually, free_port, routes, temp_dir, DRIVERS};
+
+fn yaml(backend: SocketAddr) -> String {
+    format!(
+        "backends:\n  app: {{ endpoints: [\"{backend}\"] }}\n  hi: {{ respond: {{ status: 200, body: \"hi\" }} }}\n  dead: {{ endpoints: [\"127.0.0.1:{}\"] }}\nroutes:\n  - {{ host: app.test, path: /, backend: app }}\n  - {{ host: hi.test, path: /, backend: hi }}\n  - {{ host: dead.test, path: /, backend: dead }}\n",
+        free_port()
+    )
+}
+
+fn log_to(path: &Path, format: Format) -> AccessLogSettings {
+    AccessLogSettings::new(Destination::File(path.to_path_buf()), format)
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    lines(path).iter().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"))).collect()
+}
+
+fn metrics(admin: SocketAddr) -> String {
+    request(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").body
+}
+
+/// The value of one sample line of `/metrics`.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn json_records_describe_every_request_on_both_protocols() {
+    let backend = Backend::start("app");
+    for driver in DRIVERS {
+        let dir = temp_dir("access-json");
+        let file = dir.join("access.log");
+        let d = daemon_with(routes(&yaml(backend.addr)), driver, |c| c.access_log = Some(log_to(&file, Format::Json)));
+        let http = d.http_addr();
+
+        let mut conn = Conn::open(http);
+        conn.send(b"POST /submit?x=1 HTTP/1.1\r\nHost: app.test\r\nUser-Agent: probe/1.0\r\nX-Request-ID: req-42\r\nContent-Length: 5\r\n\r\nhello");
+        let proxied = conn.read_response();
+        assert_eq!(proxied.status, 200);
+        let direct = conn.get("hi.test", "/greeting");
+        assert_eq!(direct.status, 200);
+        let missing = conn.get("nowhere.test", "/x");
+        assert_eq!(missing.status, 404);
+        let refused = get(http, "dead.test", "/down");
+        assert_eq!(refused.status, 502);
+        let mut h2 = H2Client::connect(http);
+        let over_h2 = h2.request("GET", "app.test", "/h2/path", &[("user-agent", "h2probe")], b"", false).unwrap();
+        assert_eq!(over_h2.status, 200);
+        drop(h2);
+        d.shutdown();
+
+        let recs = records(&file);
+        assert_eq!(recs.len(), 5, "{driver:?}: one record per request: {recs:#?}");
+        let find = |path: &str| {
+            recs.iter()
+                .find(|r| r["path"] == path)
+                .unwrap_or_else(|| panic!("{driver:?}: no record for {path}: {recs:#?}"))
+        };
+        let post = find("/submit?x=1");
+        assert_eq!(post["method"], "POST");
+        assert_eq!(post["host"], "app.test");
+        assert_eq!(post["protocol"], "HTTP/1.1");
+        assert_eq!(post["status"], 200);
+        assert_eq!(post["user_agent"], "probe/1.0");
+        assert_eq!(post["request_id"], "req-42");
+        assert_eq!(post["upstream_addr"], backend.addr.to_string());
+        assert_eq!(post["route"], "routes[0]");
+        assert_eq!(post["backend"], "app");
+        assert_eq!(post["generation"], d_generation_one());
+        assert_eq!(post["tls"], false);
+        assert!(post["client"].as_str().unwrap().starts_with("127.0.0.1:"), "{post}");
+        assert!(post["bytes_in"].as_u64().unwrap() > 5, "head and body: {post}");
+        let body_len = proxied.body.len() as u64;
+        assert!(post["bytes_out"].as_u64().unwrap() > body_len, "head and body: {post}");
+        assert!(post["duration_ms"].as_f64().unwrap() >= post["upstream_header_ms"].as_f64().unwrap(), "{post}");
+        assert!(post["upstream_connect_ms"].as_f64().is_some(), "{post}");
+        assert!(post["time"].as_str().unwrap().ends_with('Z'), "{post}");
+
+        let greeting = find("/greeting");
+        assert_eq!((greeting["status"].as_u64(), greeting["backend"].as_str()), (Some(200), Some("hi")));
+        assert!(greeting["upstream_addr"].is_null(), "a direct answer has no upstream: {greeting}");
+        assert_eq!(greeting["request_id"].as_str().unwrap().len(), 32, "an id was made: {greeting}");
+
+        let nowhere = find("/x");
+        assert_eq!(nowhere["status"], 404);
+        assert!(nowhere["route"].is_null(), "{nowhere}");
+
+        let down = find("/down");
+        assert_eq!(down["status"], 502);
+        assert_eq!(down["backend"], "dead");
+        assert!(down["upstream_addr"].as_str().is_some(), "the endpoint that refused is named: {down}");
+
+        let h2rec = find("/h2/path");
+        assert_eq!(h2rec["protocol"], "HTTP/2.0");
+        assert_eq!(h2rec["user_agent"], "h2probe");
+        assert_eq!(h2rec["status"], 200);
+        assert_eq!(h2rec["backend"], "app");
+        assert_eq!(h2rec["bytes_out"].as_u64(), Some(over_h2.body.len() as u64), "{h2rec}");
+        assert_eq!(over_h2.header("x-request-id"), h2rec["request_id"].as_str());
+    }
+}
+
+/// Static routes compile into generation 1.
+fn d_generation_one() -> u64 {
+    1
+}
+
+#[test]
+fn text_records_are_one_line_each() {
+    let backend = Backend::start("app");
+    let dir = temp_dir("access-text");
+    let file = dir.join("access.log");
+    let d = daemon_with(routes(&yaml(backend.addr)), IoDriver::IoUring, |c| {
+        c.access_log = Some(log_to(&file, Format::Text))
+    });
+    let mut conn = Conn::open(d.http_addr());
+    conn.send(b"GET /t HTTP/1.1\r\nHost: app.test\r\nUser-Agent: a \"quoted\" agent\r\nX-Request-ID: abc\r\n\r\n");
+    assert_eq!(conn.read_response().status, 200);
+    d.shutdown();
+    let lines = lines(&file);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    assert!(
+        line.contains(
+            " \"GET app.test /t HTTP/1.1\" gen=1 id=abc tls=0 ua=\"a\\x20\\x22quoted\\x22\\x20agent\" -> 200 in="
+        ),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!(" upstream={} ", backend.addr)) && line.ends_with(" route=routes[0] backend=app"),
+        "{line}"
+    );
+}
+
+#[test]
+fn skip_paths_errors_only_and_sampling_choose_what_is_logged() {
+    let backend = Backend::start("app");
+    let dir = temp_dir("access-knobs");
+    let skip = dir.join("skip.log");
+    let d = daemon_with(routes(&yaml(backend.addr)), IoDriver::IoUring, |c| {
+        let mut log = log_to(&skip, Format::Json);
+        log.skip_paths = vec!["/healthz".into()];
+        c.access_log = Some(log);
+    });
+    for path in ["/healthz", "/healthz?probe=1", "/healthz/deeper", "/other"] {
+        assert_eq!(get(d.http_addr(), "hi.test", path).status, 200);
+    }
+    d.shutdown();
+    let paths: Vec<String> = records(&skip).iter().map(|r| r["path"].as_str().unwrap().to_string()).collect();
+    assert_eq!(paths, ["/healthz/deeper", "/other"], "only the exact path is skipped, whatever its query");
+
+    let errors = dir.join("errors.log");
+    let d = daemon_with(routes(&yaml(backend.addr)), IoDriver::IoUring, |c| {
+        let mut log = log_to(&errors, Format::Json);
+        log.errors_only = true;
+        c.access_log = Some(log);
+    });
+    assert_eq!(get(d.http_addr(), "hi.test", "/ok").status, 200);
+    assert_eq!(get(d.http_addr(), "nowhere.test", "/missing").status, 404);
+    d.shutdown();
+    let statuses: Vec<u64> = records(&errors).iter().map(|r| r["status"].as_u64().unwrap()).collect();
+    assert_eq!(statuses, [404]);
+
+    let sampled = dir.join("sampled.log");
+    let d = daemon_with(routes(&yaml(backend.addr)), IoDriver::IoUring, |c| {
+        let mut log = log_to(&sampled, Format::Json);
+        log.success_sample = 0.25;
+        c.access_log = Some(log);
+    });
+    let mut conn = Conn::open(d.http_addr());
+    for _ in 0..400 {
+        assert_eq!(conn.get("hi.test", "/s").status, 200);
+    }
+    assert_eq!(conn.get("nowhere.test", "/e").status, 404);
+    d.shutdown();
+    let recs = records(&sampled);
+    let successes = recs.iter().filter(|r| r["status"] == 200).count();
+    assert!((50..=150).contains(&successes), "about a quarter of 400 successes: {successes}");
+    assert_eq!(recs.iter().filter(|r| r["status"] == 404).count(), 1, "errors are always logged");
+}
+
+#[test]
+fn records_that_do_not_fit_are_dropped_and_counted() {
+    let dir = temp_dir("access-full");
+    let file = dir.join("access.log");
+    let d = daemon_with(
+        routes("backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n"),
+        IoDriver::IoUring,
+        |c| {
+            c.workers = 1;
+            let mut log = log_to(&file, Format::Json);
+            // A ring of 2 KiB that the writer does not drain while the test runs: it fills.
+            log.buffer_bytes = 2048;
+            log.flush_interval = Duration::from_secs(3600);
+            c.access_log = Some(log);
+        },
+    );
+    std::thread::sleep(Duration::from_millis(100));
+    let mut conn = Conn::open(d.http_addr());
+    let sent = 60;
+    for _ in 0..sent {
+        assert_eq!(conn.get("h", "/fill").status, 200);
+    }
+    let text = metrics(d.admin_addr());
+    let dropped = sample(&text, "ramjet_access_log_dropped_total").expect("the counter is exported") as usize;
+    assert!(dropped >= sent - 10, "a 2 KiB ring holds a few records: {dropped} dropped of {sent}");
+    d.shutdown();
+    let written = records(&file).len();
+    assert!(written > 0);
+    assert_eq!(written + dropped, sent, "every request is either logged or counted as dropped");
+}
+
+#[test]
+fn the_binary_reopens_its_log_file_on_sighup() {
+    let dir = temp_dir("access-hup");
+    let routes_file = dir.join("routes.yaml");
+    std::fs::write(
+        &routes_file,
+        "backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n",
+    )
+    .unwrap();
+    let file = dir.join("access.log");
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ramjet"))
+        .args(["--static-routes", routes_file.to_str().unwrap(), "--workers", "1", "--io-driver", "auto"])
+        .args(["--http-addr", &http.to_string(), "--admin-addr", &admin.to_string()])
+        .args(["--access-log", file.to_str().unwrap(), "--access-log-format", "json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(20), || std::net::TcpStream::connect(http).is_ok()), "daemon starts");
+    assert_eq!(get(http, "h", "/before").status, 200);
+    assert!(eventually(Duration::from_secs(5), || lines(&file).len() == 1), "the first record is written");
+
+    // logrotate: move the file away, then SIGHUP.
+    let rotated = PathBuf::from(format!("{}.1", file.display()));
+    std::fs::rename(&file, &rotated).unwrap();
+    Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap();
+    assert!(eventually(Duration::from_secs(5), || file.exists()), "the file is created again on SIGHUP");
+    assert_eq!(get(http, "h", "/after").status, 200);
+    assert!(eventually(Duration::from_secs(5), || lines(&file).len() == 1), "the new record goes to the new file");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(lines(&rotated)[0].contains("\"path\":\"/before\""));
+    assert!(lines(&file)[0].contains("\"path\":\"/after\""));
+}
+
+#[test]
+fn request_ids_are_kept_or_made_sent_upstream_and_returned() {
+    let backend = Backend::start("app");
+    for driver in DRIVERS {
+        let d = daemon_with(routes(&yaml(backend.addr)), driver, |_| {});
+        let http = d.http_addr();
+        let upstream_ids = |body: &str| -> Vec<String> {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("header="))
+                .filter_map(|h| h.split_once(':'))
+                .filter(|(k, _)| k.eq_ignore_ascii_case("x-request-id"))
+                .map(|(_, v)| v.trim().to_string())
+                .collect()
+        };
+
+        // A valid id is kept.
+        let kept = request(
+            http,
+            "GET /k HTTP/1.1\r\nHost: app.test\r\nX-Request-ID: client-id.1\r\nConnection: close\r\n\r\n",
+        );
+        assert_eq!(upstream_ids(&kept.body), ["client-id.1"], "{driver:?}: {}", kept.body);
+        assert_eq!(kept.header("x-request-id"), Some("client-id.1"));
+
+        // None: one is made, the same upstream and back.
+        let made = get(http, "app.test", "/m");
+        let ids = upstream_ids(&made.body);
+        assert_eq!(ids.len(), 1, "{}", made.body);
+        assert!(ids[0].len() == 32 && ids[0].bytes().all(|b| b.is_ascii_hexdigit()), "{ids:?}");
+        assert_eq!(made.head.matches("x-request-id").count(), 1, "{}", made.head);
+        assert_eq!(made.header("x-request-id"), Some(ids[0].as_str()));
+        let again = get(http, "app.test", "/m");
+        assert_ne!(again.header("x-request-id"), made.header("x-request-id"), "each request its own id");
+
+        // Unsafe to log or forward as it is: replaced.
+        let bad =
+            request(http, "GET /b HTTP/1.1\r\nHost: app.test\r\nX-Request-ID: a\"b,c\r\nConnection: close\r\n\r\n");
+        let ids = upstream_ids(&bad.body);
+        assert_eq!(ids.len(), 1, "{}", bad.body);
+        assert_eq!(ids[0].len(), 32);
+
+        // Answers ramjet writes itself carry it too.
+        let own =
+            request(http, "GET /x HTTP/1.1\r\nHost: nowhere.test\r\nX-Request-ID: mine\r\nConnection: close\r\n\r\n");
+        assert_eq!((own.status, own.header("x-request-id")), (404, Some("mine")));
+
+        // HTTP/2.
+        let mut h2 = H2Client::connect(http);
+        let r = h2.request("GET", "app.test", "/h2", &[("x-request-id", "h2-id")], b"", false).unwrap();
+        assert_eq!(upstream_ids(&r.text()), ["h2-id"]);
+        assert_eq!(r.header("x-request-id"), Some("h2-id"));
+        let r = h2.get("app.test", "/h2made");
+        let ids = upstream_ids(&r.text());
+        assert_eq!(ids.len(), 1);
+        assert_eq!(r.header("x-request-id"), Some(ids[0].as_str()));
+        d.shutdown();
+    }
+}
+
+#[test]
+fn trace_context_passes_through_untouched() {
+    let backend = Backend::start("app");
+    let d = daemon_with(routes(&yaml(backend.addr)), IoDriver::IoUring, |_| {});
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let tracestate = "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7";
+    let raw = format!(
+        "GET /trace HTTP/1.1\r\nHost: app.test\r\ntraceparent: {traceparent}\r\nTraceState: {tracestate}\r\nConnection: close\r\n\r\n"
+    );
+    assert_eq!(request(d.http_addr(), &raw).status, 200);
+    let received = backend.received();
+    assert!(received.contains(&format!("\r\ntraceparent: {traceparent}\r\n")), "{received}");
+    assert!(
+        received.contains(&format!("\r\nTraceState: {tracestate}\r\n")),
+        "byte for byte, name case too: {received}"
+    );
+
+    let mut h2 = H2Client::connect(d.http_addr());
+    let r = h2
+        .request("GET", "app.test", "/trace2", &[("traceparent", traceparent), ("tracestate", tracestate)], b"", false)
+        .unwrap();
+    assert!(r.text().contains(&format!("header=traceparent: {traceparent}\n")), "{}", r.text());
+    assert!(r.text().contains(&format!("header=tracestate: {tracestate}\n")), "{}", r.text());
+    d.shutdown();
+}
