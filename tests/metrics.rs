@@ -1,14 +1,70 @@
 //! `/metrics` is valid Prometheus text: parsed by the Prometheus project's own Python parser (a
-//! virtualenv under `target/`, created on first use), and by `promtool check metrics` when present.
+//! virtualenv under `target/`, created on first use), and by `promtool check metrics` (taken from
+//! Debian's `prometheus` package into `target/` when it is not installed). The per route and
+//! backend series count what the requests did, and the series of a route that left the
+//! configuration go away after the grace period.
 
 mod support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use std::time::Duration;
+
 use ramjet_dataplane::IoDriver;
+use support::backend::Backend;
 use support::client::{get, request};
-use support::daemon;
+use support::{daemon, daemon_with, eventually, free_port, routes, wait_serving};
+
+/// `promtool`: on the PATH, or extracted from Debian's `prometheus` package under `target/`.
+fn promtool() -> String {
+    // The tests of this file run in parallel: one of them installs.
+    static INSTALL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    if Command::new("promtool").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return "promtool".into();
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = format!("{root}/target/promtool");
+    let binary = format!("{dir}/usr/bin/promtool");
+    if !Path::new(&binary).exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        let fetched = Command::new("apt-get").args(["download", "prometheus"]).current_dir(&dir).status();
+        assert!(fetched.is_ok_and(|s| s.success()), "promtool is missing and `apt-get download prometheus` failed");
+        let deb = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "deb"))
+            .expect("the downloaded package");
+        let extracted = Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&dir).status();
+        assert!(extracted.is_ok_and(|s| s.success()), "cannot extract {}", deb.display());
+    }
+    binary
+}
+
+fn check_with_promtool(text: &str) {
+    let mut promtool = Command::new(promtool())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(promtool.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && said.trim().is_empty(), "promtool check metrics:\n{said}\n{text}");
+}
+
+fn metrics(admin: std::net::SocketAddr) -> String {
+    request(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").body
+}
+
+/// The value of one sample of `/metrics` (`series` as written, labels included).
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
 
 fn venv_python() -> String {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -50,12 +106,63 @@ print(len(families))
     std::io::Write::write_all(child.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "the Prometheus parser refused /metrics:\n{text}");
-    if let Ok(mut promtool) =
-        Command::new("promtool").args(["check", "metrics"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn()
-    {
-        std::io::Write::write_all(promtool.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
-        let out = promtool.wait_with_output().unwrap();
-        assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+    check_with_promtool(&text);
+    d.shutdown();
+}
+
+#[test]
+fn route_series_count_what_requests_did() {
+    let backend = Backend::start("app");
+    let dead = free_port();
+    let yaml = format!(
+        "backends:\n  app: {{ endpoints: [\"{}\"] }}\n  hi: {{ respond: {{ status: 200, body: \"hi\" }} }}\n  dead: {{ endpoints: [\"127.0.0.1:{dead}\"] }}\nroutes:\n  - {{ host: app.test, path: /, backend: app }}\n  - {{ host: hi.test, path: /, backend: hi }}\n  - {{ host: dead.test, path: /, backend: dead }}\n",
+        backend.addr
+    );
+    let d = daemon_with(routes(&yaml), IoDriver::IoUring, |c| c.settings.metrics_grace = Duration::from_secs(2));
+    let http = d.http_addr();
+    for _ in 0..5 {
+        assert_eq!(get(http, "app.test", "/ok").status, 200);
     }
+    assert_eq!(get(http, "app.test", "/slow/300").status, 200);
+    assert_eq!(get(http, "app.test", "/nobody/503").status, 503);
+    for _ in 0..3 {
+        assert_eq!(get(http, "hi.test", "/").status, 200);
+    }
+    for _ in 0..2 {
+        assert_eq!(get(http, "dead.test", "/").status, 502);
+    }
+    assert_eq!(get(http, "nowhere.test", "/").status, 404);
+    let text = metrics(d.admin_addr());
+    let app = r#"route="routes[0]",backend="app""#;
+    let v = |series: &str| value(&text, series).unwrap_or_else(|| panic!("no sample {series}:\n{text}"));
+    assert_eq!(v(&format!("ramjet_route_requests_total{{{app},class=\"2xx\"}}")), 6.0);
+    assert_eq!(v(&format!("ramjet_route_requests_total{{{app},class=\"5xx\"}}")), 1.0);
+    assert_eq!(v(&format!("ramjet_route_request_duration_seconds_count{{{app}}}")), 7.0);
+    // The 300 ms request lies above the 0.25 s bound and within 0.5 s; the rest below 0.25 s.
+    assert_eq!(v(&format!("ramjet_route_request_duration_seconds_bucket{{{app},le=\"0.25\"}}")), 6.0);
+    assert_eq!(v(&format!("ramjet_route_upstream_response_seconds_bucket{{{app},le=\"0.5\"}}")), 7.0);
+    assert!(v(&format!("ramjet_route_request_duration_seconds_sum{{{app}}}")) >= 0.3);
+    assert!(v(&format!("ramjet_route_request_bytes_total{{{app}}}")) >= 7.0 * 30.0);
+    assert!(v(&format!("ramjet_route_response_bytes_total{{{app}}}")) > 6.0 * 100.0);
+    let hi = r#"route="routes[1]",backend="hi""#;
+    assert_eq!(v(&format!("ramjet_route_requests_total{{{hi},class=\"2xx\"}}")), 3.0);
+    assert_eq!(v(&format!("ramjet_route_upstream_response_seconds_count{{{hi}}}")), 0.0, "no upstream for a direct answer");
+    let dead_labels = r#"route="routes[2]",backend="dead""#;
+    assert_eq!(v(&format!("ramjet_route_requests_total{{{dead_labels},class=\"5xx\"}}")), 2.0);
+    assert_eq!(v(&format!("ramjet_route_upstream_connect_errors_total{{{dead_labels}}}")), 2.0);
+    assert!(!text.contains("nowhere"), "no series without a route, and never a host or path label");
+    check_with_promtool(&text);
+
+    // The `hi` route leaves the configuration: its series goes after the grace period, the others stay.
+    let without_hi = yaml.replace("  - { host: hi.test, path: /, backend: hi }\n", "");
+    d.submit(routes(&without_hi));
+    wait_serving(&d, 2);
+    assert!(metrics(d.admin_addr()).contains(hi), "kept during the grace period");
+    assert!(
+        eventually(Duration::from_secs(15), || !metrics(d.admin_addr()).contains(r#"backend="hi""#)),
+        "the vanished route's series is dropped after the grace period"
+    );
+    let text = metrics(d.admin_addr());
+    assert!(text.contains(app), "{text}");
     d.shutdown();
 }
