@@ -132,6 +132,17 @@ fn route_series_count_what_requests_did() {
         assert_eq!(get(http, "dead.test", "/").status, 502);
     }
     assert_eq!(get(http, "nowhere.test", "/").status, 404);
+    // A request's series is updated once its response has been written: the scrape may come first.
+    let all_done = [
+        r#"ramjet_route_requests_total{route="routes[0]",backend="app",class="2xx"} 6"#,
+        r#"ramjet_route_requests_total{route="routes[0]",backend="app",class="5xx"} 1"#,
+        r#"ramjet_route_requests_total{route="routes[1]",backend="hi",class="2xx"} 3"#,
+        r#"ramjet_route_requests_total{route="routes[2]",backend="dead",class="5xx"} 2"#,
+    ];
+    assert!(eventually(Duration::from_secs(5), || {
+        let text = metrics(d.admin_addr());
+        all_done.iter().all(|s| text.contains(s))
+    }));
     let text = metrics(d.admin_addr());
     let app = r#"route="routes[0]",backend="app""#;
     let v = |series: &str| value(&text, series).unwrap_or_else(|| panic!("no sample {series}:\n{text}"));
@@ -146,12 +157,32 @@ fn route_series_count_what_requests_did() {
     assert!(v(&format!("ramjet_route_response_bytes_total{{{app}}}")) > 6.0 * 100.0);
     let hi = r#"route="routes[1]",backend="hi""#;
     assert_eq!(v(&format!("ramjet_route_requests_total{{{hi},class=\"2xx\"}}")), 3.0);
-    assert_eq!(v(&format!("ramjet_route_upstream_response_seconds_count{{{hi}}}")), 0.0, "no upstream for a direct answer");
+    assert_eq!(
+        v(&format!("ramjet_route_upstream_response_seconds_count{{{hi}}}")),
+        0.0,
+        "no upstream for a direct answer"
+    );
     let dead_labels = r#"route="routes[2]",backend="dead""#;
     assert_eq!(v(&format!("ramjet_route_requests_total{{{dead_labels},class=\"5xx\"}}")), 2.0);
     assert_eq!(v(&format!("ramjet_route_upstream_connect_errors_total{{{dead_labels}}}")), 2.0);
     assert!(!text.contains("nowhere"), "no series without a route, and never a host or path label");
     check_with_promtool(&text);
+
+    // The same counters as JSON, for ramjet-top.
+    let traffic = request(d.admin_addr(), "GET /admin/traffic HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    assert_eq!(traffic.status, 200);
+    let traffic: ramjet_shared::admin::Traffic = serde_json::from_str(&traffic.body).unwrap();
+    assert_eq!(traffic.bounds.len(), 11);
+    let app_traffic = traffic.routes.iter().find(|r| r.backend == "app").expect("the app route");
+    assert_eq!((app_traffic.route.as_str(), app_traffic.requests, app_traffic.server_errors), ("routes[0]", 7, 1));
+    assert_eq!(app_traffic.duration_buckets.iter().sum::<u64>(), 7);
+    assert_eq!(
+        ramjet_shared::admin::RouteTraffic::quantile_bound(&traffic.bounds, &app_traffic.duration_buckets, 0.99),
+        Some(0.5),
+        "the slowest of 7 requests took 300 ms"
+    );
+    let dead_traffic = traffic.routes.iter().find(|r| r.backend == "dead").unwrap();
+    assert_eq!(dead_traffic.upstream_connect_errors, 2);
 
     // The `hi` route leaves the configuration: its series goes after the grace period, the others stay.
     let without_hi = yaml.replace("  - { host: hi.test, path: /, backend: hi }\n", "");

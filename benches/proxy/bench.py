@@ -13,6 +13,9 @@ Sections (all but `resume` by default):
   churn      ramjet with 10,000 routes, 10 publishes/s through the admin API, against the same
              run without churn; nginx with 1,000 vhosts (10,000 locations) and `nginx -s reload`
              once a second, against the same run without reloads
+  accesslog  plain HTTP/1.1 keep-alive with the access log on (JSON lines to a file) and off, ramjet
+             against nginx (nginx: a JSON `log_format` with the same fields, `buffer=64k flush=1s`)
+             (not in the default set: `--sections accesslog`)
   h2         HTTP/2 clients (h2load -c10 -m100: 100 streams on each of 10 connections), h2c by prior
              knowledge and h2 over TLS (ALPN), ramjet against nginx (`listen ... http2`), both
              proxying over HTTP/1.1 to the same backend; then the memory an idle HTTP/2
@@ -277,12 +280,27 @@ def write_backend_conf(d, port):
     return path
 
 
+# The fields of ramjet's JSON access-log record, as an nginx log_format.
+NGINX_JSON_LOG = (
+    "  log_format ramjetjson escape=json '{\"time\":\"$time_iso8601\",\"client\":\"$remote_addr:$remote_port\","
+    "\"method\":\"$request_method\",\"host\":\"$host\",\"path\":\"$request_uri\",\"protocol\":\"$server_protocol\","
+    "\"user_agent\":\"$http_user_agent\",\"request_id\":\"$request_id\",\"tls\":\"$https\",\"status\":$status,"
+    "\"bytes_in\":$request_length,\"bytes_out\":$bytes_sent,\"duration_ms\":$request_time,"
+    "\"upstream_addr\":\"$upstream_addr\",\"upstream_connect_ms\":\"$upstream_connect_time\","
+    "\"upstream_header_ms\":\"$upstream_header_time\",\"route\":\"$server_name\",\"backend\":\"$proxy_host\"}';\n"
+)
+
+
 def write_nginx_proxy_conf(d, name, hosts, http_port, https_port, backend_port, cert, key, error_level="warn",
-                           http2=False):
+                           http2=False, access_log=None):
     path = f"{d}/{name}.conf"
     with open(path, "w") as f:
         f.write(nginx_head(d, name, error_level))
-        f.write("http {\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 75s;\n")
+        if access_log:
+            f.write("http {\n" + NGINX_JSON_LOG + f"  access_log {access_log} ramjetjson buffer=64k flush=1s;\n"
+                    "  keepalive_requests 1000000;\n  keepalive_timeout 75s;\n")
+        else:
+            f.write("http {\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 75s;\n")
         f.write(nginx_temp_paths(d, name))
         f.write("  server_names_hash_max_size 16384;\n  server_names_hash_bucket_size 128;\n")
         # What an ingress sends upstream; ramjet adds the same set (x-forwarded-*, x-real-ip).
@@ -403,12 +421,12 @@ def start_nginx(name, conf, d, port, cpus):
 
 
 def start_ramjet(args, name, routes, d, http_port, https_port, admin_port, log_level="warn", cpus=None,
-                 binary=None):
+                 binary=None, extra=()):
     env = dict(os.environ, RAMJET_LOG=log_level)
     argv = taskset(cpus) + [
         binary or args.ramjet, "--static-routes", routes, "--workers", "1", "--io-driver", "io-uring",
         "--http-addr", f"127.0.0.1:{http_port}", "--https-addr", f"127.0.0.1:{https_port}",
-        "--admin-addr", f"127.0.0.1:{admin_port}", "--drain-timeout", "1s",
+        "--admin-addr", f"127.0.0.1:{admin_port}", "--drain-timeout", "1s", *extra,
     ]
     p = PROCS.start(name, argv, env=env, stderr_path=f"{d}/{name}.stderr")
     wait_port(admin_port, p, name, timeout=120)
@@ -897,7 +915,7 @@ def parse_args():
     ap.add_argument("--keep-temp", action="store_true", help="keep the generated configs")
     a = ap.parse_args()
     a.sections = [s.strip() for s in a.sections.split(",") if s.strip()]
-    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn", "h2"}
+    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn", "h2", "accesslog"}
     if bad:
         ap.error(f"unknown sections: {', '.join(sorted(bad))}")
     if a.routes % ROUTES_PER_HOST or a.churn_routes % ROUTES_PER_HOST:
@@ -974,7 +992,8 @@ def main():
         "haproxy_http", "haproxy_https", "probe_http", "probe_https", "probe_admin",
         "ramjet10k_http", "ramjet10k_https", "ramjet10k_admin", "nginx10k_http", "nginx10k_https",
         "ramjet-base_http", "ramjet-base_https", "ramjet-base_admin", "ramjet-h2_http", "ramjet-h2_https",
-        "ramjet-h2_admin", "nginx-h2_http", "nginx-h2_https"])}
+        "ramjet-h2_admin", "nginx-h2_http", "nginx-h2_https", "ramjet-log_http", "ramjet-log_https",
+        "ramjet-log_admin", "nginx-log_http", "nginx-log_https"])}
     busy = [f"{n}={p}" for n, p in ports.items() if not port_free(p)]
     if busy:
         sys.exit(f"bench: ports already in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
@@ -1009,7 +1028,7 @@ def main():
         results["machine"] = info
         log(f"machine: {info}")
 
-        need_main = any(s in args.sections for s in ("http", "tls", "handshake", "resume"))
+        need_main = any(s in args.sections for s in ("http", "tls", "handshake", "resume", "accesslog"))
         servers = {}
         if need_main:
             rj = start_ramjet(args, "ramjet", routes, d, ports["ramjet_http"], ports["ramjet_https"],
@@ -1068,6 +1087,38 @@ def main():
             section("http", ["backend"] + proxies, run_http)
             s = results["sections"]["http"]["summary"]
             s["floor_cpu_us_per_req"] = 1.8 * s["backend"]["cpu_us_per_req"]
+
+        # -- the access log on and off, ramjet against nginx (plain HTTP keep-alive)
+        if "accesslog" in args.sections:
+            rl = start_ramjet(args, "ramjet-log", routes, d, ports["ramjet-log_http"], ports["ramjet-log_https"],
+                              ports["ramjet-log_admin"], cpus=args.proxy_cpus,
+                              extra=("--access-log", f"{d}/ramjet-access.log", "--access-log-format", "json"))
+            log_servers = {"ramjet-log": Server("ramjet-log", rl, [ports["ramjet-log_http"]],
+                                                worker_prefix="ramjet-worker")}
+            nlconf = write_nginx_proxy_conf(d, "nginx-log", hosts, ports["nginx-log_http"], ports["nginx-log_https"],
+                                            ports["backend"], cert, key, access_log=f"{d}/nginx-access.log")
+            nl = start_nginx("nginx-log", nlconf, d, ports["nginx-log_http"], args.proxy_cpus)
+            log_servers["nginx-log"] = Server("nginx-log", nl, [ports["nginx-log_http"]])
+            for name in log_servers:
+                check_route(name, ports[f"{name}_http"], target_host, target_path)
+            every = {**servers, **log_servers}
+
+            def run_log(t, warm):
+                if warm:
+                    return (url(t), target_host)
+                return measure(args, every[t], backend, url(t), target_host, label=f"accesslog {t}")
+            section("accesslog", ["ramjet", "ramjet-log", "nginx", "nginx-log"], run_log)
+            for name in ("ramjet", "nginx"):
+                path = f"{d}/{name}-access.log"
+                if os.path.exists(path):
+                    with open(path, "rb") as f:
+                        results.setdefault("access_log_lines", {})[name] = sum(1 for _ in f)
+            dropped = admin_request(ports["ramjet-log_admin"], "GET", "/metrics")[1].decode()
+            results["access_log_dropped"] = next(
+                (float(line.split()[1]) for line in dropped.splitlines()
+                 if line.startswith("ramjet_access_log_dropped_total ")), None)
+            for srv in log_servers.values():
+                PROCS.stop(srv.proc)
 
         if args.profile and "ramjet" in servers:
             results["profile"] = profile_ramjet(args, servers["ramjet"], url("ramjet"), target_host, d, out_dir)
@@ -1256,6 +1307,14 @@ def render(results, args):
                 ratios(secs["http"], "ramjet", ["ramjet-base", "nginx", "haproxy"]), "",
                 f"Floor (1.8 × the backend's {s['backend']['cpu_us_per_req']:.2f} µs/req): "
                 f"{s['floor_cpu_us_per_req']:.2f} µs/req.", ""]
+    if "accesslog" in secs:
+        s = secs["accesslog"]["summary"]
+        out += ["## Access log on and off (HTTP/1.1 keep-alive)", "",
+                table(s, ["ramjet", "ramjet-log", "nginx", "nginx-log"]), "",
+                ratios(secs["accesslog"], "ramjet-log", ["ramjet", "nginx-log"]), "",
+                ratios(secs["accesslog"], "nginx-log", ["nginx"]), "",
+                f"Records written: {results.get('access_log_lines')}; ramjet_access_log_dropped_total "
+                f"{results.get('access_log_dropped')}.", ""]
     if results.get("tls_negotiated"):
         out += ["TLS negotiated: " + "; ".join(f"{k}: {v}" for k, v in results["tls_negotiated"].items()), ""]
     for key, title in (("tls", "HTTPS keep-alive"), ("handshake", "HTTPS, one request per connection, full handshakes"),

@@ -6,6 +6,7 @@
 //! | `POST /admin/rollback {"generation": N}` | republish N and pin it | with `--admin-token-file` |
 //! | `POST /admin/rollback {"digest": "<hex prefix>"}` | the same, by the compiled table's digest | with `--admin-token-file` |
 //! | `DELETE /admin/rollback` | release the pin, publish the newest (idempotent) | with `--admin-token-file` |
+//! | `GET /admin/traffic` | per route and backend counters, as JSON (for `ramjet-top`) | never |
 //! | `GET /metrics` | Prometheus text | never |
 //! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published | never |
 //!
@@ -25,7 +26,10 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use ramjet_shared::admin::{GenerationInfo, Generations, PinAnswer, RollbackRequest, RollbackTarget};
+use ramjet_shared::admin::{
+    GenerationInfo, Generations, PinAnswer, RollbackRequest, RollbackTarget, RouteTraffic, Traffic,
+};
+use ramjet_shared::{StatusClass, DURATION_BUCKETS};
 use sha2::{Digest as _, Sha256};
 
 use crate::apply::{Applier, RollbackError};
@@ -45,13 +49,14 @@ pub fn router(state: Arc<AdminState>) -> Router {
     Router::new()
         .route("/admin/generations", get(generations))
         .route("/admin/rollback", axum::routing::post(rollback).delete(release))
+        .route("/admin/traffic", get(traffic))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .fallback(|| async {
             AdminError::new(
                 StatusCode::NOT_FOUND,
-                "no such admin endpoint; see /admin/generations, /admin/rollback, /metrics, /healthz, /readyz",
+                "no such admin endpoint; see /admin/generations, /admin/rollback, /admin/traffic, /metrics, /healthz, /readyz",
             )
         })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -165,6 +170,28 @@ async fn off_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| AdminError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("the request failed: {e}")))
+}
+
+async fn traffic(State(state): State<Arc<AdminState>>) -> Json<Traffic> {
+    let routes = state
+        .metrics
+        .workers
+        .route_series()
+        .into_iter()
+        .map(|s| RouteTraffic {
+            route: s.route.to_string(),
+            backend: s.backend.to_string(),
+            requests: s.requests.iter().sum(),
+            client_errors: s.requests[StatusClass::ClientError as usize],
+            server_errors: s.requests[StatusClass::ServerError as usize],
+            duration_buckets: s.duration.buckets.to_vec(),
+            duration_sum_us: s.duration.sum_us,
+            bytes_in: s.bytes_in,
+            bytes_out: s.bytes_out,
+            upstream_connect_errors: s.connect_errors,
+        })
+        .collect();
+    Json(Traffic { bounds: DURATION_BUCKETS.to_vec(), routes })
 }
 
 async fn metrics(State(state): State<Arc<AdminState>>) -> Response {

@@ -82,6 +82,8 @@ pub(crate) struct ClientConn<'w, S> {
     start: Instant,
     pub tally: Tally,
     pub status: u16,
+    /// The status is in the counters already.
+    counted: bool,
     request_id: Option<RequestId>,
     /// The access-log record being written for the current request (begun: `logging`).
     record: Vec<u8>,
@@ -105,6 +107,7 @@ where
         start: Instant::now(),
         tally: Tally::default(),
         status: 0,
+        counted: false,
         request_id: None,
         record: Vec::new(),
         logging: false,
@@ -232,6 +235,9 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
     /// Writes the answer in `out`; the request is accounted by [`exchange`].
     async fn finish(&mut self, status: u16, keep: bool) -> Next {
         self.status = status;
+        // Counted before it is written: a client that has the answer sees it counted.
+        self.worker.counters().request(status);
+        self.counted = true;
         self.tally.bytes_out += self.out.len() as u64;
         match self.write_out().await {
             Ok(()) if keep => Next::KeepAlive,
@@ -266,7 +272,14 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
         if self.status == 0 {
             return;
         }
-        let done = Done { status: self.status, start: self.start, route, generation, tally: &self.tally };
+        let done = Done {
+            status: self.status,
+            start: self.start,
+            route,
+            generation,
+            tally: &self.tally,
+            counted: self.counted,
+        };
         let record = if self.logging { Some(&mut self.record) } else { None };
         self.worker.request_done(&done, record);
     }
@@ -281,6 +294,7 @@ where
     conn.start = Instant::now();
     conn.tally = Tally::default();
     conn.status = 0;
+    conn.counted = false;
     conn.request_id = None;
     conn.logging = false;
     let worker = conn.worker;

@@ -223,6 +223,9 @@ pub(crate) struct Done<'a> {
     pub route: Option<&'a Arc<Route>>,
     pub generation: &'a Arc<Generation>,
     pub tally: &'a Tally,
+    /// Already in the status counters (an answer ramjet wrote itself is counted before it is
+    /// written, so a client that has it can see it counted).
+    pub counted: bool,
 }
 
 /// A worker's uniform random numbers in [0, 1) for sampling (xorshift; not for secrets).

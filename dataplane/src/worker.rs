@@ -174,7 +174,9 @@ impl Worker {
     /// access-log record (begun in `record` by [`Worker::log_begin`]) completed and handed to the
     /// writer — or dropped and counted when the ring is full.
     pub fn request_done(&self, done: &Done<'_>, record: Option<&mut Vec<u8>>) {
-        self.counters().request(done.status);
+        if !done.counted {
+            self.counters().request(done.status);
+        }
         let duration = done.start.elapsed();
         if let Some(route) = done.route {
             let current = Arc::ptr_eq(&self.current.borrow(), done.generation);

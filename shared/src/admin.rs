@@ -10,6 +10,7 @@
 //! | `GET /admin/generations` | [`Generations`] |
 //! | `POST /admin/rollback` [`RollbackRequest`] | [`PinAnswer`] |
 //! | `DELETE /admin/rollback` | [`PinAnswer`] |
+//! | `GET /admin/traffic` | [`Traffic`] |
 //! | any error | [`ErrorBody`] |
 
 use serde::{Deserialize, Serialize};
@@ -172,5 +173,59 @@ mod tests {
             serde_json::from_str(r#"{"serving":3,"pinned":3,"newest":4,"message":"pinned"}"#).unwrap();
         assert_eq!(answer.state, PinState { serving: 3, pinned: Some(3), newest: 4 });
         assert!(serde_json::from_str::<RollbackRequest>(r#"{"generation":1,"force":true}"#).is_err());
+    }
+}
+
+/// `GET /admin/traffic`: the per route and backend counters behind `/metrics`, summed over the
+/// workers, cumulative since start. A client takes two and divides the difference by the time
+/// between them for rates, error ratios and windowed percentiles (`ramjet-top` does).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    /// Upper bounds (seconds) of the duration buckets; each route's `duration_buckets` has one
+    /// more entry, for what lies above the last bound.
+    pub bounds: Vec<f64>,
+    /// Sorted by route, then backend.
+    pub routes: Vec<RouteTraffic>,
+}
+
+/// One (route, backend) pair's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteTraffic {
+    /// `namespace/ingress`, or the static route (`routes[N]`, `defaultBackend`).
+    pub route: String,
+    pub backend: String,
+    /// Requests answered.
+    pub requests: u64,
+    /// Of which with a 4xx status.
+    pub client_errors: u64,
+    /// Of which with a 5xx status.
+    pub server_errors: u64,
+    /// Request durations per bucket (not cumulative), as [`Traffic::bounds`] says.
+    pub duration_buckets: Vec<u64>,
+    /// Sum of request durations, microseconds.
+    pub duration_sum_us: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub upstream_connect_errors: u64,
+}
+
+impl RouteTraffic {
+    /// The upper bound (seconds) of the bucket holding quantile `q` of the requests counted by
+    /// `buckets` (a difference of two snapshots, or a snapshot); `None` without requests and
+    /// `f64::INFINITY` above the last bound.
+    pub fn quantile_bound(bounds: &[f64], buckets: &[u64], q: f64) -> Option<f64> {
+        let count: u64 = buckets.iter().sum();
+        if count == 0 {
+            return None;
+        }
+        let rank = ((q * count as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, n) in buckets.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(bounds.get(i).copied().unwrap_or(f64::INFINITY));
+            }
+        }
+        Some(f64::INFINITY)
     }
 }

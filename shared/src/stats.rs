@@ -242,24 +242,6 @@ impl HistogramSnapshot {
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
-
-    /// The upper bound (seconds) of the bucket holding quantile `q`, `None` without samples
-    /// (`f64::INFINITY` when it lies above every bound).
-    pub fn quantile_bound(&self, q: f64) -> Option<f64> {
-        let count = self.count();
-        if count == 0 {
-            return None;
-        }
-        let rank = (q * count as f64).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, n) in self.buckets.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                return Some(DURATION_BUCKETS.get(i).copied().unwrap_or(f64::INFINITY));
-            }
-        }
-        Some(f64::INFINITY)
-    }
 }
 
 /// A (route, backend) series summed over workers.

@@ -119,6 +119,8 @@ SCENARIOS: dict[str, dict] = {
             "resources": {"requests": {"cpu": "2", "memory": "256Mi"},
                           "limits": {"cpu": "4", "memory": "1Gi"}},
             "workers": 4,
+            "accessLog": {"destination": "/var/log/ramjet/access.log", "format": "text",
+                          "skipPaths": ["/healthz", "/readyz"], "errorsOnly": True, "successSample": 0.25},
             "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
                 {"weight": 100, "podAffinityTerm": {
                     "topologyKey": "kubernetes.io/hostname",
@@ -168,6 +170,10 @@ BAD_VALUES: dict[str, tuple[dict, str, str | None]] = {
     "bad-seccomp-type": ({"controller": {"seccompProfile": {"type": "Disabled"}}},
                          "/controller/seccompProfile/type", None),
     "bad-duration": ({"controller": {"drainTimeout": "30 seconds"}}, "/controller/drainTimeout", None),
+    "bad-access-log-format": ({"controller": {"accessLog": {"format": "csv"}}}, "/controller/accessLog/format",
+                              "controller.accessLog.format must be"),
+    "bad-access-log-sample": ({"controller": {"accessLog": {"successSample": 2}}},
+                              "/controller/accessLog/successSample", "controller.accessLog.successSample must be"),
 }
 
 
@@ -546,6 +552,19 @@ def test_watch_namespace_and_other_flags():
     assert flag("default", "upstream-timeout") == "60s"
     assert flag("default", "header-timeout") == "10s"
     assert flag("default", "drain-timeout") == "30s"
+
+
+def test_access_log_defaults_to_json_on_stdout():
+    assert flag("default", "access-log") == "stdout"
+    assert flag("default", "access-log-format") == "json"
+    assert flag("default", "access-log-skip-paths") is None
+    assert flag("default", "access-log-sample") is None, "every success is logged by default: no flag"
+    assert "--access-log-errors-only" not in args("default")
+    assert flag("everything", "access-log") == "/var/log/ramjet/access.log"
+    assert flag("everything", "access-log-format") == "text"
+    assert flag("everything", "access-log-skip-paths") == "/healthz,/readyz"
+    assert flag("everything", "access-log-sample") == "0.25"
+    assert "--access-log-errors-only" in args("everything")
 
 
 def test_publish_service_and_address():

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::client::ClientError;
-use super::model::{Generations, PinState, Scrape};
+use super::model::{Generations, PinState, RouteTraffic, Scrape, Traffic as RouteCounters};
 use super::worker::{Command, Update};
 
 /// Requests/s samples kept for the sparkline.
@@ -112,6 +112,82 @@ fn rates(before: &Scrape, now: &Scrape, secs: f64) -> Option<Rates> {
     })
 }
 
+/// Per route and backend figures from consecutive polls of `/admin/traffic`.
+#[derive(Debug, Clone, Default)]
+pub struct Routes {
+    last: Option<(Instant, RouteCounters)>,
+    /// Between the last two polls, busiest first; empty until there are two.
+    pub rows: Vec<RouteRow>,
+}
+
+/// One route and backend between two polls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteRow {
+    pub route: String,
+    pub backend: String,
+    pub requests_per_s: f64,
+    /// Share of the interval's requests answered 5xx (`None` without requests).
+    pub error_ratio: Option<f64>,
+    /// Upper bound of the bucket holding the interval's 99th percentile, seconds.
+    pub p99: Option<f64>,
+}
+
+impl Routes {
+    /// Takes a poll made at `at`; series that are new or went down (a restart) start from zero.
+    pub fn record(&mut self, at: Instant, now: RouteCounters) {
+        if let Some((before, previous)) = &self.last {
+            let secs = at.saturating_duration_since(*before).as_secs_f64();
+            if secs > 0.0 {
+                self.rows = route_rows(previous, &now, secs);
+            }
+        }
+        self.last = Some((at, now));
+    }
+}
+
+fn route_rows(before: &RouteCounters, now: &RouteCounters, secs: f64) -> Vec<RouteRow> {
+    let empty = RouteTraffic {
+        route: String::new(),
+        backend: String::new(),
+        requests: 0,
+        client_errors: 0,
+        server_errors: 0,
+        duration_buckets: Vec::new(),
+        duration_sum_us: 0,
+        bytes_in: 0,
+        bytes_out: 0,
+        upstream_connect_errors: 0,
+    };
+    let mut rows: Vec<RouteRow> = now
+        .routes
+        .iter()
+        .map(|r| {
+            let old = before
+                .routes
+                .iter()
+                .find(|o| o.route == r.route && o.backend == r.backend && o.requests <= r.requests)
+                .unwrap_or(&empty);
+            let requests = r.requests - old.requests;
+            let buckets: Vec<u64> = r
+                .duration_buckets
+                .iter()
+                .enumerate()
+                .map(|(i, n)| n.saturating_sub(old.duration_buckets.get(i).copied().unwrap_or(0)))
+                .collect();
+            RouteRow {
+                route: r.route.clone(),
+                backend: r.backend.clone(),
+                requests_per_s: requests as f64 / secs,
+                error_ratio: (requests > 0)
+                    .then(|| r.server_errors.saturating_sub(old.server_errors) as f64 / requests as f64),
+                p99: RouteTraffic::quantile_bound(&now.bounds, &buckets, 0.99),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| b.requests_per_s.total_cmp(&a.requests_per_s).then_with(|| a.route.cmp(&b.route)));
+    rows
+}
+
 /// Everything the screen shows.
 #[derive(Debug, Clone)]
 pub struct App {
@@ -126,6 +202,8 @@ pub struct App {
     /// The keys: what is asked, what is in flight, the message line, quit.
     pub controls: Controls<Command>,
     pub traffic: Traffic,
+    /// Per route and backend traffic.
+    pub routes: Routes,
 }
 
 impl App {
@@ -138,6 +216,7 @@ impl App {
             selected: None,
             controls: Controls::new(read_only, has_token),
             traffic: Traffic::default(),
+            routes: Routes::default(),
         }
     }
 
@@ -177,7 +256,12 @@ impl View for App {
                     }
                 }
                 match metrics {
-                    Some(Ok(scrape)) => self.traffic.record(at, scrape),
+                    Some(Ok(mut scrape)) => {
+                        if let Some(routes) = scrape.routes.take() {
+                            self.routes.record(at, routes);
+                        }
+                        self.traffic.record(at, scrape)
+                    }
                     Some(Err(e)) => self.traffic.error = Some(e.to_string()),
                     None => {}
                 }

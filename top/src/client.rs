@@ -11,7 +11,7 @@ use std::time::Duration;
 use ramjet_shared::admin::{ErrorBody, RollbackRequest};
 use serde::de::DeserializeOwned;
 
-use super::model::{Generations, PinAnswer, Scrape};
+use super::model::{Generations, PinAnswer, Scrape, Traffic};
 
 /// Largest answer read from the admin API.
 const MAX_BODY: u64 = 8 << 20;
@@ -87,6 +87,13 @@ impl AdminClient {
         let url = self.url("/metrics");
         let answer = self.agent.get(&url).call();
         text(&url, answer).map(|t| Scrape::parse(&t))
+    }
+
+    /// `GET /admin/traffic`: the per route and backend counters.
+    pub fn traffic(&self) -> Result<Traffic, ClientError> {
+        let url = self.url("/admin/traffic");
+        let answer = self.agent.get(&url).call();
+        json(&url, answer)
     }
 
     /// `POST /admin/rollback {"generation": N}`: serve generation N and pin it.

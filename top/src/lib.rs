@@ -4,9 +4,9 @@
 //! How data flows:
 //!
 //! ```text
-//!  poller:    GET /admin/generations + GET /metrics, every --interval ─┐
-//!                                                                      ├─ Update ─> App ─> ui::draw
-//!  commander: POST / DELETE /admin/rollback ───────────────────────────┘
+//!  poller:    GET /admin/generations, /metrics, /admin/traffic, every --interval ─┐
+//!                                                                                ├─ Update ─> App ─> ui::draw
+//!  commander: POST / DELETE /admin/rollback ─────────────────────────────────────┘
 //!      ^
 //!      └──── Command <── App::on_key <── `p`/`u`, then `y` ── key press
 //! ```

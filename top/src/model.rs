@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-pub use ramjet_shared::admin::{GenerationInfo, Generations, PinAnswer, PinState};
+pub use ramjet_shared::admin::{GenerationInfo, Generations, PinAnswer, PinState, RouteTraffic, Traffic};
 pub use ramjet_shared::Diagnostic;
 
 /// The series of `GET /metrics` that `ramjet-top` shows.
@@ -16,6 +16,8 @@ pub struct Scrape {
     pub upstream_errors: BTreeMap<String, f64>,
     /// `ramjet_connections_active`.
     pub connections_active: Option<f64>,
+    /// `GET /admin/traffic`, asked for with each scrape (`None` from a daemon without it).
+    pub routes: Option<Traffic>,
 }
 
 impl Scrape {

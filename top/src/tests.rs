@@ -421,3 +421,49 @@ fn error_answers_carry_the_daemons_message() {
         other => panic!("{other:?}"),
     }
 }
+
+fn traffic(ok: u64, errors: u64, slow: u64) -> crate::model::Traffic {
+    serde_json::from_str(&format!(
+        r#"{{"bounds":[0.005,0.01,0.025,0.05,0.1,0.25,0.5,1.0,2.5,5.0,10.0],"routes":[
+          {{"route":"shop/web","backend":"shop/web:80","requests":{},"client_errors":0,"server_errors":{errors},
+           "duration_buckets":[{ok},0,0,0,0,0,{slow},0,0,0,0,0],"duration_sum_us":0,"bytes_in":0,"bytes_out":0,
+           "upstream_connect_errors":0}},
+          {{"route":"shop/api","backend":"shop/api:8080","requests":5,"client_errors":0,"server_errors":0,
+           "duration_buckets":[5,0,0,0,0,0,0,0,0,0,0,0],"duration_sum_us":0,"bytes_in":0,"bytes_out":0,
+           "upstream_connect_errors":0,"a_field_from_a_newer_daemon":1}}]}}"#,
+        ok + errors + slow
+    ))
+    .unwrap()
+}
+
+#[test]
+fn the_routes_panel_shows_rates_error_share_and_p99_per_route() {
+    let t0 = Instant::now();
+    let mut app = polled_app(t0);
+    let poll = |at, routes| Update::Poll {
+        at,
+        generations: Ok(generations()),
+        metrics: Some(Ok(Scrape { routes: Some(routes), ..Scrape::parse(&metrics(0, 0, 0)) })),
+    };
+    app.on_update(poll(t0, traffic(0, 0, 0)));
+    assert!(app.routes.rows.is_empty(), "one poll gives no rates");
+    // In 2 s: 196 fast successes, 2 errors and 2 requests slower than 250 ms on shop/web; nothing on shop/api.
+    app.on_update(poll(t0 + Duration::from_secs(2), traffic(196, 2, 2)));
+    let web = &app.routes.rows[0];
+    assert_eq!((web.route.as_str(), web.requests_per_s), ("shop/web", 100.0));
+    assert_eq!(web.error_ratio, Some(0.01));
+    assert_eq!(web.p99, Some(0.5), "the 99th percentile lies in the (0.25, 0.5] bucket");
+    let api = &app.routes.rows[1];
+    assert_eq!((api.requests_per_s, api.error_ratio, api.p99), (0.0, None, None));
+    let now = Now { instant: t0 + Duration::from_millis(2300), wall: wall("2026-01-02T03:05:06Z") };
+    let text = screen(&app, now);
+    assert!(text.contains("routes (busiest first)"), "{text}");
+    assert!(
+        text.contains("shop/web                     shop/web:80                        100     1.0    500ms"),
+        "{text}"
+    );
+    assert!(
+        text.contains("shop/api                     shop/api:8080                        0       -        -"),
+        "{text}"
+    );
+}

@@ -42,6 +42,7 @@ struct Heights {
     banner: u16,
     error: u16,
     traffic: u16,
+    routes: u16,
     timeline: u16,
     details: u16,
     message: u16,
@@ -70,6 +71,9 @@ pub fn draw(frame: &mut Frame, app: &App, now: Now) {
     let message_h = take(rest, 2);
     let timeline_min = take(rest, 6);
     let traffic_h = take(rest, 5);
+    // One row per route and backend, the busiest first, at most eight.
+    let route_rows = app.routes.rows.len().min(8) as u16;
+    let routes_h = if route_rows > 0 { take(rest, route_rows + 3) } else { 0 };
     let details_h = if *rest >= 5 + 3 { take(rest, 5) } else { 0 };
     let heights = Heights {
         title: title_h,
@@ -79,16 +83,18 @@ pub fn draw(frame: &mut Frame, app: &App, now: Now) {
         error: error_h,
         message: message_h,
         traffic: traffic_h,
+        routes: routes_h,
         details: details_h,
         timeline: timeline_min + take(rest, u16::MAX),
     };
-    let [title, serving, banner, error, traffic, timeline, details, message, keys] = Layout::vertical(
+    let [title, serving, banner, error, traffic, routes, timeline, details, message, keys] = Layout::vertical(
         [
             heights.title,
             heights.serving,
             heights.banner,
             heights.error,
             heights.traffic,
+            heights.routes,
             heights.timeline,
             heights.details,
             heights.message,
@@ -107,6 +113,9 @@ pub fn draw(frame: &mut Frame, app: &App, now: Now) {
         frame.render_widget(unreachable_panel(app, e, *failures, *last_ok, now), error);
     }
     draw_traffic(frame, app, traffic);
+    if heights.routes > 0 {
+        frame.render_widget(routes_panel(app, usize::from(heights.routes.saturating_sub(3))), routes);
+    }
     draw_timeline(frame, app, timeline, now);
     frame.render_widget(details_panel(app), details);
     frame.render_widget(message_line(app.controls.message.as_ref()), message);
@@ -254,6 +263,48 @@ fn draw_traffic(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Span::styled(peak_label(peak), Style::new().dim()), label);
     let data = shown.iter().map(|r| (r * 100.0).round() as u64);
     frame.render_widget(Sparkline::default().data(data).style(Style::new().fg(Color::Cyan)), bars);
+}
+
+/// The busiest routes and backends between the last two polls of `/admin/traffic`.
+fn routes_panel(app: &App, rows: usize) -> Paragraph<'static> {
+    let block = Block::new().borders(Borders::ALL).title(" routes (busiest first) ");
+    let mut lines = vec![Line::from(Span::styled(
+        format!("{:<28} {:<28} {:>9} {:>7} {:>8}", "route", "backend", "req/s", "5xx %", "p99 ≤"),
+        Style::new().dim(),
+    ))];
+    for r in app.routes.rows.iter().take(rows) {
+        let errors = r.error_ratio.map_or_else(|| "-".to_string(), |e| format!("{:.1}", e * 100.0));
+        let p99 = match r.p99 {
+            None => "-".to_string(),
+            Some(b) if b.is_infinite() => "> 10s".to_string(),
+            Some(b) if b < 1.0 => format!("{}ms", (b * 1000.0).round()),
+            Some(b) => format!("{b}s"),
+        };
+        let style = if r.error_ratio.is_some_and(|e| e > 0.0) { Style::new().fg(Color::Red) } else { Style::new() };
+        lines.push(Line::from(Span::styled(
+            format!(
+                "{:<28} {:<28} {:>9} {:>7} {:>8}",
+                clip(&r.route, 28),
+                clip(&r.backend, 28),
+                rate(r.requests_per_s),
+                errors,
+                p99
+            ),
+            style,
+        )));
+    }
+    Paragraph::new(lines).block(block)
+}
+
+/// `s` cut to `width` characters, with `…` where it was cut.
+fn clip(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(width - 1).collect();
+        out.push('…');
+        out
+    }
 }
 
 fn draw_timeline(frame: &mut Frame, app: &App, area: Rect, now: Now) {

@@ -110,13 +110,15 @@ pub fn single(client: AdminClient, interval: Duration) -> std::io::Result<Worker
     )
 }
 
-/// One poll of one daemon: `/admin/generations`, then `/metrics` if the daemon is there.
+/// One poll of one daemon: `/admin/generations`, then `/metrics` and `/admin/traffic` if the
+/// daemon is there.
 pub fn poll(client: &AdminClient) -> Update {
     let generations = client.generations();
-    // Skip the second call when the first found nobody home: it would only wait again.
+    // Skip the other calls when the first found nobody home: they would only wait again.
     let metrics = match &generations {
         Err(ClientError::Unreachable { .. }) => None,
-        _ => Some(client.metrics()),
+        // A daemon older than /admin/traffic just has no routes panel.
+        _ => Some(client.metrics().map(|scrape| Scrape { routes: client.traffic().ok(), ..scrape })),
     };
     Update::Poll { at: Instant::now(), generations, metrics }
 }

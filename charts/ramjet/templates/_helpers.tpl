@@ -109,6 +109,15 @@ person can act on.
 {{- if not (has $c.logFormat (list "text" "json")) }}
 {{- fail (printf "controller.logFormat must be text or json, got %q" (toString $c.logFormat)) }}
 {{- end }}
+{{- if not (has $c.accessLog.format (list "text" "json")) }}
+{{- fail (printf "controller.accessLog.format must be text or json, got %q" (toString $c.accessLog.format)) }}
+{{- end }}
+{{- if not $c.accessLog.destination }}
+{{- fail "controller.accessLog.destination must be stdout, stderr, a file path or off" }}
+{{- end }}
+{{- if or (lt (float64 $c.accessLog.successSample) 0.0) (gt (float64 $c.accessLog.successSample) 1.0) }}
+{{- fail (printf "controller.accessLog.successSample must be between 0 and 1, got %v" $c.accessLog.successSample) }}
+{{- end }}
 {{- if lt (int $c.historySize) 1 }}
 {{- fail "controller.historySize must be at least 1" }}
 {{- end }}
@@ -145,6 +154,17 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 - {{ printf "--io-driver=%s" $c.ioDriver | quote }}
 - {{ printf "--history-size=%d" (int $c.historySize) | quote }}
 - {{ printf "--log-format=%s" $c.logFormat | quote }}
+- {{ printf "--access-log=%s" $c.accessLog.destination | quote }}
+- {{ printf "--access-log-format=%s" $c.accessLog.format | quote }}
+{{- with $c.accessLog.skipPaths }}
+- {{ printf "--access-log-skip-paths=%s" (join "," .) | quote }}
+{{- end }}
+{{- if $c.accessLog.errorsOnly }}
+- "--access-log-errors-only"
+{{- end }}
+{{- if ne (float64 $c.accessLog.successSample) 1.0 }}
+- {{ printf "--access-log-sample=%v" $c.accessLog.successSample | quote }}
+{{- end }}
 - {{ printf "--upstream-timeout=%s" (toString $c.upstreamTimeout) | quote }}
 - {{ printf "--header-timeout=%s" (toString $c.headerTimeout) | quote }}
 - {{ printf "--drain-timeout=%s" (toString $c.drainTimeout) | quote }}

@@ -98,7 +98,14 @@ pub(crate) async fn serve(
             }
         }
     }
-    let done = Done { status: seen.status, start, route: seen.route, generation: &generation, tally: &seen.tally };
+    let done = Done {
+        status: seen.status,
+        start,
+        route: seen.route,
+        generation: &generation,
+        tally: &seen.tally,
+        counted: false,
+    };
     worker.request_done(&done, logging.then_some(&mut record));
     worker.give_record(record);
 }
