@@ -45,11 +45,11 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 # Kinds that have no schema in kubernetes-validate (CRDs). They are skipped by
 # the schema validation on purpose, and checked by hand in test_servicemonitor.
-NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 
 NAMESPACED_KINDS = {
     "Deployment", "DaemonSet", "Service", "ServiceAccount", "Role",
-    "RoleBinding", "PodDisruptionBudget", "ServiceMonitor",
+    "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "ConfigMap", "PrometheusRule",
 }
 
 SCENARIOS: dict[str, dict] = {
@@ -74,6 +74,11 @@ SCENARIOS: dict[str, dict] = {
     "service-monitor": {
         "metrics": {"serviceMonitor": {"enabled": True, "additionalLabels": {"release": "prometheus"},
                                        "interval": "15s"}}
+    },
+    "observability": {
+        "metrics": {"grafanaDashboard": {"enabled": True, "annotations": {"grafana_folder": "Ingress"}},
+                    "prometheusRule": {"enabled": True, "additionalLabels": {"release": "prometheus"},
+                                       "serverErrorRatio": 0.02, "pinnedFor": "2h"}}
     },
     "default-class": {"ingressClass": {"default": True}},
     "watch-namespace": {
@@ -609,6 +614,81 @@ def test_fleet_service_names_every_replica():
                               "appProtocol": "http"}], spec["ports"]
     assert spec["selector"] == workload("default")["spec"]["selector"]["matchLabels"]
     assert not find("no-service", "Service", f"{FULLNAME}-fleet")
+
+
+def metric_names_exported() -> set[str]:
+    """Every metric family the daemon renders (read from the code that renders /metrics)."""
+    text = (ROOT / "control" / "src" / "metrics.rs").read_text()
+    return set(re.findall(r'"(ramjet_[a-z_]+)"', text)) | set(re.findall(r"(ramjet_[a-z_]+)\{", text)) | \
+        set(re.findall(r"(ramjet_[a-z_]+) \{", text))
+
+
+def metric_names_used(text: str) -> set[str]:
+    names = set()
+    for name in re.findall(r"ramjet_[a-z_]+", text):
+        for suffix in ("_bucket", "_sum", "_count"):
+            if name.endswith(suffix) and name[: -len(suffix)].endswith("_seconds"):
+                name = name[: -len(suffix)]
+        names.add(name)
+    return names
+
+
+def promtool() -> str:
+    """promtool: on the PATH, or from Debian's prometheus package under target/ (as tests/metrics.rs)."""
+    found = shutil.which("promtool")
+    if found:
+        return found
+    dest = ROOT / "target" / "promtool"
+    binary = dest / "usr" / "bin" / "promtool"
+    if not binary.exists():
+        dest.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["apt-get", "download", "prometheus"], cwd=dest, check=True, capture_output=True)
+        deb = next(dest.glob("prometheus_*.deb"))
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
+    return str(binary)
+
+
+def test_grafana_dashboard_configmap():
+    assert not find("default", "ConfigMap"), "no dashboard unless asked for"
+    cm = one("observability", "ConfigMap", f"{FULLNAME}-dashboard")
+    assert cm["metadata"]["namespace"] == NAMESPACE
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1", "the Grafana sidecar's default label"
+    assert cm["metadata"]["annotations"] == {"grafana_folder": "Ingress"}
+    import json
+    dash = json.loads(cm["data"]["ramjet.json"])
+    assert dash["uid"] == "ramjet-overview"
+    titles = [p["title"] for p in dash["panels"]]
+    for want in ("Requests per second by route", "5xx share by route", "Request duration p50 / p99 by route",
+                 "Serving generation", "Pinned replicas", "Publish duration p99"):
+        assert want in titles, titles
+    assert [a["name"] for a in dash["annotations"]["list"]] == ["Generation published", "Pinned"]
+    exprs = json.dumps([t["expr"] for p in dash["panels"] for t in p["targets"]]
+                       + [a["expr"] for a in dash["annotations"]["list"]])
+    unknown = metric_names_used(exprs) - metric_names_exported()
+    assert not unknown, f"the dashboard queries metrics ramjet does not export: {unknown}"
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)), "panel ids are unique"
+
+
+def test_prometheus_rule_alerts_and_promtool():
+    assert not find("default", "PrometheusRule"), "no rules unless asked for"
+    rule = one("observability", "PrometheusRule", FULLNAME)
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    rules = rule["spec"]["groups"][0]["rules"]
+    by_name = {r["alert"]: r for r in rules}
+    assert sorted(by_name) == ["RamjetAccessLogDropping", "RamjetConfigDiagnostics", "RamjetPinnedTooLong",
+                               "RamjetRoute5xxRatioHigh"]
+    assert "> 0.02" in by_name["RamjetRoute5xxRatioHigh"]["expr"]
+    assert by_name["RamjetPinnedTooLong"]["for"] == "2h"
+    assert by_name["RamjetConfigDiagnostics"]["expr"].strip().endswith("> 0")
+    unknown = metric_names_used(yaml.safe_dump(rules)) - metric_names_exported()
+    assert not unknown, f"the rules query metrics ramjet does not export: {unknown}"
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump({"groups": rule["spec"]["groups"]}, f)
+    out = subprocess.run([promtool(), "check", "rules", f.name], capture_output=True, text=True)
+    os.unlink(f.name)
+    assert out.returncode == 0, f"promtool check rules:\n{out.stdout}{out.stderr}"
+    assert "SUCCESS: 4 rules found" in out.stdout, out.stdout
 
 
 def test_servicemonitor():
