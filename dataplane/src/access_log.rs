@@ -24,6 +24,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rtrb::{Consumer, Producer, RingBuffer};
 
+use crate::clock::civil;
+use crate::http1::head::push_decimal;
+
 /// Where records go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Destination {
@@ -272,7 +275,7 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
             json_field(out, b"user_agent", f.user_agent);
             json_field(out, b"request_id", f.request_id);
             out.extend_from_slice(b",\"generation\":");
-            push_u64(out, f.generation);
+            push_decimal(out, f.generation);
             out.extend_from_slice(b",\"tls\":");
             out.extend_from_slice(if f.tls { b"true" } else { b"false" });
         }
@@ -289,7 +292,7 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
             out.push(b' ');
             out.extend_from_slice(f.protocol.as_bytes());
             out.extend_from_slice(b"\" gen=");
-            push_u64(out, f.generation);
+            push_decimal(out, f.generation);
             out.extend_from_slice(b" id=");
             text_value(out, if f.request_id.is_empty() { b"-" } else { f.request_id });
             out.extend_from_slice(b" tls=");
@@ -301,68 +304,67 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
     }
 }
 
+/// One response-side value of a record.
+enum Value<'a> {
+    Number(u64),
+    Millis(Option<Duration>),
+    Addr(Option<SocketAddr>),
+    Text(Option<&'a str>),
+}
+
 /// Completes the record begun in `out` with the response fields and a newline.
 pub(crate) fn end(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
-    match format {
-        Format::Json => {
-            out.extend_from_slice(b",\"status\":");
-            push_u64(out, u64::from(f.status));
-            out.extend_from_slice(b",\"bytes_in\":");
-            push_u64(out, f.bytes_in);
-            out.extend_from_slice(b",\"bytes_out\":");
-            push_u64(out, f.bytes_out);
-            out.extend_from_slice(b",\"duration_ms\":");
-            push_millis(out, f.duration);
-            out.extend_from_slice(b",\"upstream_addr\":");
-            match f.upstream {
-                Some(a) => {
-                    out.push(b'"');
-                    push_addr(out, a);
+    // (JSON name, text name, value); absent values are `null` in JSON and `-` in text.
+    let fields = [
+        ("status", "", Value::Number(u64::from(f.status))),
+        ("bytes_in", "in", Value::Number(f.bytes_in)),
+        ("bytes_out", "out", Value::Number(f.bytes_out)),
+        ("duration_ms", "ms", Value::Millis(Some(f.duration))),
+        ("upstream_addr", "upstream", Value::Addr(f.upstream)),
+        ("upstream_connect_ms", "connect_ms", Value::Millis(f.upstream_connect)),
+        ("upstream_header_ms", "header_ms", Value::Millis(f.upstream_header)),
+        ("route", "route", Value::Text(f.route)),
+        ("backend", "backend", Value::Text(f.backend)),
+    ];
+    for (json, text, value) in fields {
+        match format {
+            Format::Json => {
+                out.extend_from_slice(b",\"");
+                out.extend_from_slice(json.as_bytes());
+                out.extend_from_slice(b"\":");
+            }
+            Format::Text => {
+                out.push(b' ');
+                if !text.is_empty() {
+                    out.extend_from_slice(text.as_bytes());
+                    out.push(b'=');
+                }
+            }
+        }
+        let absent: &[u8] = if format == Format::Json { b"null" } else { b"-" };
+        let quote = format == Format::Json;
+        match value {
+            Value::Number(n) => push_decimal(out, n),
+            Value::Millis(Some(d)) => push_millis(out, d),
+            Value::Addr(Some(a)) => {
+                if quote {
                     out.push(b'"');
                 }
-                None => out.extend_from_slice(b"null"),
+                push_addr(out, a);
+                if quote {
+                    out.push(b'"');
+                }
             }
-            out.extend_from_slice(b",\"upstream_connect_ms\":");
-            push_opt_millis(out, f.upstream_connect);
-            out.extend_from_slice(b",\"upstream_header_ms\":");
-            push_opt_millis(out, f.upstream_header);
-            out.extend_from_slice(b",\"route\":");
-            json_opt(out, f.route);
-            out.extend_from_slice(b",\"backend\":");
-            json_opt(out, f.backend);
-            out.extend_from_slice(b"}\n");
-        }
-        Format::Text => {
-            out.push(b' ');
-            push_u64(out, u64::from(f.status));
-            out.extend_from_slice(b" in=");
-            push_u64(out, f.bytes_in);
-            out.extend_from_slice(b" out=");
-            push_u64(out, f.bytes_out);
-            out.extend_from_slice(b" ms=");
-            push_millis(out, f.duration);
-            out.extend_from_slice(b" upstream=");
-            match f.upstream {
-                Some(a) => push_addr(out, a),
-                None => out.push(b'-'),
+            Value::Text(Some(t)) if quote => {
+                out.push(b'"');
+                json_escape(out, t.as_bytes());
+                out.push(b'"');
             }
-            out.extend_from_slice(b" connect_ms=");
-            match f.upstream_connect {
-                Some(d) => push_millis(out, d),
-                None => out.push(b'-'),
-            }
-            out.extend_from_slice(b" header_ms=");
-            match f.upstream_header {
-                Some(d) => push_millis(out, d),
-                None => out.push(b'-'),
-            }
-            out.extend_from_slice(b" route=");
-            text_value(out, f.route.unwrap_or("-").as_bytes());
-            out.extend_from_slice(b" backend=");
-            text_value(out, f.backend.unwrap_or("-").as_bytes());
-            out.push(b'\n');
+            Value::Text(Some(t)) => text_value(out, t.as_bytes()),
+            Value::Millis(None) | Value::Addr(None) | Value::Text(None) => out.extend_from_slice(absent),
         }
     }
+    out.extend_from_slice(if format == Format::Json { b"}\n" } else { b"\n" });
 }
 
 fn json_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -371,17 +373,6 @@ fn json_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(b"\":\"");
     json_escape(out, value);
     out.push(b'"');
-}
-
-fn json_opt(out: &mut Vec<u8>, value: Option<&str>) {
-    match value {
-        Some(v) => {
-            out.push(b'"');
-            json_escape(out, v.as_bytes());
-            out.push(b'"');
-        }
-        None => out.extend_from_slice(b"null"),
-    }
 }
 
 /// JSON string contents: quotes, backslashes and control characters escaped; bytes above 0x7f
@@ -411,35 +402,13 @@ fn text_value(out: &mut Vec<u8>, value: &[u8]) {
     }
 }
 
-pub(crate) fn push_u64(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[i..]);
-}
-
 /// Milliseconds with microsecond precision: `12.345`.
 fn push_millis(out: &mut Vec<u8>, d: Duration) {
     let us = d.as_micros() as u64;
-    push_u64(out, us / 1000);
+    push_decimal(out, us / 1000);
     out.push(b'.');
     let frac = us % 1000;
     out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
-}
-
-fn push_opt_millis(out: &mut Vec<u8>, d: Option<Duration>) {
-    match d {
-        Some(d) => push_millis(out, d),
-        None => out.extend_from_slice(b"null"),
-    }
 }
 
 fn push_addr(out: &mut Vec<u8>, addr: SocketAddr) {
@@ -472,19 +441,6 @@ fn push_time(out: &mut Vec<u8>, since_epoch: Duration) {
     let ms = u64::from(since_epoch.subsec_millis());
     out.extend_from_slice(&[b'0' + (ms / 100) as u8, b'0' + (ms / 10 % 10) as u8, b'0' + (ms % 10) as u8]);
     out.push(b'Z');
-}
-
-/// Civil date from days since 1970-01-01 (Howard Hinnant's algorithm, non-negative days).
-fn civil(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (yoe + era * 400 + u64::from(month <= 2), month, day)
 }
 
 #[cfg(test)]

@@ -41,15 +41,9 @@ impl Clock {
     }
 }
 
-/// Formats seconds since the Unix epoch as an IMF-fixdate.
-pub fn imf_fixdate(secs: u64) -> [u8; DATE_LEN] {
-    const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
-    const MONTHS: [&[u8; 3]; 12] =
-        [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm, for non-negative days).
+/// (year, month, day) from days since 1970-01-01 (Howard Hinnant's algorithm, for non-negative
+/// days).
+pub fn civil(days: u64) -> (u64, u64, u64) {
     let z = days + 719_468;
     let era = z / 146_097;
     let doe = z - era * 146_097;
@@ -58,7 +52,18 @@ pub fn imf_fixdate(secs: u64) -> [u8; DATE_LEN] {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
+    (yoe + era * 400 + u64::from(month <= 2), month, day)
+}
+
+/// Formats seconds since the Unix epoch as an IMF-fixdate.
+pub fn imf_fixdate(secs: u64) -> [u8; DATE_LEN] {
+    const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
+    const MONTHS: [&[u8; 3]; 12] =
+        [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (hour, minute, second) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    let (year, month, day) = civil(days);
 
     let mut out = *b"Thu, 01 Jan 1970 00:00:00 GMT";
     out[..3].copy_from_slice(DAYS[(days % 7) as usize]);
