@@ -1,6 +1,7 @@
 //! `ramjet`: the daemon. Parses flags, validates everything before binding a port, starts the
 //! [`ramjet::Daemon`], and drains on SIGTERM or SIGINT.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +18,7 @@ use ramjet_control::compile::Compiler;
 use ramjet_control::manifests;
 use ramjet_control::migration::Report;
 use ramjet_control::routes_file;
+use ramjet_dataplane::access_log::Destination;
 use ramjet_dataplane::{IoDriver, Settings};
 use tracing_subscriber::EnvFilter;
 
@@ -164,12 +166,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         _ => None,
     };
     let access_log = cli.access_log();
-    if let Some(ramjet_dataplane::access_log::Destination::File(path)) = access_log.as_ref().map(|a| &a.destination) {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("--access-log {}: cannot open for appending", path.display()))?;
+    if let Some(Destination::File(path)) = access_log.as_ref().map(|a| &a.destination) {
+        check_access_log(path, cli.check)?;
     }
     let Some(source) = source(&cli)? else {
         return Ok(());
@@ -247,6 +245,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     daemon.shutdown();
     tracing::info!("drained; exiting");
     Ok(())
+}
+
+/// An access-log file must be writable before any port is bound: opened for appending (and so
+/// created), or with `--check`, which changes nothing, its directory must exist.
+fn check_access_log(path: &Path, check: bool) -> anyhow::Result<()> {
+    if check && !path.exists() {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        anyhow::ensure!(
+            dir.is_dir(),
+            "--access-log {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+        return Ok(());
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(drop)
+        .with_context(|| format!("--access-log {}: cannot open for appending", path.display()))
 }
 
 /// Start-up parses the whole configuration (YAML for a large cluster is tens of megabytes of

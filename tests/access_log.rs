@@ -361,3 +361,34 @@ fn trace_context_passes_through_untouched() {
     assert!(r.text().contains(&format!("header=tracestate: {tracestate}\n")), "{}", r.text());
     d.shutdown();
 }
+
+#[test]
+fn an_access_log_that_cannot_be_written_refuses_to_start() {
+    let dir = temp_dir("access-refuse");
+    let routes_file = dir.join("routes.yaml");
+    std::fs::write(
+        &routes_file,
+        "backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ramjet"))
+            .args(["--static-routes", routes_file.to_str().unwrap(), "--http-addr", "127.0.0.1:0"])
+            .args(["--admin-addr", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--access-log", "/nonexistent/dir/access.log"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--access-log /nonexistent/dir/access.log: cannot open for appending"), "{err}");
+    let out = run(&["--check", "--access-log", "/nonexistent/dir/access.log"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the directory /nonexistent/dir does not exist"));
+    let fine = dir.join("later.log");
+    let out = run(&["--check", "--access-log", fine.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!fine.exists(), "--check creates nothing");
+    let out = run(&["--access-log-sample", "1.5"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a share between 0 and 1"));
+}
