@@ -392,3 +392,38 @@ fn an_access_log_that_cannot_be_written_refuses_to_start() {
     let out = run(&["--access-log-sample", "1.5"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a share between 0 and 1"));
 }
+
+#[test]
+fn a_stdout_nobody_reads_drops_records_and_does_not_hold_up_shutdown() {
+    let dir = temp_dir("access-stuck");
+    let routes_file = dir.join("routes.yaml");
+    std::fs::write(
+        &routes_file,
+        "backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n",
+    )
+    .unwrap();
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    // stdout is a pipe this test never reads: once its 64 KiB are full, the writer blocks.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ramjet"))
+        .args(["--static-routes", routes_file.to_str().unwrap(), "--workers", "1", "--io-driver", "auto"])
+        .args(["--http-addr", &http.to_string(), "--admin-addr", &admin.to_string()])
+        .args(["--access-log", "stdout", "--access-log-buffer-kib", "16"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(20), || std::net::TcpStream::connect(http).is_ok()), "daemon starts");
+    let mut conn = Conn::open(http);
+    for _ in 0..2000 {
+        assert_eq!(conn.get("h", "/a-path-long-enough-to-fill-the-pipe-sooner").status, 200, "requests never wait");
+    }
+    assert_eq!(conn.get("h", "/sync").status, 200);
+    let dropped = sample(&metrics(admin), "ramjet_access_log_dropped_total").unwrap();
+    assert!(dropped > 0.0, "records that found no room were counted");
+    let started = std::time::Instant::now();
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success());
+    assert!(started.elapsed() < Duration::from_secs(15), "shutdown took {:?}", started.elapsed());
+}

@@ -18,7 +18,7 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -120,7 +120,13 @@ pub struct AccessLog {
     reopen: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Disconnected when the writer thread has ended.
+    ended: mpsc::Receiver<()>,
 }
+
+/// How long [`AccessLog::finish`] waits for the writer: a destination that accepts nothing (a pipe
+/// nobody reads) must not hold up the shutdown.
+const FINISH_WAIT: Duration = Duration::from_secs(5);
 
 /// What a worker needs to log: its end of its ring and the settings.
 pub(crate) struct WorkerLog {
@@ -146,18 +152,22 @@ impl AccessLog {
         let reopen = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
         let (reopen_flag, stop_flag, interval) = (reopen.clone(), stop.clone(), settings.flush_interval);
-        let thread = std::thread::Builder::new().name("ramjet-access-log".into()).spawn(move || loop {
-            let stopping = stop_flag.load(Ordering::Acquire);
-            if reopen_flag.swap(false, Ordering::AcqRel) {
-                sink.reopen();
+        let (end, ended) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new().name("ramjet-access-log".into()).spawn(move || {
+            let _end = end;
+            loop {
+                let stopping = stop_flag.load(Ordering::Acquire);
+                if reopen_flag.swap(false, Ordering::AcqRel) {
+                    sink.reopen();
+                }
+                drain(&mut consumers, &mut sink);
+                if stopping {
+                    return;
+                }
+                std::thread::park_timeout(interval);
             }
-            drain(&mut consumers, &mut sink);
-            if stopping {
-                return;
-            }
-            std::thread::park_timeout(interval);
         })?;
-        Ok((AccessLog { reopen, stop, thread: Some(thread) }, logs))
+        Ok((AccessLog { reopen, stop, thread: Some(thread), ended }, logs))
     }
 
     /// Reopens a file destination before the next write (SIGHUP, after logrotate moved it).
@@ -169,11 +179,21 @@ impl AccessLog {
     }
 
     /// Writes what the rings still hold and stops the writer (after the workers have stopped).
+    /// Waits at most a few seconds: a writer blocked on its destination is left behind.
     pub fn finish(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             t.thread().unpark();
-            let _ = t.join();
+            match self.ended.recv_timeout(FINISH_WAIT) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    tracing::warn!("the access log's destination accepts nothing; its last records are lost")
+                }
+                _ => {
+                    if t.join().is_err() {
+                        tracing::warn!("the access log's writer panicked");
+                    }
+                }
+            }
         }
     }
 }
