@@ -10,7 +10,7 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use h2client::H2Client;
@@ -47,6 +47,33 @@ fn metrics(admin: SocketAddr) -> String {
 /// The value of one sample line of `/metrics`.
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+const HELLO: &str =
+    "backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n";
+
+/// The routes file every binary test serves, in `dir`.
+fn hello_routes(dir: &Path) -> PathBuf {
+    let file = dir.join("routes.yaml");
+    std::fs::write(&file, HELLO).unwrap();
+    file
+}
+
+/// The `ramjet` binary serving `routes` with one worker on free ports, and `extra` flags; returns
+/// once it serves, with its HTTP and admin addresses.
+fn start_binary(routes: &Path, extra: &[&str], stdout: Stdio) -> (Child, SocketAddr, SocketAddr) {
+    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let child = Command::new(env!("CARGO_BIN_EXE_ramjet"))
+        .args(["--static-routes", routes.to_str().unwrap(), "--workers", "1", "--io-driver", "auto"])
+        .args(["--http-addr", &http.to_string(), "--admin-addr", &admin.to_string()])
+        .args(extra)
+        .stdout(stdout)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(eventually(Duration::from_secs(20), || std::net::TcpStream::connect(http).is_ok()), "daemon starts");
+    (child, http, admin)
 }
 
 #[test]
@@ -210,19 +237,15 @@ fn skip_paths_errors_only_and_sampling_choose_what_is_logged() {
 fn records_that_do_not_fit_are_dropped_and_counted() {
     let dir = temp_dir("access-full");
     let file = dir.join("access.log");
-    let d = daemon_with(
-        routes("backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n"),
-        IoDriver::IoUring,
-        |c| {
-            c.workers = 1;
-            let mut log = log_to(&file, Format::Json);
-            // A ring of 2 KiB that the writer does not drain while the test runs: it fills.
-            log.buffer_bytes = 2048;
-            log.flush_interval = Duration::from_secs(3600);
-            log.skip_paths = vec!["/sync".into()];
-            c.access_log = Some(log);
-        },
-    );
+    let d = daemon_with(routes(HELLO), IoDriver::IoUring, |c| {
+        c.workers = 1;
+        let mut log = log_to(&file, Format::Json);
+        // A ring of 2 KiB that the writer does not drain while the test runs: it fills.
+        log.buffer_bytes = 2048;
+        log.flush_interval = Duration::from_secs(3600);
+        log.skip_paths = vec!["/sync".into()];
+        c.access_log = Some(log);
+    });
     std::thread::sleep(Duration::from_millis(100));
     let mut conn = Conn::open(d.http_addr());
     let sent = 60;
@@ -244,24 +267,9 @@ fn records_that_do_not_fit_are_dropped_and_counted() {
 #[test]
 fn the_binary_reopens_its_log_file_on_sighup() {
     let dir = temp_dir("access-hup");
-    let routes_file = dir.join("routes.yaml");
-    std::fs::write(
-        &routes_file,
-        "backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n",
-    )
-    .unwrap();
     let file = dir.join("access.log");
-    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ramjet"))
-        .args(["--static-routes", routes_file.to_str().unwrap(), "--workers", "1", "--io-driver", "auto"])
-        .args(["--http-addr", &http.to_string(), "--admin-addr", &admin.to_string()])
-        .args(["--access-log", file.to_str().unwrap(), "--access-log-format", "json"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(eventually(Duration::from_secs(20), || std::net::TcpStream::connect(http).is_ok()), "daemon starts");
+    let log = ["--access-log", file.to_str().unwrap(), "--access-log-format", "json"];
+    let (mut child, http, _) = start_binary(&hello_routes(&dir), &log, Stdio::null());
     assert_eq!(get(http, "h", "/before").status, 200);
     assert!(eventually(Duration::from_secs(5), || lines(&file).len() == 1), "the first record is written");
 
@@ -365,12 +373,7 @@ fn trace_context_passes_through_untouched() {
 #[test]
 fn an_access_log_that_cannot_be_written_refuses_to_start() {
     let dir = temp_dir("access-refuse");
-    let routes_file = dir.join("routes.yaml");
-    std::fs::write(
-        &routes_file,
-        "backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n",
-    )
-    .unwrap();
+    let routes_file = hello_routes(&dir);
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_ramjet"))
             .args(["--static-routes", routes_file.to_str().unwrap(), "--http-addr", "127.0.0.1:0"])
@@ -396,24 +399,9 @@ fn an_access_log_that_cannot_be_written_refuses_to_start() {
 #[test]
 fn a_stdout_nobody_reads_drops_records_and_does_not_hold_up_shutdown() {
     let dir = temp_dir("access-stuck");
-    let routes_file = dir.join("routes.yaml");
-    std::fs::write(
-        &routes_file,
-        "backends:\n  hi: { respond: { status: 200, body: \"hi\" } }\nroutes:\n  - { path: /, backend: hi }\n",
-    )
-    .unwrap();
-    let http = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
     // stdout is a pipe this test never reads: once its 64 KiB are full, the writer blocks.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ramjet"))
-        .args(["--static-routes", routes_file.to_str().unwrap(), "--workers", "1", "--io-driver", "auto"])
-        .args(["--http-addr", &http.to_string(), "--admin-addr", &admin.to_string()])
-        .args(["--access-log", "stdout", "--access-log-buffer-kib", "16"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(eventually(Duration::from_secs(20), || std::net::TcpStream::connect(http).is_ok()), "daemon starts");
+    let log = ["--access-log", "stdout", "--access-log-buffer-kib", "16"];
+    let (mut child, http, admin) = start_binary(&hello_routes(&dir), &log, Stdio::piped());
     let mut conn = Conn::open(http);
     for _ in 0..2000 {
         assert_eq!(conn.get("h", "/a-path-long-enough-to-fill-the-pipe-sooner").status, 200, "requests never wait");
