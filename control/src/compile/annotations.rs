@@ -210,7 +210,11 @@ const NGINX: &[Entry] = &[
     e("default-backend", Ignored("errors and missing endpoints are not sent to another Service"), None),
     e("denylist-source-range", AccessControl("a source address deny-list"), None),
     e("disable-proxy-intercept-errors", Honoured("ramjet never intercepts backend errors"), None),
-    e("enable-access-log", Ignored("ramjet writes no per-request access log"), Some("true")),
+    e(
+        "enable-access-log",
+        Ignored("the access log is the daemon's (--access-log), the same for every route; it is not switched off per Ingress"),
+        Some("true"),
+    ),
     e("enable-cors", CORS, NO),
     e("enable-global-auth", AUTH_PART, Some("true")),
     e("enable-modsecurity", Ignored("there is no web application firewall"), NO),
