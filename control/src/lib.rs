@@ -24,6 +24,7 @@
 pub mod admin;
 pub mod apply;
 pub mod audit;
+pub mod canary;
 pub mod certs;
 pub mod cluster;
 pub mod compile;

@@ -163,6 +163,14 @@ pub fn render(m: &MetricsSources) -> String {
     );
     let _ = writeln!(out, "ramjet_access_log_dropped_total {}", w.access_log_dropped());
     render_routes(&mut out, &w.route_series());
+    family(
+        &mut out,
+        "ramjet_mirror_requests_total",
+        "counter",
+        "Mirrored copies of requests: answered (sent), or dropped (bound reached, body not buffered, mirror down or slow).",
+    );
+    let _ = writeln!(out, "ramjet_mirror_requests_total{{outcome=\"sent\"}} {}", w.mirrors_sent());
+    let _ = writeln!(out, "ramjet_mirror_requests_total{{outcome=\"dropped\"}} {}", w.mirrors_dropped());
 
     family(&mut out, "ramjet_pinned", "gauge", "1 while an operator pin (rollback) holds the configuration.");
     let _ = writeln!(out, "ramjet_pinned {}", c.pinned.load(Relaxed));

@@ -25,6 +25,7 @@ use ramjet_shared::Certificate;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
+use crate::canary::CanarySpec;
 use crate::certs::{is_expired, parse_certificate};
 
 /// A static routes file, parsed and validated.
@@ -52,6 +53,18 @@ pub struct RouteSpec {
     /// Exact, or Prefix (ImplementationSpecific is Prefix).
     pub exact: bool,
     pub backend: String,
+    /// A canary sharing this route: its backend and policy.
+    pub canary: Option<(String, CanarySpec)>,
+    pub mirror: Option<MirrorSpec>,
+}
+
+/// A route's mirror in a static routes file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorSpec {
+    pub backend: String,
+    pub percent: u8,
+    pub body: bool,
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -156,6 +169,24 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
                 path: r.path.0,
                 exact: r.path_type == PathType::Exact,
                 backend: r.backend.0,
+                canary: r.canary.map(|c| {
+                    let spec = CanarySpec {
+                        weight: c.weight,
+                        weight_total: c.weight_total,
+                        header: c.header,
+                        header_value: c.header_value,
+                        header_pattern: c.header_pattern.map(|p| p.0),
+                        cookie: c.cookie,
+                        sticky: c.sticky,
+                    };
+                    (c.backend.0, spec)
+                }),
+                mirror: r.mirror.map(|m| MirrorSpec {
+                    backend: m.backend.0,
+                    percent: m.percent.0,
+                    body: m.body,
+                    host: m.host.map(|h| h.0),
+                }),
             })
             .collect(),
         tls: file_spec
@@ -355,6 +386,82 @@ struct RouteField {
     #[serde(default)]
     path_type: PathType,
     backend: BackendRef,
+    #[serde(default)]
+    canary: Option<CanaryField>,
+    #[serde(default)]
+    mirror: Option<MirrorField>,
+}
+
+/// `canary:` under a route: ingress-nginx's canary annotations, in the file's camelCase.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CanaryField {
+    backend: BackendRef,
+    #[serde(default)]
+    weight: u32,
+    #[serde(default = "hundred")]
+    weight_total: u32,
+    #[serde(default)]
+    header: Option<String>,
+    #[serde(default)]
+    header_value: Option<String>,
+    #[serde(default)]
+    header_pattern: Option<Pattern>,
+    #[serde(default)]
+    cookie: Option<String>,
+    /// Keep each user on one side while the weight moves.
+    #[serde(default)]
+    sticky: bool,
+}
+
+fn hundred() -> u32 {
+    100
+}
+
+/// `mirror:` under a route.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct MirrorField {
+    backend: BackendRef,
+    #[serde(default)]
+    percent: Percent,
+    #[serde(default = "yes")]
+    body: bool,
+    #[serde(default)]
+    host: Option<HostName>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+struct Percent(u8);
+
+impl Default for Percent {
+    fn default() -> Self {
+        Percent(100)
+    }
+}
+
+impl<'de> Deserialize<'de> for Percent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u32::deserialize(d)?;
+        match u8::try_from(n) {
+            Ok(p) if p <= 100 => Ok(Percent(p)),
+            _ => Err(field_error("percent", format!("{n} is not between 0 and 100"))),
+        }
+    }
+}
+
+/// A header pattern, checked to compile.
+struct Pattern(String);
+
+impl<'de> Deserialize<'de> for Pattern {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let p = String::deserialize(d)?;
+        ramjet_shared::Matcher::regex(&p).map_err(|e| field_error("headerPattern", e))?;
+        Ok(Pattern(p))
+    }
 }
 
 #[derive(Deserialize)]

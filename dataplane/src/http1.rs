@@ -29,7 +29,7 @@ use ramjet_shared::{Generation, Route, RouteTable};
 
 use crate::access_log::RequestFields;
 use crate::buf::{write_vec, ReadBuf};
-use crate::dispatch::{decide, Decision};
+use crate::dispatch::{decide, Decision, Http1View, RouteExtras};
 use crate::error::{Failure, ProxyError};
 use crate::http2;
 use crate::observe::{Done, RequestId, Tally};
@@ -362,7 +362,8 @@ where
     let target = std::str::from_utf8(&data[head.target.clone()]).unwrap_or("/");
     let target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
-    match decide(table, host, target, conn.facts.tls, &mut host_buf) {
+    let view = Http1View { head: &data[..head.head_len], target: target.as_bytes() };
+    match decide(table, host, target, conn.facts.tls, &mut host_buf, &view, &mut || worker.random()) {
         Decision::Redirect(h) => {
             // 308 keeps the method and body; the body is not read (skipped if it is all here).
             let body = buffered_body_len(head, &data[head.head_len..]);
@@ -385,9 +386,10 @@ where
             conn.discard_buffered_body(head);
             (conn.reply(Reply::Direct { response, is_head: head.is_head }, keep_alive).await, Some(route))
         }
-        Decision::Proxy { route, slot, endpoints } => {
+        Decision::Proxy { route, slot, endpoints, mirror, sticky } => {
             conn.buf.consume(head.head_len);
-            let next = match proxy::forward(conn, head, slot, endpoints, keep_alive).await {
+            let extras = RouteExtras { mirror, sticky };
+            let next = match proxy::forward(conn, head, slot, endpoints, keep_alive, extras).await {
                 Ok((status, next)) => {
                     conn.status = status;
                     next

@@ -22,6 +22,7 @@ mod error;
 pub mod http1;
 mod http2;
 mod listener;
+mod mirror;
 mod observe;
 mod tls;
 mod upstream;

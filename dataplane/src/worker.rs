@@ -18,6 +18,7 @@ use crate::drain::DrainSignal;
 use crate::error::{rescue, Failure, Rescue};
 use crate::http1::{self, ConnFacts};
 use crate::observe::{self, Done, Observer, RequestId, RequestIds, RouteIndex, Sampler};
+use crate::mirror::Mirrors;
 use crate::tls::TlsTerminator;
 use crate::upstream::Pool;
 use crate::{DriverChoice, Ready, Settings};
@@ -57,6 +58,10 @@ pub(crate) struct Worker {
     observer: Observer,
     /// The access log's ring, when logging is on.
     log: Option<RefCell<WorkerLog>>,
+    /// This worker's random numbers (canary splits, mirror shares): xorshift64*, no lock, no
+    /// syscall, nothing shared with other workers.
+    random: Cell<u64>,
+    pub mirrors: Rc<Mirrors>,
 }
 
 impl Worker {
@@ -71,9 +76,18 @@ impl Worker {
         let current = Rc::new(published.generation().load_full());
         let ids = RequestIds::new(id);
         let sampler = Sampler::new(u64::from_le_bytes(ids.next()[..8].try_into().unwrap_or_default()));
+        // A seed from the process's random hash keys, different per worker.
+        let seed = {
+            use std::hash::{BuildHasher, Hasher};
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_usize(id);
+            h.finish() | 1
+        };
         Worker {
             observer: Observer { ids, routes: RefCell::new(RouteIndex::default()), sampler, stats: stats.clone() },
             log: log.map(RefCell::new),
+            random: Cell::new(seed),
+            mirrors: Rc::new(Mirrors::new(stats.clone(), id)),
             id,
             pool: Pool::new(settings.upstream_idle_timeout),
             client_buffers: BufferPool::new(http1::CLIENT_BUFFER, 1024),
@@ -120,6 +134,17 @@ impl Worker {
         let c = cursors[slot];
         cursors[slot] = c.wrapping_add(1);
         c as usize % len
+    }
+
+    /// A uniform random `u32` from this worker's own generator (xorshift64*).
+    #[inline]
+    pub fn random(&self) -> u32 {
+        let mut x = self.random.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.random.set(x);
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
     }
 
     /// A request failed: count it, log it once (at debug: never a per-request line by default), and

@@ -46,9 +46,11 @@ mod stats;
 pub use cert::{CertId, CertStore, Certificate};
 pub use generation::{Diagnostic, Digest, Generation, ObjectRef, Severity};
 pub use publish::Published;
+pub use route::policy::{cookie_value, find_pair};
 pub use route::{
-    normalize_host, Backend, BackendKind, DirectResponse, HostRoutes, PathKind, Route, RouteConflict, RouteKey,
-    RouteTable, TableBuilder, TableItem,
+    normalize_host, Backend, BackendKind, Condition, DirectResponse, Filter, HostRoutes, Matcher, Mirror, PathKind,
+    Pick, RequestView, Route, RouteConflict, RouteKey, RoutePolicy, RouteTable, Rule, TableBuilder, TableItem,
+    WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
 };
 pub use stats::{
     Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass, UpstreamErrorKind,

@@ -21,6 +21,11 @@ use sha2::{Digest as _, Sha256};
 use crate::cert::CertId;
 use crate::generation::Digest;
 
+pub mod policy;
+pub use policy::{
+    Condition, Filter, Matcher, Mirror, RequestView, RoutePolicy, Rule, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
+};
+
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
 /// How a rule's path matches, as in the Ingress `pathType` (ImplementationSpecific compiles to Prefix).
@@ -154,13 +159,71 @@ pub fn reason_phrase(status: u16) -> &'static str {
     }
 }
 
-/// One compiled rule's target.
+/// One compiled path's target: its backend, and optionally a [`RoutePolicy`] (conditions,
+/// weighted backends, filters) that can send a request elsewhere.
 #[derive(Debug)]
 pub struct Route {
+    /// Where a request goes when the route has no policy, or no rule of its policy holds.
     pub backend: Arc<Backend>,
+    pub policy: Option<Arc<RoutePolicy>>,
     /// The object that declared the route (`static-routes[3]`, `namespace/ingress`): for diagnostics
     /// and the admin API, not part of the digest.
     pub source: Arc<str>,
+}
+
+/// What [`Route::pick`] chose for one request.
+#[derive(Debug)]
+pub struct Pick<'r> {
+    pub backend: &'r Arc<Backend>,
+    /// The rule that decided, if one did (its filters apply).
+    pub rule: Option<&'r Rule>,
+    /// A sticky rule drew a new number for this user: send it back in the [`STICKY_COOKIE`].
+    pub new_sticky: Option<u32>,
+}
+
+impl Route {
+    /// The backend for one request: without a policy, the route's backend; otherwise the first rule
+    /// whose conditions hold picks by weight with `random` (uniform `u32`s from the worker's own
+    /// generator), and when none holds the route's backend serves.
+    #[inline]
+    pub fn pick<'r>(&'r self, req: &impl RequestView, random: &mut impl FnMut() -> u32) -> Pick<'r> {
+        let Some(policy) = &self.policy else {
+            return Pick { backend: &self.backend, rule: None, new_sticky: None };
+        };
+        for rule in policy.rules.iter() {
+            if !rule.conditions.iter().all(|c| c.holds(req)) {
+                continue;
+            }
+            if rule.backends.len() == 1 {
+                return Pick { backend: &rule.backends[0].backend, rule: Some(rule), new_sticky: None };
+            }
+            let (draw, new_sticky) = if rule.sticky {
+                let kept = req
+                    .cookie(STICKY_COOKIE)
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .and_then(|v| v.parse::<u32>().ok())
+                    .filter(|v| *v < STICKY_RANGE);
+                let (bucket, new) = match kept {
+                    Some(b) => (b, None),
+                    None => {
+                        let b = scale(random(), STICKY_RANGE);
+                        (b, Some(b))
+                    }
+                };
+                ((bucket as u64 * rule.total as u64 / STICKY_RANGE as u64) as u32, new)
+            } else {
+                (scale(random(), rule.total), None)
+            };
+            return Pick { backend: rule.pick(draw), rule: Some(rule), new_sticky };
+        }
+        Pick { backend: &self.backend, rule: None, new_sticky: None }
+    }
+}
+
+/// A uniform `u32` scaled to `0..n` (multiply and shift: no division, bias below 2^-32 · n).
+#[inline]
+fn scale(random: u32, n: u32) -> u32 {
+    ((random as u64 * n as u64) >> 32) as u32
 }
 
 /// Identity of a route in the table, for diffs: host as declared (`""` for any host), path kind, and
@@ -244,6 +307,7 @@ impl HostRoutes {
                 kind,
                 path,
                 backend: &route.backend,
+                policy: route.policy.as_deref(),
             }));
             items[start..].sort_unstable_by(|a, b| a.route_path().cmp(b.route_path()));
         }
@@ -424,8 +488,15 @@ impl RouteTable {
 /// about what a table contains.
 #[derive(Debug, Clone, Copy)]
 pub enum TableItem<'a> {
-    /// A rule: host as declared (`""` for any host), path kind, path as compiled, and its backend.
-    Route { host: &'a Arc<str>, kind: PathKind, path: &'a Arc<str>, backend: &'a Arc<Backend> },
+    /// A rule: host as declared (`""` for any host), path kind, path as compiled, its backend and
+    /// its policy (conditions, weighted backends, mirrors), if any.
+    Route {
+        host: &'a Arc<str>,
+        kind: PathKind,
+        path: &'a Arc<str>,
+        backend: &'a Arc<Backend>,
+        policy: Option<&'a RoutePolicy>,
+    },
     /// Where requests that match no rule go.
     DefaultBackend(&'a Arc<Backend>),
     /// A host (exact or `*.` wildcard) served with this certificate.
@@ -456,11 +527,16 @@ impl TableItem<'_> {
     /// group, before its routes; backends by their precomputed digest over name and kind.
     pub fn hash_into(&self, h: &mut Sha256) {
         match self {
-            TableItem::Route { kind, path, backend, .. } => {
+            TableItem::Route { kind, path, backend, policy, .. } => {
                 h.update([0, if *kind == PathKind::Exact { b'E' } else { b'P' }]);
                 h.update(path.as_bytes());
                 h.update([0]);
                 h.update(backend.digest.0);
+                // A plain route hashes as it always did, so adding policies moved no digest.
+                if let Some(policy) = policy {
+                    h.update(b"\0policy");
+                    h.update(policy.digest);
+                }
             }
             TableItem::DefaultBackend(backend) => h.update(backend.digest.0),
             TableItem::Tls { host, cert } => {
@@ -593,6 +669,21 @@ impl TableBuilder {
         backend: Arc<Backend>,
         source: &str,
     ) -> Result<(), RouteConflict> {
+        self.add_route_with_policy(host, path, kind, backend, None, source)
+    }
+
+    /// [`TableBuilder::add_route`] with a policy: conditions, weighted backends and filters that
+    /// apply before the route's own backend. Merging is the same: same backend and same policy merge,
+    /// anything else is a conflict.
+    pub fn add_route_with_policy(
+        &mut self,
+        host: &str,
+        path: &str,
+        kind: PathKind,
+        backend: Arc<Backend>,
+        policy: Option<Arc<RoutePolicy>>,
+        source: &str,
+    ) -> Result<(), RouteConflict> {
         let lower;
         let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
             lower = host.to_ascii_lowercase();
@@ -613,7 +704,7 @@ impl TableBuilder {
             PathKind::Prefix => &mut draft.prefix,
         };
         if let Some(existing) = map.get(&path) {
-            if existing.backend == backend {
+            if existing.backend == backend && existing.policy == policy {
                 return Ok(());
             }
             return Err(RouteConflict {
@@ -621,13 +712,13 @@ impl TableBuilder {
                 kept: existing.source.clone(),
             });
         }
-        map.insert(path, Arc::new(Route { backend, source: source.into() }));
+        map.insert(path, Arc::new(Route { backend, policy, source: source.into() }));
         Ok(())
     }
 
     /// The backend for requests that match no rule (without one they get 404).
     pub fn set_default_backend(&mut self, backend: Arc<Backend>, source: &str) {
-        self.default_route = Some(Arc::new(Route { backend, source: source.into() }));
+        self.default_route = Some(Arc::new(Route { backend, policy: None, source: source.into() }));
     }
 
     pub fn has_default_backend(&self) -> bool {
@@ -660,7 +751,13 @@ impl TableBuilder {
                 .into_iter()
                 .flat_map(|(kind, map)| {
                     let host = &host;
-                    map.iter().map(move |(path, route)| TableItem::Route { host, kind, path, backend: &route.backend })
+                    map.iter().map(move |(path, route)| TableItem::Route {
+                        host,
+                        kind,
+                        path,
+                        backend: &route.backend,
+                        policy: route.policy.as_deref(),
+                    })
                 })
                 .collect();
             let digest = group_digest(&host, items.iter());

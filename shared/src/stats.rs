@@ -89,6 +89,8 @@ pub struct WorkerCounters {
     tls_handshake_failures: AtomicU64,
     upstream_retries: AtomicU64,
     access_log_dropped: AtomicU64,
+    mirrors_sent: AtomicU64,
+    mirrors_dropped: AtomicU64,
 }
 
 #[inline]
@@ -132,6 +134,19 @@ impl WorkerCounters {
     #[inline]
     pub fn access_log_dropped(&self) {
         bump(&self.access_log_dropped);
+    }
+
+    /// A mirrored copy was answered (the answer is discarded).
+    #[inline]
+    pub fn mirror_sent(&self) {
+        bump(&self.mirrors_sent);
+    }
+
+    /// A mirrored copy was not sent (bound reached, body not buffered) or got no complete answer
+    /// (its first bytes) in time.
+    #[inline]
+    pub fn mirror_dropped(&self) {
+        bump(&self.mirrors_dropped);
     }
 }
 
@@ -332,6 +347,14 @@ impl WorkerStats {
 
     pub fn upstream_retries(&self) -> u64 {
         self.sum(|w| &w.upstream_retries)
+    }
+
+    pub fn mirrors_sent(&self) -> u64 {
+        self.sum(|w| &w.mirrors_sent)
+    }
+
+    pub fn mirrors_dropped(&self) -> u64 {
+        self.sum(|w| &w.mirrors_dropped)
     }
 
     fn sum(&self, field: impl Fn(&WorkerCounters) -> &AtomicU64) -> u64 {

@@ -119,7 +119,12 @@ impl Conn {
 
     /// GET `path` with `Host: host` on this connection.
     pub fn get(&mut self, host: &str, path: &str) -> Response {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+        self.get_with(host, path, "")
+    }
+
+    /// GET `path` with `Host: host` and `extra` field lines (each ending in CRLF).
+    pub fn get_with(&mut self, host: &str, path: &str, extra: &str) -> Response {
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n").as_bytes());
         self.read_response()
     }
 }

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub use ramjet_shared::admin::DiffCounts;
-use ramjet_shared::{Backend, BackendKind, CertId, HostRoutes, RouteKey, RouteTable, TableItem};
+use ramjet_shared::{Backend, BackendKind, CertId, HostRoutes, RouteKey, RoutePolicy, RouteTable, TableItem};
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
@@ -29,6 +29,17 @@ pub struct RouteTarget {
     /// The fixed response, when the backend answers directly.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response: Option<ResponseTarget>,
+    /// The route's rules in order (`header x-canary == "always" -> shop/web-canary:80`,
+    /// `always -> shop/web-canary:80 10/100, shop/web:80 90/100`), when it has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+    /// Every other backend the rules can send to or mirror to, as targets (so their endpoints
+    /// count too), sorted by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_backends: Vec<RouteTarget>,
+    /// The route's mirrors (`shop/shadow:80 100%`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirrors: Vec<String>,
 }
 
 /// A direct response, named by its status and its body's size and hash (bodies can be large).
@@ -41,12 +52,41 @@ pub struct ResponseTarget {
 }
 
 impl RouteTarget {
+    /// A route's target: its backend and, when it has a policy, its rules, the other backends they
+    /// name and its mirrors.
+    pub fn of_route(b: &Backend, policy: Option<&RoutePolicy>) -> Self {
+        let mut target = RouteTarget::of(b);
+        if let Some(policy) = policy {
+            target.rules = policy.rules.iter().map(|r| r.to_string()).collect();
+            target.mirrors = policy.mirrors();
+            let mut others: Vec<RouteTarget> = policy
+                .backends()
+                .map(|b| &**b)
+                .chain(policy.rules.iter().filter_map(|r| r.mirror()).map(|m| &*m.backend))
+                .filter(|o| o.name != b.name)
+                .map(RouteTarget::of)
+                .collect();
+            others.sort_by(|a, b| a.backend.cmp(&b.backend));
+            others.dedup();
+            target.other_backends = others;
+        }
+        target
+    }
+
+    /// This target without its mirrors: what "the backend changed" compares.
+    fn without_mirrors(&self) -> RouteTarget {
+        RouteTarget { mirrors: Vec::new(), ..self.clone() }
+    }
+
     pub fn of(b: &Backend) -> Self {
         match &b.kind {
             BackendKind::Endpoints(e) => RouteTarget {
                 backend: b.name.to_string(),
                 endpoints: e.iter().map(|a| a.to_string()).collect(),
                 response: None,
+                rules: Vec::new(),
+                other_backends: Vec::new(),
+                mirrors: Vec::new(),
             },
             BackendKind::Respond(r) => {
                 let digest: [u8; 32] = Sha256::digest(&r.body).into();
@@ -58,6 +98,9 @@ impl RouteTarget {
                         body_bytes: r.body.len(),
                         body_sha256: digest[..6].iter().map(|b| format!("{b:02x}")).collect(),
                     }),
+                    rules: Vec::new(),
+                    other_backends: Vec::new(),
+                    mirrors: Vec::new(),
                 }
             }
         }
@@ -131,9 +174,9 @@ impl TableView {
     fn extend(&mut self, items: Vec<TableItem<'_>>) {
         for item in items {
             let (key, value) = match item {
-                TableItem::Route { backend, .. } => (
+                TableItem::Route { backend, policy, .. } => (
                     ItemKey::Route(item.route_key().expect("a route item has a key")),
-                    ItemValue::Target(RouteTarget::of(backend)),
+                    ItemValue::Target(RouteTarget::of_route(backend, policy)),
                 ),
                 TableItem::DefaultBackend(backend) => {
                     (ItemKey::DefaultBackend, ItemValue::Target(RouteTarget::of(backend)))
@@ -180,6 +223,8 @@ pub struct TableDiff {
     /// Hosts whose plain-HTTP requests start / stop being redirected to HTTPS.
     pub https_redirects_added: Vec<String>,
     pub https_redirects_removed: Vec<String>,
+    /// Mirrors a route gained / lost, as `route -> mirror` (a new route's mirrors are added, a
+    /// removed route's removed).
     pub mirrors_added: Vec<String>,
     pub mirrors_removed: Vec<String>,
     /// The new default backend (`None` inside means it was removed), when it changed: another
@@ -211,12 +256,32 @@ pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
         match (key, change) {
             (ItemKey::Route(route), Some(value)) => {
                 let target = value.target().cloned().expect("a route holds a target");
+                let before = before.and_then(|v| v.target());
+                let no_mirrors = Vec::new();
+                let old_mirrors = before.map_or(&no_mirrors, |b| &b.mirrors);
+                for m in target.mirrors.iter().filter(|m| !old_mirrors.contains(m)) {
+                    d.mirrors_added.push(format!("{route} -> {m}"));
+                }
+                for m in old_mirrors.iter().filter(|m| !target.mirrors.contains(m)) {
+                    d.mirrors_removed.push(format!("{route} -> {m}"));
+                }
                 match before {
-                    None => d.routes_added.insert(route.to_string(), target),
-                    Some(_) => d.backends_changed.insert(route.to_string(), target),
-                };
+                    None => {
+                        d.routes_added.insert(route.to_string(), target);
+                    }
+                    // Only the mirrors changed: counted as mirrors, not as a backend change.
+                    Some(b) if b.without_mirrors() == target.without_mirrors() => {}
+                    Some(_) => {
+                        d.backends_changed.insert(route.to_string(), target);
+                    }
+                }
             }
-            (ItemKey::Route(route), None) => d.routes_removed.push(route.to_string()),
+            (ItemKey::Route(route), None) => {
+                if let Some(b) = before.and_then(|v| v.target()) {
+                    d.mirrors_removed.extend(b.mirrors.iter().map(|m| format!("{route} -> {m}")));
+                }
+                d.routes_removed.push(route.to_string());
+            }
             (ItemKey::DefaultBackend, value) => {
                 d.default_backend = Some(value.as_ref().and_then(|v| v.target().cloned()));
                 d.default_backend_before = before.and_then(|v| v.target()).map(|t| t.backend.clone());

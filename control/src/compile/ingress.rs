@@ -24,12 +24,15 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use ramjet_shared::{Backend, BackendKind, CertId, Certificate, Diagnostic, ObjectRef, PathKind};
+use ramjet_shared::{
+    Backend, BackendKind, CertId, Certificate, Diagnostic, Filter, ObjectRef, PathKind, RoutePolicy, Rule,
+};
 
 use rustc_hash::FxHasher;
 
 use super::annotations::{self, Verdict};
 use super::{Compiler, Draft};
+use crate::canary::{Annotations, MirrorTarget};
 use crate::certs::{is_expired, parse_certificate};
 use crate::routes_file::validate_host;
 
@@ -143,7 +146,12 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
     let mut resolver = Resolver::new(snapshot, compiler);
     let mut tls_owner: HashMap<String, (CertId, String)> = HashMap::new();
     let mut default_owner: Option<String> = None;
-    for ingress in ours {
+    // Canaries apply to the routes of the primaries they shadow: set aside, merged below, and every
+    // primary route is added to the table after that.
+    let (canaries, primaries): (Vec<&Ingress>, Vec<&Ingress>) =
+        ours.into_iter().partition(|i| Annotations::new(i.metadata.annotations.as_ref()).is_canary());
+    let mut routes: Vec<(PlannedRoute, String, ObjectRef)> = Vec::new();
+    for ingress in primaries {
         let (namespace, name) =
             (namespace_of(&ingress.metadata.namespace), ingress.metadata.name.as_deref().unwrap_or(""));
         let source = format!("{namespace}/{name}");
@@ -163,18 +171,7 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
         for warning in plan.warnings {
             draft.warn(&object, warning);
         }
-        for route in plan.routes {
-            if let Err(conflict) = draft.builder.add_route(&route.host, &route.path, route.kind, route.backend, &source)
-            {
-                draft.warn(
-                    &object,
-                    format!(
-                        "{} ({:?}) is already routed by the older Ingress {}; this path is ignored",
-                        conflict.key, route.kind, conflict.kept
-                    ),
-                );
-            }
-        }
+        routes.extend(plan.routes.into_iter().map(|r| (r, source.clone(), object.clone())));
         if let Some(backend) = plan.default_backend {
             match &default_owner {
                 Some(owner) => draft.warn(
@@ -205,6 +202,21 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
             }
         }
     }
+    merge_canaries(&canaries, &mut resolver, &mut routes, &mut draft);
+    for (route, source, object) in routes {
+        let policy = route.policy();
+        let added =
+            draft.builder.add_route_with_policy(&route.host, &route.path, route.kind, route.backend, policy, &source);
+        if let Err(conflict) = added {
+            draft.warn(
+                &object,
+                format!(
+                    "{} ({:?}) is already routed by the older Ingress {}; this path is ignored",
+                    conflict.key, route.kind, conflict.kept
+                ),
+            );
+        }
+    }
     draft
 }
 
@@ -226,6 +238,84 @@ fn judge_annotations(ingress: &Ingress, options: &IngressOptions, object: &Objec
         }
     }
     serve
+}
+
+/// Attaches each canary Ingress's paths to the primary routes with the same host, path and path
+/// type — the first (oldest) primary route for that key, which is the one the table keeps. One
+/// canary per primary route: a second is reported and ignored, as is a canary path no primary
+/// routes.
+fn merge_canaries<'s>(
+    canaries: &[&'s Ingress],
+    resolver: &mut Resolver<'s, '_>,
+    routes: &mut [(PlannedRoute, String, ObjectRef)],
+    draft: &mut Draft,
+) {
+    let key = |r: &PlannedRoute| {
+        let path = match r.kind {
+            PathKind::Exact => r.path.clone(),
+            PathKind::Prefix => r.path.trim_end_matches('/').to_string(),
+        };
+        (r.host.clone(), r.kind, path)
+    };
+    let mut first: HashMap<(String, PathKind, String), usize> = HashMap::new();
+    for (i, (route, _, _)) in routes.iter().enumerate() {
+        first.entry(key(route)).or_insert(i);
+    }
+    for ingress in canaries {
+        let (namespace, name) =
+            (namespace_of(&ingress.metadata.namespace), ingress.metadata.name.as_deref().unwrap_or(""));
+        let source = format!("{namespace}/{name}");
+        let object = ObjectRef::ingress(namespace, name);
+        let mut problems = Vec::new();
+        let spec = Annotations::new(ingress.metadata.annotations.as_ref()).canary(&mut problems);
+        for problem in problems.drain(..) {
+            draft.warn(&object, problem);
+        }
+        let plan = match resolver.plan(ingress, namespace) {
+            Ok(plan) => plan,
+            Err(problems) => {
+                for problem in problems {
+                    draft.reject(&object, format!("{problem}; the canary is not served"));
+                }
+                continue;
+            }
+        };
+        if plan.default_backend.is_some() {
+            draft.warn(&object, "spec.defaultBackend of a canary Ingress is not supported; it is ignored");
+        }
+        if !plan.tls.is_empty() {
+            draft.warn(&object, "spec.tls of a canary Ingress is ignored: the primary Ingress's TLS applies");
+        }
+        for canary in plan.routes {
+            let shown = format!("{}{}", if canary.host.is_empty() { "*" } else { &canary.host }, canary.path);
+            let Some(&i) = first.get(&key(&canary)) else {
+                draft.warn(
+                    &object,
+                    format!("no primary Ingress routes {shown} ({:?}); this canary path is ignored", canary.kind),
+                );
+                continue;
+            };
+            let (primary, primary_source, _) = &mut routes[i];
+            if let Some((_, owner)) = &primary.canary {
+                draft.warn(
+                    &object,
+                    format!("{shown} already has the canary {owner} (one canary per route); this path is ignored"),
+                );
+                continue;
+            }
+            if primary.backend == canary.backend {
+                draft.warn(&object, format!("{shown}: the canary names the primary's own backend; it is ignored"));
+                continue;
+            }
+            let mut problems = Vec::new();
+            let rules = spec.rules(&primary.backend, &canary.backend, primary.mirror.as_ref(), &mut problems);
+            for problem in problems {
+                draft.warn(&object, problem);
+            }
+            tracing::debug!(canary = %source, primary = %primary_source, route = %shown, "canary merged");
+            primary.canary = Some((rules, source.clone()));
+        }
+    }
 }
 
 /// Oldest first; namespace and name break ties (and order objects without a timestamp, such as
@@ -254,6 +344,21 @@ struct PlannedRoute {
     path: String,
     kind: PathKind,
     backend: Arc<Backend>,
+    mirror: Option<MirrorTarget>,
+    /// The rules of the canary merged into this route, and the canary Ingress.
+    canary: Option<(Vec<Rule>, String)>,
+}
+
+impl PlannedRoute {
+    /// The route's policy: its canary's rules, else its mirror alone, else none.
+    fn policy(&self) -> Option<Arc<RoutePolicy>> {
+        if let Some((rules, _)) = &self.canary {
+            return Some(Arc::new(RoutePolicy::new(rules.clone())));
+        }
+        let mirror = self.mirror.as_ref()?;
+        let rule = Rule::to(vec![], self.backend.clone()).with_filters(vec![Filter::Mirror(mirror.to_mirror())]);
+        Some(Arc::new(RoutePolicy::new(vec![rule])))
+    }
 }
 
 /// How an Ingress names a Service port.
@@ -323,6 +428,8 @@ impl<'s, 'c> Resolver<'s, 'c> {
                 Err(e) => problems.push(format!("spec.defaultBackend: {e}")),
             }
         }
+        let annotations = Annotations::new(ingress.metadata.annotations.as_ref());
+        let mirror = self.mirror(&annotations, namespace, &mut plan.warnings);
         let mut rule_hosts = Vec::new();
         for (i, rule) in spec.rules.iter().flatten().enumerate() {
             let host = match rule.host.as_deref() {
@@ -365,9 +472,14 @@ impl<'s, 'c> Resolver<'s, 'c> {
                     continue;
                 }
                 match self.backend(namespace, &path.backend) {
-                    Ok(backend) => {
-                        plan.routes.push(PlannedRoute { host: host.clone(), path: value.to_string(), kind, backend })
-                    }
+                    Ok(backend) => plan.routes.push(PlannedRoute {
+                        host: host.clone(),
+                        path: value.to_string(),
+                        kind,
+                        backend,
+                        mirror: mirror.clone(),
+                        canary: None,
+                    }),
                     Err(e) => problems.push(format!("{}.backend: {e}", at())),
                 }
             }
@@ -413,6 +525,76 @@ impl<'s, 'c> Resolver<'s, 'c> {
         } else {
             Err(problems)
         }
+    }
+
+    /// The Ingress's mirror: `ramjet.dev/mirror-backend` (`service:port`) or ingress-nginx's
+    /// `mirror-target` (an `http://` URL whose host names a Service of the cluster), with
+    /// `mirror-percent`, `mirror-request-body` and `mirror-host`. A mirror that cannot be used is
+    /// reported and left out; the routes are served without it.
+    fn mirror(
+        &mut self,
+        annotations: &Annotations<'_>,
+        namespace: &str,
+        warnings: &mut Vec<String>,
+    ) -> Option<MirrorTarget> {
+        let (service, port, key) = if let Some((key, value)) = annotations.get("mirror-backend") {
+            match value.trim().rsplit_once(':') {
+                Some((service, port)) if !service.is_empty() && !port.is_empty() => {
+                    (service.to_string(), port.to_string(), key)
+                }
+                _ => {
+                    warnings.push(format!("{key}: `{value}` is not service:port; no mirror"));
+                    return None;
+                }
+            }
+        } else if let Some((key, value)) = annotations.get("mirror-target") {
+            match service_of_url(value.trim(), namespace) {
+                Ok((service, port)) => (service, port, key),
+                Err(e) => {
+                    warnings.push(format!("{key}: {e}; no mirror"));
+                    return None;
+                }
+            }
+        } else {
+            return None;
+        };
+        let (service, target_namespace) = match service.split_once('.') {
+            Some((s, ns)) => (s.to_string(), ns.to_string()),
+            None => (service, namespace.to_string()),
+        };
+        let port_ref = match port.parse::<i32>() {
+            Ok(n) => PortRef::Number(n),
+            Err(_) => PortRef::Name(&port),
+        };
+        let service_backend = IngressServiceBackend { name: service, port: None };
+        let backend = match self.resolve_backend(&target_namespace, &service_backend, port_ref) {
+            Ok(b) => b,
+            Err(e) => {
+                warnings.push(format!("{key}: {e}; no mirror"));
+                return None;
+            }
+        };
+        let percent = match annotations.get("mirror-percent") {
+            None => 100,
+            Some((key, v)) => match v.trim().parse::<u8>() {
+                Ok(p) if p <= 100 => p,
+                _ => {
+                    warnings.push(format!("{key}: `{v}` is not a percentage (0-100); 100 is used"));
+                    100
+                }
+            },
+        };
+        let body = match annotations.get("mirror-request-body") {
+            None => true,
+            Some((_, v)) if v.trim() == "on" || v.trim() == "true" => true,
+            Some((_, v)) if v.trim() == "off" || v.trim() == "false" => false,
+            Some((key, v)) => {
+                warnings.push(format!("{key}: `{v}` is not `on` or `off`; `on` is used"));
+                true
+            }
+        };
+        let host = annotations.get("mirror-host").map(|(_, v)| v.trim().to_string()).filter(|h| !h.is_empty());
+        Some(MirrorTarget { backend, percent, body, host })
     }
 
     fn backend(&mut self, namespace: &'s str, backend: &'s IngressBackend) -> Result<Arc<Backend>, String> {
@@ -534,6 +716,32 @@ impl<'s, 'c> Resolver<'s, 'c> {
             .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?;
         Ok(self.compiler.certificate(&parsed))
     }
+}
+
+/// The Service an ingress-nginx `mirror-target` URL names: `http://svc[.ns[.svc[.cluster.local]]][:port]`
+/// followed by nothing, `/` or `/$request_uri` (the copy always carries the request's own target).
+fn service_of_url(url: &str, namespace: &str) -> Result<(String, String), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("`{url}` is not an http:// URL (mirrors are sent in plain HTTP inside the cluster)"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    if !matches!(path, "" | "/" | "/$request_uri" | "$request_uri") {
+        return Err(format!("`{url}`: only `/$request_uri` is supported after the host"));
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((h, p)) => (h, p.to_string()),
+        None => (authority, "80".to_string()),
+    };
+    let host = host.trim_end_matches(".cluster.local").trim_end_matches(".svc");
+    let service = match host.split_once('.') {
+        Some((s, ns)) if !ns.contains('.') => format!("{s}.{ns}"),
+        Some(_) => return Err(format!("`{url}`: `{host}` does not name a Service (service[.namespace])")),
+        None => format!("{host}.{namespace}"),
+    };
+    Ok((service, port))
 }
 
 /// A path as the Ingress spec allows it: absolute, without whitespace, query or fragment.

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use ramjet_shared::{BackendKind, ObjectRef, PathKind};
+use ramjet_shared::{BackendKind, Filter, ObjectRef, PathKind, RoutePolicy, Rule};
 
 use super::{Compiler, Draft};
+use crate::canary::MirrorTarget;
 use crate::routes_file::{BackendSpec, StaticRoutes};
 
 /// The kind diagnostics give an entry of the static routes file: `StaticRoutes routes[2]`.
@@ -28,7 +29,31 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
         let target = backend(compiler, &rule.backend);
         let source = format!("routes[{i}]");
         let kind = if rule.exact { PathKind::Exact } else { PathKind::Prefix };
-        if let Err(conflict) = draft.builder.add_route(&rule.host, &rule.path, kind, target, &source) {
+        let mirror = rule.mirror.as_ref().map(|m| MirrorTarget {
+            backend: backend(compiler, &m.backend),
+            percent: m.percent,
+            body: m.body,
+            host: m.host.clone(),
+        });
+        let policy = match (&rule.canary, &mirror) {
+            (Some((name, spec)), _) => {
+                let canary = backend(compiler, name);
+                let mut problems = Vec::new();
+                let rules = spec.rules(&target, &canary, mirror.as_ref(), &mut problems);
+                for problem in problems {
+                    draft.warn(&ObjectRef::new(STATIC_ROUTES, None, source.clone()), problem);
+                }
+                Some(Arc::new(RoutePolicy::new(rules)))
+            }
+            (None, Some(m)) => {
+                let rule = Rule::to(vec![], target.clone()).with_filters(vec![Filter::Mirror(m.to_mirror())]);
+                Some(Arc::new(RoutePolicy::new(vec![rule])))
+            }
+            (None, None) => None,
+        };
+        if let Err(conflict) =
+            draft.builder.add_route_with_policy(&rule.host, &rule.path, kind, target, policy, &source)
+        {
             draft.reject(
                 &ObjectRef::new(STATIC_ROUTES, None, source),
                 format!("{} is already routed by {}; this rule is ignored", conflict.key, conflict.kept),

@@ -14,6 +14,7 @@ use super::body::{copy_body, Body, CopyError, Deadlines};
 use super::head::{parse_response, RequestHead, ResponseHead, ResponsePlan};
 use super::{ClientConn, Framing, Next};
 use crate::buf::write_vec;
+use crate::dispatch::RouteExtras;
 use crate::error::{Failure, ProxyError};
 use crate::observe::Tally;
 use crate::upstream::{exchange, UpstreamConn};
@@ -28,6 +29,7 @@ pub(crate) async fn forward<S>(
     slot: u32,
     endpoints: &[SocketAddr],
     keep_alive: bool,
+    extras: RouteExtras<'_>,
 ) -> Result<(u16, Next), Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
@@ -38,6 +40,9 @@ where
     let worker = conn.worker;
     // `Some(n)`: the whole body (n bytes) is buffered and the request can be sent again as it is.
     let buffered = buffer_body(conn, head).await?;
+    if let Some(mirror) = extras.mirror {
+        crate::mirror::send(worker, mirror, &conn.out, buffered.map(|len| &conn.buf.data()[..len]));
+    }
     let index = worker.next_endpoint(slot, endpoints.len());
     let plan = ResponsePlan { is_head: head.is_head, client_minor: head.minor, keep_alive };
     if head.host.is_empty() {
@@ -76,6 +81,12 @@ where
     // From here the status is the one the client was sent, whatever happens to the body.
     conn.status = status;
     up.buf.consume(response.head_len);
+    if let Some(draw) = extras.sticky {
+        // Before the blank line that ends the response head.
+        conn.out.truncate(conn.out.len() - 2);
+        crate::dispatch::push_sticky_cookie(&mut conn.out, draw);
+        conn.out.extend_from_slice(b"\r\n");
+    }
     if status == 101 {
         if !head.upgrade {
             return Err(Failure::from(ProxyError::Upstream(UpstreamErrorKind::Protocol)).at(up.addr));

@@ -25,7 +25,7 @@ use super::head::{host, push_chunk_size, response_head, upstream_head, Answer};
 use super::StreamSlot;
 use crate::access_log::RequestFields;
 use crate::buf::write_vec;
-use crate::dispatch::{decide, Decision};
+use crate::dispatch::{decide, Decision, RouteExtras};
 use crate::error::{Failure, ProxyError};
 use crate::http1::body::Body;
 use crate::http1::{ConnFacts, Framing, CLIENT_CLOSED};
@@ -127,7 +127,8 @@ async fn handle<'t>(
     let route_target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
     let is_head = parts.method == Method::HEAD;
-    match decide(table, host, route_target, facts.tls, &mut host_buf) {
+    let view = H2View(parts);
+    match decide(table, host, route_target, facts.tls, &mut host_buf, &view, &mut || worker.random()) {
         Decision::Redirect(h) => {
             let answer = Answer::HttpsRedirect { host: h, target: route_target };
             Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?)
@@ -137,15 +138,42 @@ async fn handle<'t>(
             seen.route = Some(route);
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
-        Decision::Proxy { route, slot, endpoints } => {
+        Decision::Proxy { route, slot, endpoints, mirror, sticky } => {
             seen.route = Some(route);
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
             let index = worker.next_endpoint(slot, endpoints.len());
             let to = Upstream { endpoints, index, id };
-            forward(worker, facts, parts, host, body, respond, to, seen).await
+            let extras = RouteExtras { mirror, sticky };
+            forward(worker, facts, parts, host, body, respond, to, seen, extras).await
         }
+    }
+}
+
+/// The request view canary and match conditions read, over the stream's decoded head.
+struct H2View<'a>(&'a Parts);
+
+impl ramjet_shared::RequestView for H2View<'_> {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.0.headers.get(name).map(|v| v.as_bytes())
+    }
+
+    fn cookie(&self, name: &str) -> Option<&[u8]> {
+        // HTTP/2 may split cookies into several fields (RFC 9113 §8.2.3).
+        self.0
+            .headers
+            .get_all(http::header::COOKIE)
+            .iter()
+            .find_map(|v| ramjet_shared::cookie_value(v.as_bytes(), name))
+    }
+
+    fn method(&self) -> &[u8] {
+        self.0.method.as_str().as_bytes()
+    }
+
+    fn query(&self) -> &[u8] {
+        self.0.uri.query().unwrap_or("").as_bytes()
     }
 }
 
@@ -212,6 +240,7 @@ async fn forward(
     respond: &mut SendResponse<Bytes>,
     to: Upstream<'_>,
     seen: &mut Seen<'_>,
+    extras: RouteExtras<'_>,
 ) -> Result<u16, Failure> {
     let Upstream { endpoints, index, id } = to;
     let mut out = worker.out_buffers.take();
@@ -225,6 +254,10 @@ async fn forward(
     id.insert_before_end(&mut out);
     // Without a body the request can be sent again as it is, should a pooled connection be stale.
     let replayable = !framing.has_body();
+    if let Some(mirror) = extras.mirror {
+        // An HTTP/2 body is streamed, never buffered whole: only a request without one is copied whole.
+        crate::mirror::send(worker, mirror, &out, replayable.then_some(&[][..]));
+    }
     let is_head = parts.method == Method::HEAD;
     let timeout = worker.settings.upstream_timeout;
     let mut sent = 0u64;
@@ -241,6 +274,14 @@ async fn forward(
     worker.out_buffers.give(out);
     seen.tally.bytes_in += sent;
     let (mut up, (head, mut response)) = result?;
+    if let Some(draw) = extras.sticky {
+        let mut line = Vec::with_capacity(96);
+        crate::dispatch::push_sticky_cookie(&mut line, draw);
+        let value = &line[b"set-cookie: ".len()..line.len() - 2];
+        if let Ok(value) = http::HeaderValue::from_bytes(value) {
+            response.headers_mut().append(http::header::SET_COOKIE, value);
+        }
+    }
     up.buf.consume(head.head_len);
     if head.status == 101 {
         // No protocol switch over HTTP/2 (RFC 9113 §8.6).

@@ -1,0 +1,116 @@
+//! Mirrors: a copy of a request sent to another backend from the same worker, its answer read and
+//! discarded. Fire and forget: the copy is a task of its own that the client's request never waits
+//! for. At most [`MIRRORS_IN_FLIGHT`] copies per worker are in flight; one more is dropped and
+//! counted, never queued. A copy that cannot connect, or gets no complete answer within
+//! [`MIRROR_TIMEOUT`], is dropped and counted too.
+//!
+//! The copy carries the upstream head the real request carries (the `Host` replaced when the mirror
+//! names one) and, when the mirror wants it, the body — only a body that was buffered whole, at most
+//! the client buffer; a larger body that is streamed is not copied and the mirror is dropped and
+//! counted. Each copy uses a fresh connection with `connection: close`: a slow mirror holds a
+//! connection of its own, never one of the pool's.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+use ramjet_shared::{BackendKind, Mirror, WorkerCounters, WorkerStats};
+
+use crate::worker::Worker;
+
+/// A worker's mirror bookkeeping, shared with its copy tasks.
+pub(crate) struct Mirrors {
+    in_flight: Cell<usize>,
+    stats: Arc<WorkerStats>,
+    worker: usize,
+}
+
+impl Mirrors {
+    pub fn new(stats: Arc<WorkerStats>, worker: usize) -> Self {
+        Mirrors { in_flight: Cell::new(0), stats, worker }
+    }
+
+    fn counters(&self) -> &WorkerCounters {
+        self.stats.worker(self.worker)
+    }
+}
+
+/// Copies in flight per worker; beyond it a copy is dropped and counted.
+pub const MIRRORS_IN_FLIGHT: usize = 64;
+/// How long one copy may take, connect to last byte of the answer.
+pub const MIRROR_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Sends a copy of the request whose upstream head is `head` (as written for the real backend) and
+/// whose buffered body is `body` (`None`: the body is streamed and cannot be copied). Returns at
+/// once; the copy runs as a task on this worker.
+pub(crate) fn send(worker: &Worker, mirror: &Mirror, head: &[u8], body: Option<&[u8]>) {
+    let state = &worker.mirrors;
+    let BackendKind::Endpoints(endpoints) = &mirror.backend.kind else {
+        state.counters().mirror_dropped();
+        return;
+    };
+    if endpoints.is_empty() || (mirror.body && body.is_none()) || state.in_flight.get() >= MIRRORS_IN_FLIGHT {
+        state.counters().mirror_dropped();
+        return;
+    }
+    let addr = endpoints[worker.next_endpoint(mirror.backend.slot, endpoints.len())];
+    let body = if mirror.body { body.unwrap_or_default() } else { &[] };
+    let mut copy = Vec::with_capacity(head.len() + body.len() + 64);
+    copy_head(head, mirror, &mut copy);
+    copy.extend_from_slice(body);
+    state.in_flight.set(state.in_flight.get() + 1);
+    let state = state.clone();
+    monoio::spawn(async move {
+        let sent = monoio::time::timeout(MIRROR_TIMEOUT, exchange(addr, copy)).await;
+        match sent {
+            Ok(Ok(())) => state.counters().mirror_sent(),
+            _ => state.counters().mirror_dropped(),
+        }
+        state.in_flight.set(state.in_flight.get() - 1);
+    });
+}
+
+/// The head for the copy: the real head with `connection: close`, the mirror's `Host` if it names
+/// one, and no framing fields when the body is not copied. Ramjet wrote those fields itself in
+/// lower case (`host: `, `content-length: `, `transfer-encoding: `), so they are found by prefix.
+fn copy_head(head: &[u8], mirror: &Mirror, out: &mut Vec<u8>) {
+    let mut lines = head.split_inclusive(|&b| b == b'\n');
+    if let Some(request_line) = lines.next() {
+        out.extend_from_slice(request_line);
+    }
+    for line in lines {
+        if line == b"\r\n" {
+            break;
+        }
+        let drop = (mirror.host.is_some() && line.starts_with(b"host: "))
+            || (!mirror.body && (line.starts_with(b"content-length: ") || line.starts_with(b"transfer-encoding: ")))
+            || line.starts_with(b"connection: ");
+        if !drop {
+            out.extend_from_slice(line);
+        }
+    }
+    if let Some(host) = &mirror.host {
+        out.extend_from_slice(b"host: ");
+        out.extend_from_slice(host.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"x-ramjet-mirror: 1\r\nconnection: close\r\n\r\n");
+}
+
+/// Connects, writes the copy, and waits for the first bytes of the answer; then the connection is
+/// closed (the answer is discarded, so there is no reason to read it to its end).
+async fn exchange(addr: SocketAddr, copy: Vec<u8>) -> std::io::Result<()> {
+    let mut stream = TcpStream::connect_addr(addr).await?;
+    let (written, mut buf) = stream.write_all(copy).await;
+    written?;
+    buf.clear();
+    buf.reserve(512);
+    let (read, _) = stream.read(buf).await;
+    match read? {
+        0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,416 @@
+//! What a route does beyond "send the request to its backend": ordered rules with request
+//! conditions (header, cookie, query parameter, method), weighted backends, and filters (a mirror).
+//! It is the shape of a Gateway API HTTPRoute rule, so Ingress annotations (canaries, mirrors) and
+//! HTTPRoute compile into the same thing.
+//!
+//! A route without a policy (most routes) costs nothing here. A route with one is evaluated on the
+//! worker: the rules in order, the first whose conditions all hold picks a backend from its weighted
+//! list with the worker's own random numbers (no lock, no shared counter). When no rule holds the
+//! route's own backend serves.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use ramjet_shared::{Backend, Condition, Matcher, Rule, RoutePolicy, WeightedBackend};
+//!
+//! let stable = Arc::new(Backend::respond("stable", 0, 200, "stable"));
+//! let canary = Arc::new(Backend::respond("canary", 1, 200, "canary"));
+//! // ingress-nginx's `canary-by-header: x-canary` then `canary-weight: 10`.
+//! let policy = RoutePolicy::new(vec![
+//!     Rule::to(vec![Condition::Header { name: "x-canary".into(), value: Matcher::exact("always") }], canary.clone()),
+//!     Rule::to(vec![Condition::Header { name: "x-canary".into(), value: Matcher::exact("never") }], stable.clone()),
+//!     Rule::split(vec![], vec![WeightedBackend::new(canary, 10), WeightedBackend::new(stable, 90)], 100, false),
+//! ]);
+//! assert_eq!(policy.rules.len(), 3);
+//! ```
+
+use std::fmt;
+use std::sync::Arc;
+
+use regex_automata::dfa::regex::Regex;
+use regex_automata::util::syntax;
+use sha2::{Digest as _, Sha256};
+
+use super::Backend;
+
+/// How a request value is compared.
+#[derive(Clone)]
+pub enum Matcher {
+    /// Byte-for-byte equal (case sensitive, as ingress-nginx compares canary header values).
+    Exact(Box<str>),
+    /// A regular expression searched anywhere in the value (unanchored, as PCRE's `ngx.re.match`
+    /// does unless the pattern anchors itself). Compiled to a DFA at compile time: matching needs no
+    /// cache, so no lock and no allocation on the worker.
+    Regex { pattern: Box<str>, regex: Box<Regex> },
+}
+
+/// Largest DFA a pattern may compile to; a pattern beyond it is refused at compile time.
+const REGEX_DFA_LIMIT: usize = 1 << 20;
+
+impl Matcher {
+    pub fn exact(value: &str) -> Self {
+        Matcher::Exact(value.into())
+    }
+
+    /// Compiles `pattern` (byte-oriented, ASCII classes, like PCRE without UTF mode).
+    pub fn regex(pattern: &str) -> Result<Self, String> {
+        let regex = Regex::builder()
+            .syntax(syntax::Config::new().unicode(false).utf8(false))
+            .dense(
+                regex_automata::dfa::dense::Config::new()
+                    .dfa_size_limit(Some(REGEX_DFA_LIMIT))
+                    .determinize_size_limit(Some(REGEX_DFA_LIMIT)),
+            )
+            .build(pattern)
+            .map_err(|e| format!("`{pattern}` is not a usable regular expression: {e}"))?;
+        Ok(Matcher::Regex { pattern: pattern.into(), regex: Box::new(regex) })
+    }
+
+    #[inline]
+    pub fn matches(&self, value: &[u8]) -> bool {
+        match self {
+            Matcher::Exact(v) => v.as_bytes() == value,
+            Matcher::Regex { regex, .. } => regex.is_match(value),
+        }
+    }
+
+    fn hash_into(&self, h: &mut Sha256) {
+        match self {
+            Matcher::Exact(v) => {
+                h.update(b"=");
+                h.update(v.as_bytes());
+            }
+            Matcher::Regex { pattern, .. } => {
+                h.update(b"~");
+                h.update(pattern.as_bytes());
+            }
+        }
+        h.update([0]);
+    }
+}
+
+impl fmt::Display for Matcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Matcher::Exact(v) => write!(f, "== {v:?}"),
+            Matcher::Regex { pattern, .. } => write!(f, "=~ /{pattern}/"),
+        }
+    }
+}
+
+impl fmt::Debug for Matcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl PartialEq for Matcher {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Matcher::Exact(a), Matcher::Exact(b)) => a == b,
+            (Matcher::Regex { pattern: a, .. }, Matcher::Regex { pattern: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Matcher {}
+
+/// One condition on the request. Header and cookie names compare without regard to case, the
+/// values as the matcher says. A condition on an absent field does not hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// The first field with this name (lower case).
+    Header { name: Box<str>, value: Matcher },
+    /// The first cookie with this name in the `Cookie` fields.
+    Cookie { name: Box<str>, value: Matcher },
+    /// The first query parameter with this name (as sent, not percent-decoded).
+    Query { name: Box<str>, value: Matcher },
+    /// The request method, exactly (`GET`).
+    Method(Box<str>),
+}
+
+impl Condition {
+    fn hash_into(&self, h: &mut Sha256) {
+        let (tag, name, value): (&[u8], &str, Option<&Matcher>) = match self {
+            Condition::Header { name, value } => (b"H", name, Some(value)),
+            Condition::Cookie { name, value } => (b"C", name, Some(value)),
+            Condition::Query { name, value } => (b"Q", name, Some(value)),
+            Condition::Method(m) => (b"M", m, None),
+        };
+        h.update(tag);
+        h.update(name.as_bytes());
+        h.update([0]);
+        if let Some(v) = value {
+            v.hash_into(h);
+        }
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Condition::Header { name, value } => write!(f, "header {name} {value}"),
+            Condition::Cookie { name, value } => write!(f, "cookie {name} {value}"),
+            Condition::Query { name, value } => write!(f, "query {name} {value}"),
+            Condition::Method(m) => write!(f, "method {m}"),
+        }
+    }
+}
+
+/// A backend and its share of a rule's traffic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WeightedBackend {
+    pub backend: Arc<Backend>,
+    pub weight: u32,
+}
+
+impl WeightedBackend {
+    pub fn new(backend: Arc<Backend>, weight: u32) -> Self {
+        WeightedBackend { backend, weight }
+    }
+}
+
+/// A copy of each request (a share of them) sent to another backend; its answer is discarded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirror {
+    pub backend: Arc<Backend>,
+    /// Share of requests mirrored, 0–100.
+    pub percent: u8,
+    /// Send the request body too (up to the worker's bound); without it the copy carries none.
+    pub body: bool,
+    /// The `Host` the copy carries; `None`: the request's own.
+    pub host: Option<Box<str>>,
+}
+
+impl Mirror {
+    fn hash_into(&self, h: &mut Sha256) {
+        h.update(b"mirror");
+        h.update(self.backend.digest.0);
+        h.update([self.percent, self.body as u8]);
+        h.update(self.host.as_deref().unwrap_or("").as_bytes());
+        h.update([0]);
+    }
+}
+
+impl fmt::Display for Mirror {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}%", self.backend.name, self.percent)?;
+        if !self.body {
+            f.write_str(" without body")?;
+        }
+        if let Some(host) = &self.host {
+            write!(f, " host {host}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a request transforms on its way (Gateway API's filters). Only the mirror is needed today;
+/// redirects, rewrites and header changes join this list with the annotations that need them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Filter {
+    Mirror(Mirror),
+}
+
+/// One rule: when every condition holds, a backend is picked by weight (and the filters apply).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    pub conditions: Box<[Condition]>,
+    /// Picked by weight: a request draws a number below `total` and takes the backend whose
+    /// cumulative weight range holds it. Numbers at or above the sum of the weights (when `total`
+    /// is larger) take the last backend.
+    pub backends: Box<[WeightedBackend]>,
+    pub total: u32,
+    /// Draw the number once per user and keep it in a cookie ([`STICKY_COOKIE`]), so a user stays on
+    /// one side while the weights move (the first backends gain users only from the later ones as
+    /// their weights grow).
+    pub sticky: bool,
+    pub filters: Box<[Filter]>,
+}
+
+/// The cookie that carries a user's draw for sticky weighted rules: a number below
+/// [`STICKY_RANGE`].
+pub const STICKY_COOKIE: &str = "ramjet_canary";
+/// Sticky draws are in `0..STICKY_RANGE`, scaled to a rule's total.
+pub const STICKY_RANGE: u32 = 10_000;
+
+impl Rule {
+    /// All matching requests to one backend.
+    pub fn to(conditions: Vec<Condition>, backend: Arc<Backend>) -> Self {
+        Rule::split(conditions, vec![WeightedBackend::new(backend, 1)], 1, false)
+    }
+
+    /// Matching requests split by weight over `total` (at least the sum of the weights).
+    pub fn split(conditions: Vec<Condition>, backends: Vec<WeightedBackend>, total: u32, sticky: bool) -> Self {
+        let sum: u32 = backends.iter().map(|b| b.weight).sum();
+        Rule {
+            conditions: conditions.into_boxed_slice(),
+            backends: backends.into_boxed_slice(),
+            total: total.max(sum).max(1),
+            sticky,
+            filters: Box::new([]),
+        }
+    }
+
+    pub fn with_filters(mut self, filters: Vec<Filter>) -> Self {
+        self.filters = filters.into_boxed_slice();
+        self
+    }
+
+    /// The backend for a draw below `self.total`.
+    #[inline]
+    pub fn pick(&self, draw: u32) -> &Arc<Backend> {
+        let mut upto = 0;
+        for b in self.backends.iter() {
+            upto += b.weight;
+            if draw < upto {
+                return &b.backend;
+            }
+        }
+        &self.backends[self.backends.len() - 1].backend
+    }
+
+    /// Whether the backends are split (more than one can be picked).
+    pub fn is_split(&self) -> bool {
+        self.backends.iter().filter(|b| b.weight > 0).count() > 1
+    }
+
+    pub fn mirror(&self) -> Option<&Mirror> {
+        self.filters.iter().map(|Filter::Mirror(m)| m).next()
+    }
+
+    fn hash_into(&self, h: &mut Sha256) {
+        h.update(b"rule");
+        h.update((self.conditions.len() as u32).to_be_bytes());
+        for c in self.conditions.iter() {
+            c.hash_into(h);
+        }
+        h.update(self.total.to_be_bytes());
+        h.update([self.sticky as u8]);
+        h.update((self.backends.len() as u32).to_be_bytes());
+        for b in self.backends.iter() {
+            h.update(b.backend.digest.0);
+            h.update(b.weight.to_be_bytes());
+        }
+        for Filter::Mirror(m) in self.filters.iter() {
+            m.hash_into(h);
+        }
+        h.update([0]);
+    }
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.conditions.is_empty() {
+            f.write_str("always")?;
+        }
+        for (i, c) in self.conditions.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" and ")?;
+            }
+            write!(f, "{c}")?;
+        }
+        f.write_str(" -> ")?;
+        if let [only] = &self.backends[..] {
+            f.write_str(&only.backend.name)?;
+        } else {
+            for (i, b) in self.backends.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "{} {}/{}", b.backend.name, b.weight, self.total)?;
+            }
+        }
+        if self.sticky {
+            f.write_str(" (sticky)")?;
+        }
+        for Filter::Mirror(m) in self.filters.iter() {
+            write!(f, ", mirror to {m}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The rules of one route, tried in order.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RoutePolicy {
+    pub rules: Box<[Rule]>,
+    /// SHA-256 over the rules (backends by their digests), computed once.
+    pub digest: [u8; 32],
+}
+
+impl RoutePolicy {
+    pub fn new(rules: Vec<Rule>) -> Self {
+        let mut h = Sha256::new();
+        for r in &rules {
+            r.hash_into(&mut h);
+        }
+        RoutePolicy { rules: rules.into_boxed_slice(), digest: h.finalize().into() }
+    }
+
+    /// Every mirror of these rules, deduplicated, as `backend percent%` descriptions.
+    pub fn mirrors(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.rules.iter().filter_map(|r| r.mirror()).map(|m| m.to_string()).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Every backend these rules can send to.
+    pub fn backends(&self) -> impl Iterator<Item = &Arc<Backend>> {
+        self.rules.iter().flat_map(|r| r.backends.iter().map(|b| &b.backend))
+    }
+}
+
+/// What a worker needs to evaluate conditions: read-only views of the request, in place.
+pub trait RequestView {
+    /// The first field named `name` (given in lower case), trimmed.
+    fn header(&self, name: &str) -> Option<&[u8]>;
+    /// The value of the first cookie named `name` (ASCII case-insensitive, as nginx's `$cookie_`)
+    /// in the `Cookie` fields; [`find_pair`] with `;` does it for one field.
+    fn cookie(&self, name: &str) -> Option<&[u8]>;
+    fn method(&self) -> &[u8];
+    /// The query string, without the `?` (empty when there is none).
+    fn query(&self) -> &[u8];
+}
+
+impl Condition {
+    /// Whether the request satisfies this condition.
+    #[inline]
+    pub fn holds(&self, req: &impl RequestView) -> bool {
+        match self {
+            Condition::Header { name, value } => req.header(name).is_some_and(|v| value.matches(v)),
+            Condition::Cookie { name, value } => req.cookie(name).is_some_and(|v| value.matches(v)),
+            Condition::Query { name, value } => find_pair(req.query(), b'&', name).is_some_and(|v| value.matches(v)),
+            Condition::Method(m) => req.method() == m.as_bytes(),
+        }
+    }
+}
+
+/// In `a=1; b=2` (separated by `sep`), the value of the first pair named `name`.
+pub fn find_pair<'a>(text: &'a [u8], sep: u8, name: &str) -> Option<&'a [u8]> {
+    for pair in text.split(|&b| b == sep) {
+        let pair = trim(pair);
+        let (k, v) = match pair.iter().position(|&b| b == b'=') {
+            Some(i) => (&pair[..i], &pair[i + 1..]),
+            None => (pair, &pair[pair.len()..]),
+        };
+        let k = trim(k);
+        if k.eq_ignore_ascii_case(name.as_bytes()) {
+            return Some(trim(v));
+        }
+    }
+    None
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
+    let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |e| e + 1);
+    &v[start..end]
+}
+
+/// The value of the first cookie named `name` in one `Cookie` field value.
+#[inline]
+pub fn cookie_value<'a>(field: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    find_pair(field, b';', name)
+}

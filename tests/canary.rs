@@ -1,0 +1,449 @@
+//! Canaries and mirrors over real sockets: the weight split, ingress-nginx's precedence of header,
+//! cookie and weight (from its annotations, through the Ingress compiler), sticky users, a bad
+//! annotation reported while everything else serves, and mirrors that never slow the real request.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ramjet::{Daemon, DaemonConfig, Source};
+use ramjet_control::compile::ingress::IngressOptions;
+use ramjet_dataplane::IoDriver;
+use support::backend::Backend;
+use support::client::{served_by, Conn, Response};
+use support::{daemon, daemon_with, dead_addr, eventually, routes, temp_dir, DRIVERS};
+
+fn canary_routes(primary: &Backend, canary: &Backend, canary_block: &str) -> String {
+    format!(
+        "backends:\n  web: {{ endpoints: [\"{}\"] }}\n  web-v2: {{ endpoints: [\"{}\"] }}\n\
+         routes:\n  - host: shop.test\n    path: /\n    backend: web\n    canary: {canary_block}\n",
+        primary.addr, canary.addr
+    )
+}
+
+/// Sends `count` GETs over one keep-alive connection, with `extra` header lines, and counts the
+/// answers per backend.
+fn count_split(addr: SocketAddr, host: &str, count: usize, extra: &str) -> (usize, usize) {
+    let mut conn = Conn::open(addr);
+    let (mut primary, mut canary) = (0, 0);
+    for _ in 0..count {
+        conn.send(format!("GET / HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n").as_bytes());
+        let resp = conn.read_response();
+        assert_eq!(resp.status, 200);
+        match served_by(&resp).as_str() {
+            "web" => primary += 1,
+            "web-v2" => canary += 1,
+            other => panic!("answered by {other}"),
+        }
+    }
+    (primary, canary)
+}
+
+#[test]
+fn the_weight_splits_within_binomial_bounds() {
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    for driver in DRIVERS {
+        let d = daemon(&canary_routes(&web, &v2, "{ backend: web-v2, weight: 20 }"), driver);
+        // 10,000 requests over 4 connections (both workers take some).
+        let mut canary = 0;
+        for _ in 0..4 {
+            canary += count_split(d.http_addr(), "shop.test", 2_500, "").1;
+        }
+        // n = 10,000, p = 0.2: mean 2,000, σ = 40. Five σ either side fails one run in ~1.7 million.
+        assert!((1_800..=2_200).contains(&canary), "{driver:?}: {canary} of 10,000 to the canary at weight 20");
+        d.shutdown();
+    }
+}
+
+#[test]
+fn weights_zero_and_total_are_absolute() {
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    let d = daemon(&canary_routes(&web, &v2, "{ backend: web-v2, weight: 0 }"), IoDriver::Auto);
+    assert_eq!(count_split(d.http_addr(), "shop.test", 300, ""), (300, 0));
+    d.submit(routes(&canary_routes(&web, &v2, "{ backend: web-v2, weight: 100 }")));
+    assert!(eventually(Duration::from_secs(5), || count_split(d.http_addr(), "shop.test", 1, "") == (0, 1)));
+    assert_eq!(count_split(d.http_addr(), "shop.test", 300, ""), (0, 300));
+    // ingress-nginx counts a weight total only above 100: 1000 makes weight 100 a tenth.
+    d.submit(routes(&canary_routes(&web, &v2, "{ backend: web-v2, weight: 100, weightTotal: 1000 }")));
+    assert!(eventually(Duration::from_secs(5), || count_split(d.http_addr(), "shop.test", 50, "").0 > 0));
+    let canary = count_split(d.http_addr(), "shop.test", 2_000, "").1;
+    // n = 2,000, p = 0.1: mean 200, σ ≈ 13.4.
+    assert!((133..=267).contains(&canary), "{canary} of 2,000 at 100/1000");
+    d.shutdown();
+}
+
+const CLASS: &str = "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
+                     spec: { controller: ramjet.dev/ingress-controller }\n";
+
+fn service(name: &str, backend: &Backend) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\n\
+         spec: {{ ports: [{{ name: http, port: 80 }}] }}\n---\napiVersion: discovery.k8s.io/v1\n\
+         kind: EndpointSlice\nmetadata: {{ name: {name}-1, namespace: shop, labels: {{ kubernetes.io/service-name: {name} }} }}\n\
+         addressType: IPv4\nports: [{{ name: http, port: {port} }}]\n\
+         endpoints: [{{ addresses: [\"127.0.0.1\"], conditions: {{ ready: true }} }}]\n",
+        port = backend.addr.port()
+    )
+}
+
+fn ingress(name: &str, host: &str, service: &str, annotations: &[(&str, &str)]) -> String {
+    let annotations: String = annotations.iter().map(|(k, v)| format!("\n    {k}: \"{v}\"")).collect();
+    let annotations = if annotations.is_empty() { " {}".to_string() } else { annotations };
+    format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: shop\n  \
+         annotations:{annotations}\nspec:\n  ingressClassName: ramjet\n  rules:\n    - host: {host}\n      http:\n        \
+         paths: [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: {service}, port: {{ number: 80 }} }} }} }}]\n"
+    )
+}
+
+fn write(path: &Path, text: &str) {
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, text).unwrap();
+    std::fs::rename(&temporary, path).unwrap();
+}
+
+fn manifests_daemon(dir: &Path, driver: IoDriver) -> Daemon {
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.to_path_buf(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = driver;
+    Daemon::start(config).expect("the daemon starts")
+}
+
+const NGINX: &str = "nginx.ingress.kubernetes.io/";
+
+/// A primary and a canary Ingress for `host`, the canary with `annotations` (prefix `NGINX`
+/// unless the key has one).
+fn canary_pair(host: &str, annotations: &[(&str, &str)]) -> String {
+    let label = host.split('.').next().unwrap();
+    let full: Vec<(String, &str)> = annotations
+        .iter()
+        .map(|(k, v)| (if k.contains('/') { k.to_string() } else { format!("{NGINX}{k}") }, *v))
+        .collect();
+    let refs: Vec<(&str, &str)> = full.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    ingress(&format!("{label}-main"), host, "web", &[]) + &ingress(&format!("{label}-canary"), host, "web-v2", &refs)
+}
+
+fn side(addr: SocketAddr, host: &str, extra: &str) -> &'static str {
+    let resp = Conn::open(addr).get_with(host, "/", extra);
+    match served_by(&resp).as_str() {
+        "web" => "primary",
+        "web-v2" => "canary",
+        other => panic!("{host} {extra:?}: answered by {other} ({})", resp.status),
+    }
+}
+
+/// ingress-nginx's documented behaviour, row by row: "When the request header is set to `always`,
+/// it will be routed to the canary. When the header is set to `never`, it will never be routed to
+/// the canary. For any other value, the header will be ignored and the request compared against
+/// the other canary rules by precedence" (and the same for the cookie); `-by-header-value` replaces
+/// `always` with its value (exact), `-by-header-pattern` with a regular expression, and the
+/// precedence is header, then cookie, then weight.
+#[test]
+fn header_cookie_and_weight_precede_as_in_ingress_nginx() {
+    let dir = temp_dir("canary-precedence");
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    let always_by_weight = [("canary", "true"), ("canary-by-header", "X-Canary"), ("canary-by-cookie", "beta")];
+    let objects = [
+        CLASS.to_string(),
+        service("web", &web),
+        service("web-v2", &v2),
+        // Weight 0: only the header or the cookie reach the canary.
+        canary_pair(
+            "zero.test",
+            &[always_by_weight[0], always_by_weight[1], always_by_weight[2], ("canary-weight", "0")],
+        ),
+        // Weight 100: everything reaches the canary unless the header or the cookie say never.
+        canary_pair(
+            "full.test",
+            &[always_by_weight[0], always_by_weight[1], always_by_weight[2], ("canary-weight", "100")],
+        ),
+        canary_pair(
+            "value.test",
+            &[
+                ("canary", "true"),
+                ("canary-by-header", "X-Canary"),
+                ("canary-by-header-value", "v2"),
+                ("canary-by-cookie", "beta"),
+            ],
+        ),
+        canary_pair(
+            "pattern.test",
+            &[
+                ("canary", "true"),
+                ("canary-by-header", "X-Canary"),
+                ("canary-by-header-pattern", "^v[0-9]+$"),
+                // The value wins over the pattern when both are given ("this annotation will be ignored").
+            ],
+        ),
+        canary_pair(
+            "both.test",
+            &[
+                ("canary", "true"),
+                ("canary-by-header", "X-Canary"),
+                ("canary-by-header-value", "exact"),
+                ("canary-by-header-pattern", ".*"),
+            ],
+        ),
+        // ramjet's own prefix.
+        canary_pair("ramjet.test", &[("ramjet.dev/canary", "true"), ("ramjet.dev/canary-by-header", "x-env")]),
+    ]
+    .concat();
+    write(&dir.join("objects.yaml"), &objects);
+    for driver in DRIVERS {
+        let d = manifests_daemon(&dir, driver);
+        let addr = d.http_addr();
+        let table: &[(&str, &str, &str)] = &[
+            ("zero.test", "", "primary"),
+            ("zero.test", "X-Canary: always\r\n", "canary"),
+            ("zero.test", "x-canary: always\r\n", "canary"),
+            ("zero.test", "X-Canary: never\r\n", "primary"),
+            ("zero.test", "X-Canary: Always\r\n", "primary"),
+            ("zero.test", "X-Canary: yes\r\n", "primary"),
+            ("zero.test", "Cookie: beta=always\r\n", "canary"),
+            ("zero.test", "Cookie: a=1; beta=always\r\n", "canary"),
+            ("zero.test", "Cookie: beta=never\r\n", "primary"),
+            ("zero.test", "Cookie: beta=other\r\n", "primary"),
+            ("zero.test", "X-Canary: never\r\nCookie: beta=always\r\n", "primary"),
+            ("zero.test", "X-Canary: other\r\nCookie: beta=always\r\n", "canary"),
+            ("full.test", "", "canary"),
+            ("full.test", "X-Canary: never\r\n", "primary"),
+            ("full.test", "Cookie: beta=never\r\n", "primary"),
+            ("full.test", "X-Canary: always\r\nCookie: beta=never\r\n", "canary"),
+            ("full.test", "X-Canary: other\r\nCookie: beta=never\r\n", "primary"),
+            ("full.test", "X-Canary: other\r\nCookie: beta=other\r\n", "canary"),
+            ("value.test", "X-Canary: v2\r\n", "canary"),
+            ("value.test", "X-Canary: V2\r\n", "primary"),
+            ("value.test", "X-Canary: always\r\n", "primary"),
+            ("value.test", "X-Canary: v2\r\nCookie: beta=never\r\n", "canary"),
+            ("value.test", "X-Canary: never\r\nCookie: beta=always\r\n", "canary"),
+            ("value.test", "", "primary"),
+            ("pattern.test", "X-Canary: v12\r\n", "canary"),
+            ("pattern.test", "X-Canary: v\r\n", "primary"),
+            ("pattern.test", "X-Canary: always\r\n", "primary"),
+            ("both.test", "X-Canary: exact\r\n", "canary"),
+            ("both.test", "X-Canary: anything\r\n", "primary"),
+            ("ramjet.test", "X-Env: always\r\n", "canary"),
+            ("ramjet.test", "", "primary"),
+        ];
+        assert!(eventually(Duration::from_secs(10), || Conn::open(addr).get("zero.test", "/").status == 200));
+        for (host, extra, want) in table {
+            assert_eq!(side(addr, host, extra), *want, "{driver:?} {host} {extra:?}");
+        }
+        // The canary Ingress's own paths are not routes of their own: no second route per host.
+        let generation = d.published.current();
+        assert_eq!(generation.table.route_count(), 6, "{driver:?}");
+        assert!(generation.diagnostics.is_empty(), "{:?}", generation.diagnostics);
+        d.shutdown();
+    }
+}
+
+#[test]
+fn a_bad_canary_annotation_is_reported_and_the_rest_serves() {
+    let dir = temp_dir("canary-bad");
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    let objects = [
+        CLASS.to_string(),
+        service("web", &web),
+        service("web-v2", &v2),
+        canary_pair("bad.test", &[("canary", "true"), ("canary-weight", "ten"), ("canary-by-header", "X-Canary")]),
+        canary_pair(
+            "regex.test",
+            &[("canary", "true"), ("canary-by-header", "X-Canary"), ("canary-by-header-pattern", "v(")],
+        ),
+        canary_pair("fine.test", &[("canary", "true"), ("canary-weight", "100")]),
+        // A canary whose host no primary serves.
+        ingress("orphan", "orphan.test", "web-v2", &[("nginx.ingress.kubernetes.io/canary", "true")]),
+    ]
+    .concat();
+    write(&dir.join("objects.yaml"), &objects);
+    let d = manifests_daemon(&dir, IoDriver::Auto);
+    let addr = d.http_addr();
+    assert!(eventually(Duration::from_secs(10), || Conn::open(addr).get("fine.test", "/").status == 200));
+    let generation = d.published.current();
+    let messages: Vec<String> = generation.diagnostics.iter().map(|d| format!("{}: {}", d.object, d.message)).collect();
+    let has = |object: &str, text: &str| messages.iter().any(|m| m.contains(object) && m.contains(text));
+    assert!(has("shop/bad-canary", "canary-weight: `ten` is not a whole number"), "{messages:#?}");
+    assert!(has("shop/regex-canary", "canary-by-header-pattern"), "{messages:#?}");
+    assert!(has("shop/orphan", "no primary Ingress routes orphan.test/"), "{messages:#?}");
+    // The bad weight counts as 0 (ingress-nginx's default); the header still works.
+    assert_eq!(side(addr, "bad.test", ""), "primary");
+    assert_eq!(side(addr, "bad.test", "X-Canary: always\r\n"), "canary");
+    // A pattern that does not compile never matches.
+    assert_eq!(side(addr, "regex.test", "X-Canary: v(\r\n"), "primary");
+    assert_eq!(side(addr, "fine.test", ""), "canary");
+    assert_eq!(Conn::open(addr).get("orphan.test", "/").status, 404);
+    d.shutdown();
+}
+
+fn sticky_draw(resp: &Response) -> Option<u32> {
+    let cookie = resp.header("set-cookie")?;
+    cookie.strip_prefix("ramjet_canary=")?.split(';').next()?.parse().ok()
+}
+
+#[test]
+fn a_sticky_canary_keeps_each_user_on_one_side_while_the_weight_moves() {
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    for driver in DRIVERS {
+        let block = |w: u32| format!("{{ backend: web-v2, weight: {w}, sticky: true }}");
+        let d = daemon(&canary_routes(&web, &v2, &block(30)), driver);
+        let addr = d.http_addr();
+        // 200 new users: each gets a draw in a cookie, and stays where the draw put them.
+        let mut users = Vec::new();
+        for _ in 0..200 {
+            let first = Conn::open(addr).get("shop.test", "/");
+            let draw = sticky_draw(&first).expect("a new user gets the sticky cookie");
+            assert!(draw < 10_000);
+            let at = served_by(&first);
+            assert_eq!(at == "web-v2", draw * 100 / 10_000 < 30, "{driver:?} draw {draw} went to {at}");
+            users.push((draw, at));
+        }
+        let on_canary = users.iter().filter(|(_, at)| at == "web-v2").count();
+        assert!((30..=90).contains(&on_canary), "{on_canary} of 200 users on the canary at 30");
+        let mut conn = Conn::open(addr);
+        for (draw, at) in users.iter().take(40) {
+            for _ in 0..3 {
+                let resp = conn.get_with("shop.test", "/", &format!("Cookie: ramjet_canary={draw}\r\n"));
+                assert_eq!(&served_by(&resp), at, "{driver:?} draw {draw}");
+                assert!(resp.header("set-cookie").is_none(), "a known user is not given a new draw");
+            }
+        }
+        // The weight moves to 60: users on the canary stay there, some primary users move over.
+        d.submit(routes(&canary_routes(&web, &v2, &block(60))));
+        assert!(eventually(Duration::from_secs(5), || {
+            served_by(&conn.get_with("shop.test", "/", "Cookie: ramjet_canary=4500\r\n")) == "web-v2"
+        }));
+        for (draw, at) in &users {
+            let resp = conn.get_with("shop.test", "/", &format!("Cookie: ramjet_canary={draw}\r\n"));
+            let now = served_by(&resp);
+            if at == "web-v2" {
+                assert_eq!(now, "web-v2", "{driver:?} draw {draw} left the canary when its weight grew");
+            }
+            assert_eq!(now == "web-v2", draw * 100 / 10_000 < 60);
+        }
+        d.shutdown();
+    }
+}
+
+/// A mirror that accepts, reads the request, and answers only after `delay`.
+fn sleepy_mirror(delay: Duration) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                std::thread::sleep(delay);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            });
+        }
+    });
+    addr
+}
+
+fn mirror_routes(web: &Backend, mirror: SocketAddr, mirror_block: &str) -> String {
+    format!(
+        "backends:\n  web: {{ endpoints: [\"{}\"] }}\n  shadow: {{ endpoints: [\"{mirror}\"] }}\n\
+         routes:\n  - {{ host: plain.test, path: /, backend: web }}\n  \
+         - {{ host: mirrored.test, path: /, backend: web, mirror: {mirror_block} }}\n",
+        web.addr
+    )
+}
+
+#[test]
+fn a_mirror_gets_a_copy_with_the_body_and_the_client_gets_the_real_answer() {
+    let web = Backend::start("web");
+    let shadow = Backend::start("shadow");
+    for driver in DRIVERS {
+        let d = daemon(&mirror_routes(&web, shadow.addr, "{ backend: shadow, host: shadow.test }"), driver);
+        let before = shadow.requests();
+        let mut conn = Conn::open(d.http_addr());
+        conn.send(b"POST /orders?id=7 HTTP/1.1\r\nHost: mirrored.test\r\nContent-Length: 11\r\n\r\nhello world");
+        let resp = conn.read_response();
+        assert_eq!(served_by(&resp), "web");
+        assert!(resp.body.contains("hello world"));
+        assert!(eventually(Duration::from_secs(5), || shadow.requests() == before + 1), "{driver:?}");
+        let seen = shadow.received();
+        let copy = &seen[seen.rfind("POST /orders?id=7").expect("the copy arrived")..];
+        assert!(copy.contains("host: shadow.test\r\n"), "{copy}");
+        assert!(copy.contains("x-ramjet-mirror: 1\r\n"), "{copy}");
+        assert!(copy.ends_with("hello world"), "{copy}");
+        // Unmirrored routes send nothing to the mirror.
+        let resp = conn.get("plain.test", "/");
+        assert_eq!(served_by(&resp), "web");
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(shadow.requests(), before + 1);
+        assert!(eventually(Duration::from_secs(5), || d.stats.mirrors_sent() >= 1));
+        d.shutdown();
+    }
+}
+
+#[test]
+fn without_the_body_the_copy_carries_none() {
+    let web = Backend::start("web");
+    let shadow = Backend::start("shadow");
+    let d = daemon(&mirror_routes(&web, shadow.addr, "{ backend: shadow, body: false }"), IoDriver::Auto);
+    let mut conn = Conn::open(d.http_addr());
+    conn.send(b"PUT /x HTTP/1.1\r\nHost: mirrored.test\r\nContent-Length: 5\r\n\r\nsecret");
+    assert_eq!(served_by(&conn.read_response()), "web");
+    assert!(eventually(Duration::from_secs(5), || shadow.requests() == 1));
+    let seen = shadow.received();
+    assert!(seen.starts_with("PUT /x HTTP/1.1\r\n"), "{seen}");
+    assert!(!seen.contains("secret") && !seen.to_ascii_lowercase().contains("content-length"), "{seen}");
+    assert!(seen.contains("host: mirrored.test\r\n"), "{seen}");
+    d.shutdown();
+}
+
+/// Median and maximum latency of `n` GETs over one keep-alive connection.
+fn latencies(addr: SocketAddr, host: &str, n: usize) -> (Duration, Duration) {
+    let mut conn = Conn::open(addr);
+    let mut all: Vec<Duration> = (0..n)
+        .map(|_| {
+            let start = Instant::now();
+            let resp = conn.get(host, "/");
+            assert_eq!(resp.status, 200, "{host}");
+            start.elapsed()
+        })
+        .collect();
+    all.sort();
+    (all[n / 2], all[n - 1])
+}
+
+#[test]
+fn a_mirror_that_is_down_or_sleeps_does_not_slow_the_real_request() {
+    let web = Backend::start("web");
+    for (what, mirror) in [("down", dead_addr()), ("sleeping 5 s", sleepy_mirror(Duration::from_secs(5)))] {
+        for driver in DRIVERS {
+            let d = daemon_with(routes(&mirror_routes(&web, mirror, "{ backend: shadow }")), driver, |c| c.workers = 1);
+            let addr = d.http_addr();
+            latencies(addr, "plain.test", 50);
+            // Interleaved rounds, so both see the same machine.
+            let (mut plain, mut mirrored) = (Vec::new(), Vec::new());
+            for _ in 0..4 {
+                plain.push(latencies(addr, "plain.test", 100));
+                mirrored.push(latencies(addr, "mirrored.test", 100));
+            }
+            let median = |v: &[(Duration, Duration)]| {
+                let mut m: Vec<Duration> = v.iter().map(|l| l.0).collect();
+                m.sort();
+                m[m.len() / 2]
+            };
+            let worst = mirrored.iter().map(|l| l.1).max().unwrap();
+            let (p, m) = (median(&plain), median(&mirrored));
+            eprintln!("mirror {what} {driver:?}: median {p:?} without, {m:?} with; worst with {worst:?}");
+            assert!(m < p * 2 + Duration::from_micros(500), "mirror {what} {driver:?}: median {p:?} -> {m:?}");
+            assert!(worst < Duration::from_secs(1), "mirror {what} {driver:?}: a request took {worst:?}");
+            // 400 copies: with the mirror down every one is dropped; asleep, all past the bound of
+            // 64 in flight are.
+            assert!(d.stats.mirrors_dropped() >= 400 - 64, "{what}: {} dropped", d.stats.mirrors_dropped());
+            d.shutdown();
+        }
+    }
+}
