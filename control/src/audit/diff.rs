@@ -29,17 +29,20 @@ pub struct RouteTarget {
     /// The fixed response, when the backend answers directly.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response: Option<ResponseTarget>,
-    /// The route's rules in order (`header x-canary == "always" -> shop/web-canary:80`,
-    /// `always -> shop/web-canary:80 10/100, shop/web:80 90/100`), when it has any.
+    /// The route's rules in order, without their mirrors (`header x-canary == "always" ->
+    /// shop/web-canary:80`, `always -> shop/web-canary:80 10/100, shop/web:80 90/100`), when they
+    /// can send a request anywhere but the backend.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<String>,
-    /// Every other backend the rules can send to or mirror to, as targets (so their endpoints
-    /// count too), sorted by name.
+    /// Every other backend the rules can send to, as targets (so their endpoints count too).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub other_backends: Vec<RouteTarget>,
     /// The route's mirrors (`shop/shadow:80 100%`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mirrors: Vec<String>,
+    /// The mirrors' backends, as targets.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mirror_backends: Vec<RouteTarget>,
 }
 
 /// A direct response, named by its status and its body's size and hash (bodies can be large).
@@ -56,26 +59,30 @@ impl RouteTarget {
     /// name and its mirrors.
     pub fn of_route(b: &Backend, policy: Option<&RoutePolicy>) -> Self {
         let mut target = RouteTarget::of(b);
-        if let Some(policy) = policy {
-            target.rules = policy.rules.iter().map(|r| r.to_string()).collect();
-            target.mirrors = policy.mirrors();
-            let mut others: Vec<RouteTarget> = policy
-                .backends()
-                .map(|b| &**b)
-                .chain(policy.rules.iter().filter_map(|r| r.mirror()).map(|m| &*m.backend))
-                .filter(|o| o.name != b.name)
-                .map(RouteTarget::of)
-                .collect();
-            others.sort_by(|a, b| a.backend.cmp(&b.backend));
-            others.dedup();
-            target.other_backends = others;
+        let Some(policy) = policy else { return target };
+        target.rules = policy.rules.iter().map(|r| r.describe_choice()).collect();
+        // A policy that only adds a mirror sends every request to the backend, as no policy does.
+        if policy.rules.iter().all(|r| r.conditions.is_empty() && r.backends.iter().all(|w| w.backend.name == b.name)) {
+            target.rules.clear();
         }
+        let targets = |backends: &mut dyn Iterator<Item = &Backend>| {
+            let mut v: Vec<RouteTarget> = backends.filter(|o| o.name != b.name).map(RouteTarget::of).collect();
+            v.sort_by(|x, y| x.backend.cmp(&y.backend));
+            v.dedup();
+            v
+        };
+        target.other_backends = targets(&mut policy.backends().map(|b| &**b));
+        target.mirrors = policy.mirrors();
+        target.mirror_backends = targets(&mut policy.rules.iter().filter_map(|r| r.mirror()).map(|m| &*m.backend));
         target
     }
 
-    /// This target without its mirrors: what "the backend changed" compares.
-    fn without_mirrors(&self) -> RouteTarget {
-        RouteTarget { mirrors: Vec::new(), ..self.clone() }
+    /// Whether the route sends requests elsewhere than `before` did: its backend, rules or their
+    /// backends' endpoints changed, or its mirrors stayed the same but their endpoints moved.
+    /// (Mirrors added or removed are counted as mirrors.)
+    fn backend_changed(&self, before: &RouteTarget) -> bool {
+        let core = |t: &RouteTarget| RouteTarget { mirrors: Vec::new(), mirror_backends: Vec::new(), ..t.clone() };
+        core(self) != core(before) || (self.mirrors == before.mirrors && self.mirror_backends != before.mirror_backends)
     }
 
     pub fn of(b: &Backend) -> Self {
@@ -87,6 +94,7 @@ impl RouteTarget {
                 rules: Vec::new(),
                 other_backends: Vec::new(),
                 mirrors: Vec::new(),
+                mirror_backends: Vec::new(),
             },
             BackendKind::Respond(r) => {
                 let digest: [u8; 32] = Sha256::digest(&r.body).into();
@@ -101,6 +109,7 @@ impl RouteTarget {
                     rules: Vec::new(),
                     other_backends: Vec::new(),
                     mirrors: Vec::new(),
+                    mirror_backends: Vec::new(),
                 }
             }
         }
@@ -270,7 +279,7 @@ pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
                         d.routes_added.insert(route.to_string(), target);
                     }
                     // Only the mirrors changed: counted as mirrors, not as a backend change.
-                    Some(b) if b.without_mirrors() == target.without_mirrors() => {}
+                    Some(b) if !target.backend_changed(b) => {}
                     Some(_) => {
                         d.backends_changed.insert(route.to_string(), target);
                     }

@@ -301,6 +301,27 @@ impl Rule {
 
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe(f)?;
+        for Filter::Mirror(m) in self.filters.iter() {
+            write!(f, ", mirror to {m}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Rule {
+    /// The conditions and backends, without the filters: `header x-canary == "always" -> b`.
+    pub fn describe_choice(&self) -> String {
+        struct Choice<'a>(&'a Rule);
+        impl fmt::Display for Choice<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.describe(f)
+            }
+        }
+        Choice(self).to_string()
+    }
+
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.conditions.is_empty() {
             f.write_str("always")?;
         }
@@ -323,9 +344,6 @@ impl fmt::Display for Rule {
         }
         if self.sticky {
             f.write_str(" (sticky)")?;
-        }
-        for Filter::Mirror(m) in self.filters.iter() {
-            write!(f, ", mirror to {m}")?;
         }
         Ok(())
     }

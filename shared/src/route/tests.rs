@@ -173,3 +173,132 @@ fn the_digest_is_taken_over_the_items_the_table_walks() {
     assert_ne!(without_redirect.digest(), t.digest());
     assert_eq!(without_redirect.recompute_digest(), without_redirect.digest());
 }
+
+/// A request as the policy sees it: fields, cookies, method, query.
+struct View {
+    headers: Vec<(&'static str, &'static str)>,
+    method: &'static str,
+    query: &'static str,
+}
+
+impl RequestView for View {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_bytes())
+    }
+
+    fn cookie(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+            .find_map(|(_, v)| policy::cookie_value(v.as_bytes(), name))
+    }
+
+    fn method(&self) -> &[u8] {
+        self.method.as_bytes()
+    }
+
+    fn query(&self) -> &[u8] {
+        self.query.as_bytes()
+    }
+}
+
+fn get(headers: Vec<(&'static str, &'static str)>) -> View {
+    View { headers, method: "GET", query: "" }
+}
+
+fn routed(policy: RoutePolicy) -> Arc<Route> {
+    let mut b = TableBuilder::new();
+    b.add_route_with_policy("", "/", PathKind::Prefix, backend("primary"), Some(Arc::new(policy)), "t").unwrap();
+    b.build(None).route("h", "/").unwrap().clone()
+}
+
+#[test]
+fn the_first_rule_whose_conditions_all_hold_decides() {
+    let route = routed(RoutePolicy::new(vec![
+        Rule::to(
+            vec![
+                Condition::Method("POST".into()),
+                Condition::Query { name: "v".into(), value: Matcher::exact("2") },
+            ],
+            backend("post-v2"),
+        ),
+        Rule::to(vec![Condition::Cookie { name: "beta".into(), value: Matcher::exact("always") }], backend("beta")),
+        Rule::to(
+            vec![Condition::Header { name: "x-version".into(), value: Matcher::regex("^v[0-9]+$").unwrap() }],
+            backend("versioned"),
+        ),
+    ]));
+    let mut never = || -> u32 { unreachable!("no rule here is split") };
+    let mut pick = |view: View| route.pick(&view, &mut never).backend.name.to_string();
+    assert_eq!(pick(get(vec![])), "primary");
+    assert_eq!(pick(View { headers: vec![], method: "POST", query: "a=1&v=2" }), "post-v2");
+    assert_eq!(pick(View { headers: vec![], method: "POST", query: "v=3" }), "primary");
+    assert_eq!(pick(View { headers: vec![], method: "GET", query: "v=2" }), "primary");
+    assert_eq!(pick(get(vec![("Cookie", "a=b; BETA=always")])), "beta");
+    assert_eq!(pick(get(vec![("Cookie", "beta=Always")])), "primary");
+    assert_eq!(pick(get(vec![("X-Version", "v12")])), "versioned");
+    assert_eq!(pick(get(vec![("X-Version", "12")])), "primary");
+    // Unanchored patterns search anywhere, as PCRE does.
+    let route = routed(RoutePolicy::new(vec![Rule::to(
+        vec![Condition::Header { name: "ua".into(), value: Matcher::regex("bot").unwrap() }],
+        backend("bots"),
+    )]));
+    assert_eq!(route.pick(&get(vec![("ua", "a googlebot/2")]), &mut never).backend.name.as_ref(), "bots");
+}
+
+#[test]
+fn a_split_follows_the_draw_and_a_sticky_one_the_cookie() {
+    let split = |sticky| {
+        routed(RoutePolicy::new(vec![Rule::split(
+            vec![],
+            vec![WeightedBackend::new(backend("canary"), 25), WeightedBackend::new(backend("primary"), 75)],
+            100,
+            sticky,
+        )]))
+    };
+    let route = split(false);
+    // Draws are scaled to 0..100: the lowest quarter goes to the canary.
+    for (random, want) in [(0u32, "canary"), (u32::MAX / 4 - 1_000, "canary"), (u32::MAX / 4 + 1_000, "primary")] {
+        let pick = route.pick(&get(vec![]), &mut || random);
+        assert_eq!(pick.backend.name.as_ref(), want, "{random}");
+        assert_eq!(pick.new_sticky, None);
+    }
+    let route = split(true);
+    let pick = route.pick(&get(vec![]), &mut || u32::MAX / 2);
+    assert_eq!((pick.backend.name.as_ref(), pick.new_sticky), ("primary", Some(STICKY_RANGE / 2 - 1)));
+    let mut never = || -> u32 { unreachable!("a known user draws nothing") };
+    for (cookie, want) in [("ramjet_canary=0", "canary"), ("ramjet_canary=2499", "canary"), ("ramjet_canary=2500", "primary")] {
+        let pick = route.pick(&get(vec![("cookie", cookie)]), &mut never);
+        assert_eq!((pick.backend.name.as_ref(), pick.new_sticky), (want, None), "{cookie}");
+    }
+    // A cookie that is not a draw gets a new one.
+    let pick = route.pick(&get(vec![("cookie", "ramjet_canary=99999")]), &mut || 0);
+    assert_eq!((pick.backend.name.as_ref(), pick.new_sticky), ("canary", Some(0)));
+}
+
+#[test]
+fn a_policy_is_part_of_the_digest_and_a_plain_route_hashes_as_before() {
+    let plain = table(&[("", "/", PathKind::Prefix, "primary")]);
+    let with = |w: u32| {
+        let mut b = TableBuilder::new();
+        let rules = vec![Rule::split(
+            vec![],
+            vec![WeightedBackend::new(backend("canary"), w), WeightedBackend::new(backend("primary"), 100 - w)],
+            100,
+            false,
+        )];
+        b.add_route_with_policy("", "/", PathKind::Prefix, backend("primary"), Some(Arc::new(RoutePolicy::new(rules))), "t")
+            .unwrap();
+        b.build(None)
+    };
+    assert_ne!(plain.digest(), with(10).digest());
+    assert_ne!(with(10).digest(), with(20).digest());
+    assert_eq!(with(10).digest(), with(10).digest());
+    assert_eq!(with(10).recompute_digest(), with(10).digest());
+    // The same key with another policy is a conflict, the same policy merges.
+    let mut b = TableBuilder::new();
+    let policy = || Some(Arc::new(RoutePolicy::new(vec![Rule::to(vec![], backend("x"))])));
+    b.add_route_with_policy("", "/", PathKind::Prefix, backend("primary"), policy(), "a").unwrap();
+    b.add_route_with_policy("", "/", PathKind::Prefix, backend("primary"), policy(), "b").unwrap();
+    assert!(b.add_route("", "/", PathKind::Prefix, backend("primary"), "c").is_err());
+}

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use ramjet_shared::{Backend, PathKind, TableBuilder};
+use ramjet_shared::{Backend, Filter, Mirror, PathKind, RoutePolicy, Rule, TableBuilder, WeightedBackend};
 
 use super::*;
 
@@ -29,7 +29,8 @@ fn builder(spec: &Spec) -> TableBuilder {
     let mut b = TableBuilder::new();
     for (h, p, exact, be) in &spec.0 {
         let kind = if *exact { PathKind::Exact } else { PathKind::Prefix };
-        let _ = b.add_route(HOSTS[*h as usize % 4], paths[*p as usize % 4], kind, backend(*be), "t");
+        let policy = policy(*be);
+        let _ = b.add_route_with_policy(HOSTS[*h as usize % 4], paths[*p as usize % 4], kind, backend(*be), policy, "t");
     }
     for (h, c) in &spec.1 {
         b.add_tls_host(NAMED_HOSTS[*h as usize % 3], CertId([*c % 3; 32]));
@@ -41,6 +42,28 @@ fn builder(spec: &Spec) -> TableBuilder {
         b.set_default_backend(backend(d), "t");
     }
     b
+}
+
+/// The policy a generated route gets from its backend byte's top bits: none (most), a mirror, a
+/// canary split, or both.
+fn policy(be: u8) -> Option<Arc<RoutePolicy>> {
+    let mirror = || Filter::Mirror(Mirror { backend: backend(be >> 1), percent: 50 + be % 2 * 50, body: true, host: None });
+    let split = || {
+        let weight = u32::from(be % 4) * 10;
+        Rule::split(
+            vec![],
+            vec![WeightedBackend::new(backend(be.wrapping_add(1)), weight), WeightedBackend::new(backend(be), 100 - weight)],
+            100,
+            false,
+        )
+    };
+    let rules = match be >> 5 {
+        5 => vec![Rule::to(vec![], backend(be)).with_filters(vec![mirror()])],
+        6 => vec![split()],
+        7 => vec![split().with_filters(vec![mirror()])],
+        _ => return None,
+    };
+    Some(Arc::new(RoutePolicy::new(rules)))
 }
 
 fn build(spec: &Spec) -> RouteTable {
@@ -146,4 +169,61 @@ fn new_endpoints_behind_the_default_backend_change_the_default_backend() {
     assert!(d.counts().default_backend_changed);
     assert_eq!(d.default_backend.unwrap().unwrap().endpoints, ["127.0.0.1:9000", "127.0.0.1:9001"]);
     assert_eq!(diff_tables(&with(1), &RouteTable::default()).sentence(), "default backend removed");
+}
+
+fn with_policy(rules: Vec<Rule>) -> RouteTable {
+    let mut b = TableBuilder::new();
+    b.add_route_with_policy("a.com", "/", PathKind::Prefix, backend(0), Some(Arc::new(RoutePolicy::new(rules))), "t")
+        .unwrap();
+    b.build(None)
+}
+
+fn mirror_to(i: u8, percent: u8) -> Filter {
+    Filter::Mirror(Mirror { backend: backend(i), percent, body: true, host: None })
+}
+
+#[test]
+fn mirrors_added_and_removed_are_counted_by_route() {
+    let plain = one_host(backend(0)).build(None);
+    let mirrored = with_policy(vec![Rule::to(vec![], backend(0)).with_filters(vec![mirror_to(1, 100)])]);
+    let d = diff_tables(&plain, &mirrored);
+    assert_eq!(d.sentence(), "1 mirror added");
+    assert_eq!(d.mirrors_added, ["a.com/ -> b1 100%"]);
+    assert_eq!(diff_tables(&mirrored, &plain).sentence(), "1 mirror removed");
+    // Another share is another mirror: one removed, one added, no backend change.
+    let half = with_policy(vec![Rule::to(vec![], backend(0)).with_filters(vec![mirror_to(1, 50)])]);
+    assert_eq!(diff_tables(&mirrored, &half).sentence(), "1 mirror added, 1 mirror removed");
+    // A new route with a mirror, and a removed one.
+    let mut b = one_host(backend(0));
+    let policy = RoutePolicy::new(vec![Rule::to(vec![], backend(2)).with_filters(vec![mirror_to(1, 100)])]);
+    b.add_route_with_policy("b.com", "/", PathKind::Prefix, backend(2), Some(Arc::new(policy)), "t").unwrap();
+    let two = b.build(None);
+    assert_eq!(diff_tables(&plain, &two).sentence(), "1 route added, 1 host added, 1 mirror added");
+    assert_eq!(diff_tables(&two, &plain).sentence(), "1 route removed, 1 host removed, 1 mirror removed");
+}
+
+#[test]
+fn a_canary_weight_that_moves_is_a_changed_backend() {
+    let split = |w: u32| {
+        with_policy(vec![Rule::split(
+            vec![],
+            vec![WeightedBackend::new(backend(1), w), WeightedBackend::new(backend(0), 100 - w)],
+            100,
+            false,
+        )])
+    };
+    let (ten, twenty) = (split(10), split(20));
+    assert_ne!(ten.digest(), twenty.digest());
+    let d = diff_tables(&ten, &twenty);
+    assert_eq!(d.sentence(), "1 backend changed");
+    assert_eq!(d.backends_changed["a.com/"].rules, ["always -> b1 20/100, b0 80/100"]);
+    // New endpoints behind the canary alone change the route too.
+    let moved = with_policy(vec![Rule::split(
+        vec![],
+        vec![WeightedBackend::new(backend(4 + 3), 10), WeightedBackend::new(backend(0), 90)],
+        100,
+        false,
+    )]);
+    assert_eq!(diff_tables(&ten, &moved).sentence(), "1 backend changed");
+    assert_eq!(diff_tables(&ten, &split(10)).sentence(), "no route changes");
 }
