@@ -456,6 +456,8 @@ fn bind_backend() -> std::net::TcpListener {
 struct Backend {
     addr: SocketAddr,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Request heads answered.
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Backend {
@@ -464,14 +466,15 @@ impl Backend {
         let listener = bind_backend();
         let addr = listener.local_addr().unwrap();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (name, stopping) = (name.to_string(), stop.clone());
+        let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (name, stopping, counter) = (name.to_string(), stop.clone(), requests.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stopping.load(std::sync::atomic::Ordering::Relaxed) {
                     return;
                 }
                 let Ok(stream) = stream else { continue };
-                let name = name.clone();
+                let (name, counter) = (name.clone(), counter.clone());
                 std::thread::spawn(move || {
                     let _ = stream.set_nodelay(true);
                     let mut writer = stream.try_clone().unwrap();
@@ -487,6 +490,7 @@ impl Backend {
                                 Ok(_) => {}
                             }
                         }
+                        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let body = format!("backend={name}\n");
                         let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
                         if writer.write_all(answer.as_bytes()).is_err() {
@@ -496,7 +500,11 @@ impl Backend {
                 });
             }
         });
-        Backend { addr, stop }
+        Backend { addr, stop, requests }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 
@@ -884,6 +892,60 @@ fn follows_the_cluster_through_the_api_server() {
     ramjet.wait_served("shop.test", "b");
     install.admin.delete("IngressClass", None, &install.class);
     ramjet.wait_served("shop.test", "404");
+    ramjet.assert_running();
+}
+
+/// A canary Ingress with ingress-nginx's annotations and a mirror annotation on the primary, written
+/// through the API server: the header decides, the weight follows an edit, the mirror gets copies,
+/// and the generation's audit record counts the mirror.
+#[test]
+fn canaries_and_mirrors_through_the_api_server() {
+    let (web, v2, shadow) = (Backend::start("web"), Backend::start("web-v2"), Backend::start("shadow"));
+    let install = Install::new("canary");
+    let (ns, class) = (install.ns.clone(), install.class.clone());
+    install.service("web", &[&web]);
+    install.service("web-v2", &[&v2]);
+    install.service("shadow", &[&shadow]);
+    let ingress = |name: &str, service: &str, annotations: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: {ns}\n  \
+             annotations: {{ {annotations} }}\nspec:\n  ingressClassName: {class}\n  rules: [{{ host: shop.test, http: \
+             {{ paths: [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: {service}, port: {{ name: http }} }} }} }}] }} }}]\n"
+        )
+    };
+    install.admin.apply(&ingress("web", "web", "ramjet.dev/mirror-backend: \"shadow:http\""));
+    let canary = |weight: u32| {
+        ingress(
+            "web-canary",
+            "web-v2",
+            &format!(
+                "nginx.ingress.kubernetes.io/canary: \"true\", nginx.ingress.kubernetes.io/canary-by-header: X-Canary, \
+                 nginx.ingress.kubernetes.io/canary-weight: \"{weight}\""
+            ),
+        )
+    };
+    install.admin.apply(&canary(0));
+    let mut ramjet = install.ramjet("canary");
+    ramjet.wait_ready();
+    ramjet.wait_served("shop.test", "web");
+    let with_header = |value: &str| {
+        let mut conn = support::client::Conn::open(ramjet.http);
+        served_by(&conn.get_with("shop.test", "/", &format!("X-Canary: {value}\r\n")))
+    };
+    assert!(eventually(PATIENCE, || with_header("always") == "web-v2"), "the canary header never reached web-v2");
+    assert_eq!(with_header("never"), "web");
+    assert!(eventually(PATIENCE, || shadow.requests() > 0), "the mirror never got a copy");
+    // Weight 100: everything but `never` goes to the canary.
+    install.admin.apply(&canary(100));
+    ramjet.wait_served("shop.test", "web-v2");
+    assert_eq!(with_header("never"), "web");
+    let generations = ramjet.generations();
+    let counted = generations["generations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|g| g["changes"]["mirrors_added"].as_u64() == Some(1));
+    assert!(counted, "no generation counts the mirror added: {generations}");
     ramjet.assert_running();
 }
 
