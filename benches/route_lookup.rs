@@ -11,8 +11,7 @@ use std::sync::Arc;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use ramjet_dataplane::http1::{parse_request, ConnFacts};
 use ramjet_shared::{
-    cookie_value, Backend, Condition, Matcher, PathKind, RequestView, RoutePolicy, Rule, TableBuilder,
-    WeightedBackend,
+    cookie_value, Backend, Condition, Matcher, PathKind, RequestView, RoutePolicy, Rule, TableBuilder, WeightedBackend,
 };
 
 fn lookup(c: &mut Criterion) {
@@ -52,7 +51,10 @@ impl RequestView for Fields {
     }
 
     fn cookie(&self, name: &str) -> Option<&[u8]> {
-        self.0.iter().filter(|(n, _)| n.eq_ignore_ascii_case("cookie")).find_map(|(_, v)| cookie_value(v.as_bytes(), name))
+        self.0
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
+            .find_map(|(_, v)| cookie_value(v.as_bytes(), name))
     }
 
     fn method(&self) -> &[u8] {
@@ -75,14 +77,20 @@ fn lookup_canary(c: &mut Criterion) {
         Rule::to(vec![header("never")], primary.clone()),
         Rule::to(vec![cookie("always")], canary.clone()),
         Rule::to(vec![cookie("never")], primary.clone()),
-        Rule::split(vec![], vec![WeightedBackend::new(canary, 10), WeightedBackend::new(primary.clone(), 90)], 100, false),
+        Rule::split(
+            vec![],
+            vec![WeightedBackend::new(canary, 10), WeightedBackend::new(primary.clone(), 90)],
+            100,
+            false,
+        ),
     ]));
     let routes = 100_000;
     let mut b = TableBuilder::new();
     for r in 0..routes {
         let host = format!("h{}.example.com", r / 10);
         let path = format!("/api/v{}", r % 10);
-        b.add_route_with_policy(&host, &path, PathKind::Prefix, primary.clone(), Some(policy.clone()), "bench").unwrap();
+        b.add_route_with_policy(&host, &path, PathKind::Prefix, primary.clone(), Some(policy.clone()), "bench")
+            .unwrap();
     }
     let table = b.build(None);
     let hosts: Vec<String> = (0..64).map(|i| format!("H{}.Example.com:8080", (i * 7919) % (routes / 10))).collect();

@@ -216,10 +216,7 @@ fn routed(policy: RoutePolicy) -> Arc<Route> {
 fn the_first_rule_whose_conditions_all_hold_decides() {
     let route = routed(RoutePolicy::new(vec![
         Rule::to(
-            vec![
-                Condition::Method("POST".into()),
-                Condition::Query { name: "v".into(), value: Matcher::exact("2") },
-            ],
+            vec![Condition::Method("POST".into()), Condition::Query { name: "v".into(), value: Matcher::exact("2") }],
             backend("post-v2"),
         ),
         Rule::to(vec![Condition::Cookie { name: "beta".into(), value: Matcher::exact("always") }], backend("beta")),
@@ -267,7 +264,9 @@ fn a_split_follows_the_draw_and_a_sticky_one_the_cookie() {
     let pick = route.pick(&get(vec![]), &mut || u32::MAX / 2);
     assert_eq!((pick.backend.name.as_ref(), pick.new_sticky), ("primary", Some(STICKY_RANGE / 2 - 1)));
     let mut never = || -> u32 { unreachable!("a known user draws nothing") };
-    for (cookie, want) in [("ramjet_canary=0", "canary"), ("ramjet_canary=2499", "canary"), ("ramjet_canary=2500", "primary")] {
+    for (cookie, want) in
+        [("ramjet_canary=0", "canary"), ("ramjet_canary=2499", "canary"), ("ramjet_canary=2500", "primary")]
+    {
         let pick = route.pick(&get(vec![("cookie", cookie)]), &mut never);
         assert_eq!((pick.backend.name.as_ref(), pick.new_sticky), (want, None), "{cookie}");
     }
@@ -287,8 +286,15 @@ fn a_policy_is_part_of_the_digest_and_a_plain_route_hashes_as_before() {
             100,
             false,
         )];
-        b.add_route_with_policy("", "/", PathKind::Prefix, backend("primary"), Some(Arc::new(RoutePolicy::new(rules))), "t")
-            .unwrap();
+        b.add_route_with_policy(
+            "",
+            "/",
+            PathKind::Prefix,
+            backend("primary"),
+            Some(Arc::new(RoutePolicy::new(rules))),
+            "t",
+        )
+        .unwrap();
         b.build(None)
     };
     assert_ne!(plain.digest(), with(10).digest());

@@ -30,7 +30,8 @@ fn builder(spec: &Spec) -> TableBuilder {
     for (h, p, exact, be) in &spec.0 {
         let kind = if *exact { PathKind::Exact } else { PathKind::Prefix };
         let policy = policy(*be);
-        let _ = b.add_route_with_policy(HOSTS[*h as usize % 4], paths[*p as usize % 4], kind, backend(*be), policy, "t");
+        let _ =
+            b.add_route_with_policy(HOSTS[*h as usize % 4], paths[*p as usize % 4], kind, backend(*be), policy, "t");
     }
     for (h, c) in &spec.1 {
         b.add_tls_host(NAMED_HOSTS[*h as usize % 3], CertId([*c % 3; 32]));
@@ -47,12 +48,16 @@ fn builder(spec: &Spec) -> TableBuilder {
 /// The policy a generated route gets from its backend byte's top bits: none (most), a mirror, a
 /// canary split, or both.
 fn policy(be: u8) -> Option<Arc<RoutePolicy>> {
-    let mirror = || Filter::Mirror(Mirror { backend: backend(be >> 1), percent: 50 + be % 2 * 50, body: true, host: None });
+    let mirror =
+        || Filter::Mirror(Mirror { backend: backend(be >> 1), percent: 50 + be % 2 * 50, body: true, host: None });
     let split = || {
         let weight = u32::from(be % 4) * 10;
         Rule::split(
             vec![],
-            vec![WeightedBackend::new(backend(be.wrapping_add(1)), weight), WeightedBackend::new(backend(be), 100 - weight)],
+            vec![
+                WeightedBackend::new(backend(be.wrapping_add(1)), weight),
+                WeightedBackend::new(backend(be), 100 - weight),
+            ],
             100,
             false,
         )
