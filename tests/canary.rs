@@ -257,6 +257,8 @@ fn a_bad_canary_annotation_is_reported_and_the_rest_serves() {
             &[("canary", "true"), ("canary-by-header", "X-Canary"), ("canary-by-header-pattern", "v(")],
         ),
         canary_pair("fine.test", &[("canary", "true"), ("canary-weight", "100")]),
+        // Canary annotations on an Ingress not marked as a canary: a primary, with a warning.
+        ingress("unmarked", "unmarked.test", "web", &[("nginx.ingress.kubernetes.io/canary-weight", "50")]),
         // A canary whose host no primary serves.
         ingress("orphan", "orphan.test", "web-v2", &[("nginx.ingress.kubernetes.io/canary", "true")]),
     ]
@@ -271,6 +273,8 @@ fn a_bad_canary_annotation_is_reported_and_the_rest_serves() {
     assert!(has("shop/bad-canary", "canary-weight: `ten` is not a whole number"), "{messages:#?}");
     assert!(has("shop/regex-canary", "canary-by-header-pattern"), "{messages:#?}");
     assert!(has("shop/orphan", "no primary Ingress routes orphan.test/"), "{messages:#?}");
+    assert!(has("shop/unmarked", "nginx.ingress.kubernetes.io/canary-weight without canary"), "{messages:#?}");
+    assert_eq!(side(addr, "unmarked.test", ""), "primary");
     // The bad weight counts as 0 (ingress-nginx's default); the header still works.
     assert_eq!(side(addr, "bad.test", ""), "primary");
     assert_eq!(side(addr, "bad.test", "X-Canary: always\r\n"), "canary");

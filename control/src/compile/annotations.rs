@@ -319,11 +319,26 @@ const NGINX: &[Entry] = &[
 ];
 
 /// Every `ramjet.dev/` annotation ramjet reads, sorted.
-const RAMJET: &[Entry] = &[e(
-    "ssl-redirect",
-    Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
-    None,
-)];
+const RAMJET: &[Entry] = &[
+    e("canary", CANARY, None),
+    e("canary-by-cookie", CANARY, None),
+    e("canary-by-header", CANARY, None),
+    e("canary-by-header-pattern", CANARY, None),
+    e("canary-by-header-value", CANARY, None),
+    e("canary-sticky", CANARY, None),
+    e("canary-weight", CANARY, None),
+    e("canary-weight-total", CANARY, None),
+    e("mirror-backend", MIRROR, None),
+    e("mirror-host", MIRROR, None),
+    e("mirror-percent", MIRROR, None),
+    e("mirror-request-body", MIRROR, None),
+    e("mirror-target", MIRROR, None),
+    e(
+        "ssl-redirect",
+        Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
+        None,
+    ),
+];
 
 /// Judges every annotation under either prefix; others (kubectl's, Argo's, ...) are not ours to
 /// judge. `has_tls`: the Ingress has a `spec.tls` entry, where ingress-nginx's defaults differ from

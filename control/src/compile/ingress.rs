@@ -159,17 +159,16 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
         if !judge_annotations(ingress, &snapshot.options, &object, &mut draft) {
             continue;
         }
-        let plan = match resolver.plan(ingress, namespace) {
-            Ok(plan) => plan,
-            Err(problems) => {
-                for problem in problems {
-                    draft.reject(&object, format!("{problem}; the Ingress is not served"));
-                }
-                continue;
-            }
-        };
+        let Some(plan) = planned(resolver.plan(ingress, namespace), &object, "Ingress", &mut draft) else { continue };
         for warning in plan.warnings {
             draft.warn(&object, warning);
+        }
+        let stray = Annotations::new(ingress.metadata.annotations.as_ref()).stray_canary_annotations();
+        if !stray.is_empty() {
+            draft.warn(
+                &object,
+                format!("{} without canary: \"true\" are ignored; the Ingress is served as a primary", stray.join(", ")),
+            );
         }
         routes.extend(plan.routes.into_iter().map(|r| (r, source.clone(), object.clone())));
         if let Some(backend) = plan.default_backend {
@@ -240,6 +239,20 @@ fn judge_annotations(ingress: &Ingress, options: &IngressOptions, object: &Objec
     serve
 }
 
+/// The plan of an Ingress that resolved, or `None` with every problem reported against `object`
+/// (`what` names it in the message: "the Ingress is not served").
+fn planned(plan: Result<Plan, Vec<String>>, object: &ObjectRef, what: &str, draft: &mut Draft) -> Option<Plan> {
+    match plan {
+        Ok(plan) => Some(plan),
+        Err(problems) => {
+            for problem in problems {
+                draft.reject(object, format!("{problem}; the {what} is not served"));
+            }
+            None
+        }
+    }
+}
+
 /// Attaches each canary Ingress's paths to the primary routes with the same host, path and path
 /// type — the first (oldest) primary route for that key, which is the one the table keeps. One
 /// canary per primary route: a second is reported and ignored, as is a canary path no primary
@@ -271,15 +284,7 @@ fn merge_canaries<'s>(
         for problem in problems.drain(..) {
             draft.warn(&object, problem);
         }
-        let plan = match resolver.plan(ingress, namespace) {
-            Ok(plan) => plan,
-            Err(problems) => {
-                for problem in problems {
-                    draft.reject(&object, format!("{problem}; the canary is not served"));
-                }
-                continue;
-            }
-        };
+        let Some(plan) = planned(resolver.plan(ingress, namespace), &object, "canary", draft) else { continue };
         if plan.default_backend.is_some() {
             draft.warn(&object, "spec.defaultBackend of a canary Ingress is not supported; it is ignored");
         }
