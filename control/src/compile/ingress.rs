@@ -167,7 +167,10 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
         if !stray.is_empty() {
             draft.warn(
                 &object,
-                format!("{} without canary: \"true\" are ignored; the Ingress is served as a primary", stray.join(", ")),
+                format!(
+                    "{} without canary: \"true\" are ignored; the Ingress is served as a primary",
+                    stray.join(", ")
+                ),
             );
         }
         routes.extend(plan.routes.into_iter().map(|r| (r, source.clone(), object.clone())));
