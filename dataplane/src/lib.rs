@@ -19,6 +19,7 @@ mod clock;
 mod dispatch;
 mod drain;
 mod error;
+mod grpc;
 pub mod http1;
 mod http2;
 mod listener;

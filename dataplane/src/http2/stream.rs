@@ -27,6 +27,7 @@ use crate::access_log::RequestFields;
 use crate::buf::write_vec;
 use crate::dispatch::{decide, Decision, RouteExtras};
 use crate::error::{Failure, ProxyError};
+use crate::grpc;
 use crate::http1::body::Body;
 use crate::http1::{ConnFacts, Framing, CLIENT_CLOSED};
 use crate::observe::{Done, RequestId, Tally};
@@ -85,7 +86,13 @@ pub(crate) async fn serve(
             let answer = worker.failed(&failure);
             match answer.status {
                 Some(status) => {
-                    let sent = answer_with(&worker, &mut respond, &Answer::Status(status), false, &id).await;
+                    let sent = if grpc::is_grpc(&parts.headers) {
+                        let mut response = grpc::trailers_only(status);
+                        with_id(&mut response, &id);
+                        respond.send_response(response, true).is_ok()
+                    } else {
+                        answer_with(&worker, &mut respond, &Answer::Status(status), false, &id).await
+                    };
                     seen.status = if sent { status } else { CLIENT_CLOSED };
                 }
                 // The response had started, or the client is gone: only a reset can say so.
