@@ -3,9 +3,16 @@
 //! `content-type: application/grpc`, the `grpc-status` a gRPC client reports and a short
 //! `grpc-message`, and no body. Checked with the h2 crate (the exact frames' fields) and with
 //! grpcurl (what a user of a gRPC client sees), over h2c and TLS, on both I/O drivers.
+//!
+//! Backends with `protocol: GRPC` are reached over HTTP/2, one multiplexed connection per endpoint
+//! per worker: grpcurl calls each streaming mode of the test service through ramjet, trailers
+//! come back, a backend's trailers-only error is relayed as it is, and `grpc-timeout` bounds the
+//! wait for an answer.
 
 #[path = "support/go_tools.rs"]
 mod go_tools;
+#[path = "support/grpc_backend.rs"]
+mod grpc_backend;
 #[allow(dead_code)]
 #[path = "support/h2client.rs"]
 mod h2client;
@@ -14,6 +21,7 @@ mod support;
 use std::process::Command;
 use std::time::Duration;
 
+use grpc_backend::GrpcBackend;
 use h2client::H2Client;
 use support::backend::Backend;
 use support::{daemon_with, dead_addr, routes_in, DRIVERS};
@@ -41,15 +49,29 @@ tls:
 
 /// grpcurl's answer for `Echo/Unary` at `authority` through `addr`: its output, trimmed.
 fn grpcurl(addr: std::net::SocketAddr, authority: &str, tls: Option<&std::path::Path>) -> String {
+    grpcurl_call(addr, authority, tls, "Unary", r#"{"text":"hi"}"#, &[])
+}
+
+/// grpcurl calling `ramjet.test.Echo/<method>` with the JSON messages `data`: its output (stdout
+/// and stderr), whitespace collapsed.
+fn grpcurl_call(
+    addr: std::net::SocketAddr,
+    authority: &str,
+    tls: Option<&std::path::Path>,
+    method: &str,
+    data: &str,
+    extra: &[&str],
+) -> String {
     let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/grpc");
     let mut cmd = Command::new(go_tools::grpcurl());
-    cmd.args(["-import-path", proto_dir, "-proto", "echo.proto", "-max-time", "10", "-d", r#"{"text":"hi"}"#]);
+    cmd.args(["-import-path", proto_dir, "-proto", "echo.proto", "-max-time", "10", "-d", data]);
+    cmd.args(extra);
     match tls {
         // The authority is also the TLS server name.
         Some(ca) => cmd.args(["-cacert", ca.to_str().unwrap()]),
         None => cmd.arg("-plaintext"),
     };
-    cmd.args(["-authority", authority, &addr.to_string(), "ramjet.test.Echo/Unary"]);
+    cmd.args(["-authority", authority, &addr.to_string(), &format!("ramjet.test.Echo/{method}")]);
     let out = cmd.output().expect("grpcurl runs");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -95,6 +117,62 @@ fn ramjet_answers_grpc_failures_with_trailers_only_responses() {
             let tls = grpcurl(https, authority, Some(&ca));
             assert!(tls.contains(want), "{driver:?} TLS {authority}: {tls}");
         }
+        d.shutdown();
+    }
+}
+
+#[test]
+fn grpc_calls_of_every_streaming_mode_go_to_an_h2_backend_over_one_connection_per_worker() {
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("grpc-backend");
+    pki.leaf("grpc", &["grpc.test"]);
+    for driver in DRIVERS {
+        let backend = GrpcBackend::start();
+        let yaml = format!(
+            "backends:\n  echo: {{ endpoints: [\"{}\"], protocol: GRPC }}\nroutes:\n  - {{ host: grpc.test, path: /, backend: echo }}\ntls:\n  - {{ hosts: [grpc.test], certFile: grpc.crt, keyFile: grpc.key }}\n",
+            backend.addr
+        );
+        let d = daemon_with(routes_in(&yaml, &pki.dir), driver, |c| c.workers = 1);
+        let ca = pki.path("ca.pem");
+        for (addr, tls) in [(d.http_addr(), None), (d.https_addr().unwrap(), Some(ca.as_path()))] {
+            let call =
+                |method: &str, data: &str, extra: &[&str]| grpcurl_call(addr, "grpc.test", tls, method, data, extra);
+            let what = format!("{driver:?} tls={}", tls.is_some());
+            let out = call("Unary", r#"{"text":"hi"}"#, &["-v"]);
+            assert!(out.contains(r#"{ "text": "hi" }"#), "{what} unary: {out}");
+            assert!(out.contains("Response trailers received: x-trailer: relayed"), "{what} trailers: {out}");
+            let out = call("ServerStream", r#"{"text":"s"}"#, &[]);
+            assert!(
+                out.contains(r#"{ "text": "s#1" } { "text": "s#2" } { "text": "s#3" }"#),
+                "{what} server streaming: {out}"
+            );
+            let out = call("ClientStream", r#"{"text":"a"} {"text":"b"} {"text":"c"}"#, &[]);
+            assert!(out.contains(r#"{ "text": "a,b,c" }"#), "{what} client streaming: {out}");
+            let out = call("Bidi", r#"{"text":"x"} {"text":"y"}"#, &[]);
+            assert!(out.contains(r#"{ "text": "echo:x" } { "text": "echo:y" }"#), "{what} bidi: {out}");
+            // A backend's own error (trailers-only) reaches the client as the backend said it.
+            let out = call("Unary", r#"{"text":"hi"}"#, &["-H", "x-fail: 7"]);
+            assert!(out.contains("Code: PermissionDenied Message: denied"), "{what} error: {out}");
+        }
+        // Every call of the worker went over one multiplexed connection.
+        assert_eq!(backend.connections(), 1, "{driver:?}");
+
+        // grpc-timeout bounds the wait for the answer: DEADLINE_EXCEEDED, long before the
+        // upstream timeout (60 s) or the backend's answer (3 s).
+        let mut client = H2Client::connect(d.http_addr());
+        let started = std::time::Instant::now();
+        let headers = [GRPC[0], GRPC[1], ("grpc-timeout", "300m"), ("x-sleep-ms", "3000")];
+        let frame = grpc_backend::frame("late");
+        let r = client.request("POST", "grpc.test", "/ramjet.test.Echo/Unary", &headers, &frame, false).unwrap();
+        let elapsed = started.elapsed();
+        assert_eq!((r.status, r.header("grpc-status")), (200, Some("4")), "{driver:?}: {r:?}");
+        assert!(elapsed >= Duration::from_millis(300) && elapsed < Duration::from_secs(2), "{driver:?}: {elapsed:?}");
+        // Without one, the same call is answered.
+        let headers = [GRPC[0], GRPC[1], ("x-sleep-ms", "100")];
+        let r = client.request("POST", "grpc.test", "/ramjet.test.Echo/Unary", &headers, &frame, false).unwrap();
+        assert_eq!((r.status, r.header("content-type")), (200, Some("application/grpc")), "{driver:?}: {r:?}");
+        let mut body = bytes::BytesMut::from(&r.body[..]);
+        assert_eq!(grpc_backend::take_messages(&mut body), ["late"], "{driver:?}");
         d.shutdown();
     }
 }

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    Backend, BackendKind, CertId, Certificate, Diagnostic, Digest, Generation, ObjectRef, RouteTable, Severity,
-    TableBuilder,
+    Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, Digest, Generation, ObjectRef, RouteTable,
+    Severity, TableBuilder,
 };
 
 /// A table being compiled, with the certificates it names and what went wrong on the way.
@@ -62,8 +62,13 @@ impl Compiler {
     /// A backend for this compile; the same name and content as last time gives the same `Arc`, so
     /// unchanged routes keep sharing it.
     pub fn backend(&mut self, name: &str, kind: BackendKind) -> Arc<Backend> {
+        self.backend_with(name, kind, BackendProtocol::Http1)
+    }
+
+    /// [`Compiler::backend`] for endpoints that speak `protocol`.
+    pub fn backend_with(&mut self, name: &str, kind: BackendKind, protocol: BackendProtocol) -> Arc<Backend> {
         if let Some(b) = self.used_backends.get(name) {
-            if b.kind == kind {
+            if b.kind == kind && b.protocol == protocol {
                 return b.clone();
             }
         }
@@ -75,13 +80,22 @@ impl Compiler {
                 slot
             }
         };
-        let candidate = Backend::new(name, slot, kind);
+        let candidate = Backend::with_protocol(name, slot, kind, protocol);
         let backend = match self.backends.get(name) {
             Some(prev) if **prev == candidate => prev.clone(),
             _ => Arc::new(candidate),
         };
         self.used_backends.insert(backend.name.clone(), backend.clone());
         backend
+    }
+
+    /// `backend` (compiled in this compile) speaking `protocol` instead.
+    pub fn speaking(&mut self, backend: &Arc<Backend>, protocol: BackendProtocol) -> Arc<Backend> {
+        let kind = match &backend.kind {
+            BackendKind::Endpoints(addrs) => BackendKind::Endpoints(addrs.clone()),
+            BackendKind::Respond(_) => return backend.clone(),
+        };
+        self.backend_with(&backend.name, kind, protocol)
     }
 
     /// The parsed certificate for `cert`'s content, parsed once across compiles.

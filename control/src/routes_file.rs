@@ -21,7 +21,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ramjet_shared::Certificate;
+use ramjet_shared::{BackendProtocol, Certificate};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
@@ -41,8 +41,12 @@ pub struct StaticRoutes {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum BackendSpec {
-    Endpoints(Vec<SocketAddr>),
-    Respond { status: u16, body: String },
+    /// Endpoints and the protocol they speak (`protocol:`, default `HTTP`).
+    Endpoints(Vec<SocketAddr>, BackendProtocol),
+    Respond {
+        status: u16,
+        body: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -251,6 +255,7 @@ impl<'de> Deserialize<'de> for BackendField {
         struct Raw {
             endpoints: Option<Vec<Endpoint>>,
             respond: Option<Respond>,
+            protocol: Option<String>,
         }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -260,8 +265,13 @@ impl<'de> Deserialize<'de> for BackendField {
             body: String,
         }
         let raw = Raw::deserialize(d)?;
+        let protocol = match (&raw.protocol, &raw.respond) {
+            (None, _) => BackendProtocol::Http1,
+            (Some(_), Some(_)) => return Err(de::Error::custom("`protocol` applies to `endpoints`, not `respond`")),
+            (Some(p), None) => BackendProtocol::parse(p).map_err(de::Error::custom)?,
+        };
         match (raw.endpoints, raw.respond) {
-            (Some(e), None) => Ok(BackendField(BackendSpec::Endpoints(e.into_iter().map(|e| e.0).collect()))),
+            (Some(e), None) => Ok(BackendField(BackendSpec::Endpoints(e.into_iter().map(|e| e.0).collect(), protocol))),
             (None, Some(r)) if (200..=599).contains(&r.status) => {
                 Ok(BackendField(BackendSpec::Respond { status: r.status, body: r.body }))
             }

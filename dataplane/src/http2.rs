@@ -21,6 +21,7 @@
 
 mod head;
 mod io;
+mod relay;
 mod stream;
 
 use std::cell::Cell;

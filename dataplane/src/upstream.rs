@@ -1,8 +1,10 @@
 //! Upstream connections: per-worker keep-alive pools and connecting with a deadline.
 
 pub mod exchange;
+pub mod h2;
 pub mod pool;
 
+pub use self::h2::H2Pool;
 pub use pool::Pool;
 
 use std::net::SocketAddr;

@@ -20,7 +20,7 @@ use crate::http1::{self, ConnFacts};
 use crate::mirror::Mirrors;
 use crate::observe::{self, Done, Observer, RequestId, RequestIds, RouteIndex, Sampler};
 use crate::tls::TlsTerminator;
-use crate::upstream::Pool;
+use crate::upstream::{H2Pool, Pool};
 use crate::{DriverChoice, Ready, Settings};
 
 /// Derefs to the published generation pointer, so a per-worker `arc_swap::Cache` can follow it.
@@ -38,6 +38,8 @@ pub(crate) struct Worker {
     pub id: usize,
     pub settings: Arc<Settings>,
     pub pool: Pool,
+    /// HTTP/2 connections to backends that speak it, one per endpoint.
+    pub h2_pool: H2Pool,
     /// Client-side read buffers (room for the largest head).
     pub client_buffers: BufferPool,
     /// Upstream read buffers.
@@ -90,6 +92,7 @@ impl Worker {
             mirrors: Rc::new(Mirrors::new(stats.clone(), id)),
             id,
             pool: Pool::new(settings.upstream_idle_timeout),
+            h2_pool: H2Pool::default(),
             client_buffers: BufferPool::new(http1::CLIENT_BUFFER, 1024),
             upstream_buffers: BufferPool::new(http1::UPSTREAM_BUFFER, 1024),
             out_buffers: BufferPool::new(4096, 1024),

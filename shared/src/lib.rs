@@ -48,9 +48,9 @@ pub use generation::{Diagnostic, Digest, Generation, ObjectRef, Severity};
 pub use publish::Published;
 pub use route::policy::{cookie_value, find_pair};
 pub use route::{
-    normalize_host, Backend, BackendKind, Condition, DirectResponse, Filter, HostRoutes, Matcher, Mirror, PathKind,
-    Pick, RequestView, Route, RouteConflict, RouteKey, RoutePolicy, RouteTable, Rule, TableBuilder, TableItem,
-    WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
+    normalize_host, Backend, BackendKind, BackendProtocol, Condition, DirectResponse, Filter, HostRoutes, Matcher,
+    Mirror, PathKind, Pick, RequestView, Route, RouteConflict, RouteKey, RoutePolicy, RouteTable, Rule, TableBuilder,
+    TableItem, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
 };
 pub use stats::{
     Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass, UpstreamErrorKind,

@@ -44,9 +44,44 @@ pub struct Backend {
     /// (the round-robin cursor) in a vector instead of a map.
     pub slot: u32,
     pub kind: BackendKind,
+    /// How ramjet talks to the endpoints.
+    pub protocol: BackendProtocol,
     /// SHA-256 over the name and the kind, computed once: host digests include it, so a backend
     /// whose endpoints move changes the digest of every host that routes to it.
     pub digest: Digest,
+}
+
+/// The protocol a backend's endpoints speak (`ramjet.dev/backend-protocol`, ingress-nginx's
+/// `backend-protocol`, `protocol:` in static routes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BackendProtocol {
+    /// HTTP/1.1 over TCP (the default; ingress-nginx's `HTTP`).
+    #[default]
+    Http1,
+    /// HTTP/2 by prior knowledge over TCP, one multiplexed connection per endpoint per worker.
+    H2c,
+    /// gRPC: HTTP/2 by prior knowledge over TCP, as [`BackendProtocol::H2c`].
+    Grpc,
+}
+
+impl BackendProtocol {
+    /// Parses an annotation or field value (case-insensitive): `HTTP`, `H2C`, `GRPC`. `HTTPS` and
+    /// `GRPCS` (TLS to backends) are not supported yet: `Err` says so.
+    pub fn parse(value: &str) -> Result<Self, String> {
+        match value.to_ascii_uppercase().as_str() {
+            "HTTP" => Ok(BackendProtocol::Http1),
+            "H2C" => Ok(BackendProtocol::H2c),
+            "GRPC" => Ok(BackendProtocol::Grpc),
+            "HTTPS" | "GRPCS" => Err(format!("backend protocol {value}: TLS to backends is not supported yet")),
+            _ => Err(format!("unknown backend protocol {value:?} (HTTP, H2C or GRPC)")),
+        }
+    }
+
+    /// Whether requests go to the endpoints over HTTP/2.
+    #[inline]
+    pub fn is_h2(self) -> bool {
+        matches!(self, BackendProtocol::H2c | BackendProtocol::Grpc)
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -69,9 +104,19 @@ pub struct DirectResponse {
 
 impl Backend {
     pub fn new(name: &str, slot: u32, kind: BackendKind) -> Self {
+        Self::with_protocol(name, slot, kind, BackendProtocol::Http1)
+    }
+
+    pub fn with_protocol(name: &str, slot: u32, kind: BackendKind, protocol: BackendProtocol) -> Self {
         let mut h = Sha256::new();
         hash_backend(name, &kind, &mut h);
-        Backend { name: name.into(), slot, kind, digest: Digest(h.finalize().into()) }
+        // HTTP/1.1 adds nothing, so the digests of tables without other protocols stay as they were.
+        match protocol {
+            BackendProtocol::Http1 => {}
+            BackendProtocol::H2c => h.update(b"P2"),
+            BackendProtocol::Grpc => h.update(b"PG"),
+        }
+        Backend { name: name.into(), slot, kind, protocol, digest: Digest(h.finalize().into()) }
     }
 
     pub fn endpoints(name: &str, slot: u32, addrs: Vec<SocketAddr>) -> Self {

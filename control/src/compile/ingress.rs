@@ -25,7 +25,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{
-    Backend, BackendKind, CertId, Certificate, Diagnostic, Filter, ObjectRef, PathKind, RoutePolicy, Rule,
+    Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, Filter, ObjectRef, PathKind, RoutePolicy,
+    Rule,
 };
 
 use rustc_hash::FxHasher;
@@ -45,6 +46,9 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Redirect plain HTTP to HTTPS for the Ingress's TLS hosts (`"true"`); ingress-nginx's name is
 /// accepted too.
 pub const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = ["ramjet.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"];
+/// The protocol of an Ingress's backends (`HTTP`, `H2C`, `GRPC`), ramjet's name first.
+pub const BACKEND_PROTOCOL_ANNOTATIONS: [&str; 2] =
+    ["ramjet.dev/backend-protocol", "nginx.ingress.kubernetes.io/backend-protocol"];
 /// The Secret type that carries a certificate and key.
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 
@@ -528,6 +532,23 @@ impl<'s, 'c> Resolver<'s, 'c> {
         plan.ssl_redirect = SSL_REDIRECT_ANNOTATIONS
             .iter()
             .any(|a| annotations.and_then(|m| m.get(*a)).is_some_and(|v| v.eq_ignore_ascii_case("true")));
+        // The backends' protocol: every backend of this Ingress speaks it.
+        let protocol =
+            BACKEND_PROTOCOL_ANNOTATIONS.iter().find_map(|a| annotations.and_then(|m| m.get(*a)).map(|v| (a, v)));
+        if let Some((key, value)) = protocol {
+            match BackendProtocol::parse(value.trim()) {
+                Ok(BackendProtocol::Http1) => {}
+                Ok(protocol) => {
+                    for route in &mut plan.routes {
+                        route.backend = self.compiler.speaking(&route.backend, protocol);
+                    }
+                    if let Some(backend) = &mut plan.default_backend {
+                        *backend = self.compiler.speaking(backend, protocol);
+                    }
+                }
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
         if problems.is_empty() {
             Ok(plan)
         } else {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ramjet_shared::{BackendKind, Filter, ObjectRef, PathKind, RoutePolicy, Rule};
+use ramjet_shared::{BackendKind, BackendProtocol, Filter, ObjectRef, PathKind, RoutePolicy, Rule};
 
 use super::{Compiler, Draft};
 use crate::canary::MirrorTarget;
@@ -16,14 +16,16 @@ pub const STATIC_ROUTES: &str = "StaticRoutes";
 pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
     let mut draft = Draft::default();
     let backend = |compiler: &mut Compiler, name: &str| {
-        let kind = match &routes.backends[name] {
-            BackendSpec::Endpoints(addrs) => BackendKind::Endpoints(addrs.clone().into_boxed_slice()),
+        let (kind, protocol) = match &routes.backends[name] {
+            BackendSpec::Endpoints(addrs, protocol) => {
+                (BackendKind::Endpoints(addrs.clone().into_boxed_slice()), *protocol)
+            }
             BackendSpec::Respond { status, body } => {
                 let b = ramjet_shared::Backend::respond(name, 0, *status, body.clone());
-                b.kind
+                (b.kind, BackendProtocol::Http1)
             }
         };
-        compiler.backend(name, kind)
+        compiler.backend_with(name, kind, protocol)
     };
     for (i, rule) in routes.routes.iter().enumerate() {
         let target = backend(compiler, &rule.backend);

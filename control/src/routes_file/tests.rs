@@ -26,7 +26,10 @@ routes:
     assert_eq!(r.default_backend.as_deref(), Some("hello"));
     assert_eq!(
         r.backends["api"],
-        BackendSpec::Endpoints(vec!["127.0.0.1:9001".parse().unwrap(), "127.0.0.1:9002".parse().unwrap()])
+        BackendSpec::Endpoints(
+            vec!["127.0.0.1:9001".parse().unwrap(), "127.0.0.1:9002".parse().unwrap()],
+            BackendProtocol::Http1
+        )
     );
 }
 
@@ -67,4 +70,19 @@ fn errors_name_line_and_field() {
     assert_eq!(e.line, Some(4));
     assert!(e.message.contains("/nonexistent.crt"), "{e}");
     assert!(e.to_string().starts_with("routes.yaml:4:"), "{e}");
+}
+
+#[test]
+fn a_backend_names_its_protocol() {
+    let r = parse_str("backends:\n  g: { endpoints: [\"127.0.0.1:1\"], protocol: grpc }\n  h: { endpoints: [] }\n")
+        .unwrap();
+    assert_eq!(r.backends["g"], BackendSpec::Endpoints(vec!["127.0.0.1:1".parse().unwrap()], BackendProtocol::Grpc));
+    assert_eq!(r.backends["h"], BackendSpec::Endpoints(vec![], BackendProtocol::Http1));
+
+    let e = error("backends:\n  g: { endpoints: [], protocol: GRPCS }\n");
+    assert!(e.message.contains("TLS to backends is not supported yet"), "{e}");
+    let e = error("backends:\n  g: { endpoints: [], protocol: SPDY }\n");
+    assert!(e.message.contains("unknown backend protocol"), "{e}");
+    let e = error("backends:\n  g: { respond: { status: 200 }, protocol: H2C }\n");
+    assert!(e.message.contains("`protocol` applies to `endpoints`"), "{e}");
 }

@@ -22,6 +22,7 @@ use monoio::io::AsyncWriteRentExt;
 use ramjet_shared::{Route, RouteTable, UpstreamErrorKind};
 
 use super::head::{host, push_chunk_size, response_head, upstream_head, Answer};
+use super::relay;
 use super::StreamSlot;
 use crate::access_log::RequestFields;
 use crate::buf::write_vec;
@@ -151,6 +152,10 @@ async fn handle<'t>(
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
             let index = worker.next_endpoint(slot, endpoints.len());
+            if route.backend.protocol.is_h2() {
+                let grpc = grpc::is_grpc(&parts.headers);
+                return relay::forward(worker, facts, parts, host, body, respond, endpoints[index], grpc).await;
+            }
             let to = Upstream { endpoints, index, id };
             let extras = RouteExtras { mirror, sticky };
             forward(worker, facts, parts, host, body, respond, to, seen, extras).await

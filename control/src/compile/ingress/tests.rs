@@ -306,3 +306,34 @@ fn compiling_the_same_objects_twice_gives_the_same_digest() {
         assert_eq!(first.table.recompute_digest(), first.digest, "{name}");
     }
 }
+
+/// `backend-protocol` (ramjet's or ingress-nginx's) makes every backend of that Ingress speak it;
+/// other Ingresses' backends are untouched, and a protocol that cannot be served is reported.
+#[test]
+fn backend_protocol_annotations_set_the_backends_protocol() {
+    use ramjet_shared::BackendProtocol;
+    let mut compiler = Compiler::new();
+    let mut snapshot = snapshot("scaling.yaml");
+    let protocol = |g: &ramjet_shared::Generation, host: &str| g.table.route(host, "/").unwrap().backend.protocol;
+    let first = next(&mut compiler, &snapshot).unwrap();
+    assert_eq!(protocol(&first, "web.test"), BackendProtocol::Http1);
+    let name = snapshot.ingresses[0].metadata.name.clone().unwrap();
+    let annotate = |snapshot: &mut ClusterSnapshot, key: &str, value: &str| {
+        let ingress = ingress_mut(snapshot, &name);
+        ingress.metadata.annotations = Some([(key.to_string(), value.to_string())].into());
+    };
+    annotate(&mut snapshot, "nginx.ingress.kubernetes.io/backend-protocol", "GRPC");
+    let second = next(&mut compiler, &snapshot).expect("a new generation: the protocol is part of the table");
+    assert_ne!(first.digest, second.digest);
+    let host = snapshot.ingresses[0].spec.as_ref().unwrap().rules.as_ref().unwrap()[0].host.clone().unwrap();
+    assert_eq!(protocol(&second, &host), BackendProtocol::Grpc);
+    annotate(&mut snapshot, "ramjet.dev/backend-protocol", "h2c");
+    assert_eq!(protocol(&next(&mut compiler, &snapshot).unwrap(), &host), BackendProtocol::H2c);
+    annotate(&mut snapshot, "ramjet.dev/backend-protocol", "GRPCS");
+    let draft = compile(&snapshot, &mut compiler);
+    assert!(
+        draft.diagnostics.iter().any(|d| d.message.contains("TLS to backends is not supported yet")),
+        "{:?}",
+        draft.diagnostics
+    );
+}

@@ -1,0 +1,278 @@
+//! A stream proxied to a backend over HTTP/2 (`H2C`, `GRPC`): the request and the response are
+//! relayed frame by frame on one of the worker's multiplexed upstream connections
+//! ([`crate::upstream::H2Pool`]), both directions at once (so gRPC's client, server and
+//! bidirectional streaming work), with trailers both ways.
+//!
+//! Memory stays bounded as on the HTTP/1.1 path: a piece of body is released to the sender's
+//! flow-control window only once the other side's window took it. A gRPC request's `grpc-timeout`
+//! bounds the wait for the response head: past it the client gets `DEADLINE_EXCEEDED`.
+
+use std::future::poll_fn;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use http::header::{HeaderName, HeaderValue, HOST};
+use http::request::Parts;
+use http::{Request, Response, Uri};
+use ramjet_shared::UpstreamErrorKind;
+
+use crate::error::{Failure, ProxyError};
+use crate::http1::ConnFacts;
+use crate::worker::Worker;
+
+/// Proxies the stream to `addr` over HTTP/2; the status relayed, or why it failed.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn forward(
+    worker: &Worker,
+    facts: &ConnFacts,
+    parts: &Parts,
+    host: &str,
+    body: RecvStream,
+    respond: &mut SendResponse<Bytes>,
+    addr: SocketAddr,
+    grpc: bool,
+) -> Result<u16, Failure> {
+    let request = upstream_request(parts, host, facts)?;
+    let deadline = if grpc { grpc_timeout(&parts.headers) } else { None };
+    exchange(worker, addr, request, body, respond, deadline).await.map_err(|f| f.at(addr))
+}
+
+async fn exchange(
+    worker: &Worker,
+    addr: SocketAddr,
+    request: Request<()>,
+    mut body: RecvStream,
+    respond: &mut SendResponse<Bytes>,
+    deadline: Option<Duration>,
+) -> Result<u16, Failure> {
+    let settings = &worker.settings;
+    let upstream_failed = |_| {
+        worker.h2_pool.forget(addr);
+        Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset))
+    };
+    let send = worker.h2_pool.get(addr, settings.upstream_timeout, &settings.http2).await?;
+    let mut send = send.ready().await.map_err(upstream_failed)?;
+    let end = body.is_end_stream();
+    let (response, up_send) = send.send_request(request, end).map_err(upstream_failed)?;
+    let mut pump = pin!(async move {
+        if end {
+            return Ok(());
+        }
+        pump_request(worker, &mut body, up_send).await
+    });
+    // The response head, within the upstream timeout and the gRPC deadline.
+    let wait = deadline.map_or(settings.upstream_timeout, |d| d.min(settings.upstream_timeout));
+    let mut head = pin!(monoio::time::timeout(wait, response));
+    let mut pumped = false;
+    let response = loop {
+        monoio::select! {
+            r = &mut pump, if !pumped => { r?; pumped = true; }
+            r = &mut head => break r,
+            _ = poll_fn(|cx| respond.poll_reset(cx)) => return Err(ProxyError::ClientGone.into()),
+        }
+    };
+    let response = match response {
+        Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+        Ok(Err(e)) if e.is_io() || e.is_go_away() => return Err(upstream_failed(e)),
+        Ok(Err(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
+        Ok(Ok(response)) => response,
+    };
+    let (head, mut up_body) = response.into_parts();
+    let status = head.status.as_u16();
+    let mut out = Response::new(());
+    *out.status_mut() = head.status;
+    *out.headers_mut() = head.headers;
+    let end = up_body.is_end_stream();
+    let mut client = respond.send_response(out, end).map_err(|_| Failure::from(ProxyError::ClientGone))?;
+    if end {
+        // A trailers-only answer (a gRPC error, say): all there is to say was in the head.
+        return Ok(status);
+    }
+    let relay = pin!(relay_response(worker, &mut up_body, &mut client));
+    let mut relay = relay;
+    loop {
+        monoio::select! {
+            r = &mut pump, if !pumped => {
+                // A request that fails now cannot be answered any more: reset.
+                r.map_err(Failure::started)?;
+                pumped = true;
+            }
+            r = &mut relay => return r.map(|_| status).map_err(Failure::started),
+        }
+    }
+}
+
+/// The request for the backend: the client's method, target and fields, the routed authority, and
+/// the forwarded fields ramjet writes (a client's own `x-forwarded-*` and `x-real-ip` are dropped,
+/// as on HTTP/1.1).
+fn upstream_request(parts: &Parts, host: &str, facts: &ConnFacts) -> Result<Request<()>, ProxyError> {
+    let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
+    let uri = Uri::builder()
+        .scheme("http")
+        .authority(host)
+        .path_and_query(target)
+        .build()
+        .map_err(|_| ProxyError::BadRequest("invalid :path"))?;
+    let mut request = Request::new(());
+    *request.method_mut() = parts.method.clone();
+    *request.uri_mut() = uri;
+    let fields = request.headers_mut();
+    for (name, value) in &parts.headers {
+        let n = name.as_str();
+        if name == HOST || n.starts_with("x-forwarded-") || n == "x-real-ip" {
+            continue;
+        }
+        fields.append(name.clone(), value.clone());
+    }
+    // The forwarded lines rendered once per connection: `name: value\r\n` each.
+    for line in facts.forwarded.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        if let (Ok(name), Ok(value)) =
+            (HeaderName::from_bytes(&line[..colon]), HeaderValue::from_bytes(line[colon + 1..].trim_ascii()))
+        {
+            fields.append(name, value);
+        }
+    }
+    if let Ok(value) = HeaderValue::from_str(host) {
+        fields.append("x-forwarded-host", value);
+    }
+    Ok(request)
+}
+
+/// `grpc-timeout`: up to 8 digits and a unit (`H`, `M`, `S`, `m`, `u`, `n`).
+pub(crate) fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.as_bytes();
+    let (&unit, digits) = value.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// The client's body and trailers, to the backend.
+async fn pump_request(worker: &Worker, body: &mut RecvStream, mut up: SendStream<Bytes>) -> Result<(), Failure> {
+    let settings = &worker.settings;
+    loop {
+        let piece = match monoio::time::timeout(settings.client_body_timeout, body.data()).await {
+            Err(_) => return Err(ProxyError::BodyTimeout.into()),
+            Ok(None) => break,
+            Ok(Some(Ok(piece))) => piece,
+            Ok(Some(Err(_))) => return Err(ProxyError::ClientGone.into()),
+        };
+        let len = piece.len();
+        send_bytes(&mut up, piece, false, settings.upstream_timeout).await.map_err(|e| match e {
+            Stalled::Gone => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)),
+            Stalled::Timeout => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
+        })?;
+        // Taken by the backend's window: the client may send that much more.
+        let _ = body.flow_control().release_capacity(len);
+    }
+    let trailers = match monoio::time::timeout(settings.client_body_timeout, body.trailers()).await {
+        Err(_) => return Err(ProxyError::BodyTimeout.into()),
+        Ok(Err(_)) => return Err(ProxyError::ClientGone.into()),
+        Ok(Ok(trailers)) => trailers,
+    };
+    let sent = match trailers {
+        Some(trailers) => up.send_trailers(trailers),
+        None => up.send_data(Bytes::new(), true),
+    };
+    sent.map_err(|_| Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)))
+}
+
+/// The backend's body and trailers, to the client.
+async fn relay_response(
+    worker: &Worker,
+    up_body: &mut RecvStream,
+    client: &mut SendStream<Bytes>,
+) -> Result<(), Failure> {
+    let settings = &worker.settings;
+    loop {
+        let next = monoio::select! {
+            r = monoio::time::timeout(settings.upstream_timeout, up_body.data()) => r,
+            _ = poll_fn(|cx| client.poll_reset(cx)) => return Err(ProxyError::ClientGone.into()),
+        };
+        let piece = match next {
+            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+            Ok(None) => break,
+            Ok(Some(Ok(piece))) => piece,
+            Ok(Some(Err(_))) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
+        };
+        let len = piece.len();
+        send_bytes(client, piece, false, settings.client_write_timeout).await.map_err(|e| match e {
+            Stalled::Gone => Failure::from(ProxyError::ClientGone),
+            Stalled::Timeout => Failure::from(ProxyError::ClientWriteTimeout),
+        })?;
+        let _ = up_body.flow_control().release_capacity(len);
+    }
+    let trailers = match monoio::time::timeout(settings.upstream_timeout, up_body.trailers()).await {
+        Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+        Ok(Err(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
+        Ok(Ok(trailers)) => trailers,
+    };
+    let sent = match trailers {
+        Some(trailers) => client.send_trailers(trailers),
+        None => client.send_data(Bytes::new(), true),
+    };
+    sent.map_err(|_| Failure::from(ProxyError::ClientGone))
+}
+
+enum Stalled {
+    Gone,
+    Timeout,
+}
+
+/// Sends `data` as the peer's window allows, waiting at most `wait` each time for it to open.
+async fn send_bytes(send: &mut SendStream<Bytes>, mut data: Bytes, end: bool, wait: Duration) -> Result<(), Stalled> {
+    while !data.is_empty() {
+        send.reserve_capacity(data.len());
+        let capacity = loop {
+            let capacity = send.capacity();
+            if capacity > 0 {
+                break capacity;
+            }
+            match monoio::time::timeout(wait, poll_fn(|cx| send.poll_capacity(cx))).await {
+                Ok(Some(Ok(_))) => {}
+                Ok(Some(Err(_)) | None) => return Err(Stalled::Gone),
+                Err(_) => return Err(Stalled::Timeout),
+            }
+        };
+        let piece = data.split_to(capacity.min(data.len()));
+        send.send_data(piece, end && data.is_empty()).map_err(|_| Stalled::Gone)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeouts_parse() {
+        let t = |v: &'static str| {
+            let mut h = http::HeaderMap::new();
+            h.insert("grpc-timeout", HeaderValue::from_static(v));
+            grpc_timeout(&h)
+        };
+        assert_eq!(t("200m"), Some(Duration::from_millis(200)));
+        assert_eq!(t("3S"), Some(Duration::from_secs(3)));
+        assert_eq!(t("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(t("99999999n"), Some(Duration::from_nanos(99_999_999)));
+        for bad in ["m", "123456789m", "10x", "-1S", "1.5S"] {
+            assert_eq!(t(bad), None, "{bad}");
+        }
+    }
+}
