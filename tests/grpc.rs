@@ -156,6 +156,14 @@ fn grpc_calls_of_every_streaming_mode_go_to_an_h2_backend_over_one_connection_pe
         }
         // Every call of the worker went over one multiplexed connection.
         assert_eq!(backend.connections(), 1, "{driver:?}");
+        // A backend that closes the connection (GOAWAY) costs nothing: the next call opens another.
+        let out = grpcurl_call(d.http_addr(), "grpc.test", None, "Unary", r#"{"text":"bye"}"#, &["-H", "x-goaway: 1"]);
+        assert!(out.contains(r#"{ "text": "bye" }"#), "{driver:?}: {out}");
+        for _ in 0..3 {
+            let out = grpcurl(d.http_addr(), "grpc.test", None);
+            assert!(out.contains(r#"{ "text": "hi" }"#), "{driver:?} after GOAWAY: {out}");
+        }
+        assert_eq!(backend.connections(), 2, "{driver:?}");
 
         // grpc-timeout bounds the wait for the answer: DEADLINE_EXCEEDED, long before the
         // upstream timeout (60 s) or the backend's answer (3 s).

@@ -8,7 +8,8 @@
 //! * `Bidi`: answers each message as soon as it arrives, as `echo:<text>`.
 //!
 //! Metadata `x-fail: <code>` gets a trailers-only answer with that `grpc-status` and the message
-//! `denied`; `x-sleep-ms: <n>` waits that long before answering. Connections are counted.
+//! `denied`; `x-sleep-ms: <n>` waits that long before answering; `x-goaway: 1` closes the
+//! connection (GOAWAY) after the answer. Connections are counted.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -42,8 +43,17 @@ impl GrpcBackend {
                     count.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(async move {
                         let Ok(mut conn) = h2::server::handshake(tcp).await else { return };
-                        while let Some(Ok((request, respond))) = conn.accept().await {
-                            tokio::spawn(serve(request, respond));
+                        let goaway = Arc::new(tokio::sync::Notify::new());
+                        loop {
+                            tokio::select! {
+                                next = conn.accept() => match next {
+                                    Some(Ok((request, respond))) => {
+                                        tokio::spawn(serve(request, respond, goaway.clone()));
+                                    }
+                                    _ => break,
+                                },
+                                _ = goaway.notified() => conn.graceful_shutdown(),
+                            }
                         }
                     });
                 }
@@ -135,7 +145,7 @@ async fn next_messages(body: &mut RecvStream, buf: &mut BytesMut) -> Option<Vec<
     }
 }
 
-async fn serve(request: Request<RecvStream>, mut respond: SendResponse<Bytes>) {
+async fn serve(request: Request<RecvStream>, mut respond: SendResponse<Bytes>, goaway: Arc<tokio::sync::Notify>) {
     let (parts, mut body) = request.into_parts();
     let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_string);
     if let Some(ms) = header("x-sleep-ms").and_then(|v| v.parse().ok()) {
@@ -174,4 +184,7 @@ async fn serve(request: Request<RecvStream>, mut respond: SendResponse<Bytes>) {
         }
     }
     let _ = send.send_trailers(trailers(0));
+    if header("x-goaway").is_some() {
+        goaway.notify_one();
+    }
 }

@@ -36,15 +36,15 @@ pub(super) async fn forward(
     addr: SocketAddr,
     grpc: bool,
 ) -> Result<u16, Failure> {
-    let request = upstream_request(parts, host, facts)?;
     let deadline = if grpc { grpc_timeout(&parts.headers) } else { None };
+    let request = || upstream_request(parts, host, facts);
     exchange(worker, addr, request, body, respond, deadline).await.map_err(|f| f.at(addr))
 }
 
 async fn exchange(
     worker: &Worker,
     addr: SocketAddr,
-    request: Request<()>,
+    request: impl Fn() -> Result<Request<()>, ProxyError>,
     mut body: RecvStream,
     respond: &mut SendResponse<Bytes>,
     deadline: Option<Duration>,
@@ -54,10 +54,26 @@ async fn exchange(
         worker.h2_pool.forget(addr);
         Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset))
     };
-    let send = worker.h2_pool.get(addr, settings.upstream_timeout, &settings.http2).await?;
-    let mut send = send.ready().await.map_err(upstream_failed)?;
     let end = body.is_end_stream();
-    let (response, up_send) = send.send_request(request, end).map_err(upstream_failed)?;
+    // A connection that the backend has closed or is closing (GOAWAY) refuses the new stream
+    // before anything of it is sent: once more, on a new connection.
+    let mut fresh = false;
+    let (response, up_send) = loop {
+        let send = worker.h2_pool.get(addr, settings.upstream_timeout, &settings.http2).await?;
+        let opened = match send.ready().await {
+            Ok(mut send) => send.send_request(request()?, end),
+            Err(e) => Err(e),
+        };
+        match opened {
+            Ok(opened) => break opened,
+            Err(_) if !fresh => {
+                worker.h2_pool.forget(addr);
+                worker.counters().upstream_retry();
+                fresh = true;
+            }
+            Err(e) => return Err(upstream_failed(e)),
+        }
+    };
     let mut pump = pin!(async move {
         if end {
             return Ok(());
@@ -70,7 +86,7 @@ async fn exchange(
     let mut pumped = false;
     let response = loop {
         monoio::select! {
-            r = &mut pump, if !pumped => { r?; pumped = true; }
+            r = &mut pump, if !pumped => { client_side(r)?; pumped = true; }
             r = &mut head => break r,
             _ = poll_fn(|cx| respond.poll_reset(cx)) => return Err(ProxyError::ClientGone.into()),
         }
@@ -98,11 +114,21 @@ async fn exchange(
         monoio::select! {
             r = &mut pump, if !pumped => {
                 // A request that fails now cannot be answered any more: reset.
-                r.map_err(Failure::started)?;
+                client_side(r).map_err(Failure::started)?;
                 pumped = true;
             }
             r = &mut relay => return r.map(|_| status).map_err(Failure::started),
         }
+    }
+}
+
+/// The end of the request pump, for the exchange: the client's failures end it; the backend's
+/// do not, since a backend may answer without reading the whole request and reset that half of
+/// the stream (RFC 9113 §8.1) — its answer, or the lack of one, tells how the exchange went.
+fn client_side(pumped: Result<(), Failure>) -> Result<(), Failure> {
+    match pumped {
+        Err(f) if f.error.side() != crate::error::Side::Upstream => Err(f),
+        _ => Ok(()),
     }
 }
 
