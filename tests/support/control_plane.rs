@@ -9,6 +9,9 @@
 //! the thread that started them (`PR_SET_PDEATHSIG`), so a test binary killed mid-run leaves nothing.
 #![allow(dead_code)]
 
+#[path = "go_tools.rs"]
+mod go_tools;
+
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -30,24 +33,8 @@ pub const RAMJET_TOKEN: &str = "ramjet-test-static-token";
 pub fn k8s_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let root = env!("CARGO_MANIFEST_DIR");
-        let script = format!("{root}/tests/k8s/build.sh");
         let started = Instant::now();
-        // build.sh takes a file lock, so test binaries running at once build it once.
-        let out = Command::new("bash")
-            .arg(&script)
-            .stderr(Stdio::inherit())
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
-        match out.status.code() {
-            Some(0) => {}
-            Some(127) => panic!(
-                "the cluster tests need Go (>= 1.24) to build kube-apiserver and etcd once per machine: \
-                 install Go (https://go.dev/dl) or put it on PATH; {script} said so above"
-            ),
-            _ => panic!("{script} failed ({}); its output is above", out.status),
-        }
-        let dir = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        let dir = go_tools::go_build("tests/k8s/build.sh", "kube-apiserver and etcd");
         if started.elapsed() > Duration::from_secs(30) {
             eprintln!("control plane: built {} in {:.0?}", dir.display(), started.elapsed());
         }

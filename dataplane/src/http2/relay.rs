@@ -256,13 +256,19 @@ async fn relay_response(
     sent.map_err(|_| Failure::from(ProxyError::ClientGone))
 }
 
-enum Stalled {
+/// Why a send did not finish: the peer reset the stream (or is gone), or its window stayed shut.
+pub(super) enum Stalled {
     Gone,
     Timeout,
 }
 
 /// Sends `data` as the peer's window allows, waiting at most `wait` each time for it to open.
-async fn send_bytes(send: &mut SendStream<Bytes>, mut data: Bytes, end: bool, wait: Duration) -> Result<(), Stalled> {
+pub(super) async fn send_bytes(
+    send: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    end: bool,
+    wait: Duration,
+) -> Result<(), Stalled> {
     while !data.is_empty() {
         send.reserve_capacity(data.len());
         let capacity = loop {

@@ -22,7 +22,7 @@ use monoio::io::AsyncWriteRentExt;
 use ramjet_shared::{Route, RouteTable, UpstreamErrorKind};
 
 use super::head::{host, push_chunk_size, response_head, upstream_head, Answer};
-use super::relay;
+use super::relay::{self, Stalled};
 use super::StreamSlot;
 use crate::access_log::RequestFields;
 use crate::buf::write_vec;
@@ -469,28 +469,16 @@ async fn send_chunk(
     end: bool,
     wait: Duration,
 ) -> Result<(), Failure> {
-    while !chunk.is_empty() {
-        send.reserve_capacity(chunk.len());
-        let capacity = loop {
-            let capacity = send.capacity();
-            if capacity > 0 {
-                break capacity;
-            }
-            match monoio::time::timeout(wait, poll_fn(|cx| send.poll_capacity(cx))).await {
-                Ok(Some(Ok(_))) => {}
-                Ok(Some(Err(_)) | None) => return Err(Failure::from(ProxyError::ClientGone)),
-                Err(_) => return Err(Failure::from(ProxyError::ClientWriteTimeout)),
-            }
-        };
-        let piece = chunk.split_to(capacity.min(chunk.len())).freeze();
-        let last = end && chunk.is_empty();
-        send.send_data(piece, last).map_err(|_| Failure::from(ProxyError::ClientGone))?;
-        if last {
+    let sent = if chunk.is_empty() {
+        if !end {
             return Ok(());
         }
-    }
-    if end {
-        send.send_data(Bytes::new(), true).map_err(|_| Failure::from(ProxyError::ClientGone))?;
-    }
-    Ok(())
+        send.send_data(Bytes::new(), true).map_err(|_| Stalled::Gone)
+    } else {
+        relay::send_bytes(send, chunk.split().freeze(), end, wait).await
+    };
+    sent.map_err(|e| match e {
+        Stalled::Gone => Failure::from(ProxyError::ClientGone),
+        Stalled::Timeout => Failure::from(ProxyError::ClientWriteTimeout),
+    })
 }
