@@ -21,7 +21,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::ingress::SSL_REDIRECT_ANNOTATIONS;
+use ramjet_shared::BackendProtocol;
+
+use super::ingress::{BACKEND_PROTOCOL_ANNOTATIONS, SSL_REDIRECT_ANNOTATIONS};
 
 /// ingress-nginx's annotation prefix.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
@@ -95,10 +97,7 @@ impl Finding {
             Verdict::Ignored => {
                 format!("annotation {a} is not honoured by ramjet yet: {detail}; the rest of the Ingress is served")
             }
-            Verdict::RefusedToServe => format!(
-                "annotation {a} asks for access control ramjet cannot enforce yet ({detail}); the Ingress is not \
-                 served rather than served to everyone"
-            ),
+            Verdict::RefusedToServe => format!("annotation {a}: {detail}; the Ingress is not served"),
             Verdict::Unknown => format!("annotation {a} is {detail}; it has no effect"),
         })
     }
@@ -115,6 +114,12 @@ enum Support {
     Ignored(&'static str),
     /// Access control not yet enforced; the text names it.
     AccessControl(&'static str),
+    /// Honoured for the values `check` accepts; any other value keeps the Ingress out of the table
+    /// (the compiler refuses it too, with the same reason).
+    Checked {
+        check: fn(&str) -> Result<(), String>,
+        how: &'static str,
+    },
 }
 
 /// One row of the registry: the name after the prefix, ramjet's support, and ingress-nginx's
@@ -129,7 +134,7 @@ const fn e(name: &'static str, support: Support, default: Option<&'static str>) 
     Entry { name, support, default }
 }
 
-use Support::{AccessControl, Approximated, Honoured, Ignored, Snippet};
+use Support::{AccessControl, Approximated, Checked, Honoured, Ignored, Snippet};
 
 const NO: Option<&str> = Some("false");
 const BUFFERS: Support =
@@ -150,6 +155,11 @@ const RATE: Support = Ignored("requests are not rate-limited");
 const BACKEND_TLS: Support = Ignored("TLS to backends is not available");
 const SNIPPET_ALT: &str = "ramjet never interprets raw nginx configuration (snippets are how CVE-2025-1974, \
                            \"IngressNightmare\", reached the controller)";
+const BACKEND_PROTOCOL: Support = Checked {
+    check: backend_protocol,
+    how: "HTTP, H2C and GRPC are spoken to the backends as asked; HTTPS and GRPCS (TLS to backends) are not \
+          available yet, and an Ingress asking for them is not served",
+};
 const OTEL: Support = Ignored("OpenTelemetry tracing is not available; traceparent headers pass through untouched");
 
 /// Every annotation ingress-nginx defines (its docs and `internal/ingress/annotations`), sorted.
@@ -184,7 +194,7 @@ const NGINX: &[Entry] = &[
     e("auth-tls-verify-depth", TLS_AUTH, None),
     e("auth-type", AUTH, None),
     e("auth-url", AccessControl("external authentication"), None),
-    e("backend-protocol", Ignored("requests go to backends over HTTP/1.1 without TLS"), Some("HTTP")),
+    e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
     e("canary", CANARY, NO),
     e("canary-by-cookie", CANARY, None),
     e("canary-by-header", CANARY, None),
@@ -320,6 +330,7 @@ const NGINX: &[Entry] = &[
 
 /// Every `ramjet.dev/` annotation ramjet reads, sorted.
 const RAMJET: &[Entry] = &[
+    e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
     e("canary", CANARY, None),
     e("canary-by-cookie", CANARY, None),
     e("canary-by-header", CANARY, None),
@@ -386,7 +397,14 @@ fn judge(entry: &Entry, value: &str) -> (Verdict, String) {
         return (Verdict::Honoured, "ingress-nginx's default value: nothing to do".into());
     }
     let detail = match entry.support {
-        Honoured(text) | Approximated(text) | Ignored(text) | AccessControl(text) => text.to_string(),
+        Checked { check, how } => match check(value) {
+            Ok(()) => return (Verdict::Honoured, how.into()),
+            Err(why) => return (Verdict::RefusedToServe, why),
+        },
+        AccessControl(what) => {
+            format!("asks for access control ramjet cannot enforce yet ({what}); serving it would open it to everyone")
+        }
+        Honoured(text) | Approximated(text) | Ignored(text) => text.to_string(),
         Snippet(instead) => {
             let lost = match directives(value) {
                 d if d.is_empty() => String::new(),
@@ -401,7 +419,7 @@ fn judge(entry: &Entry, value: &str) -> (Verdict, String) {
 impl Support {
     fn verdict(self) -> Verdict {
         match self {
-            Honoured(_) => Verdict::Honoured,
+            Honoured(_) | Checked { .. } => Verdict::Honoured,
             Approximated(_) => Verdict::Approximated,
             Snippet(_) => Verdict::Refused,
             Ignored(_) => Verdict::Ignored,
@@ -429,6 +447,10 @@ fn directives(snippet: &str) -> String {
         list.push_str(", ...");
     }
     list
+}
+
+fn backend_protocol(value: &str) -> Result<(), String> {
+    BackendProtocol::parse(value.trim()).map(drop)
 }
 
 /// Whether an Ingress carries any ingress-nginx annotation.

@@ -25,6 +25,14 @@ fn the_annotations_the_compiler_reads_are_honoured() {
     for key in SSL_REDIRECT_ANNOTATIONS {
         assert_eq!(one(key, "true").verdict, Verdict::Honoured, "{key}");
     }
+    for key in BACKEND_PROTOCOL_ANNOTATIONS {
+        for value in ["GRPC", "h2c", "HTTP"] {
+            assert_eq!(one(key, value).verdict, Verdict::Honoured, "{key}: {value}");
+        }
+        let tls = one(key, "GRPCS");
+        assert_eq!(tls.verdict, Verdict::RefusedToServe, "{key}");
+        assert!(tls.diagnostic().unwrap().contains("TLS to backends is not supported yet; the Ingress is not served"));
+    }
 }
 
 #[test]
