@@ -22,30 +22,6 @@ recipe="go build -trimpath, version ldflags, CGO_ENABLED=0 (1)"
 # The stamp names exactly what was built, so a change to the pins, the etcd main or the recipe rebuilds.
 stamp="$( (cat "$here/go.mod" "$here/go.sum" "$here/etcd/main.go"; echo "$recipe") | sha256sum | cut -c1-16)"
 
-mkdir -p "$target/k8s-bin"
-exec 9>"$target/k8s-bin/.lock"
-flock 9
-if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
-  echo "$out"
-  exit 0
-fi
-
-if ! command -v go >/dev/null 2>&1; then
-  for candidate in /usr/local/go/bin /usr/lib/go/bin; do
-    if [ -x "$candidate/go" ]; then PATH="$PATH:$candidate"; break; fi
-  done
-fi
-if ! command -v go >/dev/null 2>&1; then
-  echo "tests/k8s/build.sh: Go is not installed (need go >= 1.24 on PATH or in /usr/local/go/bin)" >&2
-  exit 127
-fi
-
-echo "tests/k8s/build.sh: building kube-apiserver, kubectl $version and etcd into $out (first time on this machine: this takes a while)" >&2
-start=$(date +%s)
-tmp="$target/k8s-bin/.build-$version.$$"
-rm -rf "$tmp"
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
 minor="${version#v1.}"; minor="${minor%%.*}"
 ldflags="-s -w"
 ldflags+=" -X k8s.io/component-base/version.gitVersion=$version"
@@ -53,14 +29,9 @@ ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
 ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
 ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
 cd "$here"
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="-mod=readonly" CGO_ENABLED=0
-go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
+# shellcheck source=../go-build.sh
+. "$here/../go-build.sh"
+go_build_cached tests/k8s/build.sh "$target/k8s-bin" "$out" "$stamp" "$ldflags" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kubectl \
   ./etcd
-echo "$stamp" > "$tmp/.stamp"
-rm -rf "$out"
-mv "$tmp" "$out"
-trap - EXIT
-echo "tests/k8s/build.sh: built in $(( $(date +%s) - start ))s" >&2
-echo "$out"

@@ -16,38 +16,9 @@ recipe="go build -trimpath -ldflags '-s -w', CGO_ENABLED=0 (1)"
 stamp="$( (cat "$here/go.mod" "$here/go.sum"; echo "$recipe") | sha256sum | cut -c1-16)"
 out="$target/go-tools/$stamp"
 
-mkdir -p "$target/go-tools"
-exec 9>"$target/go-tools/.lock"
-flock 9
-if [ -f "$out/.stamp" ] && [ "$(cat "$out/.stamp")" = "$stamp" ]; then
-  echo "$out"
-  exit 0
-fi
-
-if ! command -v go >/dev/null 2>&1; then
-  for candidate in /usr/local/go/bin /usr/lib/go/bin; do
-    if [ -x "$candidate/go" ]; then PATH="$PATH:$candidate"; break; fi
-  done
-fi
-if ! command -v go >/dev/null 2>&1; then
-  echo "tests/tools/build.sh: Go is not installed (need go >= 1.24 on PATH or in /usr/local/go/bin)" >&2
-  exit 127
-fi
-
-echo "tests/tools/build.sh: building h2spec and grpcurl into $out (first time on this machine)" >&2
-start=$(date +%s)
-tmp="$target/go-tools/.build-$stamp.$$"
-rm -rf "$tmp"
-mkdir -p "$tmp"
-trap 'rm -rf "$tmp"' EXIT
 cd "$here"
-export GOTOOLCHAIN="${GOTOOLCHAIN:-local}" GOFLAGS="-mod=readonly" CGO_ENABLED=0
-go build -trimpath -ldflags "-s -w" -o "$tmp/" \
+# shellcheck source=../go-build.sh
+. "$here/../go-build.sh"
+go_build_cached tests/tools/build.sh "$target/go-tools" "$out" "$stamp" "-s -w" \
   github.com/summerwind/h2spec/cmd/h2spec \
   github.com/fullstorydev/grpcurl/cmd/grpcurl
-echo "$stamp" > "$tmp/.stamp"
-rm -rf "$out"
-mv "$tmp" "$out"
-trap - EXIT
-echo "tests/tools/build.sh: built in $(( $(date +%s) - start ))s" >&2
-echo "$out"
