@@ -30,13 +30,8 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# nginx before 1.25.1 turns HTTP/2 on per listen socket; later ones with `http2 on`.
-version="$(nginx -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p')"
-if [ "$(printf '%s\n1.25.1\n' "$version" | sort -V | head -1)" = "1.25.1" ]; then
-  h2on="http2 on;"; h2listen=""
-else
-  h2on=""; h2listen=" http2"
-fi
+# shellcheck source=../nginx-http2.sh
+. "$repo/benches/nginx-http2.sh"
 # Backend: 18190 HTTP/1.1, 18191 h2c. Proxy under test (nginx): 18192 h2c.
 cat > "$out/backend.conf" <<CONF
 worker_processes 1;

@@ -32,13 +32,8 @@ trap cleanup EXIT
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost -addext subjectAltName=DNS:localhost \
   -keyout "$out/key.pem" -out "$out/cert.pem" 2>/dev/null
 
-# nginx before 1.25.1 turns HTTP/2 on per listen socket; later ones with `http2 on`.
-version="$(nginx -v 2>&1 | sed -n 's|.*nginx/\([0-9.]*\).*|\1|p')"
-if [ "$(printf '%s\n1.25.1\n' "$version" | sort -V | head -1)" = "1.25.1" ]; then
-  h2on="http2 on;"; h2listen=""
-else
-  h2on=""; h2listen=" http2"
-fi
+# shellcheck source=../nginx-http2.sh
+. "$repo/benches/nginx-http2.sh"
 
 # Ports: backend 18090, nginx 18091 (h2c) 18092 (TLS), ramjet 18081 (h2c) 18082 (TLS) 18083 (admin).
 cat > "$out/nginx.conf" <<CONF
