@@ -23,7 +23,7 @@ use std::fmt;
 
 use ramjet_shared::BackendProtocol;
 
-use super::ingress::{BACKEND_PROTOCOL_ANNOTATIONS, SSL_REDIRECT_ANNOTATIONS};
+use super::ingress::SSL_REDIRECT_ANNOTATIONS;
 
 /// ingress-nginx's annotation prefix.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";

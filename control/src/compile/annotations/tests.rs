@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::compile::ingress::BACKEND_PROTOCOL_ANNOTATIONS;
 
 fn one(key: &str, value: &str) -> Finding {
     let annotations = BTreeMap::from([(key.to_string(), value.to_string())]);
