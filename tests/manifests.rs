@@ -12,7 +12,7 @@ use ramjet::{Daemon, DaemonConfig, Source};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
-use support::client::request;
+use support::client::{get, request};
 use support::{eventually, served, temp_dir, wait_serving};
 
 fn objects(endpoint: SocketAddr) -> String {
@@ -250,4 +250,53 @@ fn migration_report_reads_a_directory_and_its_exit_code_says_whether_it_is_clean
     let missing = report(&dir.join("nope"));
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("ramjet migration-report:"));
+}
+
+/// ingress-nginx's redirects: `permanent-redirect` answers 301 (or its code in 300–308),
+/// `temporal-redirect` 302 (or its code in 300–307) and wins over the permanent one; every path
+/// answers, whatever Service it names; a target with nginx variables keeps the Ingress out.
+#[test]
+fn permanent_and_temporal_redirects_answer_as_in_ingress_nginx() {
+    let dir = temp_dir("manifests-redirects");
+    let ingress = |name: &str, annotations: &str| {
+        format!(
+            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\n\
+             metadata: {{ name: {name}, namespace: shop, annotations: {{ {annotations} }} }}\n\
+             spec:\n  ingressClassName: ramjet\n  rules: [{{ host: {name}.test, http: {{ paths: [{{ path: /, \
+             pathType: Prefix, backend: {{ service: {{ name: gone, port: {{ number: 80 }} }} }} }}] }} }}]\n"
+        )
+    };
+    let nginx = "nginx.ingress.kubernetes.io";
+    let mut text = objects("10.0.0.1:8080".parse().unwrap());
+    for (name, annotations) in [
+        ("moved", format!("{nginx}/permanent-redirect: https://new.example/")),
+        ("coded", format!("{nginx}/permanent-redirect: /elsewhere, {nginx}/permanent-redirect-code: \"308\"")),
+        ("odd", format!("{nginx}/permanent-redirect: https://new.example/, {nginx}/permanent-redirect-code: \"999\"")),
+        (
+            "both",
+            format!(
+                "{nginx}/permanent-redirect: https://p.example/, {nginx}/temporal-redirect: https://t.example/, \
+                 {nginx}/temporal-redirect-code: \"307\""
+            ),
+        ),
+        ("variable", format!("{nginx}/permanent-redirect: \"https://new.example$request_uri\"")),
+    ] {
+        text.push_str(&ingress(name, &annotations));
+    }
+    write(&dir.join("app.yaml"), text).unwrap();
+    let d = start(&dir);
+    wait_serving(&d, 1);
+    let answer = |host: &str| {
+        let r = get(d.http_addr(), host, "/any/path");
+        (r.status, r.header("location").map(String::from))
+    };
+    assert_eq!(answer("moved.test"), (301, Some("https://new.example/".into())));
+    assert_eq!(answer("coded.test"), (308, Some("/elsewhere".into())));
+    assert_eq!(answer("odd.test"), (301, Some("https://new.example/".into())), "an out-of-range code is the default");
+    assert_eq!(answer("both.test"), (307, Some("https://t.example/".into())), "the temporal redirect wins");
+    assert_eq!(answer("variable.test").0, 404, "a redirect ramjet cannot reproduce is not served otherwise");
+    let generation = d.published.current();
+    let problem = generation.diagnostics.iter().find(|p| p.object.name == "variable").expect("a diagnostic");
+    assert!(problem.message.contains("nginx variables ($request_uri, $host, ...)"), "{problem:?}");
+    d.shutdown();
 }

@@ -102,6 +102,16 @@ pub struct DirectResponse {
     pub head: Bytes,
 }
 
+impl DirectResponse {
+    /// A redirect: `status` (3xx) with `location: <location>` and no body. `location` must be a
+    /// valid field value (visible ASCII); the compiler checks it.
+    pub fn redirect(status: u16, location: &str) -> Self {
+        let head =
+            format!("HTTP/1.1 {status} {}\r\nlocation: {location}\r\ncontent-length: 0\r\n", reason_phrase(status));
+        DirectResponse { status, body: Bytes::new(), head: Bytes::from(head) }
+    }
+}
+
 impl Backend {
     pub fn new(name: &str, slot: u32, kind: BackendKind) -> Self {
         Self::with_protocol(name, slot, kind, BackendProtocol::Http1)
@@ -162,6 +172,9 @@ fn hash_backend(name: &str, kind: &BackendKind, h: &mut Sha256) {
             h.update(r.status.to_be_bytes());
             h.update((r.body.len() as u64).to_be_bytes());
             h.update(&r.body);
+            // The head carries fields beyond the status and body (a redirect's location).
+            h.update((r.head.len() as u64).to_be_bytes());
+            h.update(&r.head);
         }
     }
 }

@@ -160,6 +160,19 @@ const BACKEND_PROTOCOL: Support = Checked {
     how: "HTTP, H2C and GRPC are spoken to the backends as asked; HTTPS and GRPCS (TLS to backends) are not \
           available yet, and an Ingress asking for them is not served",
 };
+const PERMANENT_REDIRECT: Support = Checked {
+    check: redirect_target,
+    how: "every path of the Ingress answers 301 (or permanent-redirect-code) with this Location",
+};
+const PERMANENT_REDIRECT_CODE: Support =
+    Honoured("the permanent redirect's status; a code outside 300–308 gives 301, as in ingress-nginx");
+const TEMPORAL_REDIRECT: Support = Checked {
+    check: redirect_target,
+    how: "every path of the Ingress answers 302 (or temporal-redirect-code) with this Location; it wins over \
+          permanent-redirect",
+};
+const TEMPORAL_REDIRECT_CODE: Support =
+    Honoured("the temporal redirect's status; a code outside 300–307 gives 302, as in ingress-nginx");
 const OTEL: Support = Ignored("OpenTelemetry tracing is not available; traceparent headers pass through untouched");
 
 /// Every annotation ingress-nginx defines (its docs and `internal/ingress/annotations`), sorted.
@@ -252,8 +265,8 @@ const NGINX: &[Entry] = &[
     e("modsecurity-transaction-id", Ignored("there is no web application firewall"), None),
     e("opentelemetry-operation-name", OTEL, None),
     e("opentelemetry-trust-incoming-span", OTEL, None),
-    e("permanent-redirect", Ignored("requests are proxied instead of redirected"), None),
-    e("permanent-redirect-code", Ignored("requests are proxied instead of redirected"), None),
+    e("permanent-redirect", PERMANENT_REDIRECT, None),
+    e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
     e("preserve-trailing-slash", Ignored("HTTPS redirects keep the path as it came"), NO),
     e("proxy-body-size", Ignored("request bodies of any size are accepted"), None),
     e("proxy-buffer-size", BUFFERS, None),
@@ -316,8 +329,8 @@ const NGINX: &[Entry] = &[
         None,
     ),
     e("stream-snippet", Snippet("ramjet does not proxy TCP or UDP streams"), None),
-    e("temporal-redirect", Ignored("requests are proxied instead of redirected"), None),
-    e("temporal-redirect-code", Ignored("requests are proxied instead of redirected"), None),
+    e("temporal-redirect", TEMPORAL_REDIRECT, None),
+    e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
     e("upstream-hash-by", Ignored("requests are balanced round robin, not by hash"), None),
     e("upstream-hash-by-subset", Ignored("requests are balanced round robin, not by hash"), None),
     e("upstream-hash-by-subset-size", Ignored("requests are balanced round robin, not by hash"), None),
@@ -344,11 +357,15 @@ const RAMJET: &[Entry] = &[
     e("mirror-percent", MIRROR, None),
     e("mirror-request-body", MIRROR, None),
     e("mirror-target", MIRROR, None),
+    e("permanent-redirect", PERMANENT_REDIRECT, None),
+    e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
     e(
         "ssl-redirect",
         Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
         None,
     ),
+    e("temporal-redirect", TEMPORAL_REDIRECT, None),
+    e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
 ];
 
 /// Judges every annotation under either prefix; others (kubectl's, Argo's, ...) are not ours to
@@ -447,6 +464,31 @@ fn directives(snippet: &str) -> String {
         list.push_str(", ...");
     }
     list
+}
+
+/// A redirect target ramjet can answer with as it is: an http(s) URL or an absolute path, without
+/// nginx variables. An empty value asks for no redirect (as in ingress-nginx).
+pub fn redirect_location(value: &str) -> Result<&str, String> {
+    let target = value.trim();
+    if target.contains('$') {
+        return Err(format!(
+            "`{target}`: nginx variables ($request_uri, $host, ...) in a redirect target are not supported yet"
+        ));
+    }
+    if !target.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
+        return Err(format!("`{target}` is not a URL (it has spaces or control characters)"));
+    }
+    if !(target.starts_with("http://") || target.starts_with("https://") || target.starts_with('/')) {
+        return Err(format!("`{target}` is not an http(s) URL or an absolute path"));
+    }
+    Ok(target)
+}
+
+fn redirect_target(value: &str) -> Result<(), String> {
+    match value.trim() {
+        "" => Ok(()),
+        target => redirect_location(target).map(drop),
+    }
 }
 
 fn backend_protocol(value: &str) -> Result<(), String> {

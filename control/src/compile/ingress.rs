@@ -25,8 +25,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{
-    Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, Filter, ObjectRef, PathKind, RoutePolicy,
-    Rule,
+    Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, DirectResponse, Filter, ObjectRef,
+    PathKind, RoutePolicy, Rule,
 };
 
 use rustc_hash::FxHasher;
@@ -434,13 +434,24 @@ impl<'s, 'c> Resolver<'s, 'c> {
         let Some(spec) = &ingress.spec else {
             return Ok(plan);
         };
+        let annotations = Annotations::new(ingress.metadata.annotations.as_ref());
+        let name = ingress.metadata.name.as_deref().unwrap_or("");
+        let redirect = self.redirect(&annotations, namespace, name).unwrap_or_else(|e| {
+            problems.push(e);
+            None
+        });
+        // A redirecting Ingress answers every path itself: its backends are not resolved, as in
+        // ingress-nginx, where `return` comes before `proxy_pass`.
+        let resolve = |resolver: &mut Self, backend| match &redirect {
+            Some(r) => Ok(r.clone()),
+            None => resolver.backend(namespace, backend),
+        };
         if let Some(backend) = &spec.default_backend {
-            match self.backend(namespace, backend) {
+            match resolve(self, backend) {
                 Ok(b) => plan.default_backend = Some(b),
                 Err(e) => problems.push(format!("spec.defaultBackend: {e}")),
             }
         }
-        let annotations = Annotations::new(ingress.metadata.annotations.as_ref());
         let mirror = self.mirror(&annotations, namespace, &mut plan.warnings);
         let mut rule_hosts = Vec::new();
         for (i, rule) in spec.rules.iter().flatten().enumerate() {
@@ -483,7 +494,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
                     problems.push(format!("{}.path: {e}", at()));
                     continue;
                 }
-                match self.backend(namespace, &path.backend) {
+                match resolve(self, &path.backend) {
                     Ok(backend) => plan.routes.push(PlannedRoute {
                         host: host.clone(),
                         path: value.to_string(),
@@ -554,6 +565,31 @@ impl<'s, 'c> Resolver<'s, 'c> {
         } else {
             Err(problems)
         }
+    }
+
+    /// ingress-nginx's redirects (or their `ramjet.dev/` names): `temporal-redirect` (302, or
+    /// `temporal-redirect-code` in 300–307) wins over `permanent-redirect` (301, or
+    /// `permanent-redirect-code` in 300–308); every path of the Ingress answers with it.
+    fn redirect(
+        &mut self,
+        annotations: &Annotations<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Backend>>, String> {
+        let given = |n| annotations.get(n).filter(|(_, v)| !v.trim().is_empty());
+        let ((key, target), code, default, max) = match (given("temporal-redirect"), given("permanent-redirect")) {
+            (Some(t), _) => (t, "temporal-redirect-code", 302, 307),
+            (None, Some(p)) => (p, "permanent-redirect-code", 301, 308),
+            (None, None) => return Ok(None),
+        };
+        let location = annotations::redirect_location(target).map_err(|e| format!("{key}: {e}"))?;
+        let status = annotations
+            .get(code)
+            .and_then(|(_, v)| v.trim().parse::<u16>().ok())
+            .filter(|c| (300..=max).contains(c))
+            .unwrap_or(default);
+        let kind = BackendKind::Respond(DirectResponse::redirect(status, location));
+        Ok(Some(self.compiler.backend(&format!("{namespace}/{name}:redirect"), kind)))
     }
 
     /// The Ingress's mirror: `ramjet.dev/mirror-backend` (`service:port`) or ingress-nginx's
