@@ -13,7 +13,9 @@
 //! * **ignored** — an ingress-nginx feature ramjet does not have yet: the Ingress is served without
 //!   it, with a warning naming the behaviour that is lost;
 //! * **refused to serve** — an access-control annotation ramjet cannot enforce yet (authentication,
-//!   source ranges): the Ingress is *not* served, because serving it would open it to everyone;
+//!   source ranges), or a value ramjet cannot reproduce (a redirect target with nginx variables, a
+//!   backend protocol it does not speak): the Ingress is *not* served, because serving it otherwise
+//!   would open it to everyone or change what it does without a word;
 //! * **unknown** — a name under either prefix that neither project defines (a typo, usually).
 //!
 //! `docs/migrating-from-ingress-nginx.md` is the user's view of this table.
