@@ -184,3 +184,53 @@ fn grpc_calls_of_every_streaming_mode_go_to_an_h2_backend_over_one_connection_pe
         d.shutdown();
     }
 }
+
+/// The attacker's test for the multiplexed upstream: one client's stream that is cut off half-way
+/// through a message (reset, then its whole connection dropped) must leave nothing behind on the
+/// shared HTTP/2 connection to the backend. The victim's call on another client connection, over
+/// that same upstream connection, gets exactly its own answer.
+#[test]
+fn a_cut_off_grpc_stream_leaves_nothing_for_the_next_caller_on_the_shared_upstream() {
+    for driver in DRIVERS {
+        let backend = GrpcBackend::start();
+        let yaml = format!(
+            "backends:\n  echo: {{ endpoints: [\"{}\"], protocol: GRPC }}\nroutes:\n  - {{ host: grpc.test, path: /, backend: echo }}\n",
+            backend.addr
+        );
+        let d = daemon_with(routes_in(&yaml, std::path::Path::new(".")), driver, |c| c.workers = 1);
+        let victim = |text: &str| {
+            let mut client = H2Client::connect(d.http_addr());
+            let frame = grpc_backend::frame(text);
+            let r = client.request("POST", "grpc.test", "/ramjet.test.Echo/ClientStream", GRPC, &frame, false).unwrap();
+            let mut body = bytes::BytesMut::from(&r.body[..]);
+            (r.status, grpc_backend::take_messages(&mut body))
+        };
+        // The upstream connection exists before the attack.
+        assert_eq!(victim("first"), (200, vec!["first".to_string()]), "{driver:?}");
+
+        for cut in ["reset", "drop"] {
+            let attacker = H2Client::connect(d.http_addr());
+            let send = attacker.send.clone();
+            attacker.rt.block_on(async move {
+                let mut request = http::Request::post("http://grpc.test/ramjet.test.Echo/ClientStream");
+                for (name, value) in GRPC {
+                    request = request.header(*name, *value);
+                }
+                let (_response, mut stream) =
+                    send.ready().await.unwrap().send_request(request.body(()).unwrap(), false).unwrap();
+                // Half a message: a length prefix that promises more than is sent.
+                let whole = grpc_backend::frame("attacker-attacker-attacker");
+                stream.send_data(whole.slice(..whole.len() / 2), false).unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if cut == "reset" {
+                    stream.send_reset(h2::Reason::CANCEL);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+            drop(attacker);
+            assert_eq!(victim("victim"), (200, vec!["victim".to_string()]), "{driver:?} after a {cut}");
+        }
+        assert_eq!(backend.connections(), 1, "{driver:?}: the victims shared the attacker's upstream connection");
+        d.shutdown();
+    }
+}
