@@ -15,7 +15,7 @@ use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use support::backend::Backend;
 use support::client::get;
 use support::pki::Pki;
-use support::{daemon_with, routes_in, DRIVERS};
+use support::{daemon_with, routes_in, temp_dir, DRIVERS};
 
 const BOTH: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
 
@@ -89,6 +89,52 @@ fn sni_picks_the_certificate_and_the_default_covers_the_rest() {
             assert_eq!(handshake(addr, &client, "other.org").unwrap().peer, default);
         }
         d.shutdown();
+    }
+}
+
+#[test]
+fn the_access_log_names_the_negotiated_version_and_the_sni_name() {
+    use ramjet_dataplane::access_log::{Destination, Format};
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-log");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    pki.leaf("default", &["default.test"]);
+    let backend = Backend::start("b");
+    for driver in DRIVERS {
+        let file = temp_dir("tls-log").join("access.log");
+        let routes = routes_in(&config(&pki, &backend, "example", false), &pki.dir);
+        let d = daemon_with(routes, driver, |c| {
+            c.default_certificate = Some(default_cert(&pki));
+            c.access_log =
+                Some(ramjet_dataplane::AccessLogSettings::new(Destination::File(file.clone()), Format::Json));
+        });
+        let addr = d.https_addr().unwrap();
+        for (versions, path) in [(&[&rustls::version::TLS13][..], "/v13"), (&[&rustls::version::TLS12][..], "/v12")] {
+            let mut h = handshake(addr, &pki.client(versions), "www.example.com").unwrap();
+            assert!(https_get(&mut h, "www.example.com", path).starts_with("HTTP/1.1 200"));
+        }
+        // A client that sends no SNI gets the default certificate, and its record says so.
+        let mut no_sni = (*pki.client(BOTH)).clone();
+        no_sni.enable_sni = false;
+        let mut h = handshake(addr, &Arc::new(no_sni), "default.test").unwrap();
+        assert!(https_get(&mut h, "default.test", "/no-sni").starts_with("HTTP/1.1 200"));
+        assert!(get(d.http_addr(), "example.com", "/plain").status < 500);
+        d.shutdown();
+
+        let records: Vec<serde_json::Value> =
+            std::fs::read_to_string(&file).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let find =
+            |path: &str| records.iter().find(|r| r["path"] == path).unwrap_or_else(|| panic!("{path}: {records:#?}"));
+        let tls_of = |path: &str| {
+            let r = find(path);
+            (r["tls"].as_bool(), r["tls_version"].as_str().map(str::to_string), r["sni"].as_str().map(str::to_string))
+        };
+        let sni = Some("www.example.com".to_string());
+        assert_eq!(tls_of("/v13"), (Some(true), Some("TLSv1.3".into()), sni.clone()), "{driver:?}");
+        assert_eq!(tls_of("/v12"), (Some(true), Some("TLSv1.2".into()), sni), "{driver:?}");
+        assert_eq!(tls_of("/no-sni"), (Some(true), Some("TLSv1.3".into()), None), "{driver:?}");
+        assert_eq!(tls_of("/plain"), (Some(false), None, None), "{driver:?}");
     }
 }
 

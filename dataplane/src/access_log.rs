@@ -26,6 +26,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::clock::civil;
 use crate::http1::head::push_decimal;
+use crate::http1::TlsSession;
 
 /// Where records go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,7 +262,7 @@ pub(crate) struct RequestFields<'a> {
     pub user_agent: &'a [u8],
     pub request_id: &'a [u8],
     pub generation: u64,
-    pub tls: bool,
+    pub tls: Option<&'a TlsSession>,
 }
 
 /// The response side of a record.
@@ -296,8 +297,17 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
             json_field(out, b"request_id", f.request_id);
             out.extend_from_slice(b",\"generation\":");
             push_decimal(out, f.generation);
-            out.extend_from_slice(b",\"tls\":");
-            out.extend_from_slice(if f.tls { b"true" } else { b"false" });
+            match f.tls {
+                Some(tls) => {
+                    out.extend_from_slice(b",\"tls\":true");
+                    json_field(out, b"tls_version", tls.version.as_bytes());
+                    match tls.sni.is_empty() {
+                        true => out.extend_from_slice(b",\"sni\":null"),
+                        false => json_field(out, b"sni", tls.sni.as_bytes()),
+                    }
+                }
+                None => out.extend_from_slice(b",\"tls\":false,\"tls_version\":null,\"sni\":null"),
+            }
         }
         Format::Text => {
             push_time(out, now);
@@ -316,7 +326,14 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
             out.extend_from_slice(b" id=");
             text_value(out, if f.request_id.is_empty() { b"-" } else { f.request_id });
             out.extend_from_slice(b" tls=");
-            out.extend_from_slice(if f.tls { b"1" } else { b"0" });
+            match f.tls {
+                Some(tls) => {
+                    out.extend_from_slice(tls.version.as_bytes());
+                    out.extend_from_slice(b" sni=");
+                    text_value(out, if tls.sni.is_empty() { b"-" } else { tls.sni.as_bytes() });
+                }
+                None => out.extend_from_slice(b"- sni=-"),
+            }
             out.extend_from_slice(b" ua=\"");
             text_value(out, f.user_agent);
             out.extend_from_slice(b"\" ->");
@@ -477,7 +494,7 @@ mod tests {
             user_agent: b"curl/8 \xff",
             request_id: b"abc",
             generation: 7,
-            tls: false,
+            tls: None,
         }
     }
 
@@ -514,7 +531,7 @@ mod tests {
         begin(Format::Text, &request(), &mut out);
         end(Format::Text, &response(), &mut out);
         let line = String::from_utf8(out).unwrap();
-        let expected = r#" 10.0.0.1:5000 "GET example.com /a?q=\x22x\x22 HTTP/1.1" gen=7 id=abc tls=0 ua="curl/8\x20\xff" -> 200 in=10 out=20 ms=1.234 upstream=127.0.0.1:8080 connect_ms=- header_ms=0.056 route=default/web backend=default/web:80
+        let expected = r#" 10.0.0.1:5000 "GET example.com /a?q=\x22x\x22 HTTP/1.1" gen=7 id=abc tls=- sni=- ua="curl/8\x20\xff" -> 200 in=10 out=20 ms=1.234 upstream=127.0.0.1:8080 connect_ms=- header_ms=0.056 route=default/web backend=default/web:80
 "#;
         assert!(line.ends_with(expected), "{line}");
     }

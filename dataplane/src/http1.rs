@@ -18,7 +18,7 @@ mod proxy;
 mod reply;
 
 pub use chunked::{ChunkError, ChunkedDecoder};
-pub use head::{parse_request, parse_response, ConnFacts, Framing, RequestHead, ResponsePlan, MAX_HEAD};
+pub use head::{parse_request, parse_response, ConnFacts, Framing, RequestHead, ResponsePlan, TlsSession, MAX_HEAD};
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -316,7 +316,7 @@ where
                 user_agent: b"",
                 request_id: b"",
                 generation: generation.number,
-                tls: conn.facts.tls,
+                tls: conn.facts.tls_session.as_ref(),
             };
             conn.logging = worker.log_begin(&fields, &mut conn.record);
             let next = conn.fail(e.into(), false).await;
@@ -337,7 +337,7 @@ where
         user_agent: &data[head.user_agent.clone()],
         request_id: id.as_bytes(),
         generation: generation.number,
-        tls: conn.facts.tls,
+        tls: conn.facts.tls_session.as_ref(),
     };
     conn.logging = worker.log_begin(&fields, &mut conn.record);
     conn.request_id = Some(id);

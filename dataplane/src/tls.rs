@@ -5,19 +5,27 @@
 //! table (exact host, then single-label wildcard, as routing does) and hands rustls the parsed key
 //! from the published certificate store. Because the applier publishes the store before the table,
 //! a table never names a certificate the store lacks, and a rotation is just another generation.
+//!
+//! The worker drives the handshake itself (rustls' `ServerConnection` over the socket) and only then
+//! hands the session to monoio-rustls' stream: that is how the access log learns the negotiated version
+//! and the SNI name, which the stream does not expose. Bytes the client sent after its Finished stay
+//! inside the session, so the stream reads them first.
 
 use std::fmt;
+use std::io;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
-use monoio_rustls::TlsAcceptor;
+use monoio_rustls::ServerTlsStream;
 use ramjet_shared::{normalize_host, Published};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls::ServerConfig;
+use rustls::{ProtocolVersion, ServerConfig, ServerConnection};
 
-use crate::http1::{self, ConnFacts};
+use crate::http1::{self, ConnFacts, TlsSession};
 use crate::http2;
 use crate::worker::Worker;
 
@@ -71,28 +79,95 @@ pub fn server_config(
 
 /// A worker's handshaker.
 pub(crate) struct TlsTerminator {
-    acceptor: TlsAcceptor,
+    config: Arc<ServerConfig>,
 }
 
 impl TlsTerminator {
     pub fn new(config: Arc<ServerConfig>) -> Rc<Self> {
-        Rc::new(TlsTerminator { acceptor: TlsAcceptor::from(config) })
+        Rc::new(TlsTerminator { config })
     }
 
     /// Handshakes within the header timeout, then serves HTTP/2 over the TLS stream if the client
     /// chose it by ALPN, else HTTP/1.1.
-    pub async fn serve(&self, worker: &Rc<Worker>, stream: TcpStream, facts: &Rc<ConnFacts>) {
-        let handshake = monoio::time::timeout(worker.settings.header_timeout, self.acceptor.accept(stream)).await;
-        match handshake {
-            Ok(Ok(tls)) if tls.alpn_protocol().as_deref() == Some(b"h2") => {
-                http2::serve(worker.clone(), tls, None, facts.clone()).await
+    pub async fn serve(&self, worker: &Rc<Worker>, mut stream: TcpStream, peer: SocketAddr, local_port: u16) {
+        let session = match ServerConnection::new(self.config.clone()) {
+            Ok(session) => session,
+            Err(e) => {
+                worker.counters().tls_handshake_failed();
+                tracing::warn!(worker = worker.id, error = %e, "TLS session could not be created");
+                return;
             }
-            Ok(Ok(tls)) => http1::serve(worker, tls, facts).await,
+        };
+        let session = match monoio::time::timeout(worker.settings.header_timeout, handshake(&mut stream, session)).await
+        {
+            Ok(Ok(session)) => session,
             Ok(Err(e)) => {
                 worker.counters().tls_handshake_failed();
                 tracing::debug!(worker = worker.id, error = %e, "TLS handshake failed");
+                return;
             }
-            Err(_) => worker.counters().tls_handshake_failed(),
+            Err(_) => return worker.counters().tls_handshake_failed(),
+        };
+        let facts = Rc::new(ConnFacts::with_tls_session(peer, local_port, settled(&session)));
+        let h2 = session.alpn_protocol() == Some(b"h2");
+        let tls = ServerTlsStream::new(stream, session);
+        if h2 {
+            http2::serve(worker.clone(), tls, None, facts).await
+        } else {
+            http1::serve(worker, tls, &facts).await
         }
     }
+}
+
+/// Bytes read from the client per step of a handshake. Small enough that what follows the client's
+/// Finished always fits the session's plaintext buffer (16 KiB), so no byte is ever refused.
+const HANDSHAKE_READ: usize = 4096;
+
+/// Runs the server side of a handshake to its end, flushing everything the session has to say
+/// (session tickets included) before returning it.
+async fn handshake(io: &mut TcpStream, mut session: ServerConnection) -> io::Result<ServerConnection> {
+    let mut input = Vec::with_capacity(HANDSHAKE_READ);
+    let mut output = Vec::new();
+    loop {
+        while session.wants_write() {
+            output.clear();
+            session.write_tls(&mut output)?;
+            let (written, buf) = io.write_all(output).await;
+            output = buf;
+            written?;
+        }
+        if !session.is_handshaking() {
+            return Ok(session);
+        }
+        input.clear();
+        let (read, buf) = io.read(input).await;
+        input = buf;
+        if read? == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during the TLS handshake"));
+        }
+        let mut rest = &input[..];
+        while !rest.is_empty() {
+            if session.read_tls(&mut rest)? == 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "TLS session refused input"));
+            }
+            if let Err(e) = session.process_new_packets() {
+                // The session has queued an alert saying why: send it, best effort.
+                output.clear();
+                if session.write_tls(&mut output).is_ok() {
+                    let _ = io.write_all(output).await;
+                }
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        }
+    }
+}
+
+/// What the access log records of a finished handshake.
+fn settled(session: &ServerConnection) -> TlsSession {
+    let version = match session.protocol_version() {
+        Some(ProtocolVersion::TLSv1_3) => "TLSv1.3",
+        Some(ProtocolVersion::TLSv1_2) => "TLSv1.2",
+        _ => "TLS",
+    };
+    TlsSession { version, sni: session.server_name().unwrap_or_default().into() }
 }

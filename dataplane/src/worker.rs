@@ -339,10 +339,9 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<T
         let tls = tls.clone();
         monoio::spawn(async move {
             worker.connection_opened();
-            let facts = Rc::new(ConnFacts::new(peer, tls.is_some(), local_port));
             match tls {
-                None => http1::serve(&worker, stream, &facts).await,
-                Some(tls) => tls.serve(&worker, stream, &facts).await,
+                None => http1::serve(&worker, stream, &Rc::new(ConnFacts::new(peer, false, local_port))).await,
+                Some(tls) => tls.serve(&worker, stream, peer, local_port).await,
             }
             worker.connection_closed();
         });

@@ -12,7 +12,7 @@ mod request;
 mod response;
 
 pub(crate) use request::{is_consumed as is_consumed_request, push_forwarded, valid_host};
-pub use request::{parse_request, ConnFacts, RequestHead};
+pub use request::{parse_request, ConnFacts, RequestHead, TlsSession};
 pub(crate) use response::inspect;
 pub use response::{parse_response, ResponseHead, ResponsePlan};
 

@@ -75,7 +75,7 @@ pub(crate) async fn serve(
             user_agent: parts.headers.get(http::header::USER_AGENT).map_or(b"", |v| v.as_bytes()),
             request_id: id.as_bytes(),
             generation: generation.number,
-            tls: facts.tls,
+            tls: facts.tls_session.as_ref(),
         };
         worker.log_begin(&fields, &mut record)
     };

@@ -42,6 +42,8 @@ pub struct ConnFacts {
     pub peer: std::net::SocketAddr,
     /// The client connection is TLS.
     pub tls: bool,
+    /// What the TLS handshake settled, for the access log (`None` on a plain connection).
+    pub tls_session: Option<TlsSession>,
     /// `x-forwarded-for`, `x-real-ip`, `x-forwarded-proto` and `x-forwarded-port` lines, rendered once
     /// per connection.
     pub forwarded: Vec<u8>,
@@ -57,8 +59,21 @@ impl ConnFacts {
             forwarded,
             "x-forwarded-for: {ip}\r\nx-real-ip: {ip}\r\nx-forwarded-proto: {proto}\r\nx-forwarded-port: {local_port}\r\n"
         );
-        ConnFacts { peer, tls, forwarded }
+        ConnFacts { peer, tls, tls_session: None, forwarded }
     }
+
+    /// The facts of a TLS connection, once its handshake has settled the version and the name.
+    pub fn with_tls_session(peer: std::net::SocketAddr, local_port: u16, session: TlsSession) -> Self {
+        ConnFacts { tls_session: Some(session), ..ConnFacts::new(peer, true, local_port) }
+    }
+}
+
+/// The negotiated TLS version and the SNI name the client sent.
+pub struct TlsSession {
+    /// `TLSv1.2` or `TLSv1.3`, spelled as nginx's `$ssl_protocol` does.
+    pub version: &'static str,
+    /// The server name from the ClientHello (empty when the client sent none).
+    pub sni: Box<str>,
 }
 
 /// Field names the proxy consumes itself or writes itself; never forwarded as they came.
