@@ -138,6 +138,40 @@ fn the_access_log_names_the_negotiated_version_and_the_sni_name() {
     }
 }
 
+/// The client's request rides in the same flight as its Finished (rustls sends buffered data the
+/// moment the handshake allows), with a body far larger than one handshake read: nothing is lost.
+#[test]
+fn a_request_sent_with_the_end_of_the_handshake_arrives_whole() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-early");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let backend = Backend::start("b");
+    let body = "x".repeat(100_000);
+    for driver in DRIVERS {
+        let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |_| {});
+        for versions in [&[&rustls::version::TLS13][..], &[&rustls::version::TLS12][..]] {
+            let name = ServerName::try_from("example.com").unwrap();
+            let mut conn = ClientConnection::new(pki.client(versions), name).unwrap();
+            let request = format!(
+                "POST /early HTTP/1.1\r\nHost: example.com\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            conn.set_buffer_limit(None);
+            conn.writer().write_all(request.as_bytes()).unwrap();
+            let tcp = TcpStream::connect(d.https_addr().unwrap()).unwrap();
+            tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut stream = StreamOwned::new(conn, tcp);
+            let mut out = Vec::new();
+            let _ = stream.read_to_end(&mut out);
+            let page = String::from_utf8_lossy(&out);
+            assert!(page.starts_with("HTTP/1.1 200"), "{driver:?} {versions:?}: {page:.200}");
+            assert!(page.contains(&body), "{driver:?} {versions:?}: the whole body reached the backend");
+        }
+        d.shutdown();
+    }
+}
+
 #[test]
 fn no_certificate_fails_the_handshake_and_resumption_works() {
     ramjet::install_crypto();
