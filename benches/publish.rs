@@ -1,5 +1,6 @@
 //! Publish latency: the pointer store alone; compile + diff + publish at 10, 1,000, 10,000 and
-//! 100,000 routes; and a worker's load of the current generation while another thread publishes.
+//! 100,000 routes; a pin and its release (rollback to the previous generation and back) at the same
+//! sizes; and a worker's load of the current generation while another thread publishes.
 //!
 //! `cargo bench --bench publish`
 
@@ -66,6 +67,29 @@ fn compile_diff_publish(c: &mut Criterion) {
     group.finish();
 }
 
+/// One rollback pin plus its release, as `POST /admin/rollback` and `/admin/release` do them: the
+/// control thread's whole cost (publish, history, audit record), which must not grow with the table.
+fn pin_and_release(c: &mut Criterion) {
+    let mut group = c.benchmark_group("publish/pin_and_release");
+    for routes in [1_000, 10_000, 100_000] {
+        let published = Arc::new(Published::new());
+        let applier = Applier::new(published.clone(), 10, AuditTrail::default(), Arc::default());
+        let mut compiler = Compiler::new();
+        for variant in [1, 2] {
+            let draft = static_routes::compile(&config(routes, variant), &mut compiler);
+            applier.apply(compiler.finish(draft).expect("a new generation"));
+        }
+        let previous = published.current().number - 1;
+        group.bench_with_input(BenchmarkId::from_parameter(routes), &routes, |b, _| {
+            b.iter(|| {
+                applier.rollback(previous).expect("the previous generation is in the ring");
+                assert!(applier.release().0);
+            })
+        });
+    }
+    group.finish();
+}
+
 fn load_while_publishing(c: &mut Criterion) {
     let published = Arc::new(Published::new());
     let stop = Arc::new(AtomicBool::new(false));
@@ -91,5 +115,5 @@ fn load_while_publishing(c: &mut Criterion) {
     publisher.join().unwrap();
 }
 
-criterion_group!(benches, pointer_store, compile_diff_publish, load_while_publishing);
+criterion_group!(benches, pointer_store, compile_diff_publish, pin_and_release, load_while_publishing);
 criterion_main!(benches);

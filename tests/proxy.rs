@@ -343,3 +343,82 @@ fn websocket_upgrade_relays_both_ways_and_survives_a_new_generation() {
         d.shutdown();
     });
 }
+
+/// The sum of a plain counter in `/metrics`.
+fn counter(admin: std::net::SocketAddr, name: &str) -> u64 {
+    let text = request(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").body;
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or_else(|| panic!("{name}"))
+}
+
+/// Quiet connections give their buffers back and take them again when they speak. Clients that
+/// speak just before, at, and after the release instant (the read is being cancelled then) each get
+/// exactly their own answers: no byte of a request is lost to the cancellation.
+#[test]
+fn quiet_connections_release_their_buffers_and_lose_no_byte_when_they_speak() {
+    let b = Backend::start("b");
+    each_driver(|driver| {
+        let d = daemon_with(routes(&proxy_all_to(&b)), driver, |c| {
+            c.settings.idle_release_after = Duration::from_millis(40);
+            c.settings.keepalive_timeout = Duration::from_secs(5);
+        });
+        let addr = d.http_addr();
+        let clients: Vec<_> = (0..24u64)
+            .map(|i| {
+                std::thread::spawn(move || {
+                    let mut conn = Conn::open(addr);
+                    for round in 0..6u64 {
+                        // 0..=80 ms of silence: on both sides of the 40 ms release, and on it.
+                        std::thread::sleep(Duration::from_millis((i * 7 + round * 13) % 81));
+                        let body = format!("client{i}-round{round}");
+                        conn.send(
+                            format!(
+                                "POST /c{i}/r{round} HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n{body}",
+                                body.len()
+                            )
+                            .as_bytes(),
+                        );
+                        let resp = conn.read_response();
+                        assert_eq!(resp.status, 200, "client {i} round {round}");
+                        assert!(resp.body.contains(&format!("target=/c{i}/r{round}")), "{}", resp.body);
+                        assert!(resp.body.contains(&format!("body={body}")), "{}", resp.body);
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+        // A connection quiet from the start, and one quiet after a request, are served when they speak.
+        let mut fresh = Conn::open(addr);
+        let mut kept = Conn::open(addr);
+        assert_eq!(kept.get("h", "/before").status, 200);
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(fresh.get("h", "/late-first").body.contains("target=/late-first"));
+        assert!(kept.get("h", "/late-next").body.contains("target=/late-next"));
+        let releases = counter(d.admin_addr(), "ramjet_idle_buffer_releases_total");
+        assert!(releases >= 2, "{driver:?}: quiet connections released their buffers ({releases})");
+        d.shutdown();
+    });
+}
+
+/// A released connection still closes at the keep-alive timeout, and a client that closes while
+/// released is simply gone.
+#[test]
+fn released_connections_still_time_out_and_close() {
+    let b = Backend::start("b");
+    each_driver(|driver| {
+        let d = daemon_with(routes(&proxy_all_to(&b)), driver, |c| {
+            c.settings.idle_release_after = Duration::from_millis(30);
+            c.settings.keepalive_timeout = Duration::from_millis(300);
+        });
+        let mut idle = Conn::open(d.http_addr());
+        assert_eq!(idle.get("h", "/x").status, 200);
+        let gone = Conn::open(d.http_addr());
+        std::thread::sleep(Duration::from_millis(100));
+        drop(gone);
+        std::thread::sleep(Duration::from_millis(600));
+        assert!(idle.is_closed(), "{driver:?}: closed at the keep-alive timeout");
+        assert_eq!(get(d.http_addr(), "h", "/after").status, 200);
+        d.shutdown();
+    });
+}

@@ -157,6 +157,13 @@ pub fn render(m: &MetricsSources) -> String {
     let _ = writeln!(out, "ramjet_tls_handshake_failures_total {}", w.tls_handshake_failures());
     family(
         &mut out,
+        "ramjet_idle_buffer_releases_total",
+        "counter",
+        "Times a quiet client connection gave its buffers back to its worker while waiting for a request.",
+    );
+    let _ = writeln!(out, "ramjet_idle_buffer_releases_total {}", w.idle_buffer_releases());
+    family(
+        &mut out,
         "ramjet_access_log_dropped_total",
         "counter",
         "Access-log records dropped because a worker's buffer was full.",

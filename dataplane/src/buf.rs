@@ -8,7 +8,7 @@ use std::cell::RefCell;
 use std::io;
 
 use monoio::buf::{IoBuf, IoBufMut};
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, CancelHandle, CancelableAsyncReadRent};
 
 /// Bytes read from a stream and not consumed yet.
 pub struct ReadBuf {
@@ -57,18 +57,50 @@ impl ReadBuf {
     /// buffer (no room) is the caller's business and is reported as `Ok(0)` never: callers check
     /// [`ReadBuf::room`] first.
     pub async fn fill<S: AsyncReadRent>(&mut self, stream: &mut S) -> io::Result<usize> {
-        // Compact first, so that a read cancelled with its buffer (timeouts, draining) leaves a
-        // consistent, empty state behind.
-        if self.start > 0 {
-            self.buf.copy_within(self.start.., 0);
-            self.buf.truncate(self.buf.len() - self.start);
-            self.start = 0;
-        }
+        self.compact();
         let vec = std::mem::take(&mut self.buf);
         let filled = vec.len();
         let (res, slice) = stream.read(vec.slice_mut(filled..)).await;
         self.buf = slice.into_inner();
         res
+    }
+
+    /// [`ReadBuf::fill`] with a read that `cancel` can cancel; the buffer is back once the read has
+    /// finished (with its bytes, or `ECANCELED`).
+    pub async fn fill_cancelable<S: CancelableAsyncReadRent>(
+        &mut self,
+        stream: &mut S,
+        cancel: CancelHandle,
+    ) -> io::Result<usize> {
+        self.compact();
+        let vec = std::mem::take(&mut self.buf);
+        let filled = vec.len();
+        let (res, slice) = stream.cancelable_read(vec.slice_mut(filled..), cancel).await;
+        self.buf = slice.into_inner();
+        res
+    }
+
+    /// Moves the unconsumed bytes to the front, so a read cancelled with its buffer (timeouts,
+    /// draining) leaves a consistent, empty state behind.
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.buf.copy_within(self.start.., 0);
+            self.buf.truncate(self.buf.len() - self.start);
+            self.start = 0;
+        }
+    }
+
+    /// Gives the storage away while nothing is buffered (an idle connection); [`ReadBuf::restore`]
+    /// puts storage back.
+    pub fn take_storage(&mut self) -> Vec<u8> {
+        debug_assert!(self.is_empty());
+        self.start = 0;
+        std::mem::take(&mut self.buf)
+    }
+
+    pub fn restore(&mut self, storage: Vec<u8>) {
+        debug_assert!(self.buf.capacity() == 0 && storage.is_empty());
+        self.buf = storage;
     }
 
     /// Writes `n` unconsumed bytes to `stream` and consumes them.

@@ -14,6 +14,7 @@
 pub(crate) mod body;
 mod chunked;
 pub(crate) mod head;
+mod idle;
 mod proxy;
 mod reply;
 
@@ -88,13 +89,15 @@ pub(crate) struct ClientConn<'w, S> {
     /// The access-log record being written for the current request (begun: `logging`).
     record: Vec<u8>,
     logging: bool,
+    /// Cancels a quiet connection's read so its buffers can go back to the pools (see `idle`).
+    canceller: monoio::io::Canceller,
 }
 
 /// Serves one client connection until it closes, fails, or is upgraded (to a tunnel, or to HTTP/2
 /// when it opens with the HTTP/2 preface).
 pub(crate) async fn serve<S>(worker: &Rc<Worker>, stream: S, facts: &Rc<ConnFacts>)
 where
-    S: AsyncReadRent + AsyncWriteRent + Split + http2::IntoH2Io + 'static,
+    S: idle::IdleWait + Split + http2::IntoH2Io + 'static,
 {
     let mut conn = ClientConn {
         worker,
@@ -111,6 +114,7 @@ where
         request_id: None,
         record: Vec::new(),
         logging: false,
+        canceller: idle::canceller(),
     };
     let tunnel = loop {
         match exchange(&mut conn).await {
@@ -135,17 +139,34 @@ where
 }
 
 impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
+    /// While idle: the read, head and record buffers go back to the worker's pools.
+    fn release_buffers(&mut self) {
+        self.worker.counters().idle_buffers_released();
+        self.worker.client_buffers.give(self.buf.take_storage());
+        self.worker.out_buffers.give(std::mem::take(&mut self.out));
+        self.worker.give_record(std::mem::take(&mut self.record));
+    }
+
+    /// Bytes are coming: buffers from the pools again (the record's when a record is begun).
+    fn reacquire_buffers(&mut self) {
+        self.buf.restore(self.worker.client_buffers.take());
+        self.out = self.worker.out_buffers.take();
+    }
+}
+
+impl<S: idle::IdleWait> ClientConn<'_, S> {
     /// Waits for the next request and parses its head (the upstream head is left in `out`).
     async fn read_head(&mut self) -> Result<Incoming, ProxyError> {
         let settings = &self.worker.settings;
         if self.buf.is_empty() {
             let wait = if self.first { settings.header_timeout } else { settings.keepalive_timeout };
+            let worker = self.worker;
             let read = monoio::select! {
-                r = monoio::time::timeout(wait, self.buf.fill(&mut self.stream)) => r,
-                _ = self.worker.drain.wait() => return Ok(Incoming::Close),
+                r = S::next_bytes(self, wait) => r,
+                _ = worker.drain.wait() => return Ok(Incoming::Close),
             };
             match read {
-                Ok(Ok(n)) if n > 0 => {}
+                Ok(Some(n)) if n > 0 => {}
                 _ => return Ok(Incoming::Close),
             }
         }
@@ -180,7 +201,9 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
             }
         }
     }
+}
 
+impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
     /// Reads more of the request (its body) within the body timeout.
     async fn fill_body(&mut self) -> Result<(), ProxyError> {
         match monoio::time::timeout(self.worker.settings.client_body_timeout, self.buf.fill(&mut self.stream)).await {
@@ -288,7 +311,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
 /// One request and its response, accounted once it has ended.
 async fn exchange<S>(conn: &mut ClientConn<'_, S>) -> Next
 where
-    S: AsyncReadRent + AsyncWriteRent,
+    S: idle::IdleWait,
 {
     let incoming = conn.read_head().await;
     conn.start = Instant::now();

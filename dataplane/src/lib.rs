@@ -58,6 +58,10 @@ pub struct Settings {
     pub client_write_timeout: Duration,
     /// An idle keep-alive client connection is closed after this time.
     pub keepalive_timeout: Duration,
+    /// A plain-HTTP client connection quiet for this long (waiting for its first or next request)
+    /// gives its buffers back to the worker until bytes arrive, so idle connections cost little
+    /// memory; a client that sends sooner pays nothing for it.
+    pub idle_release_after: Duration,
     /// Connect, send and each wait for upstream bytes must finish within this time (504 otherwise).
     pub upstream_timeout: Duration,
     /// Pooled upstream connections idle longer than this are closed.
@@ -122,6 +126,7 @@ impl Default for Settings {
             client_body_timeout: Duration::from_secs(60),
             client_write_timeout: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(60),
+            idle_release_after: Duration::from_secs(1),
             upstream_timeout: Duration::from_secs(60),
             upstream_idle_timeout: Duration::from_secs(30),
             drain_timeout: Duration::from_secs(30),

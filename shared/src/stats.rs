@@ -87,6 +87,7 @@ pub struct WorkerCounters {
     connections_accepted: AtomicU64,
     connections_closed: AtomicU64,
     tls_handshake_failures: AtomicU64,
+    idle_buffer_releases: AtomicU64,
     upstream_retries: AtomicU64,
     access_log_dropped: AtomicU64,
     mirrors_sent: AtomicU64,
@@ -123,6 +124,12 @@ impl WorkerCounters {
     #[inline]
     pub fn tls_handshake_failed(&self) {
         bump(&self.tls_handshake_failures);
+    }
+
+    /// A quiet client connection gave its buffers back while it waits.
+    #[inline]
+    pub fn idle_buffers_released(&self) {
+        bump(&self.idle_buffer_releases);
     }
 
     #[inline]
@@ -343,6 +350,10 @@ impl WorkerStats {
 
     pub fn tls_handshake_failures(&self) -> u64 {
         self.sum(|w| &w.tls_handshake_failures)
+    }
+
+    pub fn idle_buffer_releases(&self) -> u64 {
+        self.sum(|w| &w.idle_buffer_releases)
     }
 
     pub fn upstream_retries(&self) -> u64 {
