@@ -196,6 +196,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         settings: Settings {
             header_timeout: cli.header_timeout,
             keepalive_timeout: cli.keepalive_timeout,
+            idle_release_after: cli.idle_release_after,
             client_body_timeout: cli.client_body_timeout,
             client_write_timeout: cli.client_write_timeout,
             upstream_timeout: cli.upstream_timeout,

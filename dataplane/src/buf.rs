@@ -4,7 +4,7 @@
 //! each read and out again. [`ReadBuf`] keeps the bytes read but not yet consumed (`buf[start..]`),
 //! reads append after them, and [`BufferPool`] recycles the allocations when connections close.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 
 use monoio::buf::{IoBuf, IoBufMut};
@@ -129,20 +129,44 @@ pub async fn write_vec<S: AsyncWriteRent>(stream: &mut S, out: &mut Vec<u8>) -> 
     res.map(|_| ())
 }
 
-/// A worker's free list of buffers, so steady-state traffic allocates nothing.
+/// A worker's free list of buffers, so steady-state traffic allocates nothing. Buffers nobody took
+/// for a whole [`BufferPool::trim`] period are freed, so memory follows the traffic back down.
 pub struct BufferPool {
     free: RefCell<Vec<Vec<u8>>>,
     size: usize,
     keep: usize,
+    /// The fewest free buffers since the last trim: that many were not needed all period.
+    low: Cell<usize>,
 }
 
 impl BufferPool {
     pub fn new(size: usize, keep: usize) -> Self {
-        BufferPool { free: RefCell::new(Vec::new()), size, keep }
+        BufferPool { free: RefCell::new(Vec::new()), size, keep, low: Cell::new(0) }
     }
 
     pub fn take(&self) -> Vec<u8> {
-        self.free.borrow_mut().pop().unwrap_or_else(|| Vec::with_capacity(self.size))
+        let mut free = self.free.borrow_mut();
+        let buf = free.pop().unwrap_or_else(|| Vec::with_capacity(self.size));
+        self.low.set(self.low.get().min(free.len()));
+        buf
+    }
+
+    /// Frees the buffers that stayed unused since the last call; returns how many.
+    pub fn trim(&self) -> usize {
+        let mut free = self.free.borrow_mut();
+        let unused = self.low.get().min(free.len());
+        free.drain(..unused);
+        if free.is_empty() {
+            *free = Vec::new();
+        }
+        self.low.set(free.len());
+        unused
+    }
+
+    /// Buffers on the free list now.
+    #[cfg(test)]
+    pub fn free_len(&self) -> usize {
+        self.free.borrow().len()
     }
 
     pub fn give(&self, mut buf: Vec<u8>) {
@@ -160,4 +184,27 @@ fn _assert_bufs() {
     fn io_buf_mut<T: IoBufMut>() {}
     io_buf::<Vec<u8>>();
     io_buf_mut::<Vec<u8>>();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BufferPool;
+
+    #[test]
+    fn trim_frees_only_what_a_whole_period_left_unused() {
+        let pool = BufferPool::new(64, 100);
+        let taken: Vec<_> = (0..10).map(|_| pool.take()).collect();
+        taken.into_iter().for_each(|b| pool.give(b));
+        assert_eq!(pool.trim(), 0, "the first period started with an empty pool");
+        assert_eq!(pool.free_len(), 10);
+        // Next period: at most 4 in use at once, so 6 stayed free all along.
+        let busy: Vec<_> = (0..4).map(|_| pool.take()).collect();
+        busy.into_iter().for_each(|b| pool.give(b));
+        assert_eq!(pool.trim(), 6);
+        assert_eq!(pool.free_len(), 4);
+        // An idle period frees the rest.
+        assert_eq!(pool.trim(), 4);
+        assert_eq!(pool.free_len(), 0);
+        assert_eq!(pool.take().capacity(), 64, "an empty pool still hands out buffers");
+    }
 }

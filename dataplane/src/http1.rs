@@ -124,14 +124,16 @@ where
             Next::Http2 => {
                 worker.out_buffers.give(conn.out);
                 worker.give_record(conn.record);
-                return http2::serve(worker.clone(), conn.stream, Some(conn.buf), facts.clone()).await;
+                // Boxed, as the tunnel below: what a connection carries while it waits is only the
+                // HTTP/1.1 state (memory of idle connections), not HTTP/2's.
+                return Box::pin(http2::serve(worker.clone(), conn.stream, Some(conn.buf), facts.clone())).await;
             }
         }
     };
     worker.out_buffers.give(std::mem::take(&mut conn.out));
     worker.give_record(std::mem::take(&mut conn.record));
     if let Some(up) = tunnel {
-        relay(conn.stream, conn.buf, up).await;
+        Box::pin(relay(conn.stream, conn.buf, up)).await;
     } else {
         let _ = conn.stream.shutdown().await;
         worker.client_buffers.give(conn.buf.into_inner());

@@ -57,6 +57,8 @@ pub(crate) struct Worker {
     current: RefCell<Rc<Arc<Generation>>>,
     cursors: RefCell<Vec<u32>>,
     open_connections: Cell<usize>,
+    /// Open connections at the last buffer trim (see [`Worker::trim_buffers`]).
+    open_at_last_trim: Cell<usize>,
     observer: Observer,
     /// The access log's ring, when logging is on.
     log: Option<RefCell<WorkerLog>>,
@@ -104,6 +106,7 @@ impl Worker {
             current: RefCell::new(current),
             cursors: RefCell::new(Vec::new()),
             open_connections: Cell::new(0),
+            open_at_last_trim: Cell::new(0),
         }
     }
 
@@ -245,6 +248,22 @@ impl Worker {
         }
     }
 
+    /// Frees pooled buffers that no connection needed during the last period: after a burst of
+    /// connections (or thousands going idle), memory returns to what the traffic needs.
+    ///
+    /// Freed memory inside the allocator's arenas is not given back to the system by itself (the
+    /// resident size after a burst stayed at its peak), so when a period freed many buffers or
+    /// closed many connections, the worker asks glibc to return free pages (`malloc_trim`). That
+    /// walks the arenas, so it runs only then, never per request.
+    fn trim_buffers(&self) {
+        let freed = self.client_buffers.trim() + self.upstream_buffers.trim() + self.out_buffers.trim();
+        let open = self.open_connections.get();
+        let closed = self.open_at_last_trim.replace(open).saturating_sub(open);
+        if freed >= TRIM_AFTER_FREEING || closed >= TRIM_AFTER_FREEING {
+            release_free_pages();
+        }
+    }
+
     fn connection_opened(&self) {
         self.open_connections.set(self.open_connections.get() + 1);
         self.counters().connection_opened();
@@ -337,14 +356,20 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<T
         let _ = stream.set_nodelay(true);
         let worker = worker.clone();
         let tls = tls.clone();
-        monoio::spawn(async move {
-            worker.connection_opened();
-            match tls {
-                None => http1::serve(&worker, stream, &Rc::new(ConnFacts::new(peer, false, local_port))).await,
-                Some(tls) => tls.serve(&worker, stream, peer, local_port).await,
-            }
-            worker.connection_closed();
-        });
+        // Two tasks of their own sizes: a plain connection's task does not carry the TLS one's state.
+        match tls {
+            None => monoio::spawn(async move {
+                worker.connection_opened();
+                let facts = Rc::new(ConnFacts::new(peer, false, local_port));
+                http1::serve(&worker, stream, &facts).await;
+                worker.connection_closed();
+            }),
+            Some(tls) => monoio::spawn(async move {
+                worker.connection_opened();
+                tls.serve(&worker, stream, peer, local_port).await;
+                worker.connection_closed();
+            }),
+        };
     }
     // Dropping the listener closes it: the kernel stops queueing connections for this worker.
 }
@@ -359,6 +384,24 @@ async fn sweep_pool(worker: Rc<Worker>) {
     }
 }
 
+/// How often each worker frees the pooled buffers that went unused for the whole period.
+const BUFFER_TRIM_SECONDS: u64 = 5;
+/// Buffers freed, or connections closed, in one period that make it worth returning free pages.
+const TRIM_AFTER_FREEING: usize = 128;
+
+/// Returns the allocator's free pages to the system (glibc; elsewhere nothing to do).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn release_free_pages() {
+    // SAFETY: malloc_trim only releases memory the allocator holds free; no pointer is involved.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn release_free_pages() {}
+
 async fn tick_clock(worker: Rc<Worker>) {
     // Vanished routes' series are looked for a few times per grace period (at most every 10 s).
     let prune_every = (worker.settings.metrics_grace.as_secs() / 4).clamp(1, 10);
@@ -371,6 +414,9 @@ async fn tick_clock(worker: Rc<Worker>) {
         ticks += 1;
         if ticks.is_multiple_of(prune_every) {
             worker.prune_series();
+        }
+        if ticks.is_multiple_of(BUFFER_TRIM_SECONDS) {
+            worker.trim_buffers();
         }
     }
 }
