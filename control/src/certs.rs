@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use ramjet_shared::{CertId, Certificate};
+use ramjet_shared::{CaBundle, CertId, Certificate};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
@@ -48,6 +48,13 @@ pub fn parse_certificate(chain_pem: &[u8], key_pem: &[u8], source: &str) -> Resu
         source: source.to_string(),
         not_after,
     }))
+}
+
+/// Parses a CA bundle (PEM, one or more `CERTIFICATE` blocks) for verifying backends.
+pub fn parse_ca_bundle(pem: &[u8], source: &str) -> Result<Arc<CaBundle>, String> {
+    let certs: Vec<CertificateDer<'static>> =
+        rustls_pemfile::certs(&mut &pem[..]).collect::<Result<_, _>>().map_err(|e| format!("invalid PEM: {e}"))?;
+    CaBundle::parse(pem, certs, source)
 }
 
 /// Whether a certificate has expired (a warning, never a refusal).

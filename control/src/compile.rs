@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, Digest, Generation, ObjectRef, RouteTable,
-    Severity, TableBuilder,
+    Backend, BackendKind, BackendProtocol, CaBundle, CertId, Certificate, Diagnostic, Digest, Generation, ObjectRef,
+    RouteTable, Severity, TableBuilder, UpstreamTls, UpstreamTlsSpec,
 };
 
 /// A table being compiled, with the certificates it names and what went wrong on the way.
@@ -36,6 +36,10 @@ impl Draft {
     }
 }
 
+/// The settings an [`UpstreamTls`] is built from: CA bundle id, server name, SNI, client
+/// certificate.
+type TlsKey = (Option<[u8; 32]>, String, bool, Option<CertId>);
+
 /// State that lives across compiles.
 #[derive(Default)]
 pub struct Compiler {
@@ -49,6 +53,12 @@ pub struct Compiler {
     backends: HashMap<Arc<str>, Arc<Backend>>,
     used_backends: HashMap<Arc<str>, Arc<Backend>>,
     certificates: HashMap<CertId, Arc<Certificate>>,
+    /// CA bundles by content id and upstream TLS settings by their spec, built once across
+    /// compiles (the `used_` maps: those of the compile under way; the others are forgotten).
+    ca_bundles: HashMap<[u8; 32], Arc<CaBundle>>,
+    used_ca_bundles: HashMap<[u8; 32], Arc<CaBundle>>,
+    upstream_tls: HashMap<TlsKey, Arc<UpstreamTls>>,
+    used_upstream_tls: HashMap<TlsKey, Arc<UpstreamTls>>,
     /// Compiles that produced a new generation, and compiles in all.
     pub compiled: u64,
     pub compiles: u64,
@@ -67,8 +77,19 @@ impl Compiler {
 
     /// [`Compiler::backend`] for endpoints that speak `protocol`.
     pub fn backend_with(&mut self, name: &str, kind: BackendKind, protocol: BackendProtocol) -> Arc<Backend> {
+        self.backend_over(name, kind, protocol, None)
+    }
+
+    /// [`Compiler::backend_with`], over TLS with `tls` (for `HTTPS` and `GRPCS`).
+    pub fn backend_over(
+        &mut self,
+        name: &str,
+        kind: BackendKind,
+        protocol: BackendProtocol,
+        tls: Option<Arc<UpstreamTls>>,
+    ) -> Arc<Backend> {
         if let Some(b) = self.used_backends.get(name) {
-            if b.kind == kind && b.protocol == protocol {
+            if b.kind == kind && b.protocol == protocol && b.tls == tls {
                 return b.clone();
             }
         }
@@ -80,7 +101,7 @@ impl Compiler {
                 slot
             }
         };
-        let candidate = Backend::with_protocol(name, slot, kind, protocol);
+        let candidate = Backend::with_tls(name, slot, kind, protocol, tls);
         let backend = match self.backends.get(name) {
             Some(prev) if **prev == candidate => prev.clone(),
             _ => Arc::new(candidate),
@@ -89,13 +110,48 @@ impl Compiler {
         backend
     }
 
-    /// `backend` (compiled in this compile) speaking `protocol` instead.
-    pub fn speaking(&mut self, backend: &Arc<Backend>, protocol: BackendProtocol) -> Arc<Backend> {
+    /// `backend` (compiled in this compile) speaking `protocol` instead, over TLS with `tls`.
+    pub fn speaking(
+        &mut self,
+        backend: &Arc<Backend>,
+        protocol: BackendProtocol,
+        tls: Option<Arc<UpstreamTls>>,
+    ) -> Arc<Backend> {
         let kind = match &backend.kind {
             BackendKind::Endpoints(addrs) => BackendKind::Endpoints(addrs.clone()),
             BackendKind::Respond(_) => return backend.clone(),
         };
-        self.backend_with(&backend.name, kind, protocol)
+        self.backend_over(&backend.name, kind, protocol, tls)
+    }
+
+    /// The CA bundle in `pem` (from `source`), parsed once per content across compiles.
+    pub fn ca_bundle(&mut self, pem: &[u8], source: &str) -> Result<Arc<CaBundle>, String> {
+        let id = CaBundle::id_of(pem);
+        let known = self.used_ca_bundles.get(&id).or_else(|| self.ca_bundles.get(&id)).cloned();
+        let bundle = match known {
+            Some(bundle) => bundle,
+            None => crate::certs::parse_ca_bundle(pem, source)?,
+        };
+        self.used_ca_bundles.insert(id, bundle.clone());
+        Ok(bundle)
+    }
+
+    /// The upstream TLS for `spec`, built once per settings across compiles (so that unchanged
+    /// backends stay the same value and keep their pooled connections).
+    pub fn upstream_tls(&mut self, spec: &UpstreamTlsSpec) -> Result<Arc<UpstreamTls>, String> {
+        let key = (
+            spec.verify.as_ref().map(|b| b.id),
+            spec.server_name.clone(),
+            spec.sni,
+            spec.client_cert.as_ref().map(|c| c.id),
+        );
+        let known = self.used_upstream_tls.get(&key).or_else(|| self.upstream_tls.get(&key)).cloned();
+        let tls = match known {
+            Some(tls) => tls,
+            None => UpstreamTls::new(spec)?,
+        };
+        self.used_upstream_tls.insert(key, tls.clone());
+        Ok(tls)
     }
 
     /// The parsed certificate for `cert`'s content, parsed once across compiles.
@@ -114,6 +170,8 @@ impl Compiler {
         let table = draft.builder.build(self.previous.as_deref());
         // Backends not used by this compile are forgotten, and their slots freed for new names.
         self.backends = std::mem::take(&mut self.used_backends);
+        self.ca_bundles = std::mem::take(&mut self.used_ca_bundles);
+        self.upstream_tls = std::mem::take(&mut self.used_upstream_tls);
         let (backends, free) = (&self.backends, &mut self.free_slots);
         self.slots.retain(|name, slot| {
             let used = backends.contains_key(name);

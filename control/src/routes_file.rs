@@ -21,12 +21,12 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ramjet_shared::{BackendProtocol, Certificate};
+use ramjet_shared::{BackendProtocol, Certificate, UpstreamTls, UpstreamTlsSpec};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
 use crate::canary::CanarySpec;
-use crate::certs::{is_expired, parse_certificate};
+use crate::certs::{is_expired, parse_ca_bundle, parse_certificate};
 
 /// A static routes file, parsed and validated.
 #[derive(Debug, Clone)]
@@ -41,12 +41,34 @@ pub struct StaticRoutes {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum BackendSpec {
-    /// Endpoints and the protocol they speak (`protocol:`, default `HTTP`).
-    Endpoints(Vec<SocketAddr>, BackendProtocol),
+    /// Endpoints, the protocol they speak (`protocol:`, default `HTTP`) and, for `HTTPS` and
+    /// `GRPCS`, how TLS to them goes (`tls:`).
+    Endpoints(Vec<SocketAddr>, BackendProtocol, Option<BackendTls>),
     Respond {
         status: u16,
         body: String,
     },
+}
+
+/// A backend's `tls:` (for `HTTPS` and `GRPCS`): ingress-nginx's defaults are encrypt without
+/// verifying and no SNI.
+///
+/// ```yaml
+/// api:
+///   endpoints: ["api.internal:8443"]
+///   protocol: HTTPS
+///   tls: { verify: true, caFile: ca.pem, serverName: api.internal, sni: true, certFile: c.crt, keyFile: c.key }
+/// ```
+#[derive(Debug, Clone)]
+pub struct BackendTls(pub UpstreamTlsSpec);
+
+impl PartialEq for BackendTls {
+    fn eq(&self, other: &Self) -> bool {
+        let key = |s: &UpstreamTlsSpec| {
+            (s.verify.as_ref().map(|b| b.id), s.server_name.clone(), s.sni, s.client_cert.as_ref().map(|c| c.id))
+        };
+        key(&self.0) == key(&other.0)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -256,6 +278,7 @@ impl<'de> Deserialize<'de> for BackendField {
             endpoints: Option<Vec<Endpoint>>,
             respond: Option<Respond>,
             protocol: Option<String>,
+            tls: Option<TlsOptions>,
         }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -270,8 +293,18 @@ impl<'de> Deserialize<'de> for BackendField {
             (Some(_), Some(_)) => return Err(de::Error::custom("`protocol` applies to `endpoints`, not `respond`")),
             (Some(p), None) => BackendProtocol::parse(p).map_err(de::Error::custom)?,
         };
+        if raw.tls.is_some() && !protocol.is_tls() {
+            return Err(field_error("tls", "applies to backends whose protocol is HTTPS or GRPCS"));
+        }
         match (raw.endpoints, raw.respond) {
-            (Some(e), None) => Ok(BackendField(BackendSpec::Endpoints(e.into_iter().map(|e| e.0).collect(), protocol))),
+            (Some(e), None) => {
+                let tls = match protocol.is_tls() {
+                    // The name verified defaults to the first endpoint's host, as written.
+                    true => Some(raw.tls.unwrap_or_default().spec(e.first().map(|e| e.1.as_str()))?),
+                    false => None,
+                };
+                Ok(BackendField(BackendSpec::Endpoints(e.into_iter().map(|e| e.0).collect(), protocol, tls)))
+            }
             (None, Some(r)) if (200..=599).contains(&r.status) => {
                 Ok(BackendField(BackendSpec::Respond { status: r.status, body: r.body }))
             }
@@ -283,13 +316,59 @@ impl<'de> Deserialize<'de> for BackendField {
     }
 }
 
-struct Endpoint(SocketAddr);
+/// A backend's `tls:` as written.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TlsOptions {
+    #[serde(default)]
+    verify: bool,
+    ca_file: Option<PathBuf>,
+    server_name: Option<String>,
+    #[serde(default)]
+    sni: bool,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+}
+
+impl TlsOptions {
+    /// The settings; `host`: the first endpoint's host, the server name when none is given.
+    fn spec<E: de::Error>(self, host: Option<&str>) -> Result<BackendTls, E> {
+        let base = CONTEXT.with(|c| c.borrow().as_ref().map(|c| c.base_dir.clone())).unwrap_or_default();
+        let verify = match (self.verify, &self.ca_file) {
+            (false, _) => None,
+            (true, None) => return Err(field_error("tls.verify", "needs caFile: the CA bundle to verify against")),
+            (true, Some(ca)) => {
+                let full = base.join(ca);
+                let pem = std::fs::read(&full)
+                    .map_err(|e| field_error("tls.caFile", format!("cannot read {}: {e}", full.display())))?;
+                let source = full.display().to_string();
+                Some(parse_ca_bundle(&pem, &source).map_err(|e| field_error("tls.caFile", format!("{source}: {e}")))?)
+            }
+        };
+        let client_cert = match (&self.cert_file, &self.key_file) {
+            (None, None) => None,
+            (Some(cert), Some(key)) => {
+                let files = CertFiles::read(&base, cert, key).map_err(|e| field_error("tls.certFile", e))?;
+                Some(files.0)
+            }
+            _ => return Err(field_error("tls.certFile", "certFile and keyFile go together")),
+        };
+        let server_name = self.server_name.or(host.map(str::to_string)).unwrap_or_else(|| "localhost".into());
+        let spec = UpstreamTlsSpec { verify, server_name, sni: self.sni, client_cert };
+        // Checked here so that a bad name is refused with its line, not at compile time.
+        UpstreamTls::new(&spec).map_err(|e| field_error("tls.serverName", e))?;
+        Ok(BackendTls(spec))
+    }
+}
+
+/// An endpoint: its address, and its host as written (for the TLS server name).
+struct Endpoint(SocketAddr, String);
 
 impl<'de> Deserialize<'de> for Endpoint {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         if let Ok(addr) = s.parse::<SocketAddr>() {
-            return Ok(Endpoint(addr));
+            return Ok(Endpoint(addr, addr.ip().to_string()));
         }
         let (host, port) =
             s.rsplit_once(':').ok_or_else(|| de::Error::custom(format!("endpoint `{s}` is not host:port")))?;
@@ -302,7 +381,7 @@ impl<'de> Deserialize<'de> for Endpoint {
             .map_err(|e| de::Error::custom(format!("endpoint `{s}` does not resolve: {e}")))?
             .next()
             .ok_or_else(|| de::Error::custom(format!("endpoint `{s}` resolves to no address")))?;
-        Ok(Endpoint(resolved))
+        Ok(Endpoint(resolved, host.to_string()))
     }
 }
 
@@ -496,16 +575,23 @@ impl<'de> Deserialize<'de> for CertFiles {
         }
         let raw = Raw::deserialize(d)?;
         let base = CONTEXT.with(|c| c.borrow().as_ref().map(|c| c.base_dir.clone())).unwrap_or_default();
+        CertFiles::read(&base, &raw.cert_file, &raw.key_file).map_err(|e| field_error("certFile", e))
+    }
+}
+
+impl CertFiles {
+    /// Reads and parses a chain and its key (paths relative to `base`); an expired certificate is
+    /// a warning.
+    fn read(base: &Path, cert_file: &Path, key_file: &Path) -> Result<CertFiles, String> {
         let read = |p: &Path| {
             let full = base.join(p);
-            std::fs::read(&full).map_err(|e| field_error("certFile", format!("cannot read {}: {e}", full.display())))
+            std::fs::read(&full).map_err(|e| format!("cannot read {}: {e}", full.display()))
         };
-        let chain = read(&raw.cert_file)?;
-        let key = read(&raw.key_file)?;
-        let source = base.join(&raw.cert_file).display().to_string();
-        let cert = parse_certificate(&chain, &key, &source).map_err(|e| {
-            field_error("certFile", format!("{} / {}: {e}", raw.cert_file.display(), raw.key_file.display()))
-        })?;
+        let chain = read(cert_file)?;
+        let key = read(key_file)?;
+        let source = base.join(cert_file).display().to_string();
+        let cert = parse_certificate(&chain, &key, &source)
+            .map_err(|e| format!("{} / {}: {e}", cert_file.display(), key_file.display()))?;
         if is_expired(&cert) {
             CONTEXT.with(|c| {
                 if let Some(c) = c.borrow_mut().as_mut() {

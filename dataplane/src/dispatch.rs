@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use std::sync::Arc;
 
-use ramjet_shared::{normalize_host, BackendKind, DirectResponse, Mirror, RequestView, Route, RouteTable};
+use ramjet_shared::{normalize_host, Backend, BackendKind, DirectResponse, Mirror, RequestView, Route, RouteTable};
 
 /// The fate of one request.
 pub(crate) enum Decision<'t, 'b> {
@@ -19,6 +19,8 @@ pub(crate) enum Decision<'t, 'b> {
     /// Proxy to one of the backend's endpoints (none: 503).
     Proxy {
         route: &'t Arc<Route>,
+        /// The backend picked (the route's own, or one of its policy's): how to talk to it.
+        backend: &'t Backend,
         slot: u32,
         endpoints: &'t [SocketAddr],
         /// Also send a copy of the request here (the share was drawn already).
@@ -56,7 +58,8 @@ pub(crate) fn decide<'t, 'b>(
                 .rule
                 .and_then(|r| r.mirror())
                 .filter(|m| m.percent >= 100 || m.percent > 0 && random() % 100 < m.percent as u32);
-            Decision::Proxy { route, slot: pick.backend.slot, endpoints, mirror, sticky: pick.new_sticky }
+            let backend = pick.backend;
+            Decision::Proxy { route, backend, slot: backend.slot, endpoints, mirror, sticky: pick.new_sticky }
         }
     }
 }

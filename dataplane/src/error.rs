@@ -79,7 +79,12 @@ impl ProxyError {
     /// Whether the backend cannot have seen the request, so that sending it again (to another
     /// endpoint, or on a fresh connection) cannot repeat its effects.
     pub fn retry_safe(self) -> bool {
-        matches!(self, ProxyError::StaleUpstream | ProxyError::Upstream(UpstreamErrorKind::Connect))
+        matches!(
+            self,
+            ProxyError::StaleUpstream
+                | ProxyError::Upstream(UpstreamErrorKind::Connect)
+                | ProxyError::Upstream(UpstreamErrorKind::Tls)
+        )
     }
 
     pub fn upstream_kind(self) -> Option<UpstreamErrorKind> {
@@ -185,6 +190,9 @@ mod tests {
         let started = Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)).started();
         assert_eq!(rescue(&started), Rescue { status: None, keep: false });
         assert!(ProxyError::StaleUpstream.retry_safe() && !ProxyError::Upstream(UpstreamErrorKind::Reset).retry_safe());
+        // A failed handshake sent nothing of the request; it is a 502 like any unusable backend.
+        assert!(ProxyError::Upstream(UpstreamErrorKind::Tls).retry_safe());
+        assert_eq!(status(ProxyError::Upstream(UpstreamErrorKind::Tls)), Some(502));
         assert_eq!(ProxyError::BodyTimeout.side(), Side::Downstream);
         assert_eq!(ProxyError::StaleUpstream.side(), Side::Upstream);
     }

@@ -411,10 +411,11 @@ where
             conn.discard_buffered_body(head);
             (conn.reply(Reply::Direct { response, is_head: head.is_head }, keep_alive).await, Some(route))
         }
-        Decision::Proxy { route, slot, endpoints, mirror, sticky } => {
+        Decision::Proxy { route, backend, slot, endpoints, mirror, sticky } => {
             conn.buf.consume(head.head_len);
             let extras = RouteExtras { mirror, sticky };
-            let next = match proxy::forward(conn, head, slot, endpoints, keep_alive, extras).await {
+            let tls = backend.tls.as_deref();
+            let next = match proxy::forward(conn, head, slot, endpoints, tls, keep_alive, extras).await {
                 Ok((status, next)) => {
                     conn.status = status;
                     next

@@ -52,7 +52,9 @@ pub(crate) fn send(worker: &Worker, mirror: &Mirror, head: &[u8], body: Option<&
         state.counters().mirror_dropped();
         return;
     };
-    if endpoints.is_empty() || (mirror.body && body.is_none()) || state.in_flight.get() >= MIRRORS_IN_FLIGHT {
+    // Copies go out in plain HTTP/1.1: a backend that wants TLS gets none.
+    let plain = mirror.backend.tls.is_none();
+    if endpoints.is_empty() || !plain || (mirror.body && body.is_none()) || state.in_flight.get() >= MIRRORS_IN_FLIGHT {
         state.counters().mirror_dropped();
         return;
     }

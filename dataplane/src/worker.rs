@@ -38,7 +38,7 @@ pub(crate) struct Worker {
     pub id: usize,
     pub settings: Arc<Settings>,
     pub pool: Pool,
-    /// HTTP/2 connections to backends that speak it, one per endpoint.
+    /// HTTP/2 connections to backends that speak it, one per endpoint (and TLS settings).
     pub h2_pool: H2Pool,
     /// Client-side read buffers (room for the largest head).
     pub client_buffers: BufferPool,
@@ -378,7 +378,10 @@ async fn sweep_pool(worker: Rc<Worker>) {
     let period = (worker.settings.upstream_idle_timeout / 2).max(Duration::from_millis(100));
     loop {
         monoio::select! {
-            _ = monoio::time::sleep(period) => worker.pool.sweep(),
+            _ = monoio::time::sleep(period) => {
+                worker.pool.sweep();
+                worker.h2_pool.sweep(worker.settings.upstream_idle_timeout);
+            }
             _ = worker.drain.wait() => return,
         }
     }

@@ -42,6 +42,7 @@ mod generation;
 mod publish;
 mod route;
 mod stats;
+mod upstream_tls;
 
 pub use cert::{CertId, CertStore, Certificate};
 pub use generation::{Diagnostic, Digest, Generation, ObjectRef, Severity};
@@ -56,3 +57,4 @@ pub use stats::{
     Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass, UpstreamErrorKind,
     WorkerCounters, WorkerStats, DURATION_BUCKETS,
 };
+pub use upstream_tls::{CaBundle, UpstreamTls, UpstreamTlsSpec};

@@ -20,6 +20,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::cert::CertId;
 use crate::generation::Digest;
+use crate::upstream_tls::UpstreamTls;
 
 pub mod policy;
 pub use policy::{
@@ -46,6 +47,8 @@ pub struct Backend {
     pub kind: BackendKind,
     /// How ramjet talks to the endpoints.
     pub protocol: BackendProtocol,
+    /// TLS to the endpoints: set exactly when the protocol is `HTTPS` or `GRPCS`.
+    pub tls: Option<Arc<UpstreamTls>>,
     /// SHA-256 over the name and the kind, computed once: host digests include it, so a backend
     /// whose endpoints move changes the digest of every host that routes to it.
     pub digest: Digest,
@@ -62,25 +65,36 @@ pub enum BackendProtocol {
     H2c,
     /// gRPC: HTTP/2 by prior knowledge over TCP, as [`BackendProtocol::H2c`].
     Grpc,
+    /// HTTP/1.1 over TLS, pooled as HTTP/1.1 is.
+    Https,
+    /// gRPC over TLS: HTTP/2 (ALPN `h2`), one multiplexed connection per endpoint per worker.
+    Grpcs,
 }
 
 impl BackendProtocol {
-    /// Parses an annotation or field value (case-insensitive): `HTTP`, `H2C`, `GRPC`. `HTTPS` and
-    /// `GRPCS` (TLS to backends) are not supported yet: `Err` says so.
+    /// Parses an annotation or field value (case-insensitive): `HTTP`, `H2C`, `GRPC`, `HTTPS`,
+    /// `GRPCS`.
     pub fn parse(value: &str) -> Result<Self, String> {
         match value.to_ascii_uppercase().as_str() {
             "HTTP" => Ok(BackendProtocol::Http1),
             "H2C" => Ok(BackendProtocol::H2c),
             "GRPC" => Ok(BackendProtocol::Grpc),
-            "HTTPS" | "GRPCS" => Err(format!("backend protocol {value}: TLS to backends is not supported yet")),
-            _ => Err(format!("unknown backend protocol {value:?} (HTTP, H2C or GRPC)")),
+            "HTTPS" => Ok(BackendProtocol::Https),
+            "GRPCS" => Ok(BackendProtocol::Grpcs),
+            _ => Err(format!("unknown backend protocol {value:?} (HTTP, HTTPS, H2C, GRPC or GRPCS)")),
         }
     }
 
     /// Whether requests go to the endpoints over HTTP/2.
     #[inline]
     pub fn is_h2(self) -> bool {
-        matches!(self, BackendProtocol::H2c | BackendProtocol::Grpc)
+        matches!(self, BackendProtocol::H2c | BackendProtocol::Grpc | BackendProtocol::Grpcs)
+    }
+
+    /// Whether the endpoints are reached over TLS.
+    #[inline]
+    pub fn is_tls(self) -> bool {
+        matches!(self, BackendProtocol::Https | BackendProtocol::Grpcs)
     }
 }
 
@@ -118,6 +132,18 @@ impl Backend {
     }
 
     pub fn with_protocol(name: &str, slot: u32, kind: BackendKind, protocol: BackendProtocol) -> Self {
+        Self::with_tls(name, slot, kind, protocol, None)
+    }
+
+    /// A backend whose endpoints speak `protocol`, over `tls` when it is `HTTPS` or `GRPCS` (the
+    /// compiler guarantees the two go together).
+    pub fn with_tls(
+        name: &str,
+        slot: u32,
+        kind: BackendKind,
+        protocol: BackendProtocol,
+        tls: Option<Arc<UpstreamTls>>,
+    ) -> Self {
         let mut h = Sha256::new();
         hash_backend(name, &kind, &mut h);
         // HTTP/1.1 adds nothing, so the digests of tables without other protocols stay as they were.
@@ -125,8 +151,13 @@ impl Backend {
             BackendProtocol::Http1 => {}
             BackendProtocol::H2c => h.update(b"P2"),
             BackendProtocol::Grpc => h.update(b"PG"),
+            BackendProtocol::Https => h.update(b"PS"),
+            BackendProtocol::Grpcs => h.update(b"PGS"),
         }
-        Backend { name: name.into(), slot, kind, protocol, digest: Digest(h.finalize().into()) }
+        if let Some(tls) = &tls {
+            h.update(tls.digest());
+        }
+        Backend { name: name.into(), slot, kind, protocol, tls, digest: Digest(h.finalize().into()) }
     }
 
     pub fn endpoints(name: &str, slot: u32, addrs: Vec<SocketAddr>) -> Self {

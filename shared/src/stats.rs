@@ -61,19 +61,23 @@ pub enum UpstreamErrorKind {
     Protocol = 3,
     /// The backend had no endpoints.
     NoEndpoints = 4,
+    /// The TLS handshake with the backend failed (its certificate did not verify, or it does not
+    /// speak TLS).
+    Tls = 5,
 }
 
 impl UpstreamErrorKind {
-    pub const ALL: [UpstreamErrorKind; 5] = [
+    pub const ALL: [UpstreamErrorKind; 6] = [
         UpstreamErrorKind::Connect,
         UpstreamErrorKind::Reset,
         UpstreamErrorKind::Timeout,
         UpstreamErrorKind::Protocol,
         UpstreamErrorKind::NoEndpoints,
+        UpstreamErrorKind::Tls,
     ];
 
     pub fn label(self) -> &'static str {
-        ["connect", "reset", "timeout", "protocol", "no_endpoints"][self as usize]
+        ["connect", "reset", "timeout", "protocol", "no_endpoints", "tls"][self as usize]
     }
 }
 
@@ -83,7 +87,7 @@ impl UpstreamErrorKind {
 #[derive(Default)]
 pub struct WorkerCounters {
     requests: [AtomicU64; 5],
-    upstream_errors: [AtomicU64; 5],
+    upstream_errors: [AtomicU64; 6],
     connections_accepted: AtomicU64,
     connections_closed: AtomicU64,
     tls_handshake_failures: AtomicU64,

@@ -9,7 +9,9 @@
 //!
 //! Metadata `x-fail: <code>` gets a trailers-only answer with that `grpc-status` and the message
 //! `denied`; `x-sleep-ms: <n>` waits that long before answering; `x-goaway: 1` closes the
-//! connection (GOAWAY) after the answer. Connections are counted.
+//! connection (GOAWAY) after the answer. The `x-request-id` a call carried comes back in the
+//! trailer `x-seen-request-id`. Connections are counted, opened and closed; `start_tls` serves
+//! over TLS (GRPCS).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -25,15 +27,27 @@ use http::{HeaderMap, Request, Response};
 pub struct GrpcBackend {
     pub addr: SocketAddr,
     connections: Arc<AtomicUsize>,
+    closed: Arc<AtomicUsize>,
 }
 
 impl GrpcBackend {
     pub fn start() -> GrpcBackend {
+        Self::start_with(None)
+    }
+
+    /// Over TLS with `config` (ALPN `h2` is the test's to set); a failed handshake counts as a
+    /// connection accepted and closed.
+    pub fn start_tls(config: Arc<rustls::ServerConfig>) -> GrpcBackend {
+        Self::start_with(Some(tokio_rustls::TlsAcceptor::from(config)))
+    }
+
+    fn start_with(tls: Option<tokio_rustls::TlsAcceptor>) -> GrpcBackend {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
-        let count = connections.clone();
+        let closed = Arc::new(AtomicUsize::new(0));
+        let (count, gone) = (connections.clone(), closed.clone());
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
@@ -41,30 +55,52 @@ impl GrpcBackend {
                 loop {
                     let Ok((tcp, _)) = listener.accept().await else { continue };
                     count.fetch_add(1, Ordering::Relaxed);
+                    let (tls, gone) = (tls.clone(), gone.clone());
                     tokio::spawn(async move {
-                        let Ok(mut conn) = h2::server::handshake(tcp).await else { return };
-                        let goaway = Arc::new(tokio::sync::Notify::new());
-                        loop {
-                            tokio::select! {
-                                next = conn.accept() => match next {
-                                    Some(Ok((request, respond))) => {
-                                        tokio::spawn(serve(request, respond, goaway.clone()));
-                                    }
-                                    _ => break,
-                                },
-                                _ = goaway.notified() => conn.graceful_shutdown(),
+                        match tls {
+                            None => connection(tcp).await,
+                            Some(tls) => {
+                                if let Ok(stream) = tls.accept(tcp).await {
+                                    connection(stream).await;
+                                }
                             }
                         }
+                        gone.fetch_add(1, Ordering::Relaxed);
                     });
                 }
             });
         });
-        GrpcBackend { addr, connections }
+        GrpcBackend { addr, connections, closed }
     }
 
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections that have ended (closed by either side).
+    pub fn closed(&self) -> usize {
+        self.closed.load(Ordering::Relaxed)
+    }
+}
+
+/// Serves one HTTP/2 connection until it ends.
+async fn connection<T>(io: T)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let Ok(mut conn) = h2::server::handshake(io).await else { return };
+    let goaway = Arc::new(tokio::sync::Notify::new());
+    loop {
+        tokio::select! {
+            next = conn.accept() => match next {
+                Some(Ok((request, respond))) => {
+                    tokio::spawn(serve(request, respond, goaway.clone()));
+                }
+                _ => break,
+            },
+            _ = goaway.notified() => conn.graceful_shutdown(),
+        }
     }
 }
 
@@ -183,7 +219,11 @@ async fn serve(request: Request<RecvStream>, mut respond: SendResponse<Bytes>, g
             let _ = send.send_data(frame(&all.join(",")), false);
         }
     }
-    let _ = send.send_trailers(trailers(0));
+    let mut end = trailers(0);
+    if let Some(id) = parts.headers.get("x-request-id") {
+        end.insert("x-seen-request-id", id.clone());
+    }
+    let _ = send.send_trailers(end);
     if header("x-goaway").is_some() {
         goaway.notify_one();
     }

@@ -154,13 +154,30 @@ const RETRY: Support = Ignored(
      status",
 );
 const RATE: Support = Ignored("requests are not rate-limited");
-const BACKEND_TLS: Support = Ignored("TLS to backends is not available");
+const SSL_CIPHERS: Support =
+    Approximated("rustls offers only modern cipher suites to backends, chosen for you (docs/ingress.md)");
+const SSL_NAME: Support = Honoured(
+    "the name the backends' certificates are verified against, sent as SNI with proxy-ssl-server-name: on \
+     (docs/ingress.md)",
+);
+const SSL_PROTOCOLS: Support = Approximated("ramjet offers TLS 1.2 and 1.3 to backends, and the backend picks");
+const SSL_SECRET: Support = Honoured(
+    "its ca.crt verifies the backends' certificates when proxy-ssl-verify is on, and its certificate and key are \
+     presented to them (a kubernetes.io/tls Secret in the Ingress's namespace; docs/ingress.md)",
+);
+const SSL_SERVER_NAME: Support = Checked { check: on_off, how: "SNI is sent to HTTPS and GRPCS backends when \"on\"" };
+const SSL_VERIFY: Support = Checked {
+    check: on_off,
+    how: "with \"on\", the backends' certificates are verified against proxy-ssl-secret's ca.crt",
+};
+const SSL_VERIFY_DEPTH: Support =
+    Approximated("a backend's chain is verified up to a CA of the bundle, whatever its length");
 const SNIPPET_ALT: &str = "ramjet never interprets raw nginx configuration (snippets are how CVE-2025-1974, \
                            \"IngressNightmare\", reached the controller)";
 const BACKEND_PROTOCOL: Support = Checked {
     check: backend_protocol,
-    how: "HTTP, H2C and GRPC are spoken to the backends as asked; HTTPS and GRPCS (TLS to backends) are not \
-          available yet, and an Ingress asking for them is not served",
+    how: "HTTP, HTTPS, H2C, GRPC and GRPCS are spoken to the backends as asked (TLS as the proxy-ssl-* \
+          annotations say)",
 };
 const PERMANENT_REDIRECT: Support = Checked {
     check: redirect_target,
@@ -278,7 +295,7 @@ const NGINX: &[Entry] = &[
     e("proxy-connect-timeout", TIMEOUT, None),
     e("proxy-cookie-domain", Ignored("Set-Cookie domains are passed through unchanged"), None),
     e("proxy-cookie-path", Ignored("Set-Cookie paths are passed through unchanged"), None),
-    e("proxy-http-version", Approximated("ramjet always speaks HTTP/1.1 to backends"), Some("1.1")),
+    e("proxy-http-version", Approximated("ramjet speaks HTTP/1.1 to backends, HTTP/2 only to those whose backend-protocol asks for it"), Some("1.1")),
     e("proxy-max-temp-file-size", BUFFERS, None),
     e("proxy-next-upstream", RETRY, None),
     e("proxy-next-upstream-timeout", RETRY, None),
@@ -296,13 +313,13 @@ const NGINX: &[Entry] = &[
         Some("on"),
     ),
     e("proxy-send-timeout", TIMEOUT, None),
-    e("proxy-ssl-ciphers", BACKEND_TLS, None),
-    e("proxy-ssl-name", BACKEND_TLS, None),
-    e("proxy-ssl-protocols", BACKEND_TLS, None),
-    e("proxy-ssl-secret", BACKEND_TLS, None),
-    e("proxy-ssl-server-name", BACKEND_TLS, None),
-    e("proxy-ssl-verify", BACKEND_TLS, Some("off")),
-    e("proxy-ssl-verify-depth", BACKEND_TLS, None),
+    e("proxy-ssl-ciphers", SSL_CIPHERS, None),
+    e("proxy-ssl-name", SSL_NAME, None),
+    e("proxy-ssl-protocols", SSL_PROTOCOLS, None),
+    e("proxy-ssl-secret", SSL_SECRET, None),
+    e("proxy-ssl-server-name", SSL_SERVER_NAME, Some("off")),
+    e("proxy-ssl-verify", SSL_VERIFY, Some("off")),
+    e("proxy-ssl-verify-depth", SSL_VERIFY_DEPTH, None),
     e("relative-redirects", Ignored("ramjet's own redirects are absolute"), NO),
     e("rewrite-target", Ignored("paths are sent to the backend unchanged, not rewritten"), None),
     e("satisfy", AUTH_PART, None),
@@ -361,6 +378,10 @@ const RAMJET: &[Entry] = &[
     e("mirror-target", MIRROR, None),
     e("permanent-redirect", PERMANENT_REDIRECT, None),
     e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
+    e("proxy-ssl-name", SSL_NAME, None),
+    e("proxy-ssl-secret", SSL_SECRET, None),
+    e("proxy-ssl-server-name", SSL_SERVER_NAME, None),
+    e("proxy-ssl-verify", SSL_VERIFY, None),
     e(
         "ssl-redirect",
         Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
@@ -495,6 +516,15 @@ fn redirect_target(value: &str) -> Result<(), String> {
 
 fn backend_protocol(value: &str) -> Result<(), String> {
     BackendProtocol::parse(value.trim()).map(drop)
+}
+
+/// `on` or `off`. ingress-nginx takes anything else for its default (`off`); ramjet does not guess
+/// about a TLS setting.
+fn on_off(value: &str) -> Result<(), String> {
+    match value.trim() {
+        v if v.eq_ignore_ascii_case("on") || v.eq_ignore_ascii_case("off") => Ok(()),
+        v => Err(format!("`{v}` is neither \"on\" nor \"off\"")),
+    }
 }
 
 /// Whether an Ingress carries any ingress-nginx annotation.

@@ -26,7 +26,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, In
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{
     Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, DirectResponse, Filter, ObjectRef,
-    PathKind, RoutePolicy, Rule,
+    PathKind, RoutePolicy, Rule, UpstreamTlsSpec,
 };
 
 use rustc_hash::FxHasher;
@@ -46,7 +46,8 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 /// Redirect plain HTTP to HTTPS for the Ingress's TLS hosts (`"true"`); ingress-nginx's name is
 /// accepted too.
 pub const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = ["ramjet.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"];
-/// The protocol of an Ingress's backends (`HTTP`, `H2C`, `GRPC`), ramjet's name first.
+/// The protocol of an Ingress's backends (`HTTP`, `HTTPS`, `H2C`, `GRPC`, `GRPCS`), ramjet's name
+/// first.
 pub const BACKEND_PROTOCOL_ANNOTATIONS: [&str; 2] =
     ["ramjet.dev/backend-protocol", "nginx.ingress.kubernetes.io/backend-protocol"];
 /// The Secret type that carries a certificate and key.
@@ -373,6 +374,51 @@ impl PlannedRoute {
     }
 }
 
+/// The proxy-ssl-* annotations (after a prefix).
+const PROXY_SSL: [&str; 7] = [
+    "proxy-ssl-ciphers",
+    "proxy-ssl-name",
+    "proxy-ssl-protocols",
+    "proxy-ssl-secret",
+    "proxy-ssl-server-name",
+    "proxy-ssl-verify",
+    "proxy-ssl-verify-depth",
+];
+
+/// The key of a Secret's CA bundle (as ingress-nginx and cert-manager name it).
+pub const CA_BUNDLE_KEY: &str = "ca.crt";
+
+/// TLS to an Ingress's backends, before each backend's server name is known.
+struct BackendTls {
+    verify: Option<Arc<ramjet_shared::CaBundle>>,
+    /// `proxy-ssl-name`.
+    name: Option<String>,
+    sni: bool,
+    client_cert: Option<Arc<Certificate>>,
+}
+
+impl BackendTls {
+    /// The settings for the backend named `backend` (`namespace/service:port`): its server name is
+    /// `proxy-ssl-name`, else the Service's DNS name `service.namespace.svc`.
+    fn spec_for(&self, backend: &str) -> UpstreamTlsSpec {
+        let server_name = self.name.clone().unwrap_or_else(|| service_host(backend));
+        UpstreamTlsSpec {
+            verify: self.verify.clone(),
+            server_name,
+            sni: self.sni,
+            client_cert: self.client_cert.clone(),
+        }
+    }
+}
+
+/// `service.namespace.svc` for a backend named `namespace/service:port` (see
+/// [`Resolver::resolve_backend`]).
+fn service_host(backend: &str) -> String {
+    let (namespace, rest) = backend.split_once('/').unwrap_or(("default", backend));
+    let service = rest.rsplit_once(':').map_or(rest, |(s, _)| s);
+    format!("{service}.{namespace}.svc")
+}
+
 /// How an Ingress names a Service port.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 enum PortRef<'a> {
@@ -543,21 +589,51 @@ impl<'s, 'c> Resolver<'s, 'c> {
         plan.ssl_redirect = SSL_REDIRECT_ANNOTATIONS
             .iter()
             .any(|a| annotations.and_then(|m| m.get(*a)).is_some_and(|v| v.eq_ignore_ascii_case("true")));
-        // The backends' protocol: every backend of this Ingress speaks it.
+        // The backends' protocol: every backend of this Ingress speaks it (over TLS as the
+        // proxy-ssl-* annotations say, for HTTPS and GRPCS).
         let protocol =
             BACKEND_PROTOCOL_ANNOTATIONS.iter().find_map(|a| annotations.and_then(|m| m.get(*a)).map(|v| (a, v)));
-        if let Some((key, value)) = protocol {
-            match BackendProtocol::parse(value.trim()) {
-                Ok(BackendProtocol::Http1) => {}
-                Ok(protocol) => {
-                    for route in &mut plan.routes {
-                        route.backend = self.compiler.speaking(&route.backend, protocol);
-                    }
-                    if let Some(backend) = &mut plan.default_backend {
-                        *backend = self.compiler.speaking(backend, protocol);
-                    }
+        let protocol = match protocol {
+            None => BackendProtocol::Http1,
+            Some((key, value)) => BackendProtocol::parse(value.trim()).unwrap_or_else(|e| {
+                problems.push(format!("{key}: {e}"));
+                BackendProtocol::Http1
+            }),
+        };
+        let ssl = Annotations::new(annotations);
+        let tls = if protocol.is_tls() {
+            self.backend_tls(&ssl, namespace).map_err(|e| problems.push(e)).ok()
+        } else {
+            let given: Vec<String> = PROXY_SSL.iter().filter_map(|n| ssl.get(n).map(|(key, _)| key)).collect();
+            if !given.is_empty() {
+                plan.warnings.push(format!(
+                    "{} apply to HTTPS and GRPCS backends only; this Ingress's backends speak plain {}, so they \
+                     have no effect",
+                    given.join(", "),
+                    if protocol.is_h2() { "HTTP/2" } else { "HTTP/1.1" }
+                ));
+            }
+            None
+        };
+        if protocol != BackendProtocol::Http1 && (tls.is_some() || !protocol.is_tls()) {
+            let mut speak = |backend: &Arc<Backend>| -> Result<Arc<Backend>, String> {
+                let upstream = match &tls {
+                    Some(settings) => Some(self.compiler.upstream_tls(&settings.spec_for(&backend.name))?),
+                    None => None,
+                };
+                Ok(self.compiler.speaking(backend, protocol, upstream))
+            };
+            for route in &mut plan.routes {
+                match speak(&route.backend) {
+                    Ok(b) => route.backend = b,
+                    Err(e) => problems.push(format!("proxy-ssl-name: {e}")),
                 }
-                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+            if let Some(backend) = &mut plan.default_backend {
+                match speak(backend) {
+                    Ok(b) => *backend = b,
+                    Err(e) => problems.push(format!("proxy-ssl-name: {e}")),
+                }
             }
         }
         if problems.is_empty() {
@@ -565,6 +641,55 @@ impl<'s, 'c> Resolver<'s, 'c> {
         } else {
             Err(problems)
         }
+    }
+
+    /// TLS to the Ingress's backends, from the proxy-ssl-* annotations (ramjet's names first, then
+    /// ingress-nginx's), with ingress-nginx's defaults: encrypt without verifying, no SNI.
+    /// `proxy-ssl-secret` (`namespace/name` or `name`, in the Ingress's namespace) names a Secret
+    /// whose `ca.crt` the backends' certificates are verified against when `proxy-ssl-verify` is
+    /// `on`; `proxy-ssl-name` is the name verified (and sent as SNI with `proxy-ssl-server-name:
+    /// on`), else each backend's Service DNS name.
+    fn backend_tls(&mut self, ssl: &Annotations<'s>, namespace: &'s str) -> Result<BackendTls, String> {
+        let on = |name| ssl.get(name).is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case("on"));
+        let verify = on("proxy-ssl-verify");
+        let mut client_cert = None;
+        let ca = match ssl.get("proxy-ssl-secret") {
+            None => None,
+            Some((key, value)) => {
+                let value = value.trim();
+                let (secret_namespace, name) = value.split_once('/').unwrap_or((namespace, value));
+                if secret_namespace != namespace {
+                    return Err(format!(
+                        "{key}: the Secret {value} is in another namespace; only the Ingress's own namespace \
+                         ({namespace}) is allowed, as in ingress-nginx"
+                    ));
+                }
+                let Some(secret) = self.secrets.get(&(secret_namespace, name)) else {
+                    return Err(format!(
+                        "{key}: Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE})"
+                    ));
+                };
+                let pem = secret.data.as_ref().and_then(|d| d.get(CA_BUNDLE_KEY)).map(|b| b.0.as_slice());
+                let Some(pem) = pem else {
+                    return Err(format!("{key}: Secret {namespace}/{name} has no {CA_BUNDLE_KEY}"));
+                };
+                let source = format!("{namespace}/{name}");
+                // The certificate and key, presented to backends that ask for a client certificate.
+                client_cert = Some(self.certificate(namespace, name).map_err(|e| format!("{key}: {e}"))?);
+                Some(self.compiler.ca_bundle(pem, &source).map_err(|e| format!("{key}: Secret {source}: {e}"))?)
+            }
+        };
+        let verify = match (verify, ca) {
+            (false, _) => None,
+            (true, Some(ca)) => Some(ca),
+            (true, None) => {
+                return Err("proxy-ssl-verify is on but there is no proxy-ssl-secret with a ca.crt to verify the \
+                            backends' certificates against"
+                    .into())
+            }
+        };
+        let name = ssl.get("proxy-ssl-name").map(|(_, v)| v.trim().to_string()).filter(|v| !v.is_empty());
+        Ok(BackendTls { verify, name, sni: on("proxy-ssl-server-name"), client_cert })
     }
 
     /// ingress-nginx's redirects (or their `ramjet.dev/` names): `temporal-redirect` (302, or

@@ -1,6 +1,7 @@
 //! Compiling a static routes file (read by [`crate::routes_file`]): the same vocabulary as an
 //! Ingress, without a cluster.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ramjet_shared::{BackendKind, BackendProtocol, Filter, ObjectRef, PathKind, RoutePolicy, Rule};
@@ -15,17 +16,34 @@ pub const STATIC_ROUTES: &str = "StaticRoutes";
 /// Compiles a parsed static routes file into a draft.
 pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
     let mut draft = Draft::default();
+    // TLS to the backends that ask for it. The settings were checked when the file was read; a
+    // backend whose TLS cannot be set up anyway gets no endpoints (503), never plain text.
+    let mut tls_of = HashMap::new();
+    for (name, spec) in &routes.backends {
+        if let BackendSpec::Endpoints(_, _, Some(tls)) = spec {
+            match compiler.upstream_tls(&tls.0) {
+                Ok(tls) => tls_of.insert(name.as_str(), tls),
+                Err(e) => {
+                    let object = ObjectRef::new(STATIC_ROUTES, None, format!("backends.{name}"));
+                    draft.reject(&object, format!("tls: {e}; the backend has no endpoints"));
+                    continue;
+                }
+            };
+        }
+    }
     let backend = |compiler: &mut Compiler, name: &str| {
-        let (kind, protocol) = match &routes.backends[name] {
-            BackendSpec::Endpoints(addrs, protocol) => {
-                (BackendKind::Endpoints(addrs.clone().into_boxed_slice()), *protocol)
+        let (kind, protocol, tls) = match &routes.backends[name] {
+            BackendSpec::Endpoints(addrs, protocol, _) => {
+                let tls = tls_of.get(name).cloned();
+                let addrs = if protocol.is_tls() && tls.is_none() { Vec::new() } else { addrs.clone() };
+                (BackendKind::Endpoints(addrs.into_boxed_slice()), *protocol, tls)
             }
             BackendSpec::Respond { status, body } => {
                 let b = ramjet_shared::Backend::respond(name, 0, *status, body.clone());
-                (b.kind, BackendProtocol::Http1)
+                (b.kind, BackendProtocol::Http1, None)
             }
         };
-        compiler.backend_with(name, kind, protocol)
+        compiler.backend_over(name, kind, protocol, tls)
     };
     for (i, rule) in routes.routes.iter().enumerate() {
         let target = backend(compiler, &rule.backend);

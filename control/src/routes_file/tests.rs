@@ -28,7 +28,8 @@ routes:
         r.backends["api"],
         BackendSpec::Endpoints(
             vec!["127.0.0.1:9001".parse().unwrap(), "127.0.0.1:9002".parse().unwrap()],
-            BackendProtocol::Http1
+            BackendProtocol::Http1,
+            None
         )
     );
 }
@@ -76,11 +77,12 @@ fn errors_name_line_and_field() {
 fn a_backend_names_its_protocol() {
     let r = parse_str("backends:\n  g: { endpoints: [\"127.0.0.1:1\"], protocol: grpc }\n  h: { endpoints: [] }\n")
         .unwrap();
-    assert_eq!(r.backends["g"], BackendSpec::Endpoints(vec!["127.0.0.1:1".parse().unwrap()], BackendProtocol::Grpc));
-    assert_eq!(r.backends["h"], BackendSpec::Endpoints(vec![], BackendProtocol::Http1));
+    assert_eq!(
+        r.backends["g"],
+        BackendSpec::Endpoints(vec!["127.0.0.1:1".parse().unwrap()], BackendProtocol::Grpc, None)
+    );
+    assert_eq!(r.backends["h"], BackendSpec::Endpoints(vec![], BackendProtocol::Http1, None));
 
-    let e = error("backends:\n  g: { endpoints: [], protocol: GRPCS }\n");
-    assert!(e.message.contains("TLS to backends is not supported yet"), "{e}");
     let e = error("backends:\n  g: { endpoints: [], protocol: SPDY }\n");
     assert!(e.message.contains("unknown backend protocol"), "{e}");
     let e = error("backends:\n  g: { respond: { status: 200 }, protocol: H2C }\n");

@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
-use ramjet_shared::UpstreamErrorKind;
+use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 
 use super::body::{copy_body, Body, CopyError, Deadlines};
 use super::head::{parse_response, RequestHead, ResponseHead, ResponsePlan};
@@ -28,6 +28,7 @@ pub(crate) async fn forward<S>(
     head: &RequestHead,
     slot: u32,
     endpoints: &[SocketAddr],
+    tls: Option<&UpstreamTls>,
     keep_alive: bool,
     extras: RouteExtras<'_>,
 ) -> Result<(u16, Next), Failure>
@@ -51,8 +52,14 @@ where
     }
     let timeout = worker.settings.upstream_timeout;
     let mut tally = Tally::default();
-    let attempted =
-        exchange::attempt(worker, endpoints, index, buffered.is_some(), &mut tally, async |up: &mut UpstreamConn| {
+    let attempted = exchange::attempt(
+        worker,
+        endpoints,
+        tls,
+        index,
+        buffered.is_some(),
+        &mut tally,
+        async |up: &mut UpstreamConn| {
             match buffered {
                 Some(len) => send_buffered(conn, len, up).await?,
                 None => {
@@ -62,8 +69,9 @@ where
             }
             let out = &mut conn.out;
             exchange::read_response_head(up, timeout, |data| parse_response(data, &plan, out)).await
-        })
-        .await;
+        },
+    )
+    .await;
     let streamed = conn.tally.bytes_in;
     conn.tally = Tally { bytes_in: streamed, ..tally };
     let (mut up, (response, keep_client)) = attempted?;

@@ -1,4 +1,4 @@
-//! A stream proxied to a backend over HTTP/2 (`H2C`, `GRPC`): the request and the response are
+//! A stream proxied to a backend over HTTP/2 (`H2C`, `GRPC`, `GRPCS`): the request and the response are
 //! relayed frame by frame on one of the worker's multiplexed upstream connections
 //! ([`crate::upstream::H2Pool`]), both directions at once (so gRPC's client, server and
 //! bidirectional streaming work), with trailers both ways.
@@ -7,10 +7,11 @@
 //! flow-control window only once the other side's window took it. A gRPC request's `grpc-timeout`
 //! bounds the wait for the response head: past it the client gets `DEADLINE_EXCEEDED`.
 
+use std::cell::Cell;
 use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::pin::pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -18,13 +19,33 @@ use h2::{RecvStream, SendStream};
 use http::header::{HeaderName, HeaderValue, HOST};
 use http::request::Parts;
 use http::{Request, Response, Uri};
-use ramjet_shared::UpstreamErrorKind;
+use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 
 use crate::error::{Failure, ProxyError};
 use crate::http1::ConnFacts;
+use crate::observe::{RequestId, Tally};
 use crate::worker::Worker;
 
-/// Proxies the stream to `addr` over HTTP/2; the status relayed, or why it failed.
+/// The request id's field, both ways.
+const X_REQUEST_ID: &str = "x-request-id";
+
+/// Where a relayed stream goes: an endpoint, over TLS with `tls` (`GRPCS`) or not, and whether
+/// the client speaks gRPC (its deadline applies).
+pub(super) struct Target<'a> {
+    pub addr: SocketAddr,
+    pub tls: Option<&'a UpstreamTls>,
+    pub grpc: bool,
+}
+
+/// Body bytes relayed each way, counted as they go (the pumps run concurrently).
+#[derive(Default)]
+struct Relayed {
+    to_backend: Cell<u64>,
+    to_client: Cell<u64>,
+}
+
+/// Proxies the stream to `to` over HTTP/2; the status relayed, or why it failed. `tally` learns
+/// the endpoint, the times and the body bytes each way; the request carries the request id `id`.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn forward(
     worker: &Worker,
@@ -33,52 +54,65 @@ pub(super) async fn forward(
     host: &str,
     body: RecvStream,
     respond: &mut SendResponse<Bytes>,
-    addr: SocketAddr,
-    grpc: bool,
+    to: Target<'_>,
+    id: &RequestId,
+    tally: &mut Tally,
 ) -> Result<u16, Failure> {
-    let deadline = if grpc { grpc_timeout(&parts.headers) } else { None };
-    let request = || upstream_request(parts, host, facts);
-    exchange(worker, addr, request, body, respond, deadline).await.map_err(|f| f.at(addr))
+    let deadline = if to.grpc { grpc_timeout(&parts.headers) } else { None };
+    let request = || upstream_request(parts, host, facts, id);
+    tally.upstream = Some(to.addr);
+    let relayed = Relayed::default();
+    let result = exchange(worker, &to, request, body, respond, deadline, id, &relayed, tally).await;
+    tally.bytes_in += relayed.to_backend.get();
+    tally.bytes_out += relayed.to_client.get();
+    result.map_err(|f| f.at(to.addr))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn exchange(
     worker: &Worker,
-    addr: SocketAddr,
+    to: &Target<'_>,
     request: impl Fn() -> Result<Request<()>, ProxyError>,
     mut body: RecvStream,
     respond: &mut SendResponse<Bytes>,
     deadline: Option<Duration>,
+    id: &RequestId,
+    relayed: &Relayed,
+    tally: &mut Tally,
 ) -> Result<u16, Failure> {
     let settings = &worker.settings;
+    let (addr, tls) = (to.addr, to.tls);
     let upstream_failed = |_| {
-        worker.h2_pool.forget(addr);
+        worker.h2_pool.forget(addr, tls);
         Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset))
     };
+    let started = Instant::now();
     let end = body.is_end_stream();
     // A connection that the backend has closed or is closing (GOAWAY) refuses the new stream
     // before anything of it is sent: once more, on a new connection.
     let mut fresh = false;
-    let (response, up_send) = loop {
-        let send = worker.h2_pool.get(addr, settings.upstream_timeout, &settings.http2).await?;
+    let (response, up_send, _held) = loop {
+        let (send, held) = worker.h2_pool.get(addr, tls, settings.upstream_timeout, &settings.http2).await?;
         let opened = match send.ready().await {
             Ok(mut send) => send.send_request(request()?, end),
             Err(e) => Err(e),
         };
         match opened {
-            Ok(opened) => break opened,
+            Ok((response, up_send)) => break (response, up_send, held),
             Err(_) if !fresh => {
-                worker.h2_pool.forget(addr);
+                worker.h2_pool.forget(addr, tls);
                 worker.counters().upstream_retry();
                 fresh = true;
             }
             Err(e) => return Err(upstream_failed(e)),
         }
     };
+    tally.upstream_connect = Some(started.elapsed());
     let mut pump = pin!(async move {
         if end {
             return Ok(());
         }
-        pump_request(worker, &mut body, up_send).await
+        pump_request(worker, &mut body, up_send, &relayed.to_backend).await
     });
     // The response head, within the upstream timeout and the gRPC deadline.
     let wait = deadline.map_or(settings.upstream_timeout, |d| d.min(settings.upstream_timeout));
@@ -97,18 +131,23 @@ async fn exchange(
         Ok(Err(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
         Ok(Ok(response)) => response,
     };
+    tally.upstream_header = Some(started.elapsed());
     let (head, mut up_body) = response.into_parts();
     let status = head.status.as_u16();
     let mut out = Response::new(());
     *out.status_mut() = head.status;
     *out.headers_mut() = head.headers;
+    // The client learns the request's id, as on every other path.
+    if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
+        out.headers_mut().insert(X_REQUEST_ID, value);
+    }
     let end = up_body.is_end_stream();
     let mut client = respond.send_response(out, end).map_err(|_| Failure::from(ProxyError::ClientGone))?;
     if end {
         // A trailers-only answer (a gRPC error, say): all there is to say was in the head.
         return Ok(status);
     }
-    let relay = pin!(relay_response(worker, &mut up_body, &mut client));
+    let relay = pin!(relay_response(worker, &mut up_body, &mut client, &relayed.to_client));
     let mut relay = relay;
     loop {
         monoio::select! {
@@ -132,10 +171,10 @@ fn client_side(pumped: Result<(), Failure>) -> Result<(), Failure> {
     }
 }
 
-/// The request for the backend: the client's method, target and fields, the routed authority, and
-/// the forwarded fields ramjet writes (a client's own `x-forwarded-*` and `x-real-ip` are dropped,
-/// as on HTTP/1.1).
-fn upstream_request(parts: &Parts, host: &str, facts: &ConnFacts) -> Result<Request<()>, ProxyError> {
+/// The request for the backend: the client's method, target and fields, the routed authority, the
+/// forwarded fields ramjet writes (a client's own `x-forwarded-*` and `x-real-ip` are dropped, as
+/// on HTTP/1.1) and the request id (the client's own when it sent one).
+fn upstream_request(parts: &Parts, host: &str, facts: &ConnFacts, id: &RequestId) -> Result<Request<()>, ProxyError> {
     let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
     let uri = Uri::builder()
         .scheme("http")
@@ -149,7 +188,7 @@ fn upstream_request(parts: &Parts, host: &str, facts: &ConnFacts) -> Result<Requ
     let fields = request.headers_mut();
     for (name, value) in &parts.headers {
         let n = name.as_str();
-        if name == HOST || n.starts_with("x-forwarded-") || n == "x-real-ip" {
+        if name == HOST || n.starts_with("x-forwarded-") || n == "x-real-ip" || n == X_REQUEST_ID {
             continue;
         }
         fields.append(name.clone(), value.clone());
@@ -166,6 +205,9 @@ fn upstream_request(parts: &Parts, host: &str, facts: &ConnFacts) -> Result<Requ
     }
     if let Ok(value) = HeaderValue::from_str(host) {
         fields.append("x-forwarded-host", value);
+    }
+    if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
+        fields.insert(X_REQUEST_ID, value);
     }
     Ok(request)
 }
@@ -190,7 +232,12 @@ pub(crate) fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
 }
 
 /// The client's body and trailers, to the backend.
-async fn pump_request(worker: &Worker, body: &mut RecvStream, mut up: SendStream<Bytes>) -> Result<(), Failure> {
+async fn pump_request(
+    worker: &Worker,
+    body: &mut RecvStream,
+    mut up: SendStream<Bytes>,
+    sent: &Cell<u64>,
+) -> Result<(), Failure> {
     let settings = &worker.settings;
     loop {
         let piece = match monoio::time::timeout(settings.client_body_timeout, body.data()).await {
@@ -204,6 +251,7 @@ async fn pump_request(worker: &Worker, body: &mut RecvStream, mut up: SendStream
             Stalled::Gone => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)),
             Stalled::Timeout => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
         })?;
+        sent.set(sent.get() + len as u64);
         // Taken by the backend's window: the client may send that much more.
         let _ = body.flow_control().release_capacity(len);
     }
@@ -224,6 +272,7 @@ async fn relay_response(
     worker: &Worker,
     up_body: &mut RecvStream,
     client: &mut SendStream<Bytes>,
+    sent: &Cell<u64>,
 ) -> Result<(), Failure> {
     let settings = &worker.settings;
     loop {
@@ -242,6 +291,7 @@ async fn relay_response(
             Stalled::Gone => Failure::from(ProxyError::ClientGone),
             Stalled::Timeout => Failure::from(ProxyError::ClientWriteTimeout),
         })?;
+        sent.set(sent.get() + len as u64);
         let _ = up_body.flow_control().release_capacity(len);
     }
     let trailers = match monoio::time::timeout(settings.upstream_timeout, up_body.trailers()).await {

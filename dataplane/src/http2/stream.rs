@@ -146,17 +146,19 @@ async fn handle<'t>(
             seen.route = Some(route);
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
-        Decision::Proxy { route, slot, endpoints, mirror, sticky } => {
+        Decision::Proxy { route, backend, slot, endpoints, mirror, sticky } => {
             seen.route = Some(route);
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
             let index = worker.next_endpoint(slot, endpoints.len());
-            if route.backend.protocol.is_h2() {
+            let tls = backend.tls.as_deref();
+            if backend.protocol.is_h2() {
                 let grpc = grpc::is_grpc(&parts.headers);
-                return relay::forward(worker, facts, parts, host, body, respond, endpoints[index], grpc).await;
+                let to = relay::Target { addr: endpoints[index], tls, grpc };
+                return relay::forward(worker, facts, parts, host, body, respond, to, id, &mut seen.tally).await;
             }
-            let to = Upstream { endpoints, index, id };
+            let to = Upstream { endpoints, tls, index, id };
             let extras = RouteExtras { mirror, sticky };
             forward(worker, facts, parts, host, body, respond, to, seen, extras).await
         }
@@ -237,6 +239,7 @@ async fn answer_with(
 /// Where a stream is proxied: `endpoints[index]` (or the next one), with the request's id.
 struct Upstream<'a> {
     endpoints: &'a [std::net::SocketAddr],
+    tls: Option<&'a ramjet_shared::UpstreamTls>,
     index: usize,
     id: &'a RequestId,
 }
@@ -254,7 +257,7 @@ async fn forward(
     seen: &mut Seen<'_>,
     extras: RouteExtras<'_>,
 ) -> Result<u16, Failure> {
-    let Upstream { endpoints, index, id } = to;
+    let Upstream { endpoints, tls, index, id } = to;
     let mut out = worker.out_buffers.take();
     let framing = match upstream_head(parts, host, facts, body.is_end_stream(), &mut out) {
         Ok(framing) => framing,
@@ -274,10 +277,11 @@ async fn forward(
     let timeout = worker.settings.upstream_timeout;
     let mut sent = 0u64;
     let tally = &mut seen.tally;
-    let upstream = exchange::attempt(worker, endpoints, index, replayable, tally, async |up: &mut UpstreamConn| {
-        send_request(worker, up, &mut out, &mut body, framing, &mut sent).await?;
-        exchange::read_response_head(up, timeout, |data| response_head(data, is_head)).await
-    });
+    let upstream =
+        exchange::attempt(worker, endpoints, tls, index, replayable, tally, async |up: &mut UpstreamConn| {
+            send_request(worker, up, &mut out, &mut body, framing, &mut sent).await?;
+            exchange::read_response_head(up, timeout, |data| response_head(data, is_head)).await
+        });
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
     let result = monoio::select! {
         r = upstream => r,

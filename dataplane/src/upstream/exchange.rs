@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ramjet_shared::UpstreamErrorKind;
+use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 
 use super::{connect, pool::looks_alive, UpstreamConn};
 use crate::error::{Failure, ProxyError};
@@ -15,7 +15,7 @@ use crate::observe::Tally;
 use crate::worker::Worker;
 
 /// Runs `exchange` (send the request, read the response head) on a connection to
-/// `endpoints[index]`: a pooled one if there is one, else a new one. A refused connect moves to the
+/// `endpoints[index]` (over TLS with `tls`): a pooled one if there is one, else a new one. A refused connect moves to the
 /// next endpoint once; a pooled connection that turns out to have been closed by the backend is
 /// replaced by a fresh one once, when the request is `replayable` (it can be sent again as it is).
 /// A request that cannot be replayed is sent on a pooled connection only if it still looks open.
@@ -23,6 +23,7 @@ use crate::worker::Worker;
 pub(crate) async fn attempt<T>(
     worker: &Worker,
     endpoints: &[SocketAddr],
+    tls: Option<&UpstreamTls>,
     mut index: usize,
     replayable: bool,
     tally: &mut Tally,
@@ -35,7 +36,7 @@ pub(crate) async fn attempt<T>(
         let addr = endpoints[index];
         tally.upstream = Some(addr);
         tally.upstream_connect = Some(Duration::ZERO);
-        let pooled = if fresh_only { None } else { worker.pool.take(addr) };
+        let pooled = if fresh_only { None } else { worker.pool.take(addr, tls.map_or(0, |t| t.id)) };
         let mut up = match pooled {
             Some(up) if replayable || looks_alive(&up) => up,
             stale => {
@@ -43,7 +44,8 @@ pub(crate) async fn attempt<T>(
                     worker.upstream_buffers.give(stale.buf.into_inner());
                 }
                 let connecting = Instant::now();
-                let connected = connect(addr, worker.settings.upstream_timeout, worker.upstream_buffers.take()).await;
+                let connected =
+                    connect(addr, worker.settings.upstream_timeout, worker.upstream_buffers.take(), tls).await;
                 tally.upstream_connect = Some(connecting.elapsed());
                 if connected.is_err() {
                     tally.connect_errors += 1;

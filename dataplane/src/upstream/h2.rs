@@ -1,70 +1,145 @@
-//! HTTP/2 to backends that ask for it (`H2C`, `GRPC`): one multiplexed connection per endpoint per
-//! worker, shared by every stream of the worker that goes there. Worker-local: no lock.
+//! HTTP/2 to backends that ask for it (`H2C`, `GRPC`, and over TLS `GRPCS`): one multiplexed
+//! connection per endpoint (and TLS settings) per worker, shared by every stream of the worker that
+//! goes there. Worker-local: no lock.
 //!
-//! A connection is opened by the first stream that needs it (within the upstream timeout) and
-//! driven by its own task on the worker; when the backend closes it or it fails, the task marks it
-//! dead and the next stream opens a new one. A connection replaced meanwhile finishes its streams
-//! and closes by itself once nothing holds it (h2's client connection ends when its last handle is
-//! dropped).
+//! A connection is opened by the first stream that needs it (within the upstream timeout, TLS
+//! handshake included) and driven by its own task on the worker; when the backend closes it or it
+//! fails, the task marks it dead and the next stream opens a new one. A connection that has carried
+//! no stream for the upstream idle timeout is dropped by the worker's periodic sweep. A connection
+//! replaced or dropped meanwhile finishes its streams and closes by itself once nothing holds it
+//! (h2's client connection ends when its last handle is dropped).
 
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::client::SendRequest;
 use monoio::io::IntoPollIo;
-use monoio::net::TcpStream;
-use ramjet_shared::UpstreamErrorKind;
+use monoio_compat::StreamWrapper;
+use monoio_rustls::TlsConnector;
+use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 use rustc_hash::FxHashMap;
+use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::{connect_tcp, handshake};
 use crate::error::ProxyError;
 use crate::Http2Settings;
 
-struct Conn {
-    send: SendRequest<Bytes>,
-    alive: Rc<Cell<bool>>,
+/// The owned-buffer adapter's buffers for TLS connections (as for TLS clients: a frame at a time).
+const TLS_READ_BUFFER: usize = 8 * 1024;
+const TLS_WRITE_BUFFER: usize = 16 * 1024 + 9;
+
+/// What the pool and the streams of one connection share.
+struct Usage {
+    alive: Cell<bool>,
+    /// Streams under way on the connection.
+    streams: Cell<usize>,
+    /// When the last stream ended (or the connection opened).
+    idle_since: Cell<Instant>,
 }
 
-/// A worker's HTTP/2 connections to backends, by endpoint.
+struct Conn {
+    send: SendRequest<Bytes>,
+    usage: Rc<Usage>,
+}
+
+/// A stream's hold on its connection: while any is held the connection is not idle.
+pub(crate) struct StreamGuard(Rc<Usage>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let usage = &self.0;
+        usage.streams.set(usage.streams.get() - 1);
+        if usage.streams.get() == 0 {
+            usage.idle_since.set(Instant::now());
+        }
+    }
+}
+
+/// A worker's HTTP/2 connections to backends, by endpoint and TLS settings (0: plain).
 #[derive(Default)]
 pub struct H2Pool {
-    conns: RefCell<FxHashMap<SocketAddr, Conn>>,
+    conns: RefCell<FxHashMap<(SocketAddr, u64), Conn>>,
 }
 
 impl H2Pool {
-    /// A handle on the connection to `addr`, opened now if there is none (or it died).
+    /// A handle on the connection to `addr` (over TLS with `tls`), opened now if there is none
+    /// (or it died), and a guard that counts the stream as under way until dropped.
     pub(crate) async fn get(
         &self,
         addr: SocketAddr,
+        tls: Option<&UpstreamTls>,
         timeout: Duration,
         limits: &Http2Settings,
-    ) -> Result<SendRequest<Bytes>, ProxyError> {
-        if let Some(conn) = self.conns.borrow().get(&addr) {
-            if conn.alive.get() {
-                return Ok(conn.send.clone());
+    ) -> Result<(SendRequest<Bytes>, StreamGuard), ProxyError> {
+        let key = (addr, tls.map_or(0, |t| t.id));
+        if let Some(conn) = self.conns.borrow().get(&key) {
+            if conn.usage.alive.get() {
+                return Ok((conn.send.clone(), guard(&conn.usage)));
             }
         }
-        let (send, alive) = monoio::time::timeout(timeout, connect(addr, limits))
+        let (send, usage) = monoio::time::timeout(timeout, connect(addr, tls, limits))
             .await
             .map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Timeout))??;
-        self.conns.borrow_mut().insert(addr, Conn { send: send.clone(), alive });
-        Ok(send)
+        let held = guard(&usage);
+        self.conns.borrow_mut().insert(key, Conn { send: send.clone(), usage });
+        Ok((send, held))
     }
 
-    /// Forgets the connection to `addr` (it failed a stream): the next stream opens a new one.
-    pub(crate) fn forget(&self, addr: SocketAddr) {
-        if let Some(conn) = self.conns.borrow_mut().remove(&addr) {
-            conn.alive.set(false);
+    /// Forgets the connection to `addr` with `tls` (it failed a stream): the next stream opens a
+    /// new one.
+    pub(crate) fn forget(&self, addr: SocketAddr, tls: Option<&UpstreamTls>) {
+        if let Some(conn) = self.conns.borrow_mut().remove(&(addr, tls.map_or(0, |t| t.id))) {
+            conn.usage.alive.set(false);
+        }
+    }
+
+    /// Drops connections that died, and those without a stream for `idle_timeout`; run
+    /// periodically by the worker.
+    pub fn sweep(&self, idle_timeout: Duration) {
+        self.conns.borrow_mut().retain(|_, conn| {
+            let usage = &conn.usage;
+            let idle = usage.streams.get() == 0 && usage.idle_since.get().elapsed() >= idle_timeout;
+            usage.alive.get() && !idle
+        });
+    }
+}
+
+fn guard(usage: &Rc<Usage>) -> StreamGuard {
+    usage.streams.set(usage.streams.get() + 1);
+    StreamGuard(usage.clone())
+}
+
+async fn connect(
+    addr: SocketAddr,
+    tls: Option<&UpstreamTls>,
+    limits: &Http2Settings,
+) -> Result<(SendRequest<Bytes>, Rc<Usage>), ProxyError> {
+    let stream = connect_tcp(addr).await?;
+    match tls {
+        None => {
+            let io = stream.into_poll_io().map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Connect))?;
+            start(addr, io, limits).await
+        }
+        Some(tls) => {
+            let tls_stream = handshake(&TlsConnector::from(tls.h2.clone()), tls, stream).await?;
+            let io = StreamWrapper::new_with_buffer_size(tls_stream, TLS_READ_BUFFER, TLS_WRITE_BUFFER);
+            start(addr, io, limits).await
         }
     }
 }
 
-async fn connect(addr: SocketAddr, limits: &Http2Settings) -> Result<(SendRequest<Bytes>, Rc<Cell<bool>>), ProxyError> {
-    let stream = TcpStream::connect_addr(addr).await.map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Connect))?;
-    let _ = stream.set_nodelay(true);
-    let io = stream.into_poll_io().map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Connect))?;
+/// The HTTP/2 handshake over `io`, and the task that drives the connection.
+async fn start<T>(
+    addr: SocketAddr,
+    io: T,
+    limits: &Http2Settings,
+) -> Result<(SendRequest<Bytes>, Rc<Usage>), ProxyError>
+where
+    T: AsyncRead + AsyncWrite + Unpin + 'static,
+{
     let (send, conn) = h2::client::Builder::new()
         .initial_window_size(limits.initial_stream_window)
         .initial_connection_window_size(limits.initial_connection_window)
@@ -74,13 +149,13 @@ async fn connect(addr: SocketAddr, limits: &Http2Settings) -> Result<(SendReques
         .handshake::<_, Bytes>(io)
         .await
         .map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Protocol))?;
-    let alive = Rc::new(Cell::new(true));
-    let flag = alive.clone();
+    let usage = Rc::new(Usage { alive: Cell::new(true), streams: Cell::new(0), idle_since: Cell::new(Instant::now()) });
+    let flag = usage.clone();
     monoio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!(upstream = %addr, error = %e, "HTTP/2 upstream connection failed");
         }
-        flag.set(false);
+        flag.alive.set(false);
     });
-    Ok((send, alive))
+    Ok((send, usage))
 }

@@ -2,7 +2,6 @@
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
@@ -13,7 +12,8 @@ use super::UpstreamConn;
 const MAX_IDLE_PER_ENDPOINT: usize = 128;
 
 pub struct Pool {
-    idle: RefCell<FxHashMap<SocketAddr, Vec<(UpstreamConn, Instant)>>>,
+    /// By endpoint and TLS settings (0: plain).
+    idle: RefCell<FxHashMap<(SocketAddr, u64), Vec<(UpstreamConn, Instant)>>>,
     idle_timeout: Duration,
 }
 
@@ -22,10 +22,11 @@ impl Pool {
         Pool { idle: RefCell::new(FxHashMap::default()), idle_timeout }
     }
 
-    /// The most recently used idle connection to `addr` that has not been idle too long.
-    pub fn take(&self, addr: SocketAddr) -> Option<UpstreamConn> {
+    /// The most recently used idle connection to `addr`, made with the TLS settings `tls_id` (0:
+    /// plain), that has not been idle too long.
+    pub fn take(&self, addr: SocketAddr, tls_id: u64) -> Option<UpstreamConn> {
         let mut idle = self.idle.borrow_mut();
-        let list = idle.get_mut(&addr)?;
+        let list = idle.get_mut(&(addr, tls_id))?;
         while let Some((mut conn, since)) = list.pop() {
             if since.elapsed() < self.idle_timeout {
                 conn.reused = true;
@@ -38,7 +39,7 @@ impl Pool {
     /// Keeps a connection that finished an exchange cleanly.
     pub fn put(&self, conn: UpstreamConn) {
         let mut idle = self.idle.borrow_mut();
-        let list = idle.entry(conn.addr).or_default();
+        let list = idle.entry((conn.addr, conn.tls_id)).or_default();
         if list.len() < MAX_IDLE_PER_ENDPOINT {
             list.push((conn, Instant::now()));
         }
@@ -55,14 +56,13 @@ impl Pool {
 
 /// Whether an idle connection still looks open: no EOF and no unexpected bytes waiting. One
 /// non-blocking `recv(MSG_PEEK)`, used only before sending a request body that could not be
-/// replayed if the connection turned out to be stale.
+/// replayed if the connection turned out to be stale. On a TLS connection any waiting record (a
+/// late session ticket, a close alert) counts as unexpected: a fresh connection is used instead.
 #[allow(unsafe_code)]
 pub fn looks_alive(conn: &UpstreamConn) -> bool {
     let mut byte = 0u8;
     // SAFETY: the fd is open for the lifetime of `conn`, the buffer is one valid byte, and
     // MSG_DONTWAIT keeps the call from blocking whatever the socket's mode.
-    let n = unsafe {
-        libc::recv(conn.stream.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
-    };
+    let n = unsafe { libc::recv(conn.fd, (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
     n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }

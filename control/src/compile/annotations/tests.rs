@@ -27,13 +27,31 @@ fn the_annotations_the_compiler_reads_are_honoured() {
         assert_eq!(one(key, "true").verdict, Verdict::Honoured, "{key}");
     }
     for key in BACKEND_PROTOCOL_ANNOTATIONS {
-        for value in ["GRPC", "h2c", "HTTP"] {
+        for value in ["GRPC", "h2c", "HTTP", "HTTPS", "grpcs"] {
             assert_eq!(one(key, value).verdict, Verdict::Honoured, "{key}: {value}");
         }
-        let tls = one(key, "GRPCS");
-        assert_eq!(tls.verdict, Verdict::RefusedToServe, "{key}");
-        assert!(tls.diagnostic().unwrap().contains("TLS to backends is not supported yet; the Ingress is not served"));
+        let unknown = one(key, "FCGI");
+        assert_eq!(unknown.verdict, Verdict::RefusedToServe, "{key}");
+        assert!(unknown.diagnostic().unwrap().contains("unknown backend protocol"), "{unknown:?}");
     }
+    // TLS to backends, under both prefixes.
+    for prefix in [NGINX_PREFIX, RAMJET_PREFIX] {
+        for (name, value) in [
+            ("proxy-ssl-secret", "shop/backend-ca"),
+            ("proxy-ssl-name", "api.internal"),
+            ("proxy-ssl-verify", "on"),
+            ("proxy-ssl-verify", "off"),
+            ("proxy-ssl-server-name", "on"),
+        ] {
+            let key = format!("{prefix}{name}");
+            assert_eq!(one(&key, value).verdict, Verdict::Honoured, "{key}: {value}");
+        }
+        // ingress-nginx would take a typo for "off" and not verify; ramjet does not serve it.
+        let typo = one(&format!("{prefix}proxy-ssl-verify"), "true");
+        assert_eq!(typo.verdict, Verdict::RefusedToServe);
+        assert!(typo.diagnostic().unwrap().contains("neither \"on\" nor \"off\""), "{typo:?}");
+    }
+    assert_eq!(one("nginx.ingress.kubernetes.io/proxy-ssl-ciphers", "HIGH").verdict, Verdict::Approximated);
 }
 
 #[test]

@@ -329,11 +329,118 @@ fn backend_protocol_annotations_set_the_backends_protocol() {
     assert_eq!(protocol(&second, &host), BackendProtocol::Grpc);
     annotate(&mut snapshot, "ramjet.dev/backend-protocol", "h2c");
     assert_eq!(protocol(&next(&mut compiler, &snapshot).unwrap(), &host), BackendProtocol::H2c);
-    annotate(&mut snapshot, "ramjet.dev/backend-protocol", "GRPCS");
+    annotate(&mut snapshot, "ramjet.dev/backend-protocol", "FCGI");
     let draft = compile(&snapshot, &mut compiler);
     assert!(
-        draft.diagnostics.iter().any(|d| d.message.contains("TLS to backends is not supported yet")),
+        draft.diagnostics.iter().any(|d| d.message.contains("unknown backend protocol")),
         "{:?}",
         draft.diagnostics
     );
+}
+
+/// HTTPS and GRPCS backends with ingress-nginx's proxy-ssl-* semantics: encrypt without verifying
+/// and without SNI by default; `proxy-ssl-secret`'s `ca.crt` verifies with `proxy-ssl-verify: on`
+/// and its certificate is presented; `proxy-ssl-name` replaces the Service's DNS name. What
+/// cannot be honoured keeps the Ingress out, with the reason.
+#[test]
+fn tls_backends_follow_the_proxy_ssl_annotations() {
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::ByteString;
+    use ramjet_shared::{BackendProtocol, Severity};
+    let [(cert, key), (ca, _)] = pems();
+    let mut snapshot = snapshot("scaling.yaml");
+    let secret = |name: &str, ca: Option<&str>| {
+        let mut data = BTreeMap::from([
+            ("tls.crt".to_string(), ByteString(cert.as_bytes().to_vec())),
+            ("tls.key".to_string(), ByteString(key.as_bytes().to_vec())),
+        ]);
+        if let Some(ca) = ca {
+            data.insert("ca.crt".to_string(), ByteString(ca.as_bytes().to_vec()));
+        }
+        let mut s = Secret { type_: Some(TLS_SECRET_TYPE.into()), data: Some(data), ..Default::default() };
+        s.metadata.name = Some(name.into());
+        s.metadata.namespace = Some("default".into());
+        Arc::new(s)
+    };
+    snapshot.secrets.push(secret("backend-ca", Some(ca)));
+    snapshot.secrets.push(secret("no-ca", None));
+    let annotate = |snapshot: &mut ClusterSnapshot, pairs: &[(&str, &str)]| {
+        let site = ingress_mut(snapshot, "site");
+        site.metadata.annotations =
+            Some(pairs.iter().map(|(k, v)| (format!("nginx.ingress.kubernetes.io/{k}"), v.to_string())).collect());
+    };
+    let mut compiler = Compiler::new();
+    let backend = |g: &ramjet_shared::Generation, host: &str| g.table.route(host, "/").unwrap().backend.clone();
+
+    // HTTPS alone: encrypted, not verified, no SNI, the Service's name.
+    annotate(&mut snapshot, &[("backend-protocol", "HTTPS")]);
+    let g = next(&mut compiler, &snapshot).unwrap();
+    let web = backend(&g, "web.test");
+    let tls = web.tls.as_ref().expect("TLS settings");
+    assert_eq!(web.protocol, BackendProtocol::Https);
+    assert_eq!((tls.verified_by.as_deref(), tls.sni), (None, false));
+    assert_eq!(format!("{:?}", tls.server_name), format!("{:?}", server_name("web.default.svc")));
+    assert_eq!(
+        format!("{:?}", backend(&g, "other.test").tls.as_ref().unwrap().server_name),
+        format!("{:?}", server_name("other.default.svc"))
+    );
+
+    // Verified against the Secret's CA, under the name given, with SNI: a new generation.
+    annotate(
+        &mut snapshot,
+        &[
+            ("backend-protocol", "GRPCS"),
+            ("proxy-ssl-secret", "default/backend-ca"),
+            ("proxy-ssl-verify", "on"),
+            ("proxy-ssl-name", "api.internal"),
+            ("proxy-ssl-server-name", "on"),
+        ],
+    );
+    let g2 = next(&mut compiler, &snapshot).expect("the TLS settings are part of the table");
+    assert_ne!(g.digest, g2.digest);
+    let web = backend(&g2, "web.test");
+    let tls = web.tls.as_ref().unwrap();
+    assert_eq!(web.protocol, BackendProtocol::Grpcs);
+    assert_eq!((tls.verified_by.as_deref(), tls.sni), (Some("default/backend-ca"), true));
+    assert_eq!(format!("{:?}", tls.server_name), format!("{:?}", server_name("api.internal")));
+    // The same objects again: the same settings, shared (no generation, same value).
+    assert!(next(&mut compiler, &snapshot).is_none());
+    let again = compile(&snapshot, &mut compiler);
+    let rebuilt = again.builder.build(None);
+    assert!(Arc::ptr_eq(
+        rebuilt.route("web.test", "/").unwrap().backend.tls.as_ref().unwrap(),
+        web.tls.as_ref().unwrap()
+    ));
+
+    // What cannot be honoured is refused, and the Ingress is not served.
+    for (pairs, reason) in [
+        (vec![("proxy-ssl-verify", "on")], "no proxy-ssl-secret"),
+        (vec![("proxy-ssl-secret", "default/missing")], "Secret default/missing does not exist"),
+        (vec![("proxy-ssl-secret", "no-ca")], "has no ca.crt"),
+        (vec![("proxy-ssl-secret", "elsewhere/backend-ca")], "in another namespace"),
+        (vec![("proxy-ssl-name", "not a name")], "not a DNS name"),
+        (vec![("proxy-ssl-verify", "yes")], "neither \"on\" nor \"off\""),
+    ] {
+        let mut all = vec![("backend-protocol", "HTTPS")];
+        all.extend(pairs.iter().copied());
+        annotate(&mut snapshot, &all);
+        let draft = compile(&snapshot, &mut compiler);
+        let refused = draft.diagnostics.iter().find(|d| d.message.contains(reason));
+        assert!(refused.is_some_and(|d| d.severity == Severity::Error), "{reason}: {:?}", draft.diagnostics);
+        assert!(draft.builder.build(None).route("web.test", "/").is_none(), "{reason}: served");
+    }
+
+    // proxy-ssl-* on a plain backend do nothing, and the user is told.
+    annotate(&mut snapshot, &[("proxy-ssl-verify", "on")]);
+    let draft = compile(&snapshot, &mut compiler);
+    assert!(
+        draft.diagnostics.iter().any(|d| d.severity == Severity::Warning && d.message.contains("have no effect")),
+        "{:?}",
+        draft.diagnostics
+    );
+    assert!(draft.builder.build(None).route("web.test", "/").unwrap().backend.tls.is_none());
+}
+
+fn server_name(name: &str) -> rustls::pki_types::ServerName<'static> {
+    rustls::pki_types::ServerName::try_from(name.to_string()).unwrap()
 }

@@ -1,0 +1,99 @@
+//! TLS to backends (`protocol: HTTPS`) over real sockets, on both I/O drivers: the backend is a
+//! rustls server with a certificate from a test CA. By default the connection is encrypted without
+//! verifying and without SNI (ingress-nginx's `proxy-ssl-verify: off`, `proxy-ssl-server-name:
+//! off`); with `verify` the certificate must chain to the CA bundle and carry the server name;
+//! `sni` sends it; a client certificate is presented when given. Whatever fails the handshake is a
+//! 502, counted as a `tls` upstream error, and connections are pooled per endpoint and settings.
+
+#[allow(dead_code)]
+#[path = "support/h2client.rs"]
+mod h2client;
+mod support;
+#[path = "support/tls_backend.rs"]
+mod tls_backend;
+
+use h2client::H2Client;
+use ramjet_shared::UpstreamErrorKind;
+use support::backend::Backend;
+use support::client::{get, Conn};
+use support::pki::Pki;
+use support::{daemon_with, routes_in, DRIVERS};
+use tls_backend::TlsBackend;
+
+#[test]
+fn https_backends_are_encrypted_verified_named_and_pooled_as_configured() {
+    ramjet::install_crypto();
+    let pki = Pki::new("backend-tls");
+    pki.leaf("api", &["api.internal"]);
+    pki.leaf("client", &["ramjet.client"]);
+    let other = Pki::new("backend-tls-other");
+    let api = TlsBackend::start("api", &pki, "api", None);
+    // A backend that wants ramjet's client certificate (issued by the same CA).
+    let mtls = TlsBackend::start("mtls", &pki, "api", Some(pki.ca.clone()));
+    let plain = Backend::start("plain");
+    let other_ca = other.path("ca.pem");
+    let yaml = format!(
+        r#"
+backends:
+  default: {{ endpoints: ["{api}"], protocol: HTTPS }}
+  verified: {{ endpoints: ["{api}"], protocol: https, tls: {{ verify: true, caFile: ca.pem, serverName: api.internal, sni: true }} }}
+  wrongca: {{ endpoints: ["{api}"], protocol: HTTPS, tls: {{ verify: true, caFile: "{other_ca}", serverName: api.internal }} }}
+  wrongname: {{ endpoints: ["{api}"], protocol: HTTPS, tls: {{ verify: true, caFile: ca.pem, serverName: other.internal }} }}
+  notls: {{ endpoints: ["{plain}"], protocol: HTTPS }}
+  mtls: {{ endpoints: ["{mtls}"], protocol: HTTPS, tls: {{ certFile: client.crt, keyFile: client.key }} }}
+  nocert: {{ endpoints: ["{mtls}"], protocol: HTTPS }}
+routes:
+  - {{ host: default.test, path: /, backend: default }}
+  - {{ host: verified.test, path: /, backend: verified }}
+  - {{ host: wrongca.test, path: /, backend: wrongca }}
+  - {{ host: wrongname.test, path: /, backend: wrongname }}
+  - {{ host: notls.test, path: /, backend: notls }}
+  - {{ host: mtls.test, path: /, backend: mtls }}
+  - {{ host: nocert.test, path: /, backend: nocert }}
+"#,
+        api = api.addr,
+        mtls = mtls.addr,
+        plain = plain.addr,
+        other_ca = other_ca.display(),
+    );
+    for driver in DRIVERS {
+        let d = daemon_with(routes_in(&yaml, &pki.dir), driver, |c| c.workers = 1);
+        let http = d.http_addr();
+
+        // ingress-nginx's defaults: encrypted, not verified (the name would not even match), no SNI.
+        let r = get(http, "default.test", "/a?b=1");
+        assert_eq!((r.status, r.body.as_str()), (200, "api sni=- target=/a?b=1\n"), "{driver:?}");
+
+        // Verified against the CA under the configured name, sent as SNI; one pooled connection
+        // for keep-alive requests from HTTP/1.1 and HTTP/2 clients alike.
+        let before = api.connections();
+        let mut conn = Conn::open(http);
+        for i in 0..5 {
+            let r = conn.get("verified.test", &format!("/v{i}"));
+            assert_eq!((r.status, r.body.clone()), (200, format!("api sni=api.internal target=/v{i}\n")), "{driver:?}");
+        }
+        let mut h2 = H2Client::connect(http);
+        let r = h2.get("verified.test", "/over-h2");
+        assert_eq!((r.status, r.text()), (200, "api sni=api.internal target=/over-h2\n".to_string()), "{driver:?}");
+        assert_eq!(api.connections() - before, 1, "{driver:?}: TLS connections are pooled");
+        assert!(api.snis().contains(&Some("api.internal".into())) && api.snis().contains(&None), "{:?}", api.snis());
+
+        // Whatever fails the handshake is a 502 for the client, counted as a TLS error, and the
+        // failed connection serves nobody afterwards.
+        let tls_errors = d.stats.upstream_errors(UpstreamErrorKind::Tls);
+        for host in ["wrongca.test", "wrongname.test", "notls.test", "nocert.test"] {
+            let r = get(http, host, "/");
+            assert_eq!(r.status, 502, "{driver:?} {host}: {}", r.body);
+            assert_eq!(h2.get(host, "/").status, 502, "{driver:?} {host} over HTTP/2");
+        }
+        assert!(d.stats.upstream_errors(UpstreamErrorKind::Tls) >= tls_errors + 6, "{driver:?}");
+        assert_eq!(plain.requests(), 0, "{driver:?}: a plain backend never saw a request in clear");
+
+        // A client certificate is presented to the backend that asks for one.
+        let r = get(http, "mtls.test", "/m");
+        assert_eq!((r.status, r.body.as_str()), (200, "mtls sni=- target=/m\n"), "{driver:?}");
+        // And the verified backend still answers after all that.
+        assert_eq!(get(http, "verified.test", "/").status, 200, "{driver:?}");
+        d.shutdown();
+    }
+}

@@ -1,0 +1,142 @@
+//! An HTTP/1.1 backend over TLS (rustls, blocking, a thread per connection) for the `HTTPS`
+//! backend tests. It answers every request `200` with a body naming itself, the SNI the client
+//! sent (`-` for none) and the request target, keeps connections alive, counts them, and can
+//! require a client certificate issued by a given CA.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls::{RootCertStore, ServerConfig};
+
+pub struct TlsBackend {
+    pub addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+    /// The SNI of each handshake, in order (`None`: the client sent none).
+    snis: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+/// Records the SNI of each handshake, and always answers with the one certificate.
+#[derive(Debug)]
+struct Recorder {
+    key: Arc<CertifiedKey>,
+    snis: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+impl ResolvesServerCert for Recorder {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.snis.lock().unwrap().push(hello.server_name().map(str::to_string));
+        Some(self.key.clone())
+    }
+}
+
+impl TlsBackend {
+    /// Serves `<dir>/<file>.crt` / `.key`; with `client_ca`, a client certificate issued by it is
+    /// required. `alpn`: the protocols offered (empty: no ALPN).
+    pub fn start(
+        name: &'static str,
+        pki: &crate::support::pki::Pki,
+        file: &str,
+        client_ca: Option<CertificateDer<'static>>,
+    ) -> Self {
+        let config = server_config(pki, file, client_ca, &[b"http/1.1"]);
+        let snis = config.1.clone();
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let count = connections.clone();
+        let config = config.0;
+        std::thread::spawn(move || {
+            for tcp in listener.incoming() {
+                let Ok(tcp) = tcp else { continue };
+                count.fetch_add(1, Ordering::SeqCst);
+                let config = config.clone();
+                std::thread::spawn(move || {
+                    let Ok(conn) = rustls::ServerConnection::new(config) else { return };
+                    let mut tls = rustls::StreamOwned::new(conn, tcp);
+                    let mut reader = BufReader::new(&mut tls);
+                    loop {
+                        let mut target = None;
+                        let mut line = String::new();
+                        let mut length = 0usize;
+                        loop {
+                            line.clear();
+                            match reader.read_line(&mut line) {
+                                Ok(0) | Err(_) => return,
+                                Ok(_) => {}
+                            }
+                            if target.is_none() {
+                                target = line.split_whitespace().nth(1).map(str::to_string);
+                                continue;
+                            }
+                            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                                length = v.trim().parse().unwrap_or(0);
+                            }
+                            if line == "\r\n" {
+                                break;
+                            }
+                        }
+                        let mut body = vec![0; length];
+                        if reader.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        let sni = reader.get_ref().conn.server_name().unwrap_or("-").to_string();
+                        let text = format!("{name} sni={sni} target={}\n", target.unwrap_or_default());
+                        let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{text}", text.len());
+                        let stream = reader.get_mut();
+                        if stream.write_all(answer.as_bytes()).and_then(|_| stream.flush()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        TlsBackend { addr, connections, snis }
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    /// The SNI of every handshake so far.
+    pub fn snis(&self) -> Vec<Option<String>> {
+        self.snis.lock().unwrap().clone()
+    }
+}
+
+/// A server configuration for `<file>.crt` / `.key` of `pki`, recording SNIs, requiring a client
+/// certificate from `client_ca` when given, offering `alpn`.
+pub fn server_config(
+    pki: &crate::support::pki::Pki,
+    file: &str,
+    client_ca: Option<CertificateDer<'static>>,
+    alpn: &[&[u8]],
+) -> (Arc<ServerConfig>, Arc<Mutex<Vec<Option<String>>>>) {
+    let chain: Vec<CertificateDer<'static>> =
+        rustls_pemfile::certs(&mut &std::fs::read(pki.path(&format!("{file}.crt"))).unwrap()[..])
+            .collect::<Result<_, _>>()
+            .unwrap();
+    let key: PrivateKeyDer<'static> =
+        rustls_pemfile::private_key(&mut &std::fs::read(pki.path(&format!("{file}.key"))).unwrap()[..])
+            .unwrap()
+            .unwrap();
+    let signer = rustls::crypto::ring::sign::any_supported_type(&key).unwrap();
+    let snis = Arc::new(Mutex::new(Vec::new()));
+    let resolver = Arc::new(Recorder { key: Arc::new(CertifiedKey::new(chain, signer)), snis: snis.clone() });
+    let builder = ServerConfig::builder();
+    let builder = match client_ca {
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            roots.add(ca).unwrap();
+            builder.with_client_cert_verifier(WebPkiClientVerifier::builder(Arc::new(roots)).build().unwrap())
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_cert_resolver(resolver);
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    (Arc::new(config), snis)
+}
