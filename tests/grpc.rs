@@ -17,14 +17,19 @@ mod grpc_backend;
 #[path = "support/h2client.rs"]
 mod h2client;
 mod support;
+#[allow(dead_code)]
+#[path = "support/tls_backend.rs"]
+mod tls_backend;
 
 use std::process::Command;
 use std::time::Duration;
 
 use grpc_backend::GrpcBackend;
 use h2client::H2Client;
+use ramjet_dataplane::access_log::{Destination, Format};
+use ramjet_dataplane::AccessLogSettings;
 use support::backend::Backend;
-use support::{daemon_with, dead_addr, routes_in, DRIVERS};
+use support::{daemon_with, dead_addr, eventually, routes_in, temp_dir, DRIVERS};
 
 const GRPC: &[(&str, &str)] = &[("content-type", "application/grpc"), ("te", "trailers")];
 
@@ -140,7 +145,10 @@ fn grpc_calls_of_every_streaming_mode_go_to_an_h2_backend_over_one_connection_pe
             let what = format!("{driver:?} tls={}", tls.is_some());
             let out = call("Unary", r#"{"text":"hi"}"#, &["-v"]);
             assert!(out.contains(r#"{ "text": "hi" }"#), "{what} unary: {out}");
-            assert!(out.contains("Response trailers received: x-trailer: relayed"), "{what} trailers: {out}");
+            assert!(
+                out.contains("Response trailers received:") && out.contains("x-trailer: relayed"),
+                "{what} trailers: {out}"
+            );
             let out = call("ServerStream", r#"{"text":"s"}"#, &[]);
             assert!(
                 out.contains(r#"{ "text": "s#1" } { "text": "s#2" } { "text": "s#3" }"#),
@@ -231,6 +239,134 @@ fn a_cut_off_grpc_stream_leaves_nothing_for_the_next_caller_on_the_shared_upstre
             assert_eq!(victim("victim"), (200, vec!["victim".to_string()]), "{driver:?} after a {cut}");
         }
         assert_eq!(backend.connections(), 1, "{driver:?}: the victims shared the attacker's upstream connection");
+        d.shutdown();
+    }
+}
+
+/// `protocol: GRPCS`: the calls go to the backend over TLS (ALPN `h2`), verified against the CA
+/// and named as configured, over one multiplexed connection per worker; a backend whose
+/// certificate does not verify is `UNAVAILABLE` for the gRPC client.
+#[test]
+fn grpcs_backends_are_called_over_verified_tls_and_a_bad_certificate_is_unavailable() {
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("grpcs");
+    pki.leaf("backend", &["echo.internal"]);
+    let other = support::pki::Pki::new("grpcs-other");
+    let (config, snis) = tls_backend::server_config(&pki, "backend", None, &[b"h2"]);
+    for driver in DRIVERS {
+        let backend = GrpcBackend::start_tls(config.clone());
+        let yaml = format!(
+            r#"
+backends:
+  echo: {{ endpoints: ["{addr}"], protocol: GRPCS, tls: {{ verify: true, caFile: ca.pem, serverName: echo.internal, sni: true }} }}
+  unverified: {{ endpoints: ["{addr}"], protocol: GRPCS, tls: {{ verify: true, caFile: "{other}" }} }}
+routes:
+  - {{ host: grpc.test, path: /, backend: echo }}
+  - {{ host: bad.test, path: /, backend: unverified }}
+"#,
+            addr = backend.addr,
+            other = other.path("ca.pem").display()
+        );
+        let d = daemon_with(routes_in(&yaml, &pki.dir), driver, |c| c.workers = 1);
+        let call = |host: &str, method: &str, data: &str, extra: &[&str]| {
+            grpcurl_call(d.http_addr(), host, None, method, data, extra)
+        };
+        let out = call("grpc.test", "Unary", r#"{"text":"hi"}"#, &["-v"]);
+        assert!(out.contains(r#"{ "text": "hi" }"#), "{driver:?} unary: {out}");
+        assert!(out.contains("Response trailers received: x-seen-request-id"), "{driver:?} trailers: {out}");
+        let out = call("grpc.test", "Bidi", r#"{"text":"x"} {"text":"y"}"#, &[]);
+        assert!(out.contains(r#"{ "text": "echo:x" } { "text": "echo:y" }"#), "{driver:?} bidi: {out}");
+        assert_eq!(backend.connections(), 1, "{driver:?}: one TLS connection for every call");
+        assert!(snis.lock().unwrap().contains(&Some("echo.internal".to_string())), "{driver:?}");
+
+        let out = call("bad.test", "Unary", r#"{"text":"hi"}"#, &[]);
+        assert!(out.contains("Code: Unavailable Message: bad gateway"), "{driver:?} bad certificate: {out}");
+        d.shutdown();
+    }
+}
+
+/// An upstream HTTP/2 connection that carries no stream for the upstream idle timeout is
+/// closed; one that carries a stream longer than that is not; the next call opens a new one.
+#[test]
+fn an_idle_upstream_h2_connection_is_closed_after_the_idle_timeout() {
+    for driver in DRIVERS {
+        let backend = GrpcBackend::start();
+        let yaml = format!(
+            "backends:\n  echo: {{ endpoints: [\"{}\"], protocol: GRPC }}\nroutes:\n  - {{ host: grpc.test, path: /, backend: echo }}\n",
+            backend.addr
+        );
+        let d = daemon_with(routes_in(&yaml, std::path::Path::new(".")), driver, |c| {
+            c.workers = 1;
+            c.settings.upstream_idle_timeout = Duration::from_millis(300);
+        });
+        // A call that lasts well past the idle timeout: its connection is in use, not idle.
+        let mut client = H2Client::connect(d.http_addr());
+        let headers = [GRPC[0], GRPC[1], ("x-sleep-ms", "1500")];
+        let frame = grpc_backend::frame("slow");
+        let r = client.request("POST", "grpc.test", "/ramjet.test.Echo/Unary", &headers, &frame, false).unwrap();
+        let mut body = bytes::BytesMut::from(&r.body[..]);
+        assert_eq!(grpc_backend::take_messages(&mut body), ["slow"], "{driver:?}: {r:?}");
+        assert_eq!(backend.connections(), 1, "{driver:?}");
+        // Idle now: closed by ramjet (the client connection stays open meanwhile).
+        assert!(eventually(Duration::from_secs(10), || backend.closed() == 1), "{driver:?}: never closed");
+        assert_eq!(backend.connections(), 1, "{driver:?}");
+        let frame = grpc_backend::frame("again");
+        let r = client.request("POST", "grpc.test", "/ramjet.test.Echo/Unary", GRPC, &frame, false).unwrap();
+        let mut body = bytes::BytesMut::from(&r.body[..]);
+        assert_eq!(grpc_backend::take_messages(&mut body), ["again"], "{driver:?}: {r:?}");
+        assert_eq!(backend.connections(), 2, "{driver:?}: a new connection for the next call");
+        d.shutdown();
+    }
+}
+
+/// A stream relayed to an HTTP/2 backend is logged with its body bytes each way, and carries the
+/// request id upstream (the client's own, else ramjet's) and back to the client, as HTTP/1.1 does.
+#[test]
+fn relayed_streams_log_their_bytes_and_carry_the_request_id_upstream() {
+    for driver in DRIVERS {
+        let backend = GrpcBackend::start();
+        let yaml = format!(
+            "backends:\n  echo: {{ endpoints: [\"{}\"], protocol: GRPC }}\nroutes:\n  - {{ host: grpc.test, path: /, backend: echo }}\n",
+            backend.addr
+        );
+        let file = temp_dir("grpc-log").join("access.log");
+        let d = daemon_with(routes_in(&yaml, std::path::Path::new(".")), driver, |c| {
+            c.access_log = Some(AccessLogSettings::new(Destination::File(file.clone()), Format::Json));
+        });
+        let mut client = H2Client::connect(d.http_addr());
+        let frame = grpc_backend::frame("hello, log");
+        let headers = [GRPC[0], GRPC[1], ("x-request-id", "grpc-id-1")];
+        let r = client.request("POST", "grpc.test", "/ramjet.test.Echo/ClientStream", &headers, &frame, false).unwrap();
+        assert_eq!((r.status, r.body.len()), (200, frame.len()), "{driver:?}: {r:?}");
+        assert_eq!(r.header("x-request-id"), Some("grpc-id-1"), "{driver:?}");
+
+        // The backend saw the client's id, or ramjet's own when the client sent none.
+        let out = grpcurl_call(
+            d.http_addr(),
+            "grpc.test",
+            None,
+            "Unary",
+            r#"{"text":"id"}"#,
+            &["-v", "-H", "x-request-id: grpc-id-2"],
+        );
+        assert!(out.contains("x-seen-request-id: grpc-id-2"), "{driver:?}: {out}");
+        let out = grpcurl_call(d.http_addr(), "grpc.test", None, "Unary", r#"{"text":"id"}"#, &["-v"]);
+        let seen = out.split("x-seen-request-id: ").nth(1).and_then(|s| s.split_whitespace().next());
+        assert!(seen.is_some_and(|id| id.len() >= 16), "{driver:?}: {out}");
+
+        let record = |id: &str| -> Option<serde_json::Value> {
+            std::fs::read_to_string(&file).unwrap_or_default().lines().find_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).ok()?;
+                (v["request_id"] == id).then_some(v)
+            })
+        };
+        assert!(eventually(Duration::from_secs(10), || record("grpc-id-1").is_some()), "{driver:?}: no record");
+        let logged = record("grpc-id-1").unwrap();
+        assert_eq!(logged["status"], 200, "{logged}");
+        assert_eq!(logged["bytes_in"].as_u64(), Some(frame.len() as u64), "{logged}");
+        assert_eq!(logged["bytes_out"].as_u64(), Some(frame.len() as u64), "{logged}");
+        assert_eq!(logged["upstream_addr"].as_str(), Some(backend.addr.to_string().as_str()), "{logged}");
+        assert!(eventually(Duration::from_secs(10), || seen.is_some_and(|id| record(id).is_some())), "{driver:?}");
         d.shutdown();
     }
 }

@@ -79,7 +79,7 @@ pub(crate) async fn connect_tcp(addr: SocketAddr) -> Result<TcpStream, ProxyErro
 
 /// The client side of a TLS handshake with a backend. A failure (certificate not verified, a
 /// backend that does not speak TLS) is [`UpstreamErrorKind::Tls`].
-pub(crate) async fn handshake(
+async fn handshake(
     connector: &TlsConnector,
     tls: &UpstreamTls,
     stream: TcpStream,

@@ -17,7 +17,7 @@ use crate::buf::write_vec;
 use crate::dispatch::RouteExtras;
 use crate::error::{Failure, ProxyError};
 use crate::observe::Tally;
-use crate::upstream::{exchange, UpstreamConn};
+use crate::upstream::{exchange, UpstreamConn, UpstreamStream};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -96,7 +96,9 @@ where
         conn.out.extend_from_slice(b"\r\n");
     }
     if status == 101 {
-        if !head.upgrade {
+        // No tunnel over TLS to a backend yet: monoio-rustls cannot read and write one session at
+        // once safely (a TLS alert read while a write is under way panics the worker).
+        if !head.upgrade || matches!(up.stream, UpstreamStream::Tls(_)) {
             return Err(Failure::from(ProxyError::Upstream(UpstreamErrorKind::Protocol)).at(up.addr));
         }
         conn.write_out().await.map_err(|e| Failure::from(e).started())?;

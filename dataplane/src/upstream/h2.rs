@@ -17,19 +17,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use h2::client::SendRequest;
 use monoio::io::IntoPollIo;
-use monoio_compat::StreamWrapper;
-use monoio_rustls::TlsConnector;
 use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::{connect_tcp, handshake};
+use super::connect_tcp;
 use crate::error::ProxyError;
 use crate::Http2Settings;
-
-/// The owned-buffer adapter's buffers for TLS connections (as for TLS clients: a frame at a time).
-const TLS_READ_BUFFER: usize = 8 * 1024;
-const TLS_WRITE_BUFFER: usize = 16 * 1024 + 9;
 
 /// What the pool and the streams of one connection share.
 struct Usage {
@@ -118,15 +112,18 @@ async fn connect(
     limits: &Http2Settings,
 ) -> Result<(SendRequest<Bytes>, Rc<Usage>), ProxyError> {
     let stream = connect_tcp(addr).await?;
+    let io = stream.into_poll_io().map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Connect))?;
     match tls {
-        None => {
-            let io = stream.into_poll_io().map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Connect))?;
-            start(addr, io, limits).await
-        }
+        None => start(addr, io, limits).await,
         Some(tls) => {
-            let tls_stream = handshake(&TlsConnector::from(tls.h2.clone()), tls, stream).await?;
-            let io = StreamWrapper::new_with_buffer_size(tls_stream, TLS_READ_BUFFER, TLS_WRITE_BUFFER);
-            start(addr, io, limits).await
+            // rustls through tokio-rustls over the readiness-based stream: reads and writes may run
+            // at once (h2 does both), which monoio-rustls' owned-buffer stream does not allow.
+            let connector = tokio_rustls::TlsConnector::from(tls.h2.clone());
+            let tls_stream = connector.connect(tls.server_name.clone(), io).await.map_err(|e| {
+                tracing::debug!(upstream = %addr, error = %e, "TLS handshake with an HTTP/2 backend failed");
+                ProxyError::Upstream(UpstreamErrorKind::Tls)
+            })?;
+            start(addr, tls_stream, limits).await
         }
     }
 }

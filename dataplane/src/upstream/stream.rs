@@ -16,8 +16,8 @@ pub enum UpstreamStream {
 }
 
 // SAFETY: both variants are `Split` (monoio's `TcpStream`, and monoio-rustls' stream over a
-// `Split` I/O): their read and write halves may be used concurrently, and the enum only forwards
-// to whichever it holds.
+// `Split` I/O, by its own declaration), and the enum only forwards to whichever it holds. (The
+// protocol-switch tunnel, the one user of the halves, is not opened over TLS: see `http1::proxy`.)
 #[allow(unsafe_code)]
 unsafe impl Split for UpstreamStream {}
 
