@@ -10,6 +10,8 @@ mod support;
 
 use std::net::SocketAddr;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use h2client::{frame, hpack_indexed_literal, hpack_int, request_block, rss_kib, H2Client, RawH2};
@@ -404,6 +406,10 @@ fn hpack_bomb_is_refused() {
     });
 }
 
+/// The flooder writes SETTINGS (or PING) frames as fast as the socket takes them and never reads
+/// the acknowledgements. While it does, a victim on the same (single) worker is answered, over
+/// HTTP/2 and HTTP/1.1, and memory stays bounded. The bound on the victim is generous (the
+/// machine may be loaded): what matters is that it is answered while the flood goes on.
 #[test]
 fn settings_and_ping_floods_do_not_grow_memory() {
     let a = Backend::start("a");
@@ -411,25 +417,49 @@ fn settings_and_ping_floods_do_not_grow_memory() {
         let d = one_worker(driver, &a);
         let rss = rss_kib();
         for kind in [frame::SETTINGS, frame::PING] {
-            // The attacker writes and never reads the acknowledgements.
-            let mut raw = RawH2::connect(d.http_addr());
-            raw.stream.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
             let one = if kind == frame::SETTINGS {
                 h2client::encode_frame(frame::SETTINGS, 0, 0, &[0, 4, 0, 1, 0, 0])
             } else {
                 h2client::encode_frame(frame::PING, 0, 0, &[7; 8])
             };
-            let burst: Vec<u8> = one.iter().copied().cycle().take(one.len() * 1000).collect();
-            let started = Instant::now();
-            let mut frames = 0;
-            while frames < 1_000_000 && started.elapsed() < Duration::from_secs(5) && raw.write(&burst) {
-                frames += 1000;
-            }
-            victim_served(d.http_addr());
+            let mut raw = RawH2::connect(d.http_addr());
+            raw.stream.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+            let stop = Arc::new(AtomicBool::new(false));
+            let halt = stop.clone();
+            let flooder = std::thread::spawn(move || {
+                let burst: Vec<u8> = one.iter().copied().cycle().take(one.len() * 1000).collect();
+                let mut frames = 0u64;
+                // Until told to stop, or ramjet stops reading it (its writes time out), or a million.
+                while frames < 1_000_000 && !halt.load(Ordering::Relaxed) && raw.write(&burst) {
+                    frames += 1000;
+                }
+                (frames, raw)
+            });
+            // Let the flood get going, then be the victim while it goes on (the flooder's writes
+            // block for up to 3 s once ramjet stops reading them, so it lasts at least that long).
+            std::thread::sleep(Duration::from_millis(200));
+            victim_answered(d.http_addr(), Duration::from_secs(30));
+            stop.store(true, Ordering::Relaxed);
+            let (frames, raw) = flooder.join().unwrap();
+            assert!(frames >= 1000, "{driver:?}: the flood never started");
+            // Served again once the flood is over (its connection still open).
+            victim_answered(d.http_addr(), Duration::from_secs(30));
+            drop(raw);
         }
         assert!(rss_kib().saturating_sub(rss) < 64 * 1024, "{driver:?}: memory grew by {} KiB", rss_kib() - rss);
         d.shutdown();
     });
+}
+
+/// The victim gets `/hello` over HTTP/2 and HTTP/1.1, each within `bound`.
+fn victim_answered(addr: SocketAddr, bound: Duration) {
+    let started = Instant::now();
+    let mut client = H2Client::connect(addr);
+    let r = client.get("h", "/hello");
+    assert_eq!(r.status, 200);
+    let r = support::client::get(addr, "h", "/hello");
+    assert_eq!(r.status, 200, "HTTP/1.1 clients too");
+    assert!(started.elapsed() < bound, "the victim waited {:?}", started.elapsed());
 }
 
 #[test]
