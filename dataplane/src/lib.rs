@@ -12,6 +12,10 @@
 //! HTTP/2 connections (module `http2`, h2c by prior knowledge or ALPN `h2`) are served on the same
 //! worker by the `h2` crate; tokio is a dependency only for the I/O traits that crate is written
 //! against (no tokio runtime runs here). The crate takes no lock on the request path.
+//!
+//! Backends are spoken to as their compiled [`ramjet_shared::BackendProtocol`] says (module
+//! `upstream`): HTTP/1.1 on pooled connections, HTTP/2 on one multiplexed connection per endpoint,
+//! either over TLS (`HTTPS`, `GRPCS`) with the rustls settings the compiler put in the backend.
 
 pub mod access_log;
 mod buf;

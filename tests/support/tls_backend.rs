@@ -13,18 +13,20 @@ use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
 
+/// The SNI of each handshake, in order (`None`: the client sent none).
+pub type Snis = Arc<Mutex<Vec<Option<String>>>>;
+
 pub struct TlsBackend {
     pub addr: SocketAddr,
     connections: Arc<AtomicUsize>,
-    /// The SNI of each handshake, in order (`None`: the client sent none).
-    snis: Arc<Mutex<Vec<Option<String>>>>,
+    snis: Snis,
 }
 
 /// Records the SNI of each handshake, and always answers with the one certificate.
 #[derive(Debug)]
 struct Recorder {
     key: Arc<CertifiedKey>,
-    snis: Arc<Mutex<Vec<Option<String>>>>,
+    snis: Snis,
 }
 
 impl ResolvesServerCert for Recorder {
@@ -115,7 +117,7 @@ pub fn server_config(
     file: &str,
     client_ca: Option<CertificateDer<'static>>,
     alpn: &[&[u8]],
-) -> (Arc<ServerConfig>, Arc<Mutex<Vec<Option<String>>>>) {
+) -> (Arc<ServerConfig>, Snis) {
     let chain: Vec<CertificateDer<'static>> =
         rustls_pemfile::certs(&mut &std::fs::read(pki.path(&format!("{file}.crt"))).unwrap()[..])
             .collect::<Result<_, _>>()

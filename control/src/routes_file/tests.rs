@@ -88,3 +88,36 @@ fn a_backend_names_its_protocol() {
     let e = error("backends:\n  g: { respond: { status: 200 }, protocol: H2C }\n");
     assert!(e.message.contains("`protocol` applies to `endpoints`"), "{e}");
 }
+
+/// `protocol: HTTPS` / `GRPCS` take a `tls:` with ingress-nginx's defaults (encrypt without
+/// verifying, no SNI, the first endpoint's host as the name); mistakes are refused with the field.
+#[test]
+fn a_tls_backend_takes_its_settings_with_ingress_nginx_defaults() {
+    let r = parse_str("backends:\n  s: { endpoints: [\"localhost:8443\"], protocol: HTTPS }\n").unwrap();
+    let BackendSpec::Endpoints(_, BackendProtocol::Https, Some(tls)) = &r.backends["s"] else {
+        panic!("{:?}", r.backends["s"])
+    };
+    assert!(tls.0.verify.is_none() && !tls.0.sni && tls.0.client_cert.is_none());
+    assert_eq!(tls.0.server_name, "localhost");
+    let r = parse_str("backends:\n  g: { endpoints: [\"127.0.0.1:1\"], protocol: GRPCS, tls: { serverName: api.internal, sni: true } }\n")
+        .unwrap();
+    let BackendSpec::Endpoints(_, BackendProtocol::Grpcs, Some(tls)) = &r.backends["g"] else { panic!() };
+    assert_eq!((tls.0.server_name.as_str(), tls.0.sni), ("api.internal", true));
+
+    for (yaml, field, says) in [
+        ("{ endpoints: [], protocol: HTTP, tls: {} }", "tls", "HTTPS or GRPCS"),
+        ("{ endpoints: [], protocol: HTTPS, tls: { verify: true } }", "tls.verify", "needs caFile"),
+        (
+            "{ endpoints: [], protocol: HTTPS, tls: { verify: true, caFile: /nonexistent.pem } }",
+            "tls.caFile",
+            "cannot read",
+        ),
+        ("{ endpoints: [], protocol: HTTPS, tls: { serverName: \"a b\" } }", "tls.serverName", "not a DNS name"),
+        ("{ endpoints: [], protocol: HTTPS, tls: { certFile: c.crt } }", "tls.certFile", "go together"),
+        ("{ endpoints: [], protocol: HTTPS, tls: { verfy: true } }", "", "unknown field `verfy`"),
+    ] {
+        let e = error(&format!("backends:\n  s: {yaml}\n"));
+        assert!(e.message.contains(field) && e.message.contains(says), "{yaml}: {e}");
+        assert_eq!(e.line, Some(2), "{yaml}: {e}");
+    }
+}

@@ -11,9 +11,12 @@ use super::UpstreamConn;
 /// Idle connections kept per endpoint at most.
 const MAX_IDLE_PER_ENDPOINT: usize = 128;
 
+/// Idle connections with the time each went idle.
+type Idle = Vec<(UpstreamConn, Instant)>;
+
 pub struct Pool {
     /// By endpoint and TLS settings (0: plain).
-    idle: RefCell<FxHashMap<(SocketAddr, u64), Vec<(UpstreamConn, Instant)>>>,
+    idle: RefCell<FxHashMap<(SocketAddr, u64), Idle>>,
     idle_timeout: Duration,
 }
 

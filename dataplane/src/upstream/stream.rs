@@ -1,8 +1,6 @@
 //! An upstream byte stream: plain TCP or TLS over TCP, behind one type so that the HTTP/1.1
 //! exchange, the pools and the protocol-switch tunnel need no second copy for TLS.
 
-use std::future::Future;
-
 use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Split};
 use monoio::net::TcpStream;
@@ -22,59 +20,47 @@ pub enum UpstreamStream {
 unsafe impl Split for UpstreamStream {}
 
 impl AsyncReadRent for UpstreamStream {
-    fn read<T: IoBufMut>(&mut self, buf: T) -> impl Future<Output = BufResult<usize, T>> {
-        async move {
-            match self {
-                UpstreamStream::Plain(s) => s.read(buf).await,
-                UpstreamStream::Tls(s) => s.read(buf).await,
-            }
+    async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            UpstreamStream::Plain(s) => s.read(buf).await,
+            UpstreamStream::Tls(s) => s.read(buf).await,
         }
     }
 
-    fn readv<T: IoVecBufMut>(&mut self, buf: T) -> impl Future<Output = BufResult<usize, T>> {
-        async move {
-            match self {
-                UpstreamStream::Plain(s) => s.readv(buf).await,
-                UpstreamStream::Tls(s) => s.readv(buf).await,
-            }
+    async fn readv<T: IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            UpstreamStream::Plain(s) => s.readv(buf).await,
+            UpstreamStream::Tls(s) => s.readv(buf).await,
         }
     }
 }
 
 impl AsyncWriteRent for UpstreamStream {
-    fn write<T: IoBuf>(&mut self, buf: T) -> impl Future<Output = BufResult<usize, T>> {
-        async move {
-            match self {
-                UpstreamStream::Plain(s) => s.write(buf).await,
-                UpstreamStream::Tls(s) => s.write(buf).await,
-            }
+    async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            UpstreamStream::Plain(s) => s.write(buf).await,
+            UpstreamStream::Tls(s) => s.write(buf).await,
         }
     }
 
-    fn writev<T: IoVecBuf>(&mut self, buf: T) -> impl Future<Output = BufResult<usize, T>> {
-        async move {
-            match self {
-                UpstreamStream::Plain(s) => s.writev(buf).await,
-                UpstreamStream::Tls(s) => s.writev(buf).await,
-            }
+    async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            UpstreamStream::Plain(s) => s.writev(buf).await,
+            UpstreamStream::Tls(s) => s.writev(buf).await,
         }
     }
 
-    fn flush(&mut self) -> impl Future<Output = std::io::Result<()>> {
-        async move {
-            match self {
-                UpstreamStream::Plain(s) => s.flush().await,
-                UpstreamStream::Tls(s) => s.flush().await,
-            }
+    async fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            UpstreamStream::Plain(s) => s.flush().await,
+            UpstreamStream::Tls(s) => s.flush().await,
         }
     }
 
-    fn shutdown(&mut self) -> impl Future<Output = std::io::Result<()>> {
-        async move {
-            match self {
-                UpstreamStream::Plain(s) => s.shutdown().await,
-                UpstreamStream::Tls(s) => s.shutdown().await,
-            }
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        match self {
+            UpstreamStream::Plain(s) => s.shutdown().await,
+            UpstreamStream::Tls(s) => s.shutdown().await,
         }
     }
 }
