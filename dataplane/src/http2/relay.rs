@@ -91,8 +91,13 @@ async fn exchange(
     // A connection that the backend has closed or is closing (GOAWAY) refuses the new stream
     // before anything of it is sent: once more, on a new connection.
     let mut fresh = false;
+    let mut connect = Duration::ZERO;
     let (response, up_send, _held) = loop {
-        let (send, held) = worker.h2_pool.get(addr, tls, settings.upstream_timeout, &settings.http2).await?;
+        let connecting = Instant::now();
+        let (send, held, opened) = worker.h2_pool.get(addr, tls, settings.upstream_timeout, &settings.http2).await?;
+        if opened {
+            connect += connecting.elapsed();
+        }
         let opened = match send.ready().await {
             Ok(mut send) => send.send_request(request()?, end),
             Err(e) => Err(e),
@@ -107,7 +112,8 @@ async fn exchange(
             Err(e) => return Err(upstream_failed(e)),
         }
     };
-    tally.upstream_connect = Some(started.elapsed());
+    // As on HTTP/1.1: the time spent opening a connection, zero on a shared one.
+    tally.upstream_connect = Some(connect);
     let mut pump = pin!(async move {
         if end {
             return Ok(());

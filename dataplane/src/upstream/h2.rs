@@ -60,18 +60,19 @@ pub struct H2Pool {
 
 impl H2Pool {
     /// A handle on the connection to `addr` (over TLS with `tls`), opened now if there is none
-    /// (or it died), and a guard that counts the stream as under way until dropped.
+    /// (or it died), a guard that counts the stream as under way until dropped, and whether the
+    /// connection was opened for this stream.
     pub(crate) async fn get(
         &self,
         addr: SocketAddr,
         tls: Option<&UpstreamTls>,
         timeout: Duration,
         limits: &Http2Settings,
-    ) -> Result<(SendRequest<Bytes>, StreamGuard), ProxyError> {
+    ) -> Result<(SendRequest<Bytes>, StreamGuard, bool), ProxyError> {
         let key = (addr, tls.map_or(0, |t| t.id));
         if let Some(conn) = self.conns.borrow().get(&key) {
             if conn.usage.alive.get() {
-                return Ok((conn.send.clone(), guard(&conn.usage)));
+                return Ok((conn.send.clone(), guard(&conn.usage), false));
             }
         }
         let (send, usage) = monoio::time::timeout(timeout, connect(addr, tls, limits))
@@ -79,7 +80,7 @@ impl H2Pool {
             .map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Timeout))??;
         let held = guard(&usage);
         self.conns.borrow_mut().insert(key, Conn { send: send.clone(), usage });
-        Ok((send, held))
+        Ok((send, held, true))
     }
 
     /// Forgets the connection to `addr` with `tls` (it failed a stream): the next stream opens a
