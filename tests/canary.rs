@@ -75,6 +75,39 @@ fn weights_zero_and_total_are_absolute() {
     d.shutdown();
 }
 
+/// Each side of a canary has its own series: requests by class and the duration histogram of the
+/// canary's backend are told apart from the primary's, which auto-promotion reads.
+#[test]
+fn each_backend_of_a_canary_has_its_own_series() {
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    for driver in DRIVERS {
+        let d = daemon(&canary_routes(&web, &v2, "{ backend: web-v2, weight: 30, header: X-Canary }"), driver);
+        let (primary, canary) = count_split(d.http_addr(), "shop.test", 200, "");
+        let mut conn = Conn::open(d.http_addr());
+        for _ in 0..7 {
+            assert_eq!(conn.get_with("shop.test", "/nobody/500", "X-Canary: always\r\n").status, 500);
+        }
+        let series = |backend: &str| {
+            let all = d.stats.route_series();
+            all.into_iter().find(|s| &*s.route == "routes[0]" && &*s.backend == backend)
+        };
+        // A request's series is updated after its response is written: the read may come first.
+        let counted = |backend: &str, ok: usize, failed: usize| {
+            series(backend).is_some_and(|s| s.requests[1] == ok as u64 && s.requests[4] == failed as u64)
+        };
+        assert!(
+            eventually(Duration::from_secs(5), || counted("web", primary, 0) && counted("web-v2", canary, 7)),
+            "{driver:?}: web {primary}, web-v2 {canary} + 7 failures; series: {:?}",
+            d.stats.route_series()
+        );
+        assert_eq!(series("web-v2").unwrap().duration.count(), (canary + 7) as u64);
+        let metrics = support::client::get(d.admin_addr(), "localhost", "/metrics").body;
+        let line = "ramjet_route_requests_total{route=\"routes[0]\",backend=\"web-v2\",class=\"5xx\"} 7";
+        assert!(metrics.contains(line), "{driver:?}: no `{line}` in\n{metrics}");
+        d.shutdown();
+    }
+}
+
 const CLASS: &str = "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
                      spec: { controller: ramjet.dev/ingress-controller }\n";
 

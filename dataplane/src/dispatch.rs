@@ -4,9 +4,9 @@
 
 use std::net::SocketAddr;
 
-use std::sync::Arc;
+use ramjet_shared::{normalize_host, BackendKind, DirectResponse, Mirror, RequestView, RouteTable};
 
-use ramjet_shared::{normalize_host, Backend, BackendKind, DirectResponse, Mirror, RequestView, Route, RouteTable};
+use crate::observe::Served;
 
 /// The fate of one request.
 pub(crate) enum Decision<'t, 'b> {
@@ -15,12 +15,12 @@ pub(crate) enum Decision<'t, 'b> {
     /// No rule matched and there is no default backend: 404.
     NoRoute,
     /// The route's configured answer.
-    Direct { route: &'t Arc<Route>, response: &'t DirectResponse },
+    Direct { served: Served<'t>, response: &'t DirectResponse },
     /// Proxy to one of the backend's endpoints (none: 503).
     Proxy {
-        route: &'t Arc<Route>,
-        /// The backend picked (the route's own, or one of its policy's): how to talk to it.
-        backend: &'t Backend,
+        /// The route, and the backend its policy picked (a canary's or the primary's): how to
+        /// talk to it, and whose series counts the request.
+        served: Served<'t>,
         slot: u32,
         endpoints: &'t [SocketAddr],
         /// Also send a copy of the request here (the share was drawn already).
@@ -51,15 +51,15 @@ pub(crate) fn decide<'t, 'b>(
     }
     let Some(route) = table.route(host, target) else { return Decision::NoRoute };
     let pick = route.pick(req, random);
+    let served = Served { route, backend: pick.backend };
     match &pick.backend.kind {
-        BackendKind::Respond(response) => Decision::Direct { route, response },
+        BackendKind::Respond(response) => Decision::Direct { served, response },
         BackendKind::Endpoints(endpoints) => {
             let mirror = pick
                 .rule
                 .and_then(|r| r.mirror())
                 .filter(|m| m.percent >= 100 || m.percent > 0 && random() % 100 < m.percent as u32);
-            let backend = pick.backend;
-            Decision::Proxy { route, backend, slot: backend.slot, endpoints, mirror, sticky: pick.new_sticky }
+            Decision::Proxy { served, slot: pick.backend.slot, endpoints, mirror, sticky: pick.new_sticky }
         }
     }
 }

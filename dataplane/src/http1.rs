@@ -26,14 +26,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split, Splitable};
-use ramjet_shared::{Generation, Route, RouteTable};
+use ramjet_shared::{Generation, RouteTable};
 
 use crate::access_log::RequestFields;
 use crate::buf::{write_vec, ReadBuf};
 use crate::dispatch::{decide, Decision, Http1View, RouteExtras};
 use crate::error::{Failure, ProxyError};
 use crate::http2;
-use crate::observe::{Done, RequestId, Tally};
+use crate::observe::{Done, RequestId, Served, Tally};
 use crate::upstream::UpstreamConn;
 use crate::worker::Worker;
 use body::Body;
@@ -293,14 +293,14 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
     }
 
     /// Accounts the request that just ended: counters, its (route, backend) series, its record.
-    fn done(&mut self, route: Option<&Arc<Route>>, generation: &Arc<Generation>) {
+    fn done(&mut self, served: Option<Served<'_>>, generation: &Arc<Generation>) {
         if self.status == 0 {
             return;
         }
         let done = Done {
             status: self.status,
             start: self.start,
-            route,
+            served,
             generation,
             tally: &self.tally,
             counted: self.counted,
@@ -366,8 +366,8 @@ where
     };
     conn.logging = worker.log_begin(&fields, &mut conn.record);
     conn.request_id = Some(id);
-    let (next, route) = answer(conn, &head, &generation.table).await;
-    conn.done(route, &generation);
+    let (next, served) = answer(conn, &head, &generation.table).await;
+    conn.done(served, &generation);
     next
 }
 
@@ -376,7 +376,7 @@ async fn answer<'t, S>(
     conn: &mut ClientConn<'_, S>,
     head: &RequestHead,
     table: &'t RouteTable,
-) -> (Next, Option<&'t Arc<Route>>)
+) -> (Next, Option<Served<'t>>)
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
@@ -406,15 +406,15 @@ where
             conn.discard_buffered_body(head);
             (conn.fail(ProxyError::NoRoute.into(), keep_alive).await, None)
         }
-        Decision::Direct { route, response } => {
+        Decision::Direct { served, response } => {
             conn.buf.consume(head.head_len);
             conn.discard_buffered_body(head);
-            (conn.reply(Reply::Direct { response, is_head: head.is_head }, keep_alive).await, Some(route))
+            (conn.reply(Reply::Direct { response, is_head: head.is_head }, keep_alive).await, Some(served))
         }
-        Decision::Proxy { route, backend, slot, endpoints, mirror, sticky } => {
+        Decision::Proxy { served, slot, endpoints, mirror, sticky } => {
             conn.buf.consume(head.head_len);
             let extras = RouteExtras { mirror, sticky };
-            let tls = backend.tls.as_deref();
+            let tls = served.backend.tls.as_deref();
             let next = match proxy::forward(conn, head, slot, endpoints, tls, keep_alive, extras).await {
                 Ok((status, next)) => {
                     conn.status = status;
@@ -422,7 +422,7 @@ where
                 }
                 Err(failure) => conn.fail(failure, keep_alive).await,
             };
-            (next, Some(route))
+            (next, Some(served))
         }
     }
 }

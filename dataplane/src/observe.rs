@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use ramjet_shared::{Generation, RequestSample, Route, RouteCounters, RouteTable, WorkerStats};
+use ramjet_shared::{Backend, Generation, RequestSample, Route, RouteCounters, RouteTable, WorkerStats};
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 /// Longest `X-Request-ID` kept from a client.
@@ -119,14 +119,22 @@ pub(crate) struct Tally {
     pub connect_errors: u64,
 }
 
-/// The (route, backend) series of one worker, found by the route's address in the generation it
-/// was last looked up for, else by name.
+/// What served a request: its route, and the backend the route's policy picked for it (a
+/// canary's or the primary's), so each backend of a split route has its own series.
+#[derive(Clone, Copy)]
+pub(crate) struct Served<'a> {
+    pub route: &'a Arc<Route>,
+    pub backend: &'a Arc<Backend>,
+}
+
+/// The (route, backend) series of one worker, found by the route's and the backend's addresses in
+/// the generation they were last looked up for, else by name.
 #[derive(Default)]
 pub(crate) struct RouteIndex {
     /// The generation `by_ptr` holds addresses of (routes of other generations are looked up by
     /// name: an address is only known to be the same route while its generation is alive).
     generation: usize,
-    by_ptr: FxHashMap<usize, u32>,
+    by_ptr: FxHashMap<(usize, usize), u32>,
     /// Hash of (route, backend) to the series with that hash.
     by_name: FxHashMap<u64, Vec<u32>>,
     series: Vec<Arc<RouteCounters>>,
@@ -140,28 +148,28 @@ fn name_hash(route: &str, backend: &str) -> u64 {
 }
 
 impl RouteIndex {
-    /// The series of `route` (created and published when new). `current`: `generation` is the
-    /// worker's serving one, whose route addresses may be remembered.
+    /// The series of `served` (created and published when new). `current`: `generation` is the
+    /// worker's serving one, whose route and backend addresses may be remembered.
     pub fn series(
         &mut self,
-        route: &Arc<Route>,
+        served: Served<'_>,
         generation: &Arc<Generation>,
         current: bool,
         publish: impl FnOnce(Vec<Arc<RouteCounters>>),
     ) -> &RouteCounters {
         let gen_ptr = Arc::as_ptr(generation) as usize;
-        let route_ptr = Arc::as_ptr(route) as usize;
+        let ptrs = (Arc::as_ptr(served.route) as usize, Arc::as_ptr(served.backend) as usize);
         if current && gen_ptr != self.generation {
             self.generation = gen_ptr;
             self.by_ptr.clear();
         }
         let remember = gen_ptr == self.generation;
         if remember {
-            if let Some(&i) = self.by_ptr.get(&route_ptr) {
+            if let Some(&i) = self.by_ptr.get(&ptrs) {
                 return &self.series[i as usize];
             }
         }
-        let (name, backend) = (&route.source, &route.backend.name);
+        let (name, backend) = (&served.route.source, &served.backend.name);
         let hash = name_hash(name, backend);
         let found = self.by_name.get(&hash).and_then(|list| {
             list.iter().copied().find(|&i| {
@@ -180,7 +188,7 @@ impl RouteIndex {
             }
         };
         if remember {
-            self.by_ptr.insert(route_ptr, i);
+            self.by_ptr.insert(ptrs, i);
         }
         &self.series[i as usize]
     }
@@ -189,11 +197,12 @@ impl RouteIndex {
     /// `grace`; `true` when any was dropped (the list must be published again).
     pub fn prune(&mut self, table: &RouteTable, now_secs: u64, grace: Duration) -> bool {
         let mut live: FxHashSet<(&str, &str)> = FxHashSet::default();
-        for (_, route) in table.hosts().flat_map(|h| h.routes()) {
+        let routes = table.hosts().flat_map(|h| h.routes()).map(|(_, r)| r).chain(table.default_route());
+        for route in routes {
             live.insert((&route.source, &route.backend.name));
-        }
-        if let Some(route) = table.default_route() {
-            live.insert((&route.source, &route.backend.name));
+            for backend in route.policy.iter().flat_map(|p| p.backends()) {
+                live.insert((&route.source, &backend.name));
+            }
         }
         let before = self.series.len();
         self.series.retain(|s| {
@@ -220,7 +229,7 @@ impl RouteIndex {
 pub(crate) struct Done<'a> {
     pub status: u16,
     pub start: Instant,
-    pub route: Option<&'a Arc<Route>>,
+    pub served: Option<Served<'a>>,
     pub generation: &'a Arc<Generation>,
     pub tally: &'a Tally,
     /// Already in the status counters (an answer ramjet wrote itself is counted before it is

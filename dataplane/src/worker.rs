@@ -209,12 +209,12 @@ impl Worker {
             self.counters().request(done.status);
         }
         let duration = done.start.elapsed();
-        if let Some(route) = done.route {
+        if let Some(served) = done.served {
             let current = Arc::ptr_eq(&self.current.borrow(), done.generation);
             let sample = observe::sample(done, duration, self.clock.unix_secs());
             let mut routes = self.observer.routes.borrow_mut();
             let stats = &self.observer.stats;
-            routes.series(route, done.generation, current, |list| stats.publish_series(self.id, list)).record(&sample);
+            routes.series(served, done.generation, current, |list| stats.publish_series(self.id, list)).record(&sample);
         }
         let (Some(log), Some(record)) = (&self.log, record) else { return };
         let mut log = log.borrow_mut();
@@ -230,8 +230,8 @@ impl Worker {
             upstream: t.upstream,
             upstream_connect: t.upstream_connect,
             upstream_header: t.upstream_header,
-            route: done.route.map(|r| &*r.source),
-            backend: done.route.map(|r| &*r.backend.name),
+            route: done.served.map(|s| &*s.route.source),
+            backend: done.served.map(|s| &*s.backend.name),
         };
         access_log::end(log.settings.format, &fields, record);
         if !log.push(record) {

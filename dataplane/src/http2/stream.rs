@@ -9,7 +9,6 @@
 
 use std::future::poll_fn;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -19,7 +18,7 @@ use http::header::HeaderValue;
 use http::request::Parts;
 use http::{Method, Request, Response};
 use monoio::io::AsyncWriteRentExt;
-use ramjet_shared::{Route, RouteTable, UpstreamErrorKind};
+use ramjet_shared::{RouteTable, UpstreamErrorKind};
 
 use super::head::{host, push_chunk_size, response_head, upstream_head, Answer};
 use super::relay::{self, Stalled};
@@ -31,7 +30,7 @@ use crate::error::{Failure, ProxyError};
 use crate::grpc;
 use crate::http1::body::Body;
 use crate::http1::{ConnFacts, Framing, CLIENT_CLOSED};
-use crate::observe::{Done, RequestId, Tally};
+use crate::observe::{Done, RequestId, Served, Tally};
 use crate::upstream::{exchange, UpstreamConn};
 use crate::worker::Worker;
 
@@ -44,7 +43,7 @@ const COALESCE: usize = 16 * 1024;
 /// What a stream did, for its accounting: the status sent (0: none), the route, the tally.
 struct Seen<'t> {
     status: u16,
-    route: Option<&'t Arc<Route>>,
+    served: Option<Served<'t>>,
     tally: Tally,
 }
 
@@ -79,7 +78,7 @@ pub(crate) async fn serve(
         };
         worker.log_begin(&fields, &mut record)
     };
-    let mut seen = Seen { status: 0, route: None, tally: Tally::default() };
+    let mut seen = Seen { status: 0, served: None, tally: Tally::default() };
     let outcome = handle(&worker, &facts, &generation.table, &parts, body, &mut respond, &id, &mut seen).await;
     match outcome {
         Ok(status) => seen.status = status,
@@ -109,7 +108,7 @@ pub(crate) async fn serve(
     let done = Done {
         status: seen.status,
         start,
-        route: seen.route,
+        served: seen.served,
         generation: &generation,
         tally: &seen.tally,
         counted: false,
@@ -142,18 +141,18 @@ async fn handle<'t>(
             Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?)
         }
         Decision::NoRoute => Err(ProxyError::NoRoute.into()),
-        Decision::Direct { route, response } => {
-            seen.route = Some(route);
+        Decision::Direct { served, response } => {
+            seen.served = Some(served);
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
-        Decision::Proxy { route, backend, slot, endpoints, mirror, sticky } => {
-            seen.route = Some(route);
+        Decision::Proxy { served, slot, endpoints, mirror, sticky } => {
+            seen.served = Some(served);
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
             let index = worker.next_endpoint(slot, endpoints.len());
-            let tls = backend.tls.as_deref();
-            if backend.protocol.is_h2() {
+            let tls = served.backend.tls.as_deref();
+            if served.backend.protocol.is_h2() {
                 let grpc = grpc::is_grpc(&parts.headers);
                 let to = relay::Target { addr: endpoints[index], tls, grpc };
                 return relay::forward(worker, facts, parts, host, body, respond, to, id, &mut seen.tally).await;
