@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ramjet_control::audit::{EventSink, Webhook};
-use ramjet_control::cluster::{AuditEvents, ClusterOptions};
+use ramjet_control::cluster::{AuditEvents, ClusterOptions, PromotionContext};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_control::routes_file::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
@@ -166,12 +166,19 @@ impl Daemon {
             }
             Source::Cluster(options) => {
                 let records = audit_events.take().context("audit events")?;
+                let promotion = PromotionContext {
+                    stats: stats.clone(),
+                    applier: control.applier.clone(),
+                    audit: control.audit.clone(),
+                    plans: control.canaries(),
+                };
                 cluster = Some(ramjet_control::cluster::start(
                     &control.runtime,
                     options,
                     control.inputs(),
                     control.diagnostics(),
                     records,
+                    promotion,
                 )?);
                 // Every first list must finish before the first generation; a large cluster takes a while.
                 Duration::from_secs(120)

@@ -1,6 +1,9 @@
 //! The audit trail: every publish, pin and release, written for three readers — a `tracing` event
 //! on target `audit` (log pipelines), an [`EventSink`] (Kubernetes Events on the IngressClass), and
 //! an optional webhook (one POST of the JSON, fire and forget).
+//!
+//! Canary auto-promotion decisions ([`CanaryRecord`]) go down the same log target and webhook;
+//! their Kubernetes Events go on the canary Ingress itself (`cluster::promote` writes those).
 
 pub mod diff;
 mod webhook;
@@ -114,7 +117,52 @@ impl AuditTrail {
             sink.record(&record);
         }
         if let Some(webhook) = &self.webhook {
-            webhook.send(&record);
+            webhook.send(&record, format!("generation {}", record.generation));
+        }
+    }
+}
+
+/// One canary auto-promotion decision (or pause, or halt), for the log and the webhook.
+#[derive(Debug, Clone, Serialize)]
+pub struct CanaryRecord {
+    /// Always `canary`: tells these apart from config records at the webhook.
+    pub event: &'static str,
+    /// `CanaryStarted`, `CanaryStepped`, `CanaryCheckFailed`, `CanaryPromoted`, `CanaryAborted`,
+    /// `CanaryPaused`, `CanaryHalted`.
+    pub reason: &'static str,
+    /// The canary Ingress, `namespace/name`.
+    pub ingress: String,
+    /// The weight served after the decision, out of `total`.
+    pub weight: u32,
+    pub total: u32,
+    pub failures: u32,
+    /// The window's figures, when the decision judged one.
+    pub requests: Option<u64>,
+    pub success_rate: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// The Event's note.
+    pub message: String,
+}
+
+impl AuditTrail {
+    /// Logs a canary decision on target `audit` and sends it to the webhook.
+    pub fn record_canary(&self, record: CanaryRecord) {
+        tracing::info!(
+            target: "audit",
+            event = "canary",
+            reason = record.reason,
+            ingress = %record.ingress,
+            weight = record.weight,
+            total = record.total,
+            failures = record.failures,
+            requests = record.requests,
+            success_rate = record.success_rate,
+            p99_ms = record.p99_ms,
+            "{}",
+            record.message
+        );
+        if let Some(webhook) = &self.webhook {
+            webhook.send(&record, format!("{} {}", record.reason, record.ingress));
         }
     }
 }

@@ -17,6 +17,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub mod promotion;
+
 use ramjet_shared::{Backend, Condition, Filter, Matcher, Mirror, Rule, WeightedBackend};
 
 /// The annotation prefixes read, in order: ramjet's own wins over ingress-nginx's.

@@ -5,17 +5,20 @@
 //!        │ (nothing is submitted before every first list is done)                  (rebuild loop)
 //!        ▼
 //!  status writer ◀── leader? (Lease) ──▶ warning Events for Ingresses that fail to compile
+//!                          └──▶ canary auto-promotion (data-plane counters → canary-state annotation)
 //!  audit Events (ConfigApplied / ConfigPinned / ConfigResumed on our IngressClass), every replica
 //! ```
 //!
 //! All of it runs as tasks on the control thread's runtime; [`start`] connects (in-cluster
 //! configuration or `--kubeconfig`) and spawns them. Writes follow DESIGN.md's "be a fixed point":
 //! Events are created directly (never through an aggregating recorder) and a missing permission is
-//! logged at debug and skipped; Ingress status is written by the elected replica only, with
-//! server-side apply (field manager `ramjet`) and only when it differs from what is there.
+//! logged at debug and skipped; Ingress status and the canary-state annotation are written by the
+//! elected replica only, with server-side apply (field manager `ramjet`) and only when they differ
+//! from what is there.
 
 pub mod events;
 pub mod lease;
+pub mod promote;
 pub mod status;
 pub mod watch;
 
@@ -32,6 +35,7 @@ use crate::compile::ingress::IngressOptions;
 use crate::Input;
 
 pub use events::{AuditEvents, AuditEventsReceiver};
+pub use promote::PromotionContext;
 
 /// The field manager of every server-side apply ramjet makes.
 pub const FIELD_MANAGER: &str = "ramjet";
@@ -209,13 +213,15 @@ impl ClusterHandle {
 
 /// Connects and starts the watcher and the writers on the control thread's runtime; returns once
 /// the client is built (or could not be). Compiled snapshots go to `inputs`; `diagnostics` is the
-/// rebuild loop's report of every compile; `audit` carries the audit records to turn into Events.
+/// rebuild loop's report of every compile; `audit` carries the audit records to turn into Events;
+/// `promotion` is what canary auto-promotion reads.
 pub fn start(
     runtime: &tokio::runtime::Handle,
     options: ClusterOptions,
     inputs: mpsc::UnboundedSender<Input>,
     diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
     audit: AuditEventsReceiver,
+    promotion: PromotionContext,
 ) -> Result<ClusterHandle, ClusterError> {
     let (ready, connected) = std::sync::mpsc::channel();
     let (stop_election, stop) = tokio::sync::oneshot::channel();
@@ -228,12 +234,13 @@ pub fn start(
             }
         };
         let _ = ready.send(Ok(()));
-        run(client, default_namespace, options, inputs, diagnostics, audit, stop).await;
+        run(client, default_namespace, options, inputs, diagnostics, audit, promotion, stop).await;
     });
     connected.recv().map_err(|_| ClusterError::Stopped)??;
     Ok(ClusterHandle { stop_election: Some(stop_election) })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run(
     client: Client,
     default_namespace: String,
@@ -241,6 +248,7 @@ async fn run(
     inputs: mpsc::UnboundedSender<Input>,
     diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
     audit: AuditEventsReceiver,
+    promotion: PromotionContext,
     stop_election: tokio::sync::oneshot::Receiver<std::sync::mpsc::Sender<()>>,
 ) {
     let options = Arc::new(options);
@@ -252,6 +260,7 @@ async fn run(
     let lease_namespace = options.lease.namespace.clone().unwrap_or(default_namespace);
     tokio::spawn(lease::elect(client.clone(), options.lease.clone(), lease_namespace, leader_tx, stop_election));
     tokio::spawn(events::report_diagnostics(writer.clone(), stores.ingresses.clone(), diagnostics, leader.clone()));
+    tokio::spawn(promote::run(client.clone(), stores.clone(), promotion, leader.clone(), writer.clone()));
     tokio::spawn(status::run(client.clone(), stores.clone(), options.clone(), leader, writer));
     stores.feed(options, inputs).await;
 }

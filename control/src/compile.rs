@@ -22,6 +22,8 @@ pub struct Draft {
     pub builder: TableBuilder,
     pub certificates: Vec<Arc<Certificate>>,
     pub diagnostics: Vec<Diagnostic>,
+    /// The canaries that auto-promote (Ingresses only), for the replica that decides.
+    pub canaries: Vec<crate::canary::promotion::CanaryPlan>,
 }
 
 impl Draft {

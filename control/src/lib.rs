@@ -46,6 +46,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use apply::Applier;
 use audit::{AuditTrail, EventSink, Webhook};
+use canary::promotion::CanaryPlan;
 use compile::ingress::ClusterSnapshot;
 use compile::Compiler;
 use metrics::{ControlMetrics, MetricsSources};
@@ -95,13 +96,17 @@ pub struct ControlHandle {
     /// The control thread's runtime, for sources that run beside the rebuild loop (the watcher).
     pub runtime: tokio::runtime::Handle,
     diagnostics: watch::Receiver<Arc<[Diagnostic]>>,
+    canaries: watch::Receiver<Arc<[CanaryPlan]>>,
+    /// The audit channels, for decisions made outside the applier (canary promotion).
+    pub audit: AuditTrail,
 }
 
 impl Control {
     pub fn start(config: ControlConfig) -> Result<ControlHandle, ControlError> {
         let metrics = Arc::new(ControlMetrics::default());
         let audit = AuditTrail { sinks: config.event_sinks, webhook: config.audit_webhook.clone() };
-        let applier = Arc::new(Applier::new(config.published.clone(), config.history_size, audit, metrics.clone()));
+        let applier =
+            Arc::new(Applier::new(config.published.clone(), config.history_size, audit.clone(), metrics.clone()));
         let admin_addr = config.admin_listener.local_addr()?;
         config.admin_listener.set_nonblocking(true)?;
         let admin_state = Arc::new(admin::AdminState {
@@ -118,6 +123,7 @@ impl Control {
         let (inputs, inputs_rx) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = oneshot::channel();
         let (diagnostics_tx, diagnostics) = watch::channel(Arc::from(Vec::new()));
+        let (canaries_tx, canaries) = watch::channel(Arc::from(Vec::new()));
         let handle = runtime.handle().clone();
         let listener = config.admin_listener;
         let thread_applier = applier.clone();
@@ -132,7 +138,7 @@ impl Control {
                     }
                 };
                 let (generations, generations_rx) = latest::latest();
-                tokio::spawn(rebuild(inputs_rx, generations, thread_metrics, diagnostics_tx));
+                tokio::spawn(rebuild(inputs_rx, generations, thread_metrics, diagnostics_tx, canaries_tx));
                 let applier = thread_applier.clone();
                 tokio::spawn(async move {
                     loop {
@@ -173,6 +179,8 @@ impl Control {
             metrics,
             runtime: handle,
             diagnostics,
+            canaries,
+            audit,
         })
     }
 }
@@ -193,6 +201,11 @@ impl ControlHandle {
     /// (an object that fails to compile does not change the table).
     pub fn diagnostics(&self) -> watch::Receiver<Arc<[Diagnostic]>> {
         self.diagnostics.clone()
+    }
+
+    /// The auto-promoting canaries of the latest compile.
+    pub fn canaries(&self) -> watch::Receiver<Arc<[CanaryPlan]>> {
+        self.canaries.clone()
     }
 
     /// Waits until the first generation is published, up to `timeout`.
@@ -239,6 +252,7 @@ async fn rebuild(
     generations: latest::LatestSender<ramjet_shared::Generation>,
     metrics: Arc<ControlMetrics>,
     diagnostics: watch::Sender<Arc<[Diagnostic]>>,
+    canaries: watch::Sender<Arc<[CanaryPlan]>>,
 ) {
     let mut compiler = Compiler::new();
     while let Some(mut input) = inputs.recv().await {
@@ -248,18 +262,19 @@ async fn rebuild(
         }
         let compiled = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            let draft = match &input {
+            let mut draft = match &input {
                 Input::Static(routes) => compile::static_routes::compile(routes, &mut compiler),
                 Input::Objects(snapshot) => compile::ingress::compile(snapshot, &mut compiler),
             };
             let mut found = draft.diagnostics.clone();
             found.sort();
             found.dedup();
+            let plans = std::mem::take(&mut draft.canaries);
             let generation = compiler.finish(draft);
-            (compiler, found, generation, started.elapsed())
+            (compiler, found, plans, generation, started.elapsed())
         })
         .await;
-        let (returned, found, generation, took) = match compiled {
+        let (returned, found, plans, generation, took) = match compiled {
             Ok(compiled) => compiled,
             Err(e) => {
                 // A compile that panicked: keep serving what is published and compile the next input
@@ -276,6 +291,13 @@ async fn rebuild(
             let changed = **d != *found;
             if changed {
                 *d = found.into();
+            }
+            changed
+        });
+        canaries.send_if_modified(|c| {
+            let changed = **c != *plans;
+            if changed {
+                *c = plans.into();
             }
             changed
         });

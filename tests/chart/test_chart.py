@@ -492,6 +492,9 @@ def test_clusterrole_grants():
     # against a real API server's audit log that every write granted here is one ramjet makes.
     assert rules_grant(rules, "networking.k8s.io", "ingresses/status", "patch")
     assert not rules_grant(rules, "networking.k8s.io", "ingresses/status", "update")
+    # Canary auto-promotion writes its state annotation the same way; never an update.
+    assert rules_grant(rules, "networking.k8s.io", "ingresses", "patch")
+    assert not rules_grant(rules, "networking.k8s.io", "ingresses", "update")
     assert rules_grant(rules, "events.k8s.io", "events", "create")
     assert not rules_grant(rules, "events.k8s.io", "events", "patch")
     # Nothing it does not need.

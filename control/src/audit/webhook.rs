@@ -12,7 +12,7 @@ use hyper::Request;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
-use super::AuditRecord;
+use serde::Serialize;
 
 /// Why a webhook URL was refused at start-up.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -57,8 +57,9 @@ impl Webhook {
         })
     }
 
-    /// Sends the record in the background; never waits and never retries.
-    pub fn send(&self, record: &AuditRecord) {
+    /// Sends the record (a config record, or a canary decision) in the background; never waits
+    /// and never retries. `about` names it in the log line of a failure.
+    pub fn send(&self, record: &impl Serialize, about: String) {
         let body = match serde_json::to_vec(record) {
             Ok(b) => Bytes::from(b),
             Err(e) => {
@@ -78,7 +79,6 @@ impl Webhook {
             }
         };
         let this = self.clone();
-        let generation = record.generation;
         tokio::spawn(async move {
             let outcome = tokio::time::timeout(this.timeout, this.client.request(request)).await;
             let failure = match outcome {
@@ -93,7 +93,7 @@ impl Webhook {
                 }
                 Some(why) => {
                     this.failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(url = %this.uri, generation, error = %why, "audit webhook delivery failed (not retried)");
+                    tracing::warn!(url = %this.uri, record = %about, error = %why, "audit webhook delivery failed (not retried)");
                 }
             }
         });

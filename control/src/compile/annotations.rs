@@ -145,6 +145,9 @@ const AUTH: Support = AccessControl("authentication");
 const AUTH_PART: Support = Ignored("external or basic authentication is not available, so its options do nothing");
 const AFFINITY: Support = Ignored("session affinity is not available: requests are balanced round robin");
 const CORS: Support = Ignored("CORS headers are not added and preflight requests go to the backend");
+/// Canary auto-promotion (ramjet's own; ingress-nginx has none): docs/canaries.md.
+const AUTO_PROMOTE: Support =
+    Honoured("canary auto-promotion: the weight steps up while the canary's success rate and p99 hold");
 const CANARY: Support = Honoured("with ingress-nginx's semantics (docs/canaries.md)");
 const MIRROR: Support = Honoured("a copy of each request, fire and forget (docs/mirrors.md)");
 const TLS_AUTH: Support = AccessControl("client certificate authentication");
@@ -364,10 +367,19 @@ const NGINX: &[Entry] = &[
 const RAMJET: &[Entry] = &[
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
     e("canary", CANARY, None),
+    e("canary-auto-promote", AUTO_PROMOTE, None),
     e("canary-by-cookie", CANARY, None),
     e("canary-by-header", CANARY, None),
     e("canary-by-header-pattern", CANARY, None),
     e("canary-by-header-value", CANARY, None),
+    e("canary-failure-threshold", AUTO_PROMOTE, None),
+    e("canary-interval", AUTO_PROMOTE, None),
+    e("canary-max-p99", AUTO_PROMOTE, None),
+    e("canary-max-weight", AUTO_PROMOTE, None),
+    e("canary-min-requests", AUTO_PROMOTE, None),
+    e("canary-min-success-rate", AUTO_PROMOTE, None),
+    e("canary-state", Honoured("ramjet's own record of where auto-promotion stands, written by ramjet"), None),
+    e("canary-step-weight", AUTO_PROMOTE, None),
     e("canary-sticky", CANARY, None),
     e("canary-weight", CANARY, None),
     e("canary-weight-total", CANARY, None),

@@ -14,7 +14,7 @@
 //!
 //! `docs/ingress.md` describes the semantics for users.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::hash::BuildHasherDefault;
 use std::net::{IpAddr, SocketAddr};
@@ -33,7 +33,8 @@ use rustc_hash::FxHasher;
 
 use super::annotations::{self, Verdict};
 use super::{Compiler, Draft};
-use crate::canary::{Annotations, MirrorTarget};
+use crate::canary::promotion::{AutoPromote, CanaryPlan, CanaryState, STATE_ANNOTATION};
+use crate::canary::{effective_total, Annotations, MirrorTarget};
 use crate::certs::{is_expired, parse_certificate};
 use crate::routes_file::validate_host;
 
@@ -288,11 +289,24 @@ fn merge_canaries<'s>(
         let source = format!("{namespace}/{name}");
         let object = ObjectRef::ingress(namespace, name);
         let mut problems = Vec::new();
-        let spec = Annotations::new(ingress.metadata.annotations.as_ref()).canary(&mut problems);
+        let mut spec = Annotations::new(ingress.metadata.annotations.as_ref()).canary(&mut problems);
+        let total = effective_total(spec.weight_total);
+        let auto = AutoPromote::from_annotations(ingress.metadata.annotations.as_ref(), total, &mut problems);
         for problem in problems.drain(..) {
             draft.warn(&object, problem);
         }
         let Some(plan) = planned(resolver.plan(ingress, namespace), &object, "canary", draft) else { continue };
+        let backends: BTreeSet<&str> = plan.routes.iter().map(|r| &*r.backend.name).collect();
+        let backend = backends.into_iter().collect::<Vec<_>>().join(",");
+        if auto.is_some() {
+            // Every replica serves the weight the deciding replica wrote; until it has written
+            // one (or for another backend, a new version), the canary's own weight.
+            let state = ingress.metadata.annotations.as_ref().and_then(|a| a.get(STATE_ANNOTATION));
+            if let Some(state) = state.and_then(|s| CanaryState::parse(s)).filter(|s| s.backend == backend) {
+                spec.weight = state.served_weight(total);
+            }
+        }
+        let mut series = Vec::new();
         if plan.default_backend.is_some() {
             draft.warn(&object, "spec.defaultBackend of a canary Ingress is not supported; it is ignored");
         }
@@ -326,7 +340,20 @@ fn merge_canaries<'s>(
                 draft.warn(&object, problem);
             }
             tracing::debug!(canary = %source, primary = %primary_source, route = %shown, "canary merged");
+            series.push((primary_source.clone(), canary.backend.name.to_string()));
             primary.canary = Some((rules, source.clone()));
+        }
+        if let Some(settings) = auto.filter(|_| !series.is_empty()) {
+            series.sort();
+            series.dedup();
+            draft.canaries.push(CanaryPlan {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                settings,
+                total,
+                backend,
+                series,
+            });
         }
     }
 }
