@@ -62,7 +62,11 @@ impl AutoPromote {
     /// The settings of an Ingress that opts in (`ramjet.dev/canary-auto-promote: "true"`), `None`
     /// when it does not. A value that cannot be used is pushed to `problems` and turns promotion
     /// off for this canary (`None`): it then serves its `canary-weight` as written.
-    pub fn from_annotations(map: Option<&BTreeMap<String, String>>, total: u32, problems: &mut Vec<String>) -> Option<Self> {
+    pub fn from_annotations(
+        map: Option<&BTreeMap<String, String>>,
+        total: u32,
+        problems: &mut Vec<String>,
+    ) -> Option<Self> {
         let map = map?;
         let get = |name: &str| map.get(&format!("{PREFIX}{name}")).map(|v| v.trim());
         match get("canary-auto-promote") {
@@ -135,10 +139,7 @@ impl AutoPromote {
             return Err(format!("{} requests, fewer than the {} needed", figures.requests, self.min_requests.max(1)));
         }
         if figures.success_rate < self.min_success_rate {
-            return Err(format!(
-                "success rate {:.2}% is below {}%",
-                figures.success_rate, self.min_success_rate
-            ));
+            return Err(format!("success rate {:.2}% is below {}%", figures.success_rate, self.min_success_rate));
         }
         if figures.p99 > self.max_p99 {
             return Err(format!("p99 {} is above {}", ms(figures.p99), ms(self.max_p99)));
@@ -377,10 +378,8 @@ pub fn decide(
                 next.phase = Phase::Aborted;
                 next.weight = 0;
                 next.last = "aborted".into();
-                let note = format!(
-                    "aborted to weight 0 after {} failed checks; the last: {why} ({figures})",
-                    next.failures
-                );
+                let note =
+                    format!("aborted to weight 0 after {} failed checks; the last: {why} ({figures})", next.failures);
                 (next, Outcome::CanaryAborted, note)
             } else {
                 next.last = "check-failed".into();
@@ -465,10 +464,7 @@ mod tests {
             seen.push((outcome, next.weight));
             state = next;
         }
-        assert_eq!(
-            seen,
-            [(Outcome::CanaryStepped, 40), (Outcome::CanaryStepped, 50), (Outcome::CanaryPromoted, 100)]
-        );
+        assert_eq!(seen, [(Outcome::CanaryStepped, 40), (Outcome::CanaryStepped, 50), (Outcome::CanaryPromoted, 100)]);
         assert_eq!(state.phase, Phase::Promoted);
         assert_eq!(state.served_weight(100), 100);
     }

@@ -35,7 +35,9 @@ use super::watch::Stores;
 use super::FIELD_MANAGER;
 use crate::apply::Applier;
 use crate::audit::{AuditTrail, CanaryRecord};
-use crate::canary::promotion::{decide, start, CanaryPlan, CanaryState, Figures, Outcome, Phase, Totals, STATE_ANNOTATION};
+use crate::canary::promotion::{
+    decide, start, CanaryPlan, CanaryState, Figures, Outcome, Phase, Totals, STATE_ANNOTATION,
+};
 
 /// Changes by another writer to ramjet's annotation, after which ramjet stops promoting.
 pub const MAX_REVERTS: u32 = 3;
@@ -239,7 +241,14 @@ impl Canary<'_> {
 
     /// One decision down every channel: an Event on the canary Ingress, the audit log target and
     /// the webhook.
-    async fn tell(&self, reason: &'static str, warning: bool, tracker: &Tracker, figures: Option<&Figures>, note: String) {
+    async fn tell(
+        &self,
+        reason: &'static str,
+        warning: bool,
+        tracker: &Tracker,
+        figures: Option<&Figures>,
+        note: String,
+    ) {
         let state = tracker.state.as_ref();
         self.context.audit.record_canary(CanaryRecord {
             event: "canary",
@@ -253,8 +262,7 @@ impl Canary<'_> {
             p99_ms: figures.map(|f| f.p99.as_secs_f64() * 1000.0),
             message: note.clone(),
         });
-        let event =
-            NewEvent { regarding: ingress_reference(self.ingress), warning, reason, action: "Promote", note };
+        let event = NewEvent { regarding: ingress_reference(self.ingress), warning, reason, action: "Promote", note };
         self.events.create(event).await;
     }
 }
