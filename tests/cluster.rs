@@ -627,14 +627,24 @@ const WORKS: &[&str] = &[
     "Lease held",
     "Lease renewed",
     "Lease watched",
+    "Canary state written",
 ];
 
 /// The objects [`what_fails`] expects before ramjet starts: `web.test` served by `a`; `svc.test`
-/// naming a port its Service does not have yet; `eps.test` whose EndpointSlice has no endpoint yet.
+/// naming a port its Service does not have yet; `eps.test` whose EndpointSlice has no endpoint yet;
+/// an auto-promoting canary of `web.test` (on `web-v2`, also served by `a`).
 fn rbac_objects(install: &Install, a: &Backend) {
     let ns = &install.ns;
     install.service("web", &[a]);
     install.ingress("web", "web.test", "web");
+    install.service("web-v2", &[a]);
+    install.admin.apply(&format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: web-canary\n  namespace: {ns}\n  \
+         annotations: {{ nginx.ingress.kubernetes.io/canary: \"true\", ramjet.dev/canary-auto-promote: \"true\", \
+         ramjet.dev/canary-interval: 1h }}\nspec:\n  ingressClassName: {}\n  rules: [{{ host: web.test, http: {{ paths: \
+         [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: web-v2, port: {{ name: http }} }} }} }}] }} }}]\n",
+        install.class
+    ));
     install.admin.apply(&format!(
         "apiVersion: v1\nkind: Service\nmetadata: {{ name: svc, namespace: {ns} }}\n\
          spec: {{ ports: [{{ name: other, port: 80, targetPort: 8080 }}] }}\n"
@@ -676,6 +686,9 @@ fn what_fails(install: &Install, a: &Backend, ramjet: &mut Ramjet, deadline: Ins
         if missing.contains("Ingress status written") && install.status_ips("web") == [LB_IP] {
             missing.remove("Ingress status written");
         }
+        if missing.contains("Canary state written") && canary_state(install).is_some() {
+            missing.remove("Canary state written");
+        }
         if missing.contains("ConfigApplied Event") && !install.events("ConfigApplied", &install.class).is_empty() {
             missing.remove("ConfigApplied Event");
         }
@@ -710,6 +723,7 @@ fn needed_for(kind: &str, rule: &Value, verb: &str) -> BTreeSet<&'static str> {
     let named = rule["resourceNames"].is_array();
     let set = match (kind, resources.as_slice(), verb) {
         ("ClusterRole", ["ingresses/status"], "patch") => vec!["Ingress status written"],
+        ("ClusterRole", ["ingresses"], "patch") => vec!["Canary state written"],
         // Missing Event permission is skipped (logged at debug): nothing else changes.
         ("ClusterRole", ["events"], "create") => vec!["ConfigApplied Event"],
         // Without a first list nothing is compiled, published or written; the election still runs.
@@ -718,9 +732,13 @@ fn needed_for(kind: &str, rule: &Value, verb: &str) -> BTreeSet<&'static str> {
         ("ClusterRole", ["ingresses", "ingressclasses"], "watch") => vec!["Ingress change followed"],
         ("ClusterRole", ["services", "secrets"], "watch") => vec!["Service change followed"],
         ("ClusterRole", ["endpointslices"], "watch") => vec!["EndpointSlice change followed"],
-        // Not elected: no status; everything else works.
-        ("Role", ["leases"], "create") if !named => vec!["Lease held", "Lease renewed", "Ingress status written"],
-        ("Role", ["leases"], "get") if named => vec!["Lease held", "Lease renewed", "Ingress status written"],
+        // Not elected: no status, no canary decisions; everything else works.
+        ("Role", ["leases"], "create") if !named => {
+            vec!["Lease held", "Lease renewed", "Ingress status written", "Canary state written"]
+        }
+        ("Role", ["leases"], "get") if named => {
+            vec!["Lease held", "Lease renewed", "Ingress status written", "Canary state written"]
+        }
         // Created and led for a while, never renewed (it steps down after two thirds of the lease).
         ("Role", ["leases"], "update") if named => vec!["Lease renewed"],
         // The election still works by reading the Lease every round; a takeover waits for it.
