@@ -16,6 +16,9 @@ Sections (all but `resume` by default):
   accesslog  plain HTTP/1.1 keep-alive with the access log on (JSON lines to a file) and off, ramjet
              against nginx (nginx: a JSON `log_format` with the same fields, `buffer=64k flush=1s`)
              (not in the default set: `--sections accesslog`)
+  canary     plain HTTP/1.1 keep-alive to one ramjet, interleaved: a plain route against a route whose
+             canary splits it 50/50 (both sides the same backend), so the difference is the weighted
+             pick and the per-backend series (not in the default set: `--sections canary`)
   h2         HTTP/2 clients (h2load -c10 -m100: 100 streams on each of 10 connections), h2c by prior
              knowledge and h2 over TLS (ALPN), ramjet against nginx (`listen ... http2`), both
              proxying over HTTP/1.1 to the same backend; then the memory an idle HTTP/2
@@ -915,7 +918,7 @@ def parse_args():
     ap.add_argument("--keep-temp", action="store_true", help="keep the generated configs")
     a = ap.parse_args()
     a.sections = [s.strip() for s in a.sections.split(",") if s.strip()]
-    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn", "h2", "accesslog"}
+    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn", "h2", "accesslog", "canary"}
     if bad:
         ap.error(f"unknown sections: {', '.join(sorted(bad))}")
     if a.routes % ROUTES_PER_HOST or a.churn_routes % ROUTES_PER_HOST:
@@ -993,7 +996,8 @@ def main():
         "ramjet10k_http", "ramjet10k_https", "ramjet10k_admin", "nginx10k_http", "nginx10k_https",
         "ramjet-base_http", "ramjet-base_https", "ramjet-base_admin", "ramjet-h2_http", "ramjet-h2_https",
         "ramjet-h2_admin", "nginx-h2_http", "nginx-h2_https", "ramjet-log_http", "ramjet-log_https",
-        "ramjet-log_admin", "nginx-log_http", "nginx-log_https"])}
+        "ramjet-log_admin", "nginx-log_http", "nginx-log_https", "ramjet-canary_http", "ramjet-canary_https",
+        "ramjet-canary_admin"])}
     busy = [f"{n}={p}" for n, p in ports.items() if not port_free(p)]
     if busy:
         sys.exit(f"bench: ports already in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
@@ -1087,6 +1091,32 @@ def main():
             section("http", ["backend"] + proxies, run_http)
             s = results["sections"]["http"]["summary"]
             s["floor_cpu_us_per_req"] = 1.8 * s["backend"]["cpu_us_per_req"]
+
+        # -- a canary's weighted pick: the same ramjet, a plain route against a split one
+        if "canary" in args.sections:
+            croutes = f"{d}/ramjet-canary-routes.yaml"
+            write_ramjet_routes(croutes, hosts, ports["backend"], cert, key)
+            with open(croutes) as f:
+                text = f.read()
+            # A second name for the same backend, and a host whose route splits 50/50 between them.
+            text = text.replace("routes:\n", f"  canary: {{ endpoints: [\"127.0.0.1:{ports['backend']}\"] }}\n"
+                                f"routes:\n  - {{ host: canary.{DOMAIN}, path: /p7, pathType: Prefix, backend: b{target_i}, "
+                                f"canary: {{ backend: canary, weight: 50 }} }}\n", 1)
+            with open(croutes, "w") as f:
+                f.write(text)
+            rc = start_ramjet(args, "ramjet-canary", croutes, d, ports["ramjet-canary_http"],
+                              ports["ramjet-canary_https"], ports["ramjet-canary_admin"], cpus=args.proxy_cpus)
+            canary_server = Server("ramjet-canary", rc, [ports["ramjet-canary_http"]], worker_prefix="ramjet-worker")
+            canary_hosts = {"plain": target_host, "canary": f"canary.{DOMAIN}"}
+            for h in canary_hosts.values():
+                check_route("ramjet-canary", ports["ramjet-canary_http"], h, target_path)
+
+            def run_canary(t, warm):
+                if warm:
+                    return (url("ramjet-canary"), canary_hosts[t])
+                return measure(args, canary_server, backend, url("ramjet-canary"), canary_hosts[t],
+                               label=f"canary {t}")
+            section("canary", ["plain", "canary"], run_canary)
 
         # -- the access log on and off, ramjet against nginx (plain HTTP keep-alive)
         if "accesslog" in args.sections:
@@ -1315,6 +1345,10 @@ def render(results, args):
                 ratios(secs["accesslog"], "nginx-log", ["nginx"]), "",
                 f"Records written: {results.get('access_log_lines')}; ramjet_access_log_dropped_total "
                 f"{results.get('access_log_dropped')}.", ""]
+    if "canary" in secs:
+        s = secs["canary"]["summary"]
+        out += ["## A canary's weighted pick (HTTP/1.1 keep-alive, one ramjet)", "",
+                table(s, ["plain", "canary"]), "", ratios(secs["canary"], "canary", ["plain"]), ""]
     if results.get("tls_negotiated"):
         out += ["TLS negotiated: " + "; ".join(f"{k}: {v}" for k, v in results["tls_negotiated"].items()), ""]
     for key, title in (("tls", "HTTPS keep-alive"), ("handshake", "HTTPS, one request per connection, full handshakes"),
