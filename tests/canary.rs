@@ -318,6 +318,68 @@ fn a_bad_canary_annotation_is_reported_and_the_rest_serves() {
     d.shutdown();
 }
 
+/// Every replica serves the weight `ramjet.dev/canary-state` says while auto-promotion is on (it
+/// overrides `canary-weight`), for the canary's own backend only; settings that cannot be used are
+/// reported and that canary serves its `canary-weight` as written.
+#[test]
+fn an_auto_promoting_canary_serves_the_weight_its_state_says() {
+    let dir = temp_dir("canary-state");
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    let state = |phase: &str, weight: u32, backend: &str| {
+        format!(
+            r#"{{"phase":"{phase}","weight":{weight},"step":3,"failures":0,"last":"stepped","at":"2026-12-01T00:00:00Z","backend":"{backend}"}}"#
+        )
+        .replace('"', "\\\"")
+    };
+    let ours = "shop/web-v2:80";
+    let auto = ("ramjet.dev/canary-auto-promote", "true");
+    let pair = |host: &str, weight: &str, extra: &[(&str, &str)], state: &str| {
+        let mut annotations = vec![("canary", "true"), ("canary-weight", weight), ("ramjet.dev/canary-state", state)];
+        annotations.extend_from_slice(extra);
+        canary_pair(host, &annotations)
+    };
+    let objects = [
+        CLASS.to_string(),
+        service("web", &web),
+        service("web-v2", &v2),
+        pair("progressing.test", "0", &[auto], &state("Progressing", 100, ours)),
+        pair("promoted.test", "0", &[auto], &state("Promoted", 30, ours)),
+        pair("aborted.test", "100", &[auto], &state("Aborted", 100, ours)),
+        // A state about another backend (an older version): the canary's own weight.
+        pair("other.test", "0", &[auto], &state("Progressing", 100, "shop/web-v1:80")),
+        // Auto-promotion off: the state is not read.
+        pair("off.test", "0", &[], &state("Progressing", 100, ours)),
+        // A setting that cannot be used: reported, not auto-promoted, `canary-weight` serves.
+        pair("bad.test", "100", &[auto, ("ramjet.dev/canary-step-weight", "0")], &state("Progressing", 0, ours)),
+    ]
+    .concat();
+    write(&dir.join("objects.yaml"), &objects);
+    let d = manifests_daemon(&dir, IoDriver::Auto);
+    let addr = d.http_addr();
+    assert!(eventually(Duration::from_secs(10), || Conn::open(addr).get("off.test", "/").status == 200));
+    for (host, want) in [
+        ("progressing.test", "canary"),
+        ("promoted.test", "canary"),
+        ("aborted.test", "primary"),
+        ("other.test", "primary"),
+        ("off.test", "primary"),
+        ("bad.test", "canary"),
+    ] {
+        for _ in 0..20 {
+            assert_eq!(side(addr, host, ""), want, "{host}");
+        }
+    }
+    let generation = d.published.current();
+    let messages: Vec<String> = generation.diagnostics.iter().map(|d| format!("{}: {}", d.object, d.message)).collect();
+    assert!(
+        messages.iter().any(|m| m.contains("shop/bad-canary")
+            && m.contains("ramjet.dev/canary-step-weight: `0` is not a whole number from 1 to 100; the canary is not auto-promoted")),
+        "{messages:#?}"
+    );
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    d.shutdown();
+}
+
 fn sticky_draw(resp: &Response) -> Option<u32> {
     let cookie = resp.header("set-cookie")?;
     cookie.strip_prefix("ramjet_canary=")?.split(';').next()?.parse().ok()

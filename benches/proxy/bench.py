@@ -1068,7 +1068,7 @@ def main():
         def url(name, tls=False):
             return f"{'https' if tls else 'http'}://127.0.0.1:{ports[name + ('_https' if tls else '_http')]}{target_path}"
 
-        def section(key, targets, make_run):
+        def section(key, targets, make_run, alternate=False):
             log(f"== section {key}: {args.rounds} rounds x {len(targets)} targets x {args.duration}s")
             for t in targets:  # warm-up: pools, caches, page faults; not measured
                 if args.warmup:
@@ -1076,7 +1076,9 @@ def main():
             rows = {t: [] for t in targets}
             for r in range(args.rounds):
                 log(f" round {r + 1}/{args.rounds}")
-                for t in targets:
+                # Alternating the order cancels a drift of foreign load within a round.
+                order = targets[::-1] if alternate and r % 2 else targets
+                for t in order:
                     rows[t].append(make_run(t, warm=False))
             results["sections"][key] = {"rounds": rows, "summary": summarize(rows, targets)}
             save(results, out_dir)
@@ -1116,7 +1118,7 @@ def main():
                     return (url("ramjet-canary"), canary_hosts[t])
                 return measure(args, canary_server, backend, url("ramjet-canary"), canary_hosts[t],
                                label=f"canary {t}")
-            section("canary", ["plain", "canary"], run_canary)
+            section("canary", ["plain", "canary"], run_canary, alternate=True)
 
         # -- the access log on and off, ramjet against nginx (plain HTTP keep-alive)
         if "accesslog" in args.sections:
