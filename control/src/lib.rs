@@ -17,7 +17,10 @@
 //! crate); [`compile`] turns any of them into a table ([`compile::static_routes`] for a routes
 //! file, [`compile::ingress`] for Kubernetes objects); [`apply`] publishes; [`audit`] says what
 //! changed; [`admin`] answers operators; [`migration`] reports, before a switch from ingress-nginx,
-//! what ramjet does with each Ingress's annotations ([`compile::annotations`]). [`Control::start`] runs it; [`ControlHandle::submit`]
+//! what ramjet does with each Ingress's annotations ([`compile::annotations`]); [`canary`] reads
+//! canary and mirror annotations, and [`canary::promotion`] decides auto-promotion, whose I/O is
+//! [`cluster::promote`] (the rebuild loop hands it each compile's auto-promoting canaries,
+//! [`ControlHandle::canaries`]). [`Control::start`] runs it; [`ControlHandle::submit`]
 //! feeds it new configurations (the daemon does so once for `--static-routes`; tests and embedders
 //! may do it as often as they like).
 
