@@ -121,3 +121,14 @@ fn a_tls_backend_takes_its_settings_with_ingress_nginx_defaults() {
         assert_eq!(e.line, Some(2), "{yaml}: {e}");
     }
 }
+
+/// A static canary cannot auto-promote (no place to keep its state; docs/canaries.md): the field
+/// is refused with its line rather than ignored.
+#[test]
+fn a_static_canary_cannot_auto_promote() {
+    let e = error(
+        "backends:\n  a: { respond: { status: 200 } }\n  b: { respond: { status: 200 } }\nroutes:\n  - host: a.test\n    backend: a\n    canary: { backend: b, autoPromote: true }\n",
+    );
+    assert_eq!(e.line, Some(7), "{e}");
+    assert!(e.message.contains("unknown field `autoPromote`"), "{e}");
+}
