@@ -2,6 +2,9 @@
 //! itself. Lookup at 1,000 / 10,000 / 100,000 routes shows the cost does not grow with the table.
 //! `route_lookup_canary` is the same table with every route a canary (ingress-nginx's header,
 //! cookie and weight rules): lookup plus the pick a worker makes, reading the request's fields.
+//! `route_pick` compares lookup plus pick on plain routes with the same on routes whose only rule
+//! is a weighted split (what a weight-only canary, and so an auto-promoting one, compiles to): the
+//! difference is what a weighted pick adds to a request.
 //!
 //! `cargo bench --bench route_lookup`
 
@@ -128,5 +131,46 @@ fn head_parse(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, lookup, lookup_canary, head_parse);
+fn pick(c: &mut Criterion) {
+    let mut group = c.benchmark_group("route_pick");
+    let primary = Arc::new(Backend::endpoints("b", 0, vec!["127.0.0.1:1".parse().unwrap()]));
+    let canary = Arc::new(Backend::endpoints("c", 1, vec!["127.0.0.1:2".parse().unwrap()]));
+    let split = Rule::split(
+        vec![],
+        vec![WeightedBackend::new(canary, 50), WeightedBackend::new(primary.clone(), 50)],
+        100,
+        false,
+    );
+    let weighted = Arc::new(RoutePolicy::new(vec![split]));
+    let routes = 100_000;
+    for (name, policy) in [("plain", None), ("weighted", Some(weighted))] {
+        let mut b = TableBuilder::new();
+        for r in 0..routes {
+            let host = format!("h{}.example.com", r / 10);
+            let path = format!("/api/v{}", r % 10);
+            b.add_route_with_policy(&host, &path, PathKind::Prefix, primary.clone(), policy.clone(), "bench").unwrap();
+        }
+        let table = b.build(None);
+        let hosts: Vec<String> = (0..64).map(|i| format!("H{}.Example.com:8080", (i * 7919) % (routes / 10))).collect();
+        let fields = Fields(&[("user-agent", "wrk/4.2"), ("accept", "*/*")]);
+        let mut i = 0;
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = move || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            (state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+        };
+        group.bench_function(name, |bench| {
+            bench.iter(|| {
+                i = (i + 1) % hosts.len();
+                let route = table.route(&hosts[i], "/api/v3/users/42?verbose=1").unwrap();
+                black_box(route.pick(&fields, &mut random).backend.slot)
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, lookup, lookup_canary, pick, head_parse);
 criterion_main!(benches);
