@@ -1997,6 +1997,17 @@ fn a_failing_canary_aborts_to_zero() {
     assert_eq!(aborted.len(), 1, "{aborted:#?}");
     assert!(aborted[0]["note"].as_str().unwrap().contains("aborted to weight 0 after 2 failed checks"));
     traffic.wait_all("200 backend=web");
+    // Deleting the annotation (`kubectl annotate ... ramjet.dev/canary-state-`) starts over.
+    let api: kube::Api<k8s_openapi::api::networking::v1::Ingress> =
+        kube::Api::namespaced(install.admin.client.clone(), &install.ns);
+    let unset = json!({ "metadata": { "annotations": { "ramjet.dev/canary-state": null } } });
+    let params = kube::api::PatchParams::default();
+    install.admin.block_on(api.patch("web-canary", &params, &kube::api::Patch::Merge(&unset))).unwrap();
+    assert!(
+        eventually(PATIENCE, || install.events("CanaryStarted", "web-canary").len() == 2),
+        "deleting the state did not start over: {:?}",
+        canary_state(&install)
+    );
     ramjet.assert_running();
 }
 
