@@ -535,3 +535,50 @@ fn draining_sends_goaway_and_finishes_streams_in_flight() {
         shutdown.join().unwrap();
     });
 }
+
+/// A client of h2 over TLS stops reading a large response (ramjet's write waits), then sends a TLS
+/// record that does not decrypt. Ramjet's read fails while its write is pending: the connection is
+/// closed, and the worker keeps serving everyone else.
+#[test]
+fn a_bad_tls_record_while_a_write_waits_closes_only_that_connection() {
+    use std::io::Write;
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("h2-tls-bad-record");
+    pki.leaf("example", &["example.com"]);
+    let a = Backend::start("a");
+    let yaml = format!(
+        "backends:\n  a: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: a }}\ntls:\n  - {{ hosts: [example.com], certFile: example.crt, keyFile: example.key }}\n",
+        a.addr
+    );
+    each_driver(|driver| {
+        let d = daemon_with(routes_in(&yaml, &pki.dir), driver, |c| c.workers = 1);
+        let addr = d.https_addr().unwrap();
+        let mut config = (*pki.client(&[&rustls::version::TLS13])).clone();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let name = rustls::pki_types::ServerName::try_from("example.com").unwrap();
+        let mut tls = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let mut tcp = std::net::TcpStream::connect(addr).unwrap();
+        while tls.is_handshaking() {
+            tls.complete_io(&mut tcp).unwrap();
+        }
+        // Windows wide open, then a 50 MB response nobody reads.
+        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        out.extend(h2client::encode_frame(0x4, 0, 0, &[0x00, 0x04, 0x7f, 0xff, 0xff, 0xff]));
+        out.extend(h2client::encode_frame(0x8, 0, 0, &(0x7fff_ffffu32 - 65_535).to_be_bytes()));
+        out.extend(h2client::encode_frame(0x1, 0x5, 1, &request_block("example.com", "/big/50000000", &[])));
+        tls.writer().write_all(&out).unwrap();
+        while tls.wants_write() {
+            tls.write_tls(&mut tcp).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        // An application-data record that cannot decrypt, straight onto the socket.
+        let mut bad = vec![0x17, 0x03, 0x03, 0x00, 0x40];
+        bad.extend([0x5a; 0x40]);
+        tcp.write_all(&bad).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        // The worker is alive: a new client is served.
+        assert_eq!(support::client::get(d.http_addr(), "example.com", "/after").status, 200, "{driver:?}");
+        drop(tcp);
+        d.shutdown();
+    });
+}

@@ -164,6 +164,13 @@ pub fn render(m: &MetricsSources) -> String {
     let _ = writeln!(out, "ramjet_idle_buffer_releases_total {}", w.idle_buffer_releases());
     family(
         &mut out,
+        "ramjet_task_panics_total",
+        "counter",
+        "Connection or stream tasks that panicked and were ended; the worker went on. A bug: please report it.",
+    );
+    let _ = writeln!(out, "ramjet_task_panics_total {}", w.task_panics());
+    family(
+        &mut out,
         "ramjet_access_log_dropped_total",
         "counter",
         "Access-log records dropped because a worker's buffer was full.",

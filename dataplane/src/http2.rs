@@ -149,7 +149,8 @@ pub(crate) async fn serve<S: IntoH2Io>(worker: Rc<Worker>, stream: S, read: Opti
             match conn.poll_accept(cx) {
                 Poll::Ready(Some(Ok((request, respond)))) => {
                     let slot = streams.enter();
-                    monoio::spawn(stream::serve(worker.clone(), facts.clone(), request, respond, slot));
+                    let serve = stream::serve(worker.clone(), facts.clone(), request, respond, slot);
+                    crate::contain::spawn(&worker, "HTTP/2 stream", serve);
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
                 Poll::Ready(None) => return Poll::Ready(Ok(())),

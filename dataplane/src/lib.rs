@@ -20,6 +20,7 @@
 pub mod access_log;
 mod buf;
 mod clock;
+mod contain;
 mod dispatch;
 mod drain;
 mod error;

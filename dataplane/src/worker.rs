@@ -14,6 +14,7 @@ use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
 use crate::access_log::{self, RequestFields, ResponseFields, WorkerLog};
 use crate::buf::BufferPool;
 use crate::clock::Clock;
+use crate::contain;
 use crate::drain::DrainSignal;
 use crate::error::{rescue, Failure, Rescue};
 use crate::http1::{self, ConnFacts};
@@ -361,12 +362,12 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<T
             None => monoio::spawn(async move {
                 worker.connection_opened();
                 let facts = Rc::new(ConnFacts::new(peer, false, local_port));
-                http1::serve(&worker, stream, &facts).await;
+                contain::contained(&worker, "connection", http1::serve(&worker, stream, &facts)).await;
                 worker.connection_closed();
             }),
             Some(tls) => monoio::spawn(async move {
                 worker.connection_opened();
-                tls.serve(&worker, stream, peer, local_port).await;
+                contain::contained(&worker, "TLS connection", tls.serve(&worker, stream, peer, local_port)).await;
                 worker.connection_closed();
             }),
         };

@@ -92,6 +92,7 @@ pub struct WorkerCounters {
     connections_closed: AtomicU64,
     tls_handshake_failures: AtomicU64,
     idle_buffer_releases: AtomicU64,
+    task_panics: AtomicU64,
     upstream_retries: AtomicU64,
     access_log_dropped: AtomicU64,
     mirrors_sent: AtomicU64,
@@ -134,6 +135,11 @@ impl WorkerCounters {
     #[inline]
     pub fn idle_buffers_released(&self) {
         bump(&self.idle_buffer_releases);
+    }
+
+    /// A connection's or stream's task panicked and was ended (a bug; the worker goes on).
+    pub fn task_panicked(&self) {
+        bump(&self.task_panics);
     }
 
     #[inline]
@@ -354,6 +360,10 @@ impl WorkerStats {
 
     pub fn tls_handshake_failures(&self) -> u64 {
         self.sum(|w| &w.tls_handshake_failures)
+    }
+
+    pub fn task_panics(&self) -> u64 {
+        self.sum(|w| &w.task_panics)
     }
 
     pub fn idle_buffer_releases(&self) -> u64 {
