@@ -122,6 +122,35 @@ fn lookup_canary(c: &mut Criterion) {
     group.finish();
 }
 
+/// One host with 10 / 100 / 1,000 regex paths (ingress-nginx's `use-regex`), each with a capture
+/// group, matched by the host's one DFA: the cost follows the path's length, not the number of
+/// patterns. The table build (the DFA's compilation) is timed once per size and printed.
+fn lookup_regex(c: &mut Criterion) {
+    let mut group = c.benchmark_group("route_lookup_regex");
+    let backend = Arc::new(Backend::endpoints("b", 0, vec!["127.0.0.1:1".parse().unwrap()]));
+    for routes in [10, 100, 1_000] {
+        let mut b = TableBuilder::new();
+        for r in 0..routes {
+            let path = format!("/api/v{}/service{}/([0-9]+)/items", r % 10, r / 10);
+            b.add_route("regex.example.com", &path, PathKind::Regex, backend.clone(), "bench").unwrap();
+        }
+        let built = std::time::Instant::now();
+        let table = b.build(None);
+        eprintln!("route_lookup_regex/{routes}: table built in {:?}", built.elapsed());
+        let paths: Vec<String> = (0..64)
+            .map(|i| format!("/API/v{}/service{}/42/items?verbose=1", i % 10, (i * 7) % (routes / 10).max(1)))
+            .collect();
+        let mut i = 0;
+        group.bench_with_input(BenchmarkId::from_parameter(routes), &routes, |bench, _| {
+            bench.iter(|| {
+                i = (i + 1) % paths.len();
+                black_box(table.route("regex.example.com", &paths[i]).is_some())
+            })
+        });
+    }
+    group.finish();
+}
+
 fn head_parse(c: &mut Criterion) {
     let raw = b"GET /api/v3/users/42?verbose=1 HTTP/1.1\r\nHost: h17.example.com\r\nUser-Agent: wrk/4.2\r\nAccept: */*\r\nAccept-Encoding: gzip\r\nCookie: session=abcdef0123456789\r\n\r\n";
     let facts = ConnFacts::new("10.0.0.1:40000".parse().unwrap(), false, 8080);
@@ -172,5 +201,5 @@ fn pick(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, lookup, lookup_canary, pick, head_parse);
+criterion_group!(benches, lookup, lookup_canary, lookup_regex, pick, head_parse);
 criterion_main!(benches);

@@ -169,7 +169,19 @@ impl Compiler {
     /// Builds the table and numbers it, unless it equals the last compiled table.
     pub fn finish(&mut self, draft: Draft) -> Option<Generation> {
         self.compiles += 1;
-        let table = draft.builder.build(self.previous.as_deref());
+        let mut draft = draft;
+        let builder = std::mem::take(&mut draft.builder);
+        let (table, regex_problems) = builder.build_checked(self.previous.as_deref());
+        for problem in regex_problems {
+            for source in &problem.sources {
+                let (namespace, name) = source.split_once('/').unwrap_or(("", source));
+                let host = if problem.host.is_empty() { "*" } else { &problem.host };
+                draft.warn(
+                    &ObjectRef::ingress(namespace, name),
+                    format!("{}; the regex paths of {host} are not served", problem.message),
+                );
+            }
+        }
         // Backends not used by this compile are forgotten, and their slots freed for new names.
         self.backends = std::mem::take(&mut self.used_backends);
         self.ca_bundles = std::mem::take(&mut self.used_ca_bundles);

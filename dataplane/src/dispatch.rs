@@ -2,9 +2,11 @@
 //! HTTPS, no route, a configured answer, or a backend. HTTP/1.1 exchanges and HTTP/2 streams both
 //! ask here, so the two can never route differently.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
-use ramjet_shared::{normalize_host, BackendKind, DirectResponse, Mirror, RequestView, RouteTable};
+use ramjet_shared::{
+    normalize_host, BackendKind, Cors, DirectResponse, Mirror, RequestView, Route, RouteLimits, RoutePolicy, RouteTable,
+};
 
 use crate::observe::Served;
 
@@ -14,6 +16,12 @@ pub(crate) enum Decision<'t, 'b> {
     Redirect(&'b str),
     /// No rule matched and there is no default backend: 404.
     NoRoute,
+    /// The route does not admit the client's address: 403.
+    Forbidden(Served<'t>),
+    /// `302` to `<scheme>://<Host as sent><path>` (ingress-nginx's `app-root`, for a request for `/`).
+    AppRoot { served: Served<'t>, path: &'t str },
+    /// `308` to `<scheme>://<host>:<port><target less one trailing slash>` (`from-to-www-redirect`).
+    HostRedirect { served: Served<'t>, host: &'t str },
     /// The route's configured answer.
     Direct { served: Served<'t>, response: &'t DirectResponse },
     /// Proxy to one of the backend's endpoints (none: 503).
@@ -31,15 +39,18 @@ pub(crate) enum Decision<'t, 'b> {
 }
 
 /// Routes `host` and `target` through `table`. A plain-text request (`tls` false) for a host with an
-/// SSL redirect is redirected before routing; `host_buf` holds the normalized host for it. A route
+/// SSL redirect is redirected before routing; `host_buf` holds the normalized host for it. A
+/// route's own redirects come next, then its source ranges, checked against `peer`. A route
 /// with a policy reads the request through `req` and draws from `random` (the worker's generator);
 /// a plain route touches neither.
 #[inline]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn decide<'t, 'b>(
     table: &'t RouteTable,
     host: &str,
     target: &str,
     tls: bool,
+    peer: IpAddr,
     host_buf: &'b mut [u8; 256],
     req: &impl RequestView,
     random: &mut impl FnMut() -> u32,
@@ -50,6 +61,22 @@ pub(crate) fn decide<'t, 'b>(
         }
     }
     let Some(route) = table.route(host, target) else { return Decision::NoRoute };
+    if let Some(policy) = route.policy.as_deref() {
+        // Answers of the route itself are counted on the route's own backend.
+        let own = Served { route, backend: &route.backend };
+        if let Some(to) = policy.host_redirect() {
+            return Decision::HostRedirect { served: own, host: to };
+        }
+        if let Some(root) = policy.app_root() {
+            if target.split('?').next() == Some("/") {
+                return Decision::AppRoot { served: own, path: root };
+            }
+        }
+        // nginx's access phase comes after the server's rewrites (the app root), before the rest.
+        if !policy.limits.sources.is_empty() && !policy.limits.sources.admits(peer) {
+            return Decision::Forbidden(own);
+        }
+    }
     let pick = route.pick(req, random);
     let served = Served { route, backend: pick.backend };
     match &pick.backend.kind {
@@ -65,11 +92,61 @@ pub(crate) fn decide<'t, 'b>(
 }
 
 /// What a proxied request carries beyond its backend: a mirror to copy it to, a sticky draw to
-/// answer with.
+/// answer with, the route's filters for the upstream head.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct RouteExtras<'t> {
     pub mirror: Option<&'t Mirror>,
     pub sticky: Option<u32>,
+    /// The route's policy when it has filters for every request (rewrite, request fields).
+    pub filters: Option<&'t RoutePolicy>,
+    /// The route's body limit and upstream timeouts, if it has its own.
+    pub limits: Option<&'t RouteLimits>,
+    /// The route's CORS and the allowed origin, when the request's origin is allowed.
+    pub cors: Option<(&'t Cors, &'t [u8])>,
+}
+
+impl<'t> RouteExtras<'t> {
+    pub fn new(route: &'t Route, mirror: Option<&'t Mirror>, sticky: Option<u32>) -> Self {
+        let policy = route.policy.as_deref();
+        let filters = policy.filter(|p| !p.filters.is_empty());
+        RouteExtras { mirror, sticky, filters, limits: policy.map(|p| &p.limits), cors: None }
+    }
+
+    /// The upstream timeouts for this request: the route's, else the daemon's.
+    pub fn timeouts(&self, settings: &crate::Settings) -> Timeouts {
+        let default = settings.upstream_timeout;
+        let Some(limits) = self.limits else {
+            return Timeouts { connect: default, send: default, read: default };
+        };
+        Timeouts {
+            connect: limits.connect_timeout.unwrap_or(default),
+            send: limits.send_timeout.unwrap_or(default),
+            read: limits.read_timeout.unwrap_or(default),
+        }
+    }
+
+    /// The route's CORS settings, if any.
+    pub fn route_cors(&self) -> Option<&'t Cors> {
+        self.limits.and_then(|l| l.cors.as_deref())
+    }
+
+    /// The route's largest request body.
+    pub fn max_body(&self) -> Option<u64> {
+        self.limits.and_then(|l| l.max_body)
+    }
+
+    /// Whether a declared body length is over the route's limit.
+    pub fn too_large(&self, length: Option<u64>) -> bool {
+        matches!((self.max_body(), length), (Some(max), Some(n)) if n > max)
+    }
+}
+
+/// The upstream timeouts of one request: connecting, each write, each read.
+#[derive(Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub connect: std::time::Duration,
+    pub send: std::time::Duration,
+    pub read: std::time::Duration,
 }
 
 /// A request view over an HTTP/1 head as received: `head` is the whole head (request line and
@@ -123,6 +200,16 @@ fn trim(v: &[u8]) -> &[u8] {
     let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
     let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |e| e + 1);
     &v[start..end]
+}
+
+/// The `location` of a `from-to-www-redirect`: ingress-nginx's `ngx_srv_redirect.lua` writes
+/// `<scheme>://<host>:<server port><request_uri>` with one trailing `/` of the request URI dropped.
+pub(crate) fn host_redirect_location(https: bool, host: &str, port: u16, target: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(if https { b"https://" } else { b"http://" });
+    out.extend_from_slice(host.as_bytes());
+    out.push(b':');
+    crate::http1::head::push_decimal(out, port.into());
+    out.extend_from_slice(target.strip_suffix(b"/").unwrap_or(target));
 }
 
 /// The sticky cookie's `Set-Cookie` line for a new user's draw, ending in CRLF.

@@ -39,6 +39,12 @@ pub enum ProxyError {
     /// The client did not finish its request head in time.
     #[error("client too slow to send its request head")]
     HeaderTimeout,
+    /// The client's address is not allowed on this route (ingress-nginx's source ranges).
+    #[error("client address not allowed")]
+    Forbidden,
+    /// The request body is larger than its route allows (ingress-nginx's `proxy-body-size`).
+    #[error("request body larger than the route allows")]
+    BodyTooLarge,
     /// The client stopped sending its request body for longer than the body timeout.
     #[error("client too slow to send its request body")]
     BodyTimeout,
@@ -69,6 +75,8 @@ impl ProxyError {
             | ProxyError::UriTooLong
             | ProxyError::HeaderTimeout
             | ProxyError::BodyTimeout
+            | ProxyError::BodyTooLarge
+            | ProxyError::Forbidden
             | ProxyError::ClientWriteTimeout
             | ProxyError::ClientGone => Side::Downstream,
             ProxyError::NoRoute => Side::Internal,
@@ -146,6 +154,9 @@ pub fn rescue(failure: &Failure) -> Rescue {
         ProxyError::NotImplemented(_) => (501, false),
         ProxyError::HeadTooLarge => (431, false),
         ProxyError::UriTooLong => (414, false),
+        // The rest of the body is not read: the connection cannot carry another request.
+        ProxyError::BodyTooLarge => (413, false),
+        ProxyError::Forbidden => (403, true),
         ProxyError::HeaderTimeout | ProxyError::BodyTimeout => (408, false),
         ProxyError::ClientWriteTimeout | ProxyError::ClientGone => return Rescue { status: None, keep: false },
         ProxyError::NoRoute => (404, true),
@@ -160,6 +171,7 @@ pub fn rescue(failure: &Failure) -> Rescue {
 pub fn canned(status: u16) -> (&'static str, &'static str) {
     match status {
         400 => ("Bad Request", "bad request\n"),
+        403 => ("Forbidden", "forbidden\n"),
         404 => ("Not Found", "not found\n"),
         408 => ("Request Timeout", "request timeout\n"),
         413 => ("Content Too Large", "content too large\n"),

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split, Splitable};
-use ramjet_shared::{Generation, RouteTable};
+use ramjet_shared::{Generation, RequestView, RouteTable};
 
 use crate::access_log::RequestFields;
 use crate::buf::{write_vec, ReadBuf};
@@ -388,7 +388,8 @@ where
     let target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
     let view = Http1View { head: &data[..head.head_len], target: target.as_bytes() };
-    match decide(table, host, target, conn.facts.tls, &mut host_buf, &view, &mut || worker.random()) {
+    let peer = conn.facts.peer.ip();
+    match decide(table, host, target, conn.facts.tls, peer, &mut host_buf, &view, &mut || worker.random()) {
         Decision::Redirect(h) => {
             // 308 keeps the method and body; the body is not read (skipped if it is all here).
             let body = buffered_body_len(head, &data[head.head_len..]);
@@ -406,14 +407,67 @@ where
             conn.discard_buffered_body(head);
             (conn.fail(ProxyError::NoRoute.into(), keep_alive).await, None)
         }
+        Decision::Forbidden(served) => {
+            conn.buf.consume(head.head_len);
+            conn.discard_buffered_body(head);
+            (conn.fail(ProxyError::Forbidden.into(), keep_alive).await, Some(served))
+        }
         Decision::Direct { served, response } => {
             conn.buf.consume(head.head_len);
             conn.discard_buffered_body(head);
             (conn.reply(Reply::Direct { response, is_head: head.is_head }, keep_alive).await, Some(served))
         }
+        Decision::HostRedirect { served, host } => {
+            let https = conn.facts.tls;
+            let reply = Reply::HostRedirect { https, host, port: conn.facts.local_port, target: target.as_bytes() };
+            let date = worker.clock.date();
+            let id = conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
+            let body = buffered_body_len(head, &data[head.head_len..]);
+            let keep = keep_alive && body.is_some();
+            render(&reply, !keep, &date, id, &mut conn.out);
+            conn.buf.consume(head.head_len + body.unwrap_or(0));
+            conn.tally.bytes_in += body.unwrap_or(0) as u64;
+            (conn.finish(308, keep).await, Some(served))
+        }
+        Decision::AppRoot { served, path } => {
+            let reply = Reply::AppRoot { https: conn.facts.tls, host: &data[head.host.clone()], path };
+            let date = worker.clock.date();
+            let id = conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
+            let body = buffered_body_len(head, &data[head.head_len..]);
+            let keep = keep_alive && body.is_some();
+            render(&reply, !keep, &date, id, &mut conn.out);
+            conn.buf.consume(head.head_len + body.unwrap_or(0));
+            conn.tally.bytes_in += body.unwrap_or(0) as u64;
+            (conn.finish(302, keep).await, Some(served))
+        }
         Decision::Proxy { served, slot, endpoints, mirror, sticky } => {
+            let mut extras = RouteExtras::new(served.route, mirror, sticky);
+            // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
+            let mut origin = Vec::new();
+            if let Some(cors) = extras.route_cors() {
+                if let Some(allow) = cors.allow_origin(view.header("origin")) {
+                    if &data[head.method.clone()] == b"OPTIONS" {
+                        let date = worker.clock.date();
+                        let id = conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
+                        let body = buffered_body_len(head, &data[head.head_len..]);
+                        let keep = keep_alive && body.is_some();
+                        render(&Reply::CorsPreflight { cors, allow }, !keep, &date, id, &mut conn.out);
+                        conn.buf.consume(head.head_len + body.unwrap_or(0));
+                        conn.tally.bytes_in += body.unwrap_or(0) as u64;
+                        return (conn.finish(204, keep).await, Some(served));
+                    }
+                    origin = worker.out_buffers.take();
+                    origin.clear();
+                    origin.extend_from_slice(allow);
+                }
+            }
+            if !origin.is_empty() {
+                extras.cors = extras.route_cors().map(|c| (c, &origin[..]));
+            }
+            if let Some(policy) = extras.filters {
+                crate::filters::apply(&mut conn.out, policy, target.as_bytes(), &mut worker.rewrite.borrow_mut());
+            }
             conn.buf.consume(head.head_len);
-            let extras = RouteExtras { mirror, sticky };
             let tls = served.backend.tls.as_deref();
             let next = match proxy::forward(conn, head, slot, endpoints, tls, keep_alive, extras).await {
                 Ok((status, next)) => {
@@ -422,6 +476,9 @@ where
                 }
                 Err(failure) => conn.fail(failure, keep_alive).await,
             };
+            if origin.capacity() > 0 {
+                worker.out_buffers.give(origin);
+            }
             (next, Some(served))
         }
     }

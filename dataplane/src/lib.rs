@@ -24,6 +24,7 @@ mod contain;
 mod dispatch;
 mod drain;
 mod error;
+mod filters;
 mod grpc;
 pub mod http1;
 mod http2;

@@ -67,6 +67,8 @@ pub(crate) struct Worker {
     /// syscall, nothing shared with other workers.
     random: Cell<u64>,
     pub mirrors: Rc<Mirrors>,
+    /// Scratch memory for path rewrites (the regex engine's cache, the new path).
+    pub rewrite: RefCell<ramjet_shared::RewriteScratch>,
 }
 
 impl Worker {
@@ -93,6 +95,7 @@ impl Worker {
             log: log.map(RefCell::new),
             random: Cell::new(seed),
             mirrors: Rc::new(Mirrors::new(stats.clone(), id)),
+            rewrite: RefCell::default(),
             id,
             pool: Pool::new(settings.upstream_idle_timeout),
             h2_pool: H2Pool::default(),

@@ -3,7 +3,9 @@
 //! Lookup is one hash probe for the host (exact, then the single-label wildcard, then the any-host
 //! rules) and, within the host, one probe for an Exact path followed by one probe per path element for
 //! Prefix paths (longest first). The cost grows with the depth of the request path, never with the
-//! number of routes or hosts.
+//! number of routes or hosts. A host with regex paths (ingress-nginx's `use-regex`) first runs the
+//! path through one DFA built from all its patterns (`regex_paths`): one pass over the path's
+//! bytes, whatever the number of patterns; hosts without regex paths never touch it.
 //!
 //! Tables are immutable and built by [`TableBuilder`]; a builder given the previous table reuses every
 //! host whose routes did not change (`Arc` sharing), so a new generation costs memory only for what
@@ -22,10 +24,17 @@ use crate::cert::CertId;
 use crate::generation::Digest;
 use crate::upstream_tls::UpstreamTls;
 
+pub mod cors;
 pub mod policy;
+mod regex_paths;
+pub mod rewrite;
+pub mod source_ranges;
 pub use policy::{
-    Condition, Filter, Matcher, Mirror, RequestView, RoutePolicy, Rule, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
+    Condition, Filter, Matcher, Mirror, RequestView, RouteLimits, RoutePolicy, Rule, WeightedBackend, STICKY_COOKIE,
+    STICKY_RANGE,
 };
+pub use regex_paths::check_regex_path;
+pub use rewrite::{PathRewrite, RewriteScratch};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
@@ -34,6 +43,9 @@ type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 pub enum PathKind {
     Exact,
     Prefix,
+    /// ingress-nginx's regex location (`use-regex`): `~* "^<path>"`, case-insensitive. A host with
+    /// regex paths is matched by them first, in ingress-nginx's order (see `regex_paths`).
+    Regex,
 }
 
 /// Where a route sends requests.
@@ -331,6 +343,7 @@ impl fmt::Display for RouteKey {
         let kind = match self.kind {
             PathKind::Exact => "=",
             PathKind::Prefix => "",
+            PathKind::Regex => "~",
         };
         write!(f, "{host}{kind}{path}")
     }
@@ -344,13 +357,22 @@ pub struct HostRoutes {
     exact: FxMap<Arc<str>, Arc<Route>>,
     /// Keys are Prefix paths without a trailing `/` (so the root prefix is `""`).
     prefix: FxMap<Arc<str>, Arc<Route>>,
+    /// Regex paths as written, and the automaton that matches them all at once.
+    regex: FxMap<Arc<str>, Arc<Route>>,
+    regex_paths: Option<regex_paths::RegexPaths>,
     digest: Digest,
 }
 
 impl HostRoutes {
-    /// Exact match first, then the longest Prefix match by whole path elements.
+    /// The first regex path in ingress-nginx's order, then an Exact match, then the longest Prefix
+    /// match by whole path elements.
     #[inline]
     pub fn route(&self, path: &str) -> Option<&Arc<Route>> {
+        if let Some(regex) = &self.regex_paths {
+            if let Some(r) = regex.find(path) {
+                return Some(r);
+            }
+        }
         if !self.exact.is_empty() {
             if let Some(r) = self.exact.get(path) {
                 return Some(r);
@@ -373,7 +395,7 @@ impl HostRoutes {
     }
 
     pub fn len(&self) -> usize {
-        self.exact.len() + self.prefix.len()
+        self.exact.len() + self.prefix.len() + self.regex.len()
     }
 
     /// SHA-256 over this host's rules and backends.
@@ -385,11 +407,13 @@ impl HostRoutes {
         self.len() == 0
     }
 
-    /// Every rule of this host in canonical order (Exact paths, then Prefix paths, each sorted):
-    /// the items [`HostRoutes::digest`] is taken over.
+    /// Every rule of this host in canonical order (Exact paths, then Prefix paths, then regex
+    /// paths, each sorted): the items [`HostRoutes::digest`] is taken over.
     pub fn items(&self) -> Vec<TableItem<'_>> {
         let mut items = Vec::with_capacity(self.len());
-        for (kind, map) in [(PathKind::Exact, &self.exact), (PathKind::Prefix, &self.prefix)] {
+        for (kind, map) in
+            [(PathKind::Exact, &self.exact), (PathKind::Prefix, &self.prefix), (PathKind::Regex, &self.regex)]
+        {
             let start = items.len();
             items.extend(map.iter().map(|(path, route)| TableItem::Route {
                 host: &self.host,
@@ -407,8 +431,10 @@ impl HostRoutes {
     pub fn routes(&self) -> impl Iterator<Item = (RouteKey, &Arc<Route>)> + '_ {
         let exact = self.exact.iter().map(|(p, r)| (PathKind::Exact, p, r));
         let prefix = self.prefix.iter().map(|(p, r)| (PathKind::Prefix, p, r));
+        let regex = self.regex.iter().map(|(p, r)| (PathKind::Regex, p, r));
         exact
             .chain(prefix)
+            .chain(regex)
             .map(move |(kind, path, route)| (RouteKey { host: self.host.clone(), kind, path: path.clone() }, route))
     }
 }
@@ -617,7 +643,14 @@ impl TableItem<'_> {
     pub fn hash_into(&self, h: &mut Sha256) {
         match self {
             TableItem::Route { kind, path, backend, policy, .. } => {
-                h.update([0, if *kind == PathKind::Exact { b'E' } else { b'P' }]);
+                h.update([
+                    0,
+                    match kind {
+                        PathKind::Exact => b'E',
+                        PathKind::Prefix => b'P',
+                        PathKind::Regex => b'R',
+                    },
+                ]);
                 h.update(path.as_bytes());
                 h.update([0]);
                 h.update(backend.digest.0);
@@ -730,6 +763,37 @@ pub struct RouteConflict {
 struct HostDraft {
     exact: BTreeMap<Arc<str>, Arc<Route>>,
     prefix: BTreeMap<Arc<str>, Arc<Route>>,
+    regex: BTreeMap<Arc<str>, Arc<Route>>,
+}
+
+impl HostDraft {
+    /// The digest of the group this draft builds: the same items, in the same order, as
+    /// `HostRoutes::items` walks in the built group.
+    fn digest(&self, host: &Arc<str>) -> Digest {
+        let maps = [(PathKind::Exact, &self.exact), (PathKind::Prefix, &self.prefix), (PathKind::Regex, &self.regex)];
+        let items: Vec<TableItem<'_>> = maps
+            .into_iter()
+            .flat_map(|(kind, map)| {
+                map.iter().map(move |(path, route)| TableItem::Route {
+                    host,
+                    kind,
+                    path,
+                    backend: &route.backend,
+                    policy: route.policy.as_deref(),
+                })
+            })
+            .collect();
+        group_digest(host, items.iter())
+    }
+}
+
+/// A host whose regex paths could not be compiled together; they are left out of its table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegexHostProblem {
+    pub host: Arc<str>,
+    /// The routes' sources (`namespace/ingress`), each once.
+    pub sources: Vec<Arc<str>>,
+    pub message: String,
 }
 
 /// Collects rules, then builds an immutable [`RouteTable`]. Hosts are given as declared (lower case,
@@ -781,7 +845,7 @@ impl TableBuilder {
             host
         };
         let path: Arc<str> = match kind {
-            PathKind::Exact => path.into(),
+            PathKind::Exact | PathKind::Regex => path.into(),
             PathKind::Prefix => path.trim_end_matches('/').into(),
         };
         if !self.hosts.contains_key(host) {
@@ -791,6 +855,7 @@ impl TableBuilder {
         let map = match kind {
             PathKind::Exact => &mut draft.exact,
             PathKind::Prefix => &mut draft.prefix,
+            PathKind::Regex => &mut draft.regex,
         };
         if let Some(existing) = map.get(&path) {
             if existing.backend == backend && existing.policy == policy {
@@ -832,35 +897,50 @@ impl TableBuilder {
     /// Builds the table. Host groups whose content equals the one in `previous` are taken from it
     /// (shared), so unchanged parts of the configuration cost nothing per generation.
     pub fn build(self, previous: Option<&RouteTable>) -> RouteTable {
+        self.build_checked(previous).0
+    }
+
+    /// [`TableBuilder::build`], also saying which hosts' regex paths could not be compiled (those
+    /// paths are left out; the rest of the host is served).
+    pub fn build_checked(self, previous: Option<&RouteTable>) -> (RouteTable, Vec<RegexHostProblem>) {
         let mut table = RouteTable::default();
         let mut top = TableHasher::default();
-        for (host, draft) in self.hosts {
-            // The same items, in the same order, as `HostRoutes::items` walks in the built group.
-            let items: Vec<TableItem<'_>> = [(PathKind::Exact, &draft.exact), (PathKind::Prefix, &draft.prefix)]
-                .into_iter()
-                .flat_map(|(kind, map)| {
-                    let host = &host;
-                    map.iter().map(move |(path, route)| TableItem::Route {
-                        host,
-                        kind,
-                        path,
-                        backend: &route.backend,
-                        policy: route.policy.as_deref(),
-                    })
-                })
-                .collect();
-            let digest = group_digest(&host, items.iter());
-            drop(items);
-            top.group(digest);
+        let mut problems = Vec::new();
+        for (host, mut draft) in self.hosts {
+            let mut digest = draft.digest(&host);
             let shared = previous.and_then(|p| p.host_group(&host)).filter(|hr| hr.digest == digest).cloned();
-            let group = shared.unwrap_or_else(|| {
-                Arc::new(HostRoutes {
-                    host: host.clone(),
-                    exact: draft.exact.into_iter().collect(),
-                    prefix: draft.prefix.into_iter().collect(),
-                    digest,
-                })
-            });
+            let group = match shared {
+                Some(group) => group,
+                None => {
+                    let mut regex_paths = None;
+                    if !draft.regex.is_empty() {
+                        let mut ordered: Vec<(Arc<str>, Arc<Route>)> =
+                            draft.regex.iter().map(|(p, r)| (p.clone(), r.clone())).collect();
+                        ordered.sort_by(|a, b| regex_paths::location_order(&a.0, &b.0));
+                        match regex_paths::RegexPaths::build(&ordered) {
+                            Ok(paths) => regex_paths = Some(paths),
+                            Err(message) => {
+                                let mut sources: Vec<Arc<str>> =
+                                    ordered.iter().map(|(_, r)| r.source.clone()).collect();
+                                sources.sort();
+                                sources.dedup();
+                                problems.push(RegexHostProblem { host: host.clone(), sources, message });
+                                draft.regex.clear();
+                                digest = draft.digest(&host);
+                            }
+                        }
+                    }
+                    Arc::new(HostRoutes {
+                        host: host.clone(),
+                        exact: draft.exact.into_iter().collect(),
+                        prefix: draft.prefix.into_iter().collect(),
+                        regex: draft.regex.into_iter().collect(),
+                        regex_paths,
+                        digest,
+                    })
+                }
+            };
+            top.group(digest);
             debug_assert_eq!(group_digest(&group.host, group.items().iter()), digest);
             if host.is_empty() {
                 table.any_host = Some(group);
@@ -883,7 +963,7 @@ impl TableBuilder {
         table.default_route = self.default_route;
         table.tls = self.tls;
         table.digest = top.finish(table.table_items().iter());
-        table
+        (table, problems)
     }
 }
 

@@ -12,8 +12,8 @@
 //!   Ingress is served and a warning says what to use instead;
 //! * **ignored** — an ingress-nginx feature ramjet does not have yet: the Ingress is served without
 //!   it, with a warning naming the behaviour that is lost;
-//! * **refused to serve** — an access-control annotation ramjet cannot enforce yet (authentication,
-//!   source ranges), or a value ramjet cannot reproduce (a redirect target with nginx variables, a
+//! * **refused to serve** — an access-control annotation ramjet cannot enforce yet (authentication),
+//!   or a value ramjet cannot reproduce (a redirect target with nginx variables, a
 //!   backend protocol it does not speak): the Ingress is *not* served, because serving it otherwise
 //!   would open it to everyone or change what it does without a word;
 //! * **unknown** — a name under either prefix that neither project defines (a typo, usually).
@@ -25,6 +25,7 @@ use std::fmt;
 
 use ramjet_shared::BackendProtocol;
 
+use super::ingress::location;
 use super::ingress::SSL_REDIRECT_ANNOTATIONS;
 
 /// ingress-nginx's annotation prefix.
@@ -144,14 +145,57 @@ const BUFFERS: Support =
 const AUTH: Support = AccessControl("authentication");
 const AUTH_PART: Support = Ignored("external or basic authentication is not available, so its options do nothing");
 const AFFINITY: Support = Ignored("session affinity is not available: requests are balanced round robin");
-const CORS: Support = Ignored("CORS headers are not added and preflight requests go to the backend");
+const CORS: Support = Honoured(
+    "with enable-cors: an allowed Origin gets the Access-Control-* fields on the response (replacing the backend's) \
+     and an OPTIONS preflight is answered 204 by ramjet, with ingress-nginx's defaults and fallbacks (docs/ingress.md)",
+);
 /// Canary auto-promotion (ramjet's own; ingress-nginx has none): docs/canaries.md.
 const AUTO_PROMOTE: Support =
     Honoured("canary auto-promotion: the weight steps up while the canary's success rate and p99 hold");
 const CANARY: Support = Honoured("with ingress-nginx's semantics (docs/canaries.md)");
 const MIRROR: Support = Honoured("a copy of each request, fire and forget (docs/mirrors.md)");
 const TLS_AUTH: Support = AccessControl("client certificate authentication");
-const TIMEOUT: Support = Ignored("every route uses the daemon's --upstream-timeout (60 s by default)");
+const TIMEOUT: Support = Checked {
+    check: seconds,
+    how: "the route's own timeout (whole seconds) for connecting to, writing to or reading from a backend, in \
+          place of --upstream-timeout (60 s by default; ingress-nginx's defaults are 5 s to connect, 60 s to send \
+          and read)",
+};
+const ALLOW_RANGE: Support = Checked {
+    check: source_ranges,
+    how: "requests from other client addresses (the connection's peer, as nginx's $remote_addr) are answered 403; \
+          a list with anything but addresses and CIDR blocks keeps the Ingress out",
+};
+const DENY_RANGE: Support = Checked {
+    check: source_ranges,
+    how: "requests from these client addresses (the connection's peer) are answered 403, before the allow-list is \
+          looked at; a list with anything but addresses and CIDR blocks keeps the Ingress out",
+};
+const FORCE_SSL_REDIRECT: Support = Checked {
+    check: boolean,
+    how: "plain-HTTP requests for the Ingress's hosts answer 308 to https://<host><path>, whether the Ingress has \
+          TLS or not (ramjet keeps a trailing slash that ingress-nginx drops unless preserve-trailing-slash)",
+};
+const UPSTREAM_VHOST: Support = Checked {
+    check: location::upstream_vhost,
+    how: "requests reach the backend with this Host (X-Forwarded-Host keeps the client's); a value with nginx \
+          variables keeps the Ingress out",
+};
+const FROM_TO_WWW: Support = Checked {
+    check: boolean,
+    how: "for a host www.a.com, a.com answers 308 to <scheme>://www.a.com:<port><path> (and the other way round), \
+          unless that name is a host already, as in ingress-nginx",
+};
+const SERVER_ALIAS: Support = Checked {
+    check: server_alias,
+    how: "each alias (comma-separated) is served with every route of the Ingress's hosts; an alias that is a host \
+          of some Ingress's rules is ignored with a warning, as in ingress-nginx",
+};
+const BODY_SIZE: Support = Checked {
+    check: body_size,
+    how: "a request body larger than this (nginx sizes: 8m, 1k; 0 = unlimited) is answered 413; without the \
+          annotation ramjet accepts any size (ingress-nginx's default is 1m)",
+};
 const RETRY: Support = Ignored(
     "ramjet retries only a request it could send again unchanged after a stale pooled connection, never on another \
      status",
@@ -195,6 +239,25 @@ const TEMPORAL_REDIRECT: Support = Checked {
 };
 const TEMPORAL_REDIRECT_CODE: Support =
     Honoured("the temporal redirect's status; a code outside 300–307 gives 302, as in ingress-nginx");
+const USE_REGEX: Support = Checked {
+    check: use_regex,
+    how: "paths are case-insensitive regular expressions matched from the start of the path; every path of the \
+          host becomes one, tried longest first, as in ingress-nginx (docs/ingress.md)",
+};
+const REWRITE_TARGET: Support = Checked {
+    check: location::rewrite_target,
+    how: "the path sent to the backend is the target with $1…$9 from the path's captures (the query is kept); \
+          every path of the host becomes a regular expression, as in ingress-nginx",
+};
+const APP_ROOT: Support = Checked {
+    check: location::app_root,
+    how: "a request for / on the Ingress's hosts answers 302 to <scheme>://<host>/<app-root>",
+};
+const X_FORWARDED_PREFIX: Support = Checked {
+    check: location::forwarded_prefix,
+    how: "rewritten requests carry X-Forwarded-Prefix with this value (only with rewrite-target, as in \
+          ingress-nginx)",
+};
 const OTEL: Support = Ignored("OpenTelemetry tracing is not available; traceparent headers pass through untouched");
 
 /// Every annotation ingress-nginx defines (its docs and `internal/ingress/annotations`), sorted.
@@ -202,8 +265,8 @@ const NGINX: &[Entry] = &[
     e("affinity", AFFINITY, None),
     e("affinity-canary-behavior", AFFINITY, None),
     e("affinity-mode", AFFINITY, None),
-    e("allowlist-source-range", AccessControl("a source address allow-list"), None),
-    e("app-root", Ignored("the root path is not redirected to the app root"), None),
+    e("allowlist-source-range", ALLOW_RANGE, None),
+    e("app-root", APP_ROOT, None),
     e("auth-always-set-cookie", AUTH_PART, NO),
     e("auth-cache-duration", AUTH_PART, None),
     e("auth-cache-key", AUTH_PART, None),
@@ -253,7 +316,7 @@ const NGINX: &[Entry] = &[
     e("custom-headers", Ignored("the extra response headers are not added"), None),
     e("custom-http-errors", Ignored("backend error pages are passed through unchanged"), None),
     e("default-backend", Ignored("errors and missing endpoints are not sent to another Service"), None),
-    e("denylist-source-range", AccessControl("a source address deny-list"), None),
+    e("denylist-source-range", DENY_RANGE, None),
     e("disable-proxy-intercept-errors", Honoured("ramjet never intercepts backend errors"), None),
     e(
         "enable-access-log",
@@ -265,11 +328,11 @@ const NGINX: &[Entry] = &[
     e("enable-modsecurity", Ignored("there is no web application firewall"), NO),
     e("enable-opentelemetry", OTEL, NO),
     e("enable-owasp-core-rules", Ignored("there is no web application firewall"), NO),
-    e("enable-rewrite-log", Honoured("there are no rewrites to log"), NO),
+    e("enable-rewrite-log", Ignored("rewrites are not logged"), NO),
     e("fastcgi-index", Ignored("FastCGI backends are not available"), None),
     e("fastcgi-params-configmap", Ignored("FastCGI backends are not available"), None),
-    e("force-ssl-redirect", Ignored("plain HTTP is not redirected to HTTPS by this annotation"), NO),
-    e("from-to-www-redirect", Ignored("www. and bare host names are not redirected to each other"), NO),
+    e("force-ssl-redirect", FORCE_SSL_REDIRECT, NO),
+    e("from-to-www-redirect", FROM_TO_WWW, NO),
     e("http2-push-preload", Approximated("HTTP/2 server push is gone from browsers; nothing is pushed"), NO),
     e("limit-allowlist", RATE, None),
     e("limit-burst-multiplier", RATE, None),
@@ -290,7 +353,7 @@ const NGINX: &[Entry] = &[
     e("permanent-redirect", PERMANENT_REDIRECT, None),
     e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
     e("preserve-trailing-slash", Ignored("HTTPS redirects keep the path as it came"), NO),
-    e("proxy-body-size", Ignored("request bodies of any size are accepted"), None),
+    e("proxy-body-size", BODY_SIZE, None),
     e("proxy-buffer-size", BUFFERS, None),
     e("proxy-buffering", BUFFERS, Some("off")),
     e("proxy-buffers-number", BUFFERS, None),
@@ -324,9 +387,9 @@ const NGINX: &[Entry] = &[
     e("proxy-ssl-verify", SSL_VERIFY, Some("off")),
     e("proxy-ssl-verify-depth", SSL_VERIFY_DEPTH, None),
     e("relative-redirects", Ignored("ramjet's own redirects are absolute"), NO),
-    e("rewrite-target", Ignored("paths are sent to the backend unchanged, not rewritten"), None),
+    e("rewrite-target", REWRITE_TARGET, None),
     e("satisfy", AUTH_PART, None),
-    e("server-alias", Ignored("the alias host names are not served"), None),
+    e("server-alias", SERVER_ALIAS, None),
     e(
         "server-snippet",
         Snippet("for an HTTPS redirect use ssl-redirect; for the rest there is no equivalent yet"),
@@ -356,15 +419,17 @@ const NGINX: &[Entry] = &[
     e("upstream-hash-by", Ignored("requests are balanced round robin, not by hash"), None),
     e("upstream-hash-by-subset", Ignored("requests are balanced round robin, not by hash"), None),
     e("upstream-hash-by-subset-size", Ignored("requests are balanced round robin, not by hash"), None),
-    e("upstream-vhost", Ignored("the backend gets the client's Host"), None),
+    e("upstream-vhost", UPSTREAM_VHOST, None),
     e("use-port-in-redirects", Ignored("ramjet's redirects name no port"), NO),
-    e("use-regex", Ignored("paths are matched as prefixes or exactly, never as regular expressions"), NO),
-    e("whitelist-source-range", AccessControl("a source address allow-list"), None),
-    e("x-forwarded-prefix", Ignored("no X-Forwarded-Prefix header is sent"), None),
+    e("use-regex", USE_REGEX, NO),
+    e("whitelist-source-range", ALLOW_RANGE, None),
+    e("x-forwarded-prefix", X_FORWARDED_PREFIX, None),
 ];
 
 /// Every `ramjet.dev/` annotation ramjet reads, sorted.
 const RAMJET: &[Entry] = &[
+    e("allowlist-source-range", ALLOW_RANGE, None),
+    e("app-root", APP_ROOT, None),
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
     e("canary", CANARY, None),
     e("canary-auto-promote", AUTO_PROMOTE, None),
@@ -383,6 +448,16 @@ const RAMJET: &[Entry] = &[
     e("canary-sticky", CANARY, None),
     e("canary-weight", CANARY, None),
     e("canary-weight-total", CANARY, None),
+    e("cors-allow-credentials", CORS, None),
+    e("cors-allow-headers", CORS, None),
+    e("cors-allow-methods", CORS, None),
+    e("cors-allow-origin", CORS, None),
+    e("cors-expose-headers", CORS, None),
+    e("cors-max-age", CORS, None),
+    e("denylist-source-range", DENY_RANGE, None),
+    e("enable-cors", CORS, Some("false")),
+    e("force-ssl-redirect", FORCE_SSL_REDIRECT, Some("false")),
+    e("from-to-www-redirect", FROM_TO_WWW, Some("false")),
     e("mirror-backend", MIRROR, None),
     e("mirror-host", MIRROR, None),
     e("mirror-percent", MIRROR, None),
@@ -390,10 +465,16 @@ const RAMJET: &[Entry] = &[
     e("mirror-target", MIRROR, None),
     e("permanent-redirect", PERMANENT_REDIRECT, None),
     e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
+    e("proxy-body-size", BODY_SIZE, None),
+    e("proxy-connect-timeout", TIMEOUT, None),
+    e("proxy-read-timeout", TIMEOUT, None),
+    e("proxy-send-timeout", TIMEOUT, None),
     e("proxy-ssl-name", SSL_NAME, None),
     e("proxy-ssl-secret", SSL_SECRET, None),
     e("proxy-ssl-server-name", SSL_SERVER_NAME, None),
     e("proxy-ssl-verify", SSL_VERIFY, None),
+    e("rewrite-target", REWRITE_TARGET, None),
+    e("server-alias", SERVER_ALIAS, None),
     e(
         "ssl-redirect",
         Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
@@ -401,6 +482,10 @@ const RAMJET: &[Entry] = &[
     ),
     e("temporal-redirect", TEMPORAL_REDIRECT, None),
     e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
+    e("upstream-vhost", UPSTREAM_VHOST, None),
+    e("use-regex", USE_REGEX, Some("false")),
+    e("whitelist-source-range", ALLOW_RANGE, None),
+    e("x-forwarded-prefix", X_FORWARDED_PREFIX, None),
 ];
 
 /// Judges every annotation under either prefix; others (kubectl's, Argo's, ...) are not ours to
@@ -524,6 +609,34 @@ fn redirect_target(value: &str) -> Result<(), String> {
         "" => Ok(()),
         target => redirect_location(target).map(drop),
     }
+}
+
+fn source_ranges(value: &str) -> Result<(), String> {
+    ramjet_shared::parse_ranges(value).map(drop)
+}
+
+fn seconds(value: &str) -> Result<(), String> {
+    location::parse_seconds(value).map(drop)
+}
+
+fn body_size(value: &str) -> Result<(), String> {
+    location::parse_size(value).map(drop)
+}
+
+fn use_regex(value: &str) -> Result<(), String> {
+    boolean(value)
+}
+
+fn server_alias(value: &str) -> Result<(), String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .try_for_each(|a| crate::routes_file::validate_host(a).map(drop))
+}
+
+fn boolean(value: &str) -> Result<(), String> {
+    location::parse_bool(value).map(drop)
 }
 
 fn backend_protocol(value: &str) -> Result<(), String> {

@@ -14,6 +14,8 @@
 //!
 //! `docs/ingress.md` describes the semantics for users.
 
+pub(crate) mod location;
+
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::hash::BuildHasherDefault;
@@ -25,8 +27,8 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{
-    Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, DirectResponse, Filter, ObjectRef,
-    PathKind, RoutePolicy, Rule, UpstreamTlsSpec,
+    check_regex_path, Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, DirectResponse, Filter,
+    ObjectRef, PathKind, RouteLimits, RoutePolicy, Rule, UpstreamTlsSpec,
 };
 
 use rustc_hash::FxHasher;
@@ -37,6 +39,7 @@ use crate::canary::promotion::{AutoPromote, CanaryPlan, CanaryState, STATE_ANNOT
 use crate::canary::{effective_total, Annotations, MirrorTarget};
 use crate::certs::{is_expired, parse_certificate};
 use crate::routes_file::validate_host;
+use location::{regex_location, PathAnnotations, RegexSource};
 
 /// `kubernetes.io/ingress.class`: the class before `spec.ingressClassName` existed.
 pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
@@ -157,6 +160,13 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
     let (canaries, primaries): (Vec<&Ingress>, Vec<&Ingress>) =
         ours.into_iter().partition(|i| Annotations::new(i.metadata.annotations.as_ref()).is_canary());
     let mut routes: Vec<(PlannedRoute, String, ObjectRef)> = Vec::new();
+    // `app-root` is a server-wide `if ($uri = /)` in ingress-nginx: the oldest Ingress's applies to
+    // every path of its hosts.
+    let mut app_roots: HashMap<String, String> = HashMap::new();
+    // `server-alias`: more names for a host (its `server_name`), the oldest Ingress's first.
+    let mut aliases: Vec<(String, String, ObjectRef)> = Vec::new();
+    // `from-to-www-redirect`: the host redirected to, and the route that asked.
+    let mut www: Vec<(String, PlannedRoute, String, ObjectRef)> = Vec::new();
     for ingress in primaries {
         let (namespace, name) =
             (namespace_of(&ingress.metadata.namespace), ingress.metadata.name.as_deref().unwrap_or(""));
@@ -178,6 +188,28 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
                     stray.join(", ")
                 ),
             );
+        }
+        if plan.from_to_www {
+            for route in plan.routes.iter().filter(|r| !r.host.is_empty() && !r.host.starts_with("*.")) {
+                if !www.iter().any(|(to, ..)| *to == route.host) {
+                    www.push((route.host.clone(), route.clone(), source.clone(), object.clone()));
+                }
+            }
+        }
+        for alias in &plan.aliases {
+            for host in plan.routes.iter().map(|r| &r.host).filter(|h| !h.is_empty()) {
+                aliases.push((alias.clone(), host.clone(), object.clone()));
+            }
+        }
+        if plan.force_ssl_redirect {
+            for route in plan.routes.iter().filter(|r| !r.host.is_empty()) {
+                draft.builder.add_ssl_redirect(&route.host);
+            }
+        }
+        if let Some(root) = &plan.app_root {
+            for route in &plan.routes {
+                app_roots.entry(route.host.clone()).or_insert_with(|| root.clone());
+            }
         }
         routes.extend(plan.routes.into_iter().map(|r| (r, source.clone(), object.clone())));
         if let Some(backend) = plan.default_backend {
@@ -211,16 +243,44 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
         }
     }
     merge_canaries(&canaries, &mut resolver, &mut routes, &mut draft);
+    for (alias, host) in add_aliases(&aliases, &mut routes, &mut draft) {
+        if let Some(root) = app_roots.get(&host).cloned() {
+            app_roots.entry(alias).or_insert(root);
+        }
+    }
+    add_www_redirects(www, &mut routes);
+    // A host where any path is a regex (use-regex, or a rewrite) has every path as a regex
+    // location, whatever Ingress declares it (ingress-nginx's `enforceRegexModifier`).
+    let regex_hosts: HashSet<String> =
+        routes.iter().filter(|(r, _, _)| r.regex).map(|(r, _, _)| r.host.clone()).collect();
+    let mut exact_paths: HashMap<String, HashSet<String>> = HashMap::new();
+    for (route, _, _) in &routes {
+        if route.kind == PathKind::Exact && regex_hosts.contains(&route.host) {
+            exact_paths.entry(route.host.clone()).or_default().insert(route.path.clone());
+        }
+    }
+    let no_exact = HashSet::new();
     for (route, source, object) in routes {
-        let policy = route.policy();
-        let added =
-            draft.builder.add_route_with_policy(&route.host, &route.path, route.kind, route.backend, policy, &source);
+        let policy = route.policy(app_roots.get(&route.host).map(String::as_str));
+        let (path, kind) = if regex_hosts.contains(&route.host) {
+            let regex = RegexSource { path: &route.path, regex: route.regex, prefix: route.nginx_prefix };
+            let path = regex_location(&regex, exact_paths.get(&route.host).unwrap_or(&no_exact));
+            if let Err(e) = check_regex_path(&path) {
+                let shown = if route.host.is_empty() { "*" } else { &route.host };
+                draft.warn(&object, format!("{shown}{}: {e}; this path is ignored", route.path));
+                continue;
+            }
+            (path, PathKind::Regex)
+        } else {
+            (route.path.clone(), route.kind)
+        };
+        let added = draft.builder.add_route_with_policy(&route.host, &path, kind, route.backend, policy, &source);
         if let Err(conflict) = added {
             draft.warn(
                 &object,
                 format!(
-                    "{} ({:?}) is already routed by the older Ingress {}; this path is ignored",
-                    conflict.key, route.kind, conflict.kept
+                    "{} ({kind:?}) is already routed by the older Ingress {}; this path is ignored",
+                    conflict.key, conflict.kept
                 ),
             );
         }
@@ -262,6 +322,83 @@ fn planned(plan: Result<Plan, Vec<String>>, object: &ObjectRef, what: &str, draf
     }
 }
 
+/// Serves each alias with every route of its host, as ingress-nginx adds it to the host's
+/// `server_name`. An alias that is a host of some Ingress's rules, or already an alias of another
+/// host, is ignored with a warning (ingress-nginx ignores it too).
+fn add_aliases(
+    aliases: &[(String, String, ObjectRef)],
+    routes: &mut Vec<(PlannedRoute, String, ObjectRef)>,
+    draft: &mut Draft,
+) -> Vec<(String, String)> {
+    let mut served = Vec::new();
+    if aliases.is_empty() {
+        return served;
+    }
+    let hosts: HashSet<String> = routes.iter().map(|(r, _, _)| r.host.clone()).collect();
+    let mut taken: HashMap<&str, &str> = HashMap::new();
+    for (alias, host, object) in aliases {
+        if hosts.contains(alias) {
+            draft.warn(object, format!("server-alias {alias} is ignored: it is a host of an Ingress's rules"));
+            continue;
+        }
+        match taken.get(alias.as_str()) {
+            Some(owner) if *owner == host.as_str() => continue,
+            Some(owner) => {
+                draft.warn(object, format!("server-alias {alias} is ignored: it is an alias of {owner} already"));
+                continue;
+            }
+            None => {
+                taken.insert(alias, host);
+                served.push((alias.clone(), host.clone()));
+            }
+        }
+        let copies: Vec<_> = routes
+            .iter()
+            .filter(|(r, _, _)| r.host == *host)
+            .map(|(r, source, object)| {
+                (PlannedRoute { host: alias.clone(), ..r.clone() }, source.clone(), object.clone())
+            })
+            .collect();
+        routes.extend(copies);
+    }
+    served
+}
+
+/// ingress-nginx's `from-to-www-redirect`: for a host `www.a.com`, `a.com` answers every request
+/// with a redirect to it, and for `a.com`, `www.a.com` does — unless that name is a host (or an
+/// alias) already, as in ingress-nginx.
+fn add_www_redirects(
+    www: Vec<(String, PlannedRoute, String, ObjectRef)>,
+    routes: &mut Vec<(PlannedRoute, String, ObjectRef)>,
+) {
+    if www.is_empty() {
+        return;
+    }
+    let hosts: HashSet<String> = routes.iter().map(|(r, _, _)| r.host.clone()).collect();
+    for (to, route, source, object) in www {
+        let from = match to.strip_prefix("www.") {
+            Some(bare) => bare.to_string(),
+            None => format!("www.{to}"),
+        };
+        if hosts.contains(&from) {
+            continue;
+        }
+        let redirect = PlannedRoute {
+            host: from,
+            path: "/".into(),
+            kind: PathKind::Prefix,
+            nginx_prefix: true,
+            regex: false,
+            filters: vec![Filter::HostRedirect(to.as_str().into())],
+            limits: RouteLimits::default(),
+            mirror: None,
+            canary: None,
+            ..route
+        };
+        routes.push((redirect, source, object));
+    }
+}
+
 /// Attaches each canary Ingress's paths to the primary routes with the same host, path and path
 /// type — the first (oldest) primary route for that key, which is the one the table keeps. One
 /// canary per primary route: a second is reported and ignored, as is a canary path no primary
@@ -274,7 +411,7 @@ fn merge_canaries<'s>(
 ) {
     let key = |r: &PlannedRoute| {
         let path = match r.kind {
-            PathKind::Exact => r.path.clone(),
+            PathKind::Exact | PathKind::Regex => r.path.clone(),
             PathKind::Prefix => r.path.trim_end_matches('/').to_string(),
         };
         (r.host.clone(), r.kind, path)
@@ -375,14 +512,32 @@ struct Plan {
     default_backend: Option<Arc<Backend>>,
     tls: Vec<(String, Arc<Certificate>)>,
     ssl_redirect: bool,
+    /// `app-root`: `/` on the Ingress's hosts answers 302 to it.
+    app_root: Option<String>,
+    /// `force-ssl-redirect`: every rule host is redirected to HTTPS, TLS or not.
+    force_ssl_redirect: bool,
+    /// `server-alias`: more names for the Ingress's hosts.
+    aliases: Vec<String>,
+    /// `from-to-www-redirect`: `www.<host>` redirects to `<host>` (or the other way round).
+    from_to_www: bool,
     /// Served anyway, but worth telling (an expired certificate).
     warnings: Vec<String>,
 }
 
+#[derive(Clone)]
 struct PlannedRoute {
     host: String,
     path: String,
     kind: PathKind,
+    /// `pathType: Prefix` (ImplementationSpecific compiles to Prefix too, but ingress-nginx
+    /// treats the two differently on a regex host).
+    nginx_prefix: bool,
+    /// The path is a regular expression (`use-regex`, or a rewrite): its host matches regex paths.
+    regex: bool,
+    /// What applies to every request of the route: rewrite, request header.
+    filters: Vec<Filter>,
+    /// Body size limit and upstream timeouts.
+    limits: RouteLimits,
     backend: Arc<Backend>,
     mirror: Option<MirrorTarget>,
     /// The rules of the canary merged into this route, and the canary Ingress.
@@ -390,14 +545,22 @@ struct PlannedRoute {
 }
 
 impl PlannedRoute {
-    /// The route's policy: its canary's rules, else its mirror alone, else none.
-    fn policy(&self) -> Option<Arc<RoutePolicy>> {
-        if let Some((rules, _)) = &self.canary {
-            return Some(Arc::new(RoutePolicy::new(rules.clone())));
+    /// The route's policy: its canary's rules, else its mirror alone, and its filters (with the
+    /// host's `app-root`); none when there is nothing.
+    fn policy(&self, app_root: Option<&str>) -> Option<Arc<RoutePolicy>> {
+        let rules = if let Some((rules, _)) = &self.canary {
+            rules.clone()
+        } else if let Some(mirror) = &self.mirror {
+            vec![Rule::to(vec![], self.backend.clone()).with_filters(vec![Filter::Mirror(mirror.to_mirror())])]
+        } else {
+            Vec::new()
+        };
+        let mut filters = self.filters.clone();
+        filters.extend(app_root.map(|root| Filter::AppRoot(root.into())));
+        if rules.is_empty() && filters.is_empty() && self.limits == RouteLimits::default() {
+            return None;
         }
-        let mirror = self.mirror.as_ref()?;
-        let rule = Rule::to(vec![], self.backend.clone()).with_filters(vec![Filter::Mirror(mirror.to_mirror())]);
-        Some(Arc::new(RoutePolicy::new(vec![rule])))
+        Some(Arc::new(RoutePolicy::build(rules, filters, self.limits.clone())))
     }
 }
 
@@ -502,12 +665,33 @@ impl<'s, 'c> Resolver<'s, 'c> {
             default_backend: None,
             tls: Vec::new(),
             ssl_redirect: false,
+            app_root: None,
+            force_ssl_redirect: false,
+            aliases: Vec::new(),
+            from_to_www: false,
             warnings: Vec::new(),
         };
         let Some(spec) = &ingress.spec else {
             return Ok(plan);
         };
         let annotations = Annotations::new(ingress.metadata.annotations.as_ref());
+        let paths = PathAnnotations::read(&annotations, &mut problems, &mut plan.warnings);
+        plan.app_root = paths.app_root.clone();
+        plan.force_ssl_redirect = paths.force_ssl_redirect;
+        if let Some((key, value)) = annotations.get("from-to-www-redirect") {
+            match location::parse_bool(value) {
+                Ok(b) => plan.from_to_www = b,
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        if let Some((key, value)) = annotations.get("server-alias").filter(|(_, v)| !v.trim().is_empty()) {
+            for alias in value.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+                match validate_host(alias) {
+                    Ok(alias) => plan.aliases.push(alias),
+                    Err(e) => problems.push(format!("{key}: {e}")),
+                }
+            }
+        }
         let name = ingress.metadata.name.as_deref().unwrap_or("");
         let redirect = self.redirect(&annotations, namespace, name).unwrap_or_else(|e| {
             problems.push(e);
@@ -543,6 +727,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
             }
             for (j, path) in rule.http.iter().flat_map(|h| h.paths.iter()).enumerate() {
                 let at = || format!("spec.rules[{i}].http.paths[{j}]");
+                let nginx_prefix = path.path_type == "Prefix";
                 let kind = match path.path_type.as_str() {
                     "Exact" => PathKind::Exact,
                     "Prefix" | "ImplementationSpecific" => PathKind::Prefix,
@@ -567,11 +752,29 @@ impl<'s, 'c> Resolver<'s, 'c> {
                     problems.push(format!("{}.path: {e}", at()));
                     continue;
                 }
+                let regex = paths.regex(value);
+                if regex {
+                    if let Err(e) = check_regex_path(value) {
+                        problems.push(format!("{}.path: {e}", at()));
+                        continue;
+                    }
+                }
+                let filters = match paths.filters(value) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        problems.push(format!("{}.path: {e}", at()));
+                        continue;
+                    }
+                };
                 match resolve(self, &path.backend) {
                     Ok(backend) => plan.routes.push(PlannedRoute {
                         host: host.clone(),
                         path: value.to_string(),
                         kind,
+                        nginx_prefix,
+                        regex,
+                        filters,
+                        limits: paths.limits.clone(),
                         backend,
                         mirror: mirror.clone(),
                         canary: None,

@@ -18,12 +18,24 @@ pub(crate) struct Body {
     framing: Framing,
     remaining: u64,
     chunked: ChunkedDecoder,
+    /// Payload bytes of a chunked body so far, and the most allowed.
+    payload: u64,
+    limit: u64,
 }
+
+/// The error [`Body::advance`] gives when a chunked body grows past its limit.
+pub(crate) const BODY_TOO_LARGE: &str = "request body larger than the route allows";
 
 impl Body {
     pub fn new(framing: Framing) -> Self {
+        Self::with_limit(framing, None)
+    }
+
+    /// A body whose chunked payload may not exceed `limit` bytes (a declared length is checked
+    /// before reading, by the caller).
+    pub fn with_limit(framing: Framing, limit: Option<u64>) -> Self {
         let remaining = if let Framing::Length(n) = framing { n } else { 0 };
-        Body { framing, remaining, chunked: ChunkedDecoder::new() }
+        Body { framing, remaining, chunked: ChunkedDecoder::new(), payload: 0, limit: limit.unwrap_or(u64::MAX) }
     }
 
     /// How many of the leading bytes of `data` belong to the body; `on_payload(start, end)` sees the
@@ -36,7 +48,23 @@ impl Body {
                 self.remaining -= n as u64;
                 Ok(n)
             }
-            Framing::Chunked => self.chunked.feed(data, on_payload).map_err(|e| e.0),
+            Framing::Chunked if self.limit == u64::MAX => self.chunked.feed(data, on_payload).map_err(|e| e.0),
+            Framing::Chunked => {
+                let mut on_payload = on_payload;
+                let mut payload = 0u64;
+                let n = self
+                    .chunked
+                    .feed(data, |a, b| {
+                        payload += (b - a) as u64;
+                        on_payload(a, b)
+                    })
+                    .map_err(|e| e.0)?;
+                self.payload += payload;
+                if self.payload > self.limit {
+                    return Err(BODY_TOO_LARGE);
+                }
+                Ok(n)
+            }
             Framing::UntilClose => Ok(data.len()),
         }
     }

@@ -6,11 +6,12 @@
 //! it arrives (each read within the body timeout).
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 
-use super::body::{copy_body, Body, CopyError, Deadlines};
+use super::body::{copy_body, Body, CopyError, Deadlines, BODY_TOO_LARGE};
 use super::head::{parse_response, RequestHead, ResponseHead, ResponsePlan};
 use super::{ClientConn, Framing, Next};
 use crate::buf::write_vec;
@@ -39,36 +40,44 @@ where
         return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
     }
     let worker = conn.worker;
+    // ingress-nginx's `proxy-body-size`: a declared length over the limit is refused unread.
+    let declared = if let Framing::Length(n) = head.body { Some(n) } else { None };
+    if extras.too_large(declared) {
+        return Err(ProxyError::BodyTooLarge.into());
+    }
+    let limit = extras.max_body();
+    let timeouts = extras.timeouts(&worker.settings);
     // `Some(n)`: the whole body (n bytes) is buffered and the request can be sent again as it is.
-    let buffered = buffer_body(conn, head).await?;
+    let buffered = buffer_body(conn, head, limit).await?;
     if let Some(mirror) = extras.mirror {
         crate::mirror::send(worker, mirror, &conn.out, buffered.map(|len| &conn.buf.data()[..len]));
     }
     let index = worker.next_endpoint(slot, endpoints.len());
     let plan = ResponsePlan { is_head: head.is_head, client_minor: head.minor, keep_alive };
-    if head.host.is_empty() {
+    if head.host.is_empty() && !extras.filters.is_some_and(crate::filters::sets_host) {
         // HTTP/1.0 without a Host: name the endpoint, as nginx's default `$proxy_host` does.
         insert_host(&mut conn.out, endpoints[index]);
     }
-    let timeout = worker.settings.upstream_timeout;
     let mut tally = Tally::default();
+    let replayable = buffered.is_some();
     let attempted = exchange::attempt(
         worker,
         endpoints,
         tls,
         index,
-        buffered.is_some(),
+        replayable,
+        timeouts.connect,
         &mut tally,
         async |up: &mut UpstreamConn| {
             match buffered {
-                Some(len) => send_buffered(conn, len, up).await?,
+                Some(len) => send_buffered(conn, len, up, timeouts.send).await?,
                 None => {
-                    let sent = send_streaming(conn, head, up).await?;
+                    let sent = send_streaming(conn, head, up, limit, timeouts.send).await?;
                     conn.tally.bytes_in += sent;
                 }
             }
             let out = &mut conn.out;
-            exchange::read_response_head(up, timeout, |data| parse_response(data, &plan, out)).await
+            exchange::read_response_head(up, timeouts.read, |data| parse_response(data, &plan, out)).await
         },
     )
     .await;
@@ -89,6 +98,9 @@ where
     // From here the status is the one the client was sent, whatever happens to the body.
     conn.status = status;
     up.buf.consume(response.head_len);
+    if let Some((cors, allow)) = extras.cors {
+        crate::filters::set_cors_fields(&mut conn.out, cors, allow);
+    }
     if let Some(draw) = extras.sticky {
         // Before the blank line that ends the response head.
         conn.out.truncate(conn.out.len() - 2);
@@ -104,7 +116,7 @@ where
         conn.write_out().await.map_err(|e| Failure::from(e).started())?;
         return Ok((status, Next::Tunnel(up)));
     }
-    let complete = match relay_response(conn, &mut up, &response, head.minor == 0).await {
+    let complete = match relay_response(conn, &mut up, &response, head.minor == 0, timeouts.read).await {
         Ok((complete, bytes)) => {
             conn.tally.bytes_out += bytes;
             complete
@@ -119,6 +131,15 @@ where
     Ok((status, next))
 }
 
+/// A request body's framing error, or its route's size limit (413).
+fn body_error(why: &'static str) -> ProxyError {
+    if why == BODY_TOO_LARGE {
+        ProxyError::BodyTooLarge
+    } else {
+        ProxyError::BadRequest(why)
+    }
+}
+
 /// Adds `host: <endpoint>` after the request line of the upstream head in `out`.
 fn insert_host(out: &mut Vec<u8>, addr: SocketAddr) {
     let line_end = out.iter().position(|&b| b == b'\n').map_or(out.len(), |i| i + 1);
@@ -128,18 +149,22 @@ fn insert_host(out: &mut Vec<u8>, addr: SocketAddr) {
 
 /// Reads the request body into the client buffer when all of it fits (answering
 /// `Expect: 100-continue` first); `Some(len)` when it is all there, `None` when it must be streamed.
-async fn buffer_body<S>(conn: &mut ClientConn<'_, S>, head: &RequestHead) -> Result<Option<usize>, Failure>
+async fn buffer_body<S>(
+    conn: &mut ClientConn<'_, S>,
+    head: &RequestHead,
+    limit: Option<u64>,
+) -> Result<Option<usize>, Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
     if !head.body.has_body() {
         return Ok(Some(0));
     }
-    let mut probe = Body::new(head.body);
+    let mut probe = Body::with_limit(head.body, limit);
     let mut scanned = 0;
     let mut continued = false;
     loop {
-        scanned += probe.advance(&conn.buf.data()[scanned..], |_, _| {}).map_err(ProxyError::BadRequest)?;
+        scanned += probe.advance(&conn.buf.data()[scanned..], |_, _| {}).map_err(body_error)?;
         if probe.is_done() {
             return Ok(Some(scanned));
         }
@@ -156,11 +181,15 @@ where
 
 /// Sends the head in `conn.out` and the `len` buffered body bytes in one write. Both stay where they
 /// are, so the request can be sent again.
-async fn send_buffered<S>(conn: &mut ClientConn<'_, S>, len: usize, up: &mut UpstreamConn) -> Result<(), Failure> {
+async fn send_buffered<S>(
+    conn: &mut ClientConn<'_, S>,
+    len: usize,
+    up: &mut UpstreamConn,
+    timeout: Duration,
+) -> Result<(), Failure> {
     let head_len = conn.out.len();
     conn.out.extend_from_slice(&conn.buf.data()[..len]);
-    let written =
-        monoio::time::timeout(conn.worker.settings.upstream_timeout, write_vec(&mut up.stream, &mut conn.out)).await;
+    let written = monoio::time::timeout(timeout, write_vec(&mut up.stream, &mut conn.out)).await;
     conn.out.truncate(head_len);
     match written {
         Ok(Ok(())) => Ok(()),
@@ -175,13 +204,17 @@ async fn send_streaming<S>(
     conn: &mut ClientConn<'_, S>,
     head: &RequestHead,
     up: &mut UpstreamConn,
+    limit: Option<u64>,
+    timeout: Duration,
 ) -> Result<u64, Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
     let settings = &conn.worker.settings;
-    let deadlines = Deadlines { read: settings.client_body_timeout, write: settings.upstream_timeout };
-    let mut body = Body::new(head.body);
+    let deadlines = Deadlines { read: settings.client_body_timeout, write: timeout };
+    // Over the limit mid-stream, the backend has part of the body: its connection is closed, never
+    // reused, and the client gets 413.
+    let mut body = Body::with_limit(head.body, limit);
     let copied =
         copy_body(&mut body, &mut conn.stream, &mut conn.buf, &mut up.stream, &mut conn.out, false, deadlines).await;
     match copied {
@@ -192,7 +225,7 @@ where
         Err((error, _)) => Err(match error {
             CopyError::SourceClosed(io) => Failure { io, ..Failure::from(ProxyError::ClientGone) },
             CopyError::SourceTimeout => ProxyError::BodyTimeout.into(),
-            CopyError::Framing(why) => ProxyError::BadRequest(why).into(),
+            CopyError::Framing(why) => body_error(why).into(),
             CopyError::SinkFailed(io) => {
                 Failure { io: Some(io), ..Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)) }
             }
@@ -208,13 +241,14 @@ async fn relay_response<S>(
     up: &mut UpstreamConn,
     response: &ResponseHead,
     dechunk: bool,
+    read_timeout: Duration,
 ) -> Result<(bool, u64), Failure>
 where
     S: AsyncWriteRent,
 {
     let settings = &conn.worker.settings;
     let head_len = conn.out.len() as u64;
-    let deadlines = Deadlines { read: settings.upstream_timeout, write: settings.client_write_timeout };
+    let deadlines = Deadlines { read: read_timeout, write: settings.client_write_timeout };
     let mut body = Body::new(response.body);
     let dechunk = dechunk && response.body == Framing::Chunked;
     let copied =

@@ -13,6 +13,12 @@ pub(crate) enum Reply<'a> {
     HttpsRedirect { host: &'a [u8], target: &'a [u8] },
     /// A route's configured response.
     Direct { response: &'a DirectResponse, is_head: bool },
+    /// `302` to `<scheme>://<host><path>` (ingress-nginx's `app-root`; `host` as the client sent it).
+    AppRoot { https: bool, host: &'a [u8], path: &'a str },
+    /// `308` to another host (`from-to-www-redirect`).
+    HostRedirect { https: bool, host: &'a str, port: u16, target: &'a [u8] },
+    /// `204` to a CORS preflight (`OPTIONS` from an allowed origin).
+    CorsPreflight { cors: &'a ramjet_shared::Cors, allow: &'a [u8] },
 }
 
 impl Reply<'_> {
@@ -21,6 +27,9 @@ impl Reply<'_> {
             Reply::Status(s) => *s,
             Reply::HttpsRedirect { .. } => 308,
             Reply::Direct { response, .. } => response.status,
+            Reply::AppRoot { .. } => 302,
+            Reply::HostRedirect { .. } => 308,
+            Reply::CorsPreflight { .. } => 204,
         }
     }
 }
@@ -46,6 +55,31 @@ pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], request_id: &[
             out.extend_from_slice(host);
             out.extend_from_slice(if target.is_empty() { b"/" } else { target });
             out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
+            b""
+        }
+        Reply::AppRoot { https, host, path } => {
+            out.extend_from_slice(b"HTTP/1.1 302 Found\r\nlocation: ");
+            out.extend_from_slice(if *https { b"https://" } else { b"http://" });
+            out.extend_from_slice(host);
+            out.extend_from_slice(path.as_bytes());
+            out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
+            b""
+        }
+        Reply::HostRedirect { https, host, port, target } => {
+            out.extend_from_slice(b"HTTP/1.1 308 Permanent Redirect\r\nlocation: ");
+            crate::dispatch::host_redirect_location(*https, host, *port, target, out);
+            out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
+            b""
+        }
+        Reply::CorsPreflight { cors, allow } => {
+            out.extend_from_slice(b"HTTP/1.1 204 No Content\r\n");
+            for (name, value) in cors.fields(allow) {
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(value);
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(b"content-type: text/plain charset=UTF-8\r\ncontent-length: 0\r\n");
             b""
         }
         Reply::Direct { response, is_head } => {

@@ -130,6 +130,12 @@ pub(crate) enum Answer<'a> {
     HttpsRedirect { host: &'a str, target: &'a str },
     /// A route's configured response.
     Direct(&'a DirectResponse),
+    /// `302` to `<scheme>://<host><path>` (ingress-nginx's `app-root`).
+    AppRoot { https: bool, host: &'a str, path: &'a str },
+    /// `308` to another host (`from-to-www-redirect`).
+    HostRedirect { https: bool, host: &'a str, port: u16, target: &'a str },
+    /// `204` to a CORS preflight.
+    CorsPreflight { cors: &'a ramjet_shared::Cors, allow: &'a [u8] },
 }
 
 impl Answer<'_> {
@@ -154,6 +160,33 @@ impl Answer<'_> {
                 }
                 fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
                 (308, Bytes::new())
+            }
+            Answer::AppRoot { https, host, path } => {
+                let scheme = if *https { "https://" } else { "http://" };
+                if let Ok(location) = HeaderValue::from_str(&format!("{scheme}{host}{path}")) {
+                    fields.insert(LOCATION, location);
+                }
+                fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+                (302, Bytes::new())
+            }
+            Answer::HostRedirect { https, host, port, target } => {
+                let mut location = Vec::with_capacity(16 + host.len() + target.len());
+                crate::dispatch::host_redirect_location(*https, host, *port, target.as_bytes(), &mut location);
+                if let Ok(location) = HeaderValue::from_bytes(&location) {
+                    fields.insert(LOCATION, location);
+                }
+                fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+                (308, Bytes::new())
+            }
+            Answer::CorsPreflight { cors, allow } => {
+                for (name, value) in cors.fields(allow) {
+                    if let Ok(value) = HeaderValue::from_bytes(value) {
+                        fields.insert(HeaderName::from_static(name), value);
+                    }
+                }
+                fields.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain charset=UTF-8"));
+                fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+                (204, Bytes::new())
             }
             Answer::Direct(direct) => {
                 // The compiled head is HTTP/1.1 text: status line, then fields.

@@ -135,18 +135,44 @@ async fn handle<'t>(
     let mut host_buf = [0u8; 256];
     let is_head = parts.method == Method::HEAD;
     let view = H2View(parts);
-    match decide(table, host, route_target, facts.tls, &mut host_buf, &view, &mut || worker.random()) {
+    let peer = facts.peer.ip();
+    match decide(table, host, route_target, facts.tls, peer, &mut host_buf, &view, &mut || worker.random()) {
         Decision::Redirect(h) => {
             let answer = Answer::HttpsRedirect { host: h, target: route_target };
             Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?)
         }
         Decision::NoRoute => Err(ProxyError::NoRoute.into()),
+        Decision::Forbidden(served) => {
+            seen.served = Some(served);
+            Err(ProxyError::Forbidden.into())
+        }
+        Decision::HostRedirect { served, host } => {
+            seen.served = Some(served);
+            let port = facts.local_port;
+            let answer = Answer::HostRedirect { https: facts.tls, host, port, target: route_target };
+            Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?)
+        }
+        Decision::AppRoot { served, path } => {
+            seen.served = Some(served);
+            let answer = Answer::AppRoot { https: facts.tls, host, path };
+            Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?)
+        }
         Decision::Direct { served, response } => {
             seen.served = Some(served);
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
         Decision::Proxy { served, slot, endpoints, mirror, sticky } => {
             seen.served = Some(served);
+            let mut extras = RouteExtras::new(served.route, mirror, sticky);
+            if let Some(cors) = extras.route_cors() {
+                if let Some(allow) = cors.allow_origin(ramjet_shared::RequestView::header(&view, "origin")) {
+                    if parts.method == Method::OPTIONS {
+                        let answer = Answer::CorsPreflight { cors, allow };
+                        return Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?);
+                    }
+                    extras.cors = Some((cors, allow));
+                }
+            }
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
@@ -158,7 +184,6 @@ async fn handle<'t>(
                 return relay::forward(worker, facts, parts, host, body, respond, to, id, &mut seen.tally).await;
             }
             let to = Upstream { endpoints, tls, index, id };
-            let extras = RouteExtras { mirror, sticky };
             forward(worker, facts, parts, host, body, respond, to, seen, extras).await
         }
     }
@@ -200,6 +225,9 @@ async fn answer_or_gone(
     let status = match answer {
         Answer::Status(s) => *s,
         Answer::HttpsRedirect { .. } => 308,
+        Answer::AppRoot { .. } => 302,
+        Answer::HostRedirect { .. } => 308,
+        Answer::CorsPreflight { .. } => 204,
         Answer::Direct(d) => d.status,
     };
     if answer_with(worker, respond, answer, is_head, id).await {
@@ -266,6 +294,17 @@ async fn forward(
         }
     };
     id.insert_before_end(&mut out);
+    let declared = if let Framing::Length(n) = framing { Some(n) } else { None };
+    if extras.too_large(declared) {
+        worker.out_buffers.give(out);
+        return Err(ProxyError::BodyTooLarge.into());
+    }
+    let timeouts = extras.timeouts(&worker.settings);
+    let limit = extras.max_body();
+    if let Some(policy) = extras.filters {
+        let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
+        crate::filters::apply(&mut out, policy, target.as_bytes(), &mut worker.rewrite.borrow_mut());
+    }
     // Without a body the request can be sent again as it is, should a pooled connection be stale.
     let replayable = !framing.has_body();
     if let Some(mirror) = extras.mirror {
@@ -273,13 +312,14 @@ async fn forward(
         crate::mirror::send(worker, mirror, &out, replayable.then_some(&[][..]));
     }
     let is_head = parts.method == Method::HEAD;
-    let timeout = worker.settings.upstream_timeout;
     let mut sent = 0u64;
     let tally = &mut seen.tally;
+    let connect = timeouts.connect;
     let upstream =
-        exchange::attempt(worker, endpoints, tls, index, replayable, tally, async |up: &mut UpstreamConn| {
-            send_request(worker, up, &mut out, &mut body, framing, &mut sent).await?;
-            exchange::read_response_head(up, timeout, |data| response_head(data, is_head)).await
+        exchange::attempt(worker, endpoints, tls, index, replayable, connect, tally, async |up: &mut UpstreamConn| {
+            let to = Sending { framing, limit, timeout: timeouts.send };
+            send_request(worker, up, &mut out, &mut body, to, &mut sent).await?;
+            exchange::read_response_head(up, timeouts.read, |data| response_head(data, is_head)).await
         });
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
     let result = monoio::select! {
@@ -289,6 +329,13 @@ async fn forward(
     worker.out_buffers.give(out);
     seen.tally.bytes_in += sent;
     let (mut up, (head, mut response)) = result?;
+    if let Some((cors, allow)) = extras.cors {
+        for (name, value) in cors.fields(allow) {
+            if let Ok(value) = http::HeaderValue::from_bytes(value) {
+                response.headers_mut().insert(http::HeaderName::from_static(name), value);
+            }
+        }
+    }
     if let Some(draw) = extras.sticky {
         let mut line = Vec::with_capacity(96);
         crate::dispatch::push_sticky_cookie(&mut line, draw);
@@ -317,7 +364,7 @@ async fn forward(
         true
     } else {
         seen.status = status;
-        match relay_body(worker, &mut up, head.body, &mut send, &mut seen.tally.bytes_out).await {
+        match relay_body(worker, &mut up, head.body, &mut send, &mut seen.tally.bytes_out, timeouts.read).await {
             Ok(complete) => complete,
             Err(failure) => {
                 let addr = up.addr;
@@ -330,18 +377,27 @@ async fn forward(
     Ok(status)
 }
 
+/// How a request goes upstream: its body's framing and size limit, each write's timeout.
+struct Sending {
+    framing: Framing,
+    limit: Option<u64>,
+    timeout: Duration,
+}
+
 /// Writes the head in `out` and the request body as it arrives from the client, framed as
 /// `framing` says. Each piece of body is released to the client's window once written upstream.
+/// A body that grows past the limit ends the exchange with 413 (the backend has part of it; its
+/// connection is closed).
 async fn send_request(
     worker: &Worker,
     up: &mut UpstreamConn,
     out: &mut Vec<u8>,
     body: &mut RecvStream,
-    framing: Framing,
+    sending: Sending,
     sent: &mut u64,
 ) -> Result<(), Failure> {
     let settings = &worker.settings;
-    let timeout = settings.upstream_timeout;
+    let Sending { framing, limit, timeout } = sending;
     if !framing.has_body() {
         return match write(up, out, timeout).await {
             Ok(Ok(())) => Ok(()),
@@ -375,6 +431,9 @@ async fn send_request(
             continue;
         }
         *sent += len as u64;
+        if limit.is_some_and(|max| *sent > max) {
+            return Err(ProxyError::BodyTooLarge.into());
+        }
         if chunked {
             push_chunk_size(out, len);
         }
@@ -382,7 +441,7 @@ async fn send_request(
             out.extend_from_slice(&piece);
         } else {
             flush(write(up, out, timeout).await, up, out)?;
-            let written = monoio::time::timeout(settings.upstream_timeout, up.stream.write_all(piece)).await;
+            let written = monoio::time::timeout(timeout, up.stream.write_all(piece)).await;
             flush(written.map(|(r, _)| r.map(|_| ())), up, out)?;
         }
         if chunked {
@@ -426,6 +485,7 @@ async fn relay_body(
     framing: Framing,
     send: &mut SendStream<Bytes>,
     relayed: &mut u64,
+    read_timeout: Duration,
 ) -> Result<bool, Failure> {
     let settings = &worker.settings;
     let mut body = Body::new(framing);
@@ -446,7 +506,7 @@ async fn relay_body(
             return Ok(true);
         }
         let read = monoio::select! {
-            r = monoio::time::timeout(settings.upstream_timeout, up.buf.fill(&mut up.stream)) => r,
+            r = monoio::time::timeout(read_timeout, up.buf.fill(&mut up.stream)) => r,
             _ = poll_fn(|cx| send.poll_reset(cx)) => return Err(ProxyError::ClientGone.into()),
         };
         match read {

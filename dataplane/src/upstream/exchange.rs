@@ -19,13 +19,16 @@ use crate::worker::Worker;
 /// next endpoint once; a pooled connection that turns out to have been closed by the backend is
 /// replaced by a fresh one once, when the request is `replayable` (it can be sent again as it is).
 /// A request that cannot be replayed is sent on a pooled connection only if it still looks open.
-/// `tally` learns the endpoint, the connect and response-head times, and failed connects.
+/// Each connect lasts at most `connect_timeout` (the route's, else the daemon's). `tally` learns
+/// the endpoint, the connect and response-head times, and failed connects.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn attempt<T>(
     worker: &Worker,
     endpoints: &[SocketAddr],
     tls: Option<&UpstreamTls>,
     mut index: usize,
     replayable: bool,
+    connect_timeout: Duration,
     tally: &mut Tally,
     mut exchange: impl AsyncFnMut(&mut UpstreamConn) -> Result<T, Failure>,
 ) -> Result<(UpstreamConn, T), Failure> {
@@ -44,8 +47,7 @@ pub(crate) async fn attempt<T>(
                     worker.upstream_buffers.give(stale.buf.into_inner());
                 }
                 let connecting = Instant::now();
-                let connected =
-                    connect(addr, worker.settings.upstream_timeout, worker.upstream_buffers.take(), tls).await;
+                let connected = connect(addr, connect_timeout, worker.upstream_buffers.take(), tls).await;
                 tally.upstream_connect = Some(connecting.elapsed());
                 if connected.is_err() {
                     tally.connect_errors += 1;

@@ -25,11 +25,15 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use regex_automata::dfa::regex::Regex;
 use regex_automata::util::syntax;
 use sha2::{Digest as _, Sha256};
 
+use super::cors::Cors;
+use super::rewrite::PathRewrite;
+use super::source_ranges::SourceRanges;
 use super::Backend;
 
 /// How a request value is compared.
@@ -205,11 +209,62 @@ impl fmt::Display for Mirror {
     }
 }
 
-/// What a request transforms on its way (Gateway API's filters). Only the mirror is needed today;
-/// redirects, rewrites and header changes join this list with the annotations that need them.
+/// What a request transforms on its way (Gateway API's filters).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Filter {
     Mirror(Mirror),
+    /// The path sent upstream is rewritten (the query is kept).
+    PathRewrite(PathRewrite),
+    /// The request sent upstream carries this field, replacing any the client sent (nginx's
+    /// `proxy_set_header`). The name is lower case.
+    SetRequestHeader {
+        name: Box<str>,
+        value: Box<str>,
+    },
+    /// ingress-nginx's `app-root`: a request for `/` (whatever its query) is answered `302` to
+    /// `<scheme>://<Host as sent><path>`.
+    AppRoot(Box<str>),
+    /// ingress-nginx's `from-to-www-redirect`: every request answers `308` to
+    /// `<scheme>://<host>:<port the client used><request target less one trailing slash>`.
+    HostRedirect(Box<str>),
+}
+
+impl Filter {
+    fn hash_into(&self, h: &mut Sha256) {
+        match self {
+            Filter::Mirror(m) => m.hash_into(h),
+            Filter::PathRewrite(r) => r.hash_into(h),
+            Filter::SetRequestHeader { name, value } => {
+                h.update(b"set-header");
+                h.update(name.as_bytes());
+                h.update([0]);
+                h.update(value.as_bytes());
+                h.update([0]);
+            }
+            Filter::AppRoot(path) => {
+                h.update(b"app-root");
+                h.update(path.as_bytes());
+                h.update([0]);
+            }
+            Filter::HostRedirect(host) => {
+                h.update(b"host-redirect");
+                h.update(host.as_bytes());
+                h.update([0]);
+            }
+        }
+    }
+}
+
+impl fmt::Display for Filter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Filter::Mirror(m) => write!(f, "mirror to {m}"),
+            Filter::PathRewrite(r) => write!(f, "{r}"),
+            Filter::SetRequestHeader { name, value } => write!(f, "set {name}: {value}"),
+            Filter::AppRoot(path) => write!(f, "/ redirected to {path}"),
+            Filter::HostRedirect(host) => write!(f, "redirected to {host}"),
+        }
+    }
 }
 
 /// One rule: when every condition holds, a backend is picked by weight (and the filters apply).
@@ -276,7 +331,10 @@ impl Rule {
     }
 
     pub fn mirror(&self) -> Option<&Mirror> {
-        self.filters.iter().map(|Filter::Mirror(m)| m).next()
+        self.filters.iter().find_map(|f| match f {
+            Filter::Mirror(m) => Some(m),
+            _ => None,
+        })
     }
 
     fn hash_into(&self, h: &mut Sha256) {
@@ -292,8 +350,8 @@ impl Rule {
             h.update(b.backend.digest.0);
             h.update(b.weight.to_be_bytes());
         }
-        for Filter::Mirror(m) in self.filters.iter() {
-            m.hash_into(h);
+        for filter in self.filters.iter() {
+            filter.hash_into(h);
         }
         h.update([0]);
     }
@@ -302,8 +360,8 @@ impl Rule {
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.describe(f)?;
-        for Filter::Mirror(m) in self.filters.iter() {
-            write!(f, ", mirror to {m}")?;
+        for filter in self.filters.iter() {
+            write!(f, ", {filter}")?;
         }
         Ok(())
     }
@@ -349,21 +407,139 @@ impl Rule {
     }
 }
 
-/// The rules of one route, tried in order.
+/// A route's own limits (ingress-nginx's `proxy-body-size` and proxy timeouts); `None`: the
+/// daemon's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteLimits {
+    /// Who may send requests (403 for the others).
+    pub sources: SourceRanges,
+    /// CORS fields and preflight answers.
+    pub cors: Option<Box<Cors>>,
+    /// Largest request body accepted (413 beyond); `None`: unlimited.
+    pub max_body: Option<u64>,
+    /// Connecting to an endpoint.
+    pub connect_timeout: Option<Duration>,
+    /// Each write of the request to the endpoint.
+    pub send_timeout: Option<Duration>,
+    /// Each read of the response from the endpoint.
+    pub read_timeout: Option<Duration>,
+}
+
+impl RouteLimits {
+    fn hash_into(&self, h: &mut Sha256) {
+        h.update(b"limits");
+        for value in [
+            self.max_body,
+            self.connect_timeout.map(|d| d.as_millis() as u64),
+            self.send_timeout.map(|d| d.as_millis() as u64),
+            self.read_timeout.map(|d| d.as_millis() as u64),
+        ] {
+            h.update(value.map_or(u64::MAX, |v| v).to_be_bytes());
+        }
+        if !self.sources.is_empty() {
+            self.sources.hash_into(h);
+        }
+        if let Some(cors) = &self.cors {
+            cors.hash_into(h);
+        }
+    }
+}
+
+impl fmt::Display for RouteLimits {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        for (name, list) in [("deny", &self.sources.deny), ("allow only", &self.sources.allow)] {
+            if !list.is_empty() {
+                let blocks: Vec<String> = list.iter().map(|b| b.to_string()).collect();
+                parts.push(format!("{name} {}", blocks.join(" ")));
+            }
+        }
+        if let Some(n) = self.max_body {
+            parts.push(format!("body up to {n} bytes"));
+        }
+        for (name, value) in
+            [("connect", self.connect_timeout), ("send", self.send_timeout), ("read", self.read_timeout)]
+        {
+            if let Some(d) = value {
+                parts.push(format!("{name} timeout {}s", d.as_secs()));
+            }
+        }
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// The rules of one route, tried in order, and what applies to every request of the route
+/// whichever rule decides.
 #[derive(Debug, PartialEq, Eq)]
 pub struct RoutePolicy {
     pub rules: Box<[Rule]>,
-    /// SHA-256 over the rules (backends by their digests), computed once.
+    /// Filters for every request of the route (ingress-nginx's per-location rewrite and headers),
+    /// applied before a rule's own.
+    pub filters: Box<[Filter]>,
+    pub limits: RouteLimits,
+    /// SHA-256 over the rules (backends by their digests) and filters, computed once.
     pub digest: [u8; 32],
 }
 
 impl RoutePolicy {
     pub fn new(rules: Vec<Rule>) -> Self {
+        Self::with_filters(rules, Vec::new())
+    }
+
+    /// Rules, and filters for every request of the route.
+    pub fn with_filters(rules: Vec<Rule>, filters: Vec<Filter>) -> Self {
+        Self::build(rules, filters, RouteLimits::default())
+    }
+
+    /// Rules, filters and limits for every request of the route.
+    pub fn build(rules: Vec<Rule>, filters: Vec<Filter>, limits: RouteLimits) -> Self {
         let mut h = Sha256::new();
         for r in &rules {
             r.hash_into(&mut h);
         }
-        RoutePolicy { rules: rules.into_boxed_slice(), digest: h.finalize().into() }
+        // Without route filters the digest is the one policies always had.
+        if !filters.is_empty() {
+            h.update(b"route-filters");
+            for f in &filters {
+                f.hash_into(&mut h);
+            }
+        }
+        if limits != RouteLimits::default() {
+            limits.hash_into(&mut h);
+        }
+        RoutePolicy {
+            rules: rules.into_boxed_slice(),
+            filters: filters.into_boxed_slice(),
+            limits,
+            digest: h.finalize().into(),
+        }
+    }
+
+    /// The route's `app-root`, if it has one.
+    #[inline]
+    pub fn app_root(&self) -> Option<&str> {
+        self.filters.iter().find_map(|f| match f {
+            Filter::AppRoot(p) => Some(&**p),
+            _ => None,
+        })
+    }
+
+    /// The host every request of the route is redirected to, if any.
+    #[inline]
+    pub fn host_redirect(&self) -> Option<&str> {
+        self.filters.iter().find_map(|f| match f {
+            Filter::HostRedirect(h) => Some(&**h),
+            _ => None,
+        })
+    }
+
+    /// The route's rewrite, if it has one.
+    #[inline]
+    pub fn rewrite(&self) -> Option<&PathRewrite> {
+        self.filters.iter().find_map(|f| match f {
+            Filter::PathRewrite(r) => Some(r),
+            _ => None,
+        })
     }
 
     /// Every mirror of these rules, deduplicated, as `backend percent%` descriptions.

@@ -308,3 +308,37 @@ fn a_policy_is_part_of_the_digest_and_a_plain_route_hashes_as_before() {
     b.add_route_with_policy("", "/", PathKind::Prefix, backend("primary"), policy(), "b").unwrap();
     assert!(b.add_route("", "/", PathKind::Prefix, backend("primary"), "c").is_err());
 }
+
+/// ingress-nginx's docs (ingress-path-matching.md): regex locations are tried longest path first
+/// and the first match wins, case-insensitively, even over a longer literal path.
+#[test]
+fn regex_paths_match_in_ingress_nginx_order() {
+    let t = table(&[
+        ("test.com", "/foo/bar", PathKind::Regex, "service1"),
+        ("test.com", "/foo/bar/", PathKind::Regex, "service2"),
+        ("test.com", "/foo/bar/(.+)", PathKind::Regex, "service3"),
+        ("warn.com", "/foo/bar/bar", PathKind::Regex, "literal"),
+        ("warn.com", "/foo/bar/[A-Z0-9]{3}", PathKind::Regex, "regex"),
+    ]);
+    assert_eq!(target(&t, "test.com", "/foo/bar/1").as_deref(), Some("service3"));
+    assert_eq!(target(&t, "test.com", "/foo/bar/").as_deref(), Some("service2"));
+    assert_eq!(target(&t, "test.com", "/foo/bar").as_deref(), Some("service1"));
+    assert_eq!(target(&t, "test.com", "/FOO/BAR?x=1").as_deref(), Some("service1"), "case-insensitive");
+    assert_eq!(target(&t, "test.com", "/foo/barbaz").as_deref(), Some("service1"), "^ anchors the start only");
+    assert_eq!(target(&t, "test.com", "/x/foo/bar"), None);
+    assert_eq!(target(&t, "warn.com", "/foo/bar/bar").as_deref(), Some("regex"), "the documented warning");
+}
+
+/// A regex path that cannot be compiled leaves the host's regex paths out and says so.
+#[test]
+fn a_regex_host_that_does_not_compile_is_reported() {
+    let mut b = TableBuilder::new();
+    b.add_route("h", "/a(", PathKind::Regex, backend("a"), "ns/bad").unwrap();
+    b.add_route("h", "/b", PathKind::Prefix, backend("b"), "ns/good").unwrap();
+    let (t, problems) = b.build_checked(None);
+    assert_eq!(problems.len(), 1);
+    assert_eq!(&*problems[0].sources[0], "ns/bad");
+    assert_eq!(target(&t, "h", "/b").as_deref(), Some("b"));
+    assert_eq!(target(&t, "h", "/a"), None);
+    assert_eq!(t.recompute_digest(), t.digest());
+}

@@ -67,8 +67,9 @@ fn each_kind_of_answer() {
     );
 
     assert_eq!(one("nginx.ingress.kubernetes.io/limit-rpm", "60").verdict, Verdict::Ignored);
+    assert_eq!(one("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8").verdict, Verdict::Honoured);
     assert_eq!(
-        one("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8").verdict,
+        one("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8, intranet").verdict,
         Verdict::RefusedToServe
     );
     assert_eq!(one("nginx.ingress.kubernetes.io/auth-type", "basic").verdict, Verdict::RefusedToServe);

@@ -42,6 +42,8 @@ pub struct ConnFacts {
     pub peer: std::net::SocketAddr,
     /// The client connection is TLS.
     pub tls: bool,
+    /// The port the client connected to (nginx's `$server_port`).
+    pub local_port: u16,
     /// What the TLS handshake settled, for the access log (`None` on a plain connection).
     pub tls_session: Option<TlsSession>,
     /// `x-forwarded-for`, `x-real-ip`, `x-forwarded-proto` and `x-forwarded-port` lines, rendered once
@@ -59,7 +61,7 @@ impl ConnFacts {
             forwarded,
             "x-forwarded-for: {ip}\r\nx-real-ip: {ip}\r\nx-forwarded-proto: {proto}\r\nx-forwarded-port: {local_port}\r\n"
         );
-        ConnFacts { peer, tls, tls_session: None, forwarded }
+        ConnFacts { peer, tls, local_port, tls_session: None, forwarded }
     }
 
     /// The facts of a TLS connection, once its handshake has settled the version and the name.

@@ -1,0 +1,367 @@
+//! ingress-nginx's per-location annotations on paths: `use-regex`, `rewrite-target`,
+//! `x-forwarded-prefix`, `app-root`, `proxy-body-size` and the proxy timeouts, and how a host with regex paths turns *every* path of that
+//! host into a regex location, as ingress-nginx's template does (`enforceRegexModifier`,
+//! `updateServerLocations` and `buildLocation` in its controller).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use ramjet_shared::{parse_ranges, Cors, Filter, PathRewrite, RouteLimits, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
+
+use crate::canary::Annotations;
+
+/// The Ingress's path annotations, read once.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PathAnnotations {
+    use_regex: bool,
+    /// `rewrite-target`, when given and not empty.
+    rewrite_target: Option<String>,
+    x_forwarded_prefix: Option<String>,
+    pub app_root: Option<String>,
+    /// `upstream-vhost`: the Host the backend gets.
+    upstream_vhost: Option<String>,
+    /// `force-ssl-redirect`: plain HTTP for the Ingress's hosts is redirected to HTTPS, TLS or not.
+    pub force_ssl_redirect: bool,
+    /// `proxy-body-size` and the proxy timeouts.
+    pub limits: RouteLimits,
+}
+
+/// An nginx size (`client_max_body_size`): bytes, or a number with `k`, `m` or `g` (any case).
+/// `Ok(None)`: `0`, unlimited.
+pub(crate) fn parse_size(value: &str) -> Result<Option<u64>, String> {
+    let v = value.trim();
+    let (digits, unit) = match v.as_bytes().last() {
+        Some(b'k' | b'K') => (&v[..v.len() - 1], 1u64 << 10),
+        Some(b'm' | b'M') => (&v[..v.len() - 1], 1 << 20),
+        Some(b'g' | b'G') => (&v[..v.len() - 1], 1 << 30),
+        _ => (v, 1),
+    };
+    let bad = || format!("`{v}` is not an nginx size (a number of bytes, or with k, m or g)");
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let bytes = n.checked_mul(unit).ok_or_else(bad)?;
+    Ok((bytes > 0).then_some(bytes))
+}
+
+/// A proxy timeout: whole seconds, as ingress-nginx reads them (`"120"`).
+pub(crate) fn parse_seconds(value: &str) -> Result<Duration, String> {
+    match value.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(Duration::from_secs(n.into())),
+        _ => Err(format!("`{}` is not a number of seconds (ingress-nginx timeouts are unitless)", value.trim())),
+    }
+}
+
+/// Go's `strconv.ParseBool`, which ingress-nginx's boolean annotations go through.
+pub(crate) fn parse_bool(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        other => Err(format!("`{other}` is not a boolean (true or false)")),
+    }
+}
+
+/// ingress-nginx's `RegexPathWithCapture` (letters, digits, `-._~/:` and `$`), which its
+/// `rewrite-target`, `app-root` and `x-forwarded-prefix` values must match.
+fn path_with_capture(value: &str) -> bool {
+    value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/' | b':' | b'$'))
+}
+
+/// An `app-root` value: an absolute path (ingress-nginx refuses URLs and relative paths).
+pub(crate) fn app_root(value: &str) -> Result<(), String> {
+    let v = value.trim();
+    if !v.starts_with('/') || v.contains("://") || !path_with_capture(v) || v.contains('$') {
+        return Err(format!("app-root `{v}` is not an absolute path (letters, digits and `-._~/:`)"));
+    }
+    Ok(())
+}
+
+/// An `upstream-vhost` value: a host name or address, with an optional port (no nginx variables).
+pub(crate) fn upstream_vhost(value: &str) -> Result<(), String> {
+    let v = value.trim();
+    let (name, port) = match v.rsplit_once(':') {
+        Some((n, p)) if !n.contains(':') || n.starts_with('[') => (n, Some(p)),
+        _ => (v, None),
+    };
+    let name_ok = !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'[' | b']' | b':'));
+    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    if !(name_ok && port_ok) {
+        return Err(format!("upstream-vhost `{v}` is not a host name with an optional port (no nginx variables)"));
+    }
+    Ok(())
+}
+
+/// An `x-forwarded-prefix` value: sent as it is (no nginx variables).
+pub(crate) fn forwarded_prefix(value: &str) -> Result<(), String> {
+    let v = value.trim();
+    if !path_with_capture(v) || v.contains('$') {
+        return Err(format!("x-forwarded-prefix `{v}` must be a path (letters, digits and `-._~/:`, no variables)"));
+    }
+    Ok(())
+}
+
+/// A `rewrite-target` value, checked against a placeholder path (the real paths are checked with
+/// the Ingress).
+pub(crate) fn rewrite_target(value: &str) -> Result<(), String> {
+    match value.trim() {
+        "" => Ok(()),
+        target => PathRewrite::regex("/", target).map(drop),
+    }
+}
+
+/// A `cors-allow-origin` entry ingress-nginx accepts: `*`, `null`, or
+/// `<scheme>://[*.]<host chars>[:<port>]`.
+fn valid_origin(origin: &str) -> bool {
+    if origin == "*" || origin == "null" {
+        return true;
+    }
+    let Some((scheme, rest)) = origin.split_once("://") else { return false };
+    if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_lowercase()) {
+        return false;
+    }
+    let rest = rest.strip_prefix("*.").unwrap_or(rest);
+    let (host, port) = match rest.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (rest, None),
+    };
+    host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        && port.is_none_or(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A list of tokens (letters, digits and `extra`) separated by commas and spaces.
+fn token_list(value: &str, extra: &[u8]) -> bool {
+    !value.trim().is_empty()
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || b == b',' || b == b' ' || extra.contains(&b))
+}
+
+/// ingress-nginx's CORS annotations, with its fallbacks: an invalid origin is skipped, invalid
+/// methods, headers or max-age fall back to the defaults, invalid exposed headers to none — each
+/// with a warning, never silently.
+fn read_cors(annotations: &Annotations<'_>, warnings: &mut Vec<String>) -> Option<Cors> {
+    let (key, enable) = annotations.get("enable-cors")?;
+    match parse_bool(enable) {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => {
+            warnings.push(format!("{key}: {e}; CORS stays off, as in ingress-nginx"));
+            return None;
+        }
+    }
+    let mut origins: Vec<Box<str>> = Vec::new();
+    match annotations.get("cors-allow-origin") {
+        None => origins.push("*".into()),
+        Some((key, value)) => {
+            for origin in value.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+                if origin == "*" {
+                    origins = vec!["*".into()];
+                    break;
+                }
+                if valid_origin(origin) {
+                    origins.push(origin.into());
+                } else {
+                    warnings.push(format!("{key}: `{origin}` is not an origin (scheme://host[:port]); it is skipped"));
+                }
+            }
+        }
+    }
+    let mut text = |name: &str, valid: &dyn Fn(&str) -> bool, default: &str| match annotations.get(name) {
+        Some((_, v)) if valid(v) => v.trim().to_string(),
+        Some((key, v)) => {
+            warnings.push(format!("{key}: `{v}` is not valid; `{default}` is used, as in ingress-nginx"));
+            default.to_string()
+        }
+        None => default.to_string(),
+    };
+    let methods = text("cors-allow-methods", &|v| token_list(v, b""), CORS_METHODS);
+    let headers = text("cors-allow-headers", &|v| token_list(v, b"-_"), CORS_HEADERS);
+    let expose = text("cors-expose-headers", &|v| token_list(v, b"-_*"), "");
+    let max_age = text("cors-max-age", &|v| v.trim().parse::<u32>().is_ok(), CORS_MAX_AGE);
+    let credentials = match annotations.get("cors-allow-credentials") {
+        None => true,
+        Some((key, v)) => parse_bool(v).unwrap_or_else(|e| {
+            warnings.push(format!("{key}: {e}; `true` is used, as in ingress-nginx"));
+            true
+        }),
+    };
+    Some(Cors {
+        origins: origins.into_boxed_slice(),
+        credentials,
+        methods: methods.into(),
+        headers: headers.into(),
+        expose: expose.into(),
+        max_age: max_age.into(),
+    })
+}
+
+impl PathAnnotations {
+    pub fn read(annotations: &Annotations<'_>, problems: &mut Vec<String>, warnings: &mut Vec<String>) -> Self {
+        let mut read = PathAnnotations::default();
+        read.limits.cors = read_cors(annotations, warnings).map(Box::new);
+        if let Some((key, value)) = annotations.get("use-regex") {
+            match parse_bool(value) {
+                Ok(b) => read.use_regex = b,
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+        if let Some((key, value)) = given("rewrite-target") {
+            match rewrite_target(value) {
+                Ok(()) => read.rewrite_target = Some(value.trim().to_string()),
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        if let Some((key, value)) = given("x-forwarded-prefix") {
+            match forwarded_prefix(value) {
+                Ok(()) => read.x_forwarded_prefix = Some(value.trim().to_string()),
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        // The allow-list's current name wins over its old one, as in ingress-nginx's parser.
+        let allow = given("allowlist-source-range").or_else(|| given("whitelist-source-range"));
+        for (found, deny) in [(allow, false), (given("denylist-source-range"), true)] {
+            let Some((key, value)) = found else { continue };
+            match parse_ranges(value) {
+                Ok(blocks) if deny => read.limits.sources.deny = blocks.into(),
+                Ok(blocks) => read.limits.sources.allow = blocks.into(),
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        if let Some((key, value)) = given("proxy-body-size") {
+            match parse_size(value) {
+                Ok(max) => read.limits.max_body = max,
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        for (name, slot) in [
+            ("proxy-connect-timeout", &mut read.limits.connect_timeout),
+            ("proxy-send-timeout", &mut read.limits.send_timeout),
+            ("proxy-read-timeout", &mut read.limits.read_timeout),
+        ] {
+            if let Some((key, value)) = given(name) {
+                match parse_seconds(value) {
+                    Ok(d) => *slot = Some(d),
+                    Err(e) => problems.push(format!("{key}: {e}")),
+                }
+            }
+        }
+        if let Some((key, value)) = given("upstream-vhost") {
+            match upstream_vhost(value) {
+                Ok(()) => read.upstream_vhost = Some(value.trim().to_string()),
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        if let Some((key, value)) = given("force-ssl-redirect") {
+            match parse_bool(value) {
+                Ok(b) => read.force_ssl_redirect = b,
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        if let Some((key, value)) = given("app-root") {
+            match app_root(value) {
+                Ok(()) => read.app_root = Some(value.trim().to_string()),
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+        read
+    }
+
+    /// Whether `path` needs a rewrite: a target that is not the path itself (ingress-nginx's
+    /// `needsRewrite`).
+    fn rewrites(&self, path: &str) -> Option<&str> {
+        self.rewrite_target.as_deref().filter(|t| *t != path)
+    }
+
+    /// Whether `path` makes its host a regex host: `use-regex`, or a rewrite.
+    pub fn regex(&self, path: &str) -> bool {
+        self.use_regex || self.rewrites(path).is_some()
+    }
+
+    /// The filters for `path`: the rewrite (`rewrite "(?i)<path>" <target> break;`) and, with it
+    /// only, `X-Forwarded-Prefix` (ingress-nginx sets the header inside the rewrite's branch).
+    /// `upstream-vhost` (nginx's `proxy_set_header Host`) applies to every path.
+    pub fn filters(&self, path: &str) -> Result<Vec<Filter>, String> {
+        let mut filters = Vec::new();
+        if let Some(target) = self.rewrites(path) {
+            filters.push(Filter::PathRewrite(PathRewrite::regex(path, target)?));
+            if let Some(prefix) = &self.x_forwarded_prefix {
+                let value = prefix.as_str().into();
+                filters.push(Filter::SetRequestHeader { name: "x-forwarded-prefix".into(), value });
+            }
+        }
+        if let Some(vhost) = &self.upstream_vhost {
+            filters.push(Filter::SetRequestHeader { name: "host".into(), value: vhost.as_str().into() });
+        }
+        Ok(filters)
+    }
+}
+
+/// How one Ingress path becomes locations on a regex host.
+pub(super) struct RegexSource<'a> {
+    pub path: &'a str,
+    /// The path's Ingress asked for regex paths (or rewrites it).
+    pub regex: bool,
+    /// `pathType: Prefix` (not Exact, not ImplementationSpecific).
+    pub prefix: bool,
+}
+
+/// The regex location (`~* "^<pattern>"`) of one path on a regex host, in ingress-nginx's order
+/// (paths sorted, then each `pathType: Prefix` path of an Ingress without regex expanded in place
+/// into `<path>/` followed by `<path>`, `updateServerLocations`). Adjacent, with one backend,
+/// those two match exactly what `<path>` alone does, so the path stays as it is — except when the
+/// host has an Exact path equal to it: then only `<path>/` is written. That one is ordered as
+/// `<path>/` here (one character longer than ingress-nginx orders it), the one difference.
+pub(super) fn regex_location(source: &RegexSource<'_>, exact_paths: &HashSet<String>) -> String {
+    let path = source.path;
+    if path == "/" || source.regex || !source.prefix || !exact_paths.contains(path) || path.ends_with('/') {
+        return path.to_string();
+    }
+    format!("{path}/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_paths_of_plain_ingresses_keep_their_path_unless_an_exact_one_has_it() {
+        let none = HashSet::new();
+        let src = |path, regex, prefix| RegexSource { path, regex, prefix };
+        assert_eq!(regex_location(&src("/foo", false, true), &none), "/foo");
+        assert_eq!(regex_location(&src("/foo/", false, true), &none), "/foo/");
+        assert_eq!(regex_location(&src("/", false, true), &none), "/");
+        let exact = HashSet::from(["/foo".to_string()]);
+        assert_eq!(regex_location(&src("/foo", false, true), &exact), "/foo/");
+        assert_eq!(regex_location(&src("/foo", true, true), &exact), "/foo");
+        assert_eq!(regex_location(&src("/foo", false, false), &exact), "/foo");
+    }
+
+    #[test]
+    fn values_are_checked_as_ingress_nginx_validates_them() {
+        assert!(app_root("/app1").is_ok());
+        assert!(app_root("app1").is_err());
+        assert!(app_root("http://x/app1").is_err());
+        assert!(forwarded_prefix("/test/value").is_ok());
+        assert!(upstream_vhost("app.internal").is_ok());
+        assert!(upstream_vhost("app.internal:8080").is_ok());
+        assert!(upstream_vhost("[::1]:8080").is_ok());
+        assert!(upstream_vhost("$host").is_err());
+        assert!(upstream_vhost("a b").is_err());
+        assert!(upstream_vhost("a:port").is_err());
+        assert!(forwarded_prefix("/$host").is_err());
+        assert!(rewrite_target("/new/$1").is_ok());
+        assert!(rewrite_target("/$request_uri").is_err());
+        assert_eq!(parse_bool("True"), Ok(true));
+        assert_eq!(parse_size("8m"), Ok(Some(8 << 20)));
+        assert_eq!(parse_size("1K"), Ok(Some(1024)));
+        assert_eq!(parse_size("100"), Ok(Some(100)));
+        assert_eq!(parse_size("0"), Ok(None));
+        assert!(parse_size("1.5m").is_err());
+        assert!(parse_size("m").is_err());
+        assert!(parse_size("99999999999999999999g").is_err());
+        assert_eq!(parse_seconds("120"), Ok(Duration::from_secs(120)));
+        assert!(parse_seconds("5s").is_err());
+        assert!(parse_bool("yes").is_err());
+    }
+}

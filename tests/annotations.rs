@@ -1,0 +1,544 @@
+//! ingress-nginx's annotations through the real daemon: Ingresses in a `--manifests` directory,
+//! real backends on loopback, a raw HTTP/1.1 client. Each test is written from ingress-nginx's
+//! documented behaviour (its docs and `test/e2e/annotations`), not from ramjet's code.
+
+#[path = "support/h2client.rs"]
+#[allow(dead_code)]
+mod h2client;
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use ramjet::{Daemon, DaemonConfig, Source};
+use ramjet_control::compile::ingress::IngressOptions;
+use ramjet_dataplane::IoDriver;
+use support::backend::Backend;
+use support::client::{get, request, Conn, Response};
+use support::{temp_dir, wait_serving};
+
+const NGINX: &str = "nginx.ingress.kubernetes.io";
+
+/// Two Services, `a` and `b`, each with one endpoint.
+fn services(a: SocketAddr, b: SocketAddr) -> String {
+    let mut text = String::from(
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
+         spec: { controller: ramjet.dev/ingress-controller }\n",
+    );
+    for (name, addr) in [("a", a), ("b", b)] {
+        text.push_str(&format!(
+            "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\n\
+             spec: {{ ports: [{{ name: http, port: 80 }}] }}\n\
+             ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{ name: {name}-1, namespace: shop, labels: {{ kubernetes.io/service-name: {name} }} }}\n\
+             addressType: IPv4\nports: [{{ name: http, port: {port} }}]\n\
+             endpoints: [{{ addresses: [\"{ip}\"], conditions: {{ ready: true }} }}]\n",
+            port = addr.port(),
+            ip = addr.ip()
+        ));
+    }
+    text
+}
+
+/// An Ingress with `annotations` (a YAML flow mapping body) and `paths` as (path, pathType,
+/// service).
+fn ingress(name: &str, host: &str, annotations: &str, paths: &[(&str, &str, &str)]) -> String {
+    let paths: Vec<String> = paths
+        .iter()
+        .map(|(path, kind, service)| {
+            format!(
+                "{{ path: \"{path}\", pathType: {kind}, backend: {{ service: {{ name: {service}, port: {{ number: 80 }} }} }} }}"
+            )
+        })
+        .collect();
+    format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\n\
+         metadata: {{ name: {name}, namespace: shop, annotations: {{ {annotations} }} }}\n\
+         spec:\n  ingressClassName: ramjet\n  rules: [{{ host: {host}, http: {{ paths: [{}] }} }}]\n",
+        paths.join(", ")
+    )
+}
+
+fn start(dir: &Path, text: &str) -> Daemon {
+    std::fs::write(dir.join("app.yaml"), text).unwrap();
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.to_path_buf(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = IoDriver::Auto;
+    let daemon = Daemon::start(config).expect("the daemon starts");
+    wait_serving(&daemon, 1);
+    daemon
+}
+
+/// The backend that answered and the request line's target it saw.
+fn seen(r: &Response) -> (String, String) {
+    let field = |k: &str| r.body.lines().find_map(|l| l.strip_prefix(k)).unwrap_or("").to_string();
+    (field("backend="), field("target="))
+}
+
+fn header_seen(r: &Response, name: &str) -> Option<String> {
+    r.body.lines().filter_map(|l| l.strip_prefix("header=")).find_map(|h| {
+        let (k, v) = h.split_once(':')?;
+        k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+    })
+}
+
+/// docs/examples/rewrite and test/e2e/annotations/rewrite.go: captures fill the target, the query
+/// is kept, matching is case-insensitive; a regex Ingress turns the other Ingresses' paths on its
+/// host into regex locations (`/foo` matches `~* ^/foo`), ordered longest first, so a regex can
+/// take a request from a longer literal path (the documented warning).
+#[test]
+fn use_regex_and_rewrite_target_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-rewrite");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress(
+        "rewrite",
+        "rewrite.bar.com",
+        &format!("{NGINX}/use-regex: \"true\", {NGINX}/rewrite-target: /$2"),
+        &[("/something(/|$)(.*)", "ImplementationSpecific", "a")],
+    ));
+    // e2e "should use ~* location modifier if regex annotation is present".
+    text.push_str(&ingress("foo", "modifier.test", "", &[("/foo", "Prefix", "a")]));
+    text.push_str(&ingress(
+        "regex",
+        "modifier.test",
+        &format!("{NGINX}/use-regex: \"true\", {NGINX}/rewrite-target: /new/backend"),
+        &[("/foo.+", "ImplementationSpecific", "b")],
+    ));
+    // e2e "should fail to use longest match for documented warning".
+    text.push_str(&ingress("literal", "warning.test", "", &[("/foo/bar/bar", "Prefix", "a")]));
+    text.push_str(&ingress(
+        "pattern",
+        "warning.test",
+        &format!("{NGINX}/use-regex: \"true\", {NGINX}/rewrite-target: /new/backend/$1"),
+        &[("/foo/bar/([a-z]{3})", "ImplementationSpecific", "b")],
+    ));
+    // A host without regex keeps element-wise prefixes.
+    text.push_str(&ingress("plain", "plain.test", "", &[("/foo", "Prefix", "a")]));
+    // nginx variables in the target: not reproduced, so not served.
+    text.push_str(&ingress(
+        "variable",
+        "variable.test",
+        &format!("{NGINX}/rewrite-target: /$request_uri"),
+        &[("/", "Prefix", "a")],
+    ));
+    let d = start(&dir, &text);
+    let at = |host: &str, path: &str| seen(&get(d.http_addr(), host, path));
+    let pair = |b: &str, t: &str| (b.to_string(), t.to_string());
+
+    assert_eq!(at("rewrite.bar.com", "/something"), pair("a", "/"));
+    assert_eq!(at("rewrite.bar.com", "/something/"), pair("a", "/"));
+    assert_eq!(at("rewrite.bar.com", "/something/new?x=1&y"), pair("a", "/new?x=1&y"));
+    assert_eq!(at("rewrite.bar.com", "/SomeThing/New"), pair("a", "/New"));
+    assert_eq!(get(d.http_addr(), "rewrite.bar.com", "/other").status, 404);
+
+    assert_eq!(at("modifier.test", "/foo"), pair("a", "/foo"));
+    assert_eq!(at("modifier.test", "/FOO"), pair("a", "/FOO"), "case-insensitive");
+    assert_eq!(at("modifier.test", "/foo/bar"), pair("b", "/new/backend"));
+    assert_eq!(at("modifier.test", "/foobar"), pair("b", "/new/backend"), "`^/foo` is no longer element-wise");
+
+    assert_eq!(at("warning.test", "/foo/bar/bar"), pair("b", "/new/backend/bar"));
+    assert_eq!(at("warning.test", "/foo/bar/bar/x"), pair("b", "/new/backend/bar"));
+    assert_eq!(get(d.http_addr(), "warning.test", "/foo/bar/b").status, 404, "no longer a prefix of anything");
+
+    assert_eq!(at("plain.test", "/foo/x"), pair("a", "/foo/x"));
+    assert_eq!(get(d.http_addr(), "plain.test", "/foobar").status, 404);
+
+    assert_eq!(get(d.http_addr(), "variable.test", "/").status, 404);
+    let generation = d.published.current();
+    let problem = generation.diagnostics.iter().find(|p| p.object.name == "variable").expect("a diagnostic");
+    assert!(problem.message.contains("not nginx variables"), "{problem:?}");
+    d.shutdown();
+}
+
+/// test/e2e/annotations/xforwardedprefix.go and approot.go: the prefix header is set on
+/// rewritten requests (replacing the client's), not when the value is empty; `/` on an app-root
+/// host answers 302 to `http://<host>/<app-root>`, other paths are proxied.
+#[test]
+fn x_forwarded_prefix_and_app_root_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-prefix");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress(
+        "xfp",
+        "xfp.baz.com",
+        &format!("{NGINX}/x-forwarded-prefix: /test/value, {NGINX}/rewrite-target: /foo"),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "noxfp",
+        "noxfp.baz.com",
+        &format!("{NGINX}/x-forwarded-prefix: \"\", {NGINX}/rewrite-target: /foo"),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "norewrite",
+        "norewrite.test",
+        &format!("{NGINX}/x-forwarded-prefix: /p"),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress("approot", "approot.bar.com", &format!("{NGINX}/app-root: /foo"), &[("/", "Prefix", "b")]));
+    let d = start(&dir, &text);
+
+    let raw = "GET /x HTTP/1.1\r\nHost: xfp.baz.com\r\nX-Forwarded-Prefix: /from-client\r\nconnection: close\r\n\r\n";
+    let r = request(d.http_addr(), raw);
+    assert_eq!(seen(&r), ("a".to_string(), "/foo".to_string()));
+    assert_eq!(header_seen(&r, "x-forwarded-prefix").as_deref(), Some("/test/value"));
+    assert_eq!(r.body.matches("X-Forwarded-Prefix").count() + r.body.matches("x-forwarded-prefix").count(), 1);
+
+    let r = get(d.http_addr(), "noxfp.baz.com", "/");
+    assert_eq!(seen(&r).1, "/foo");
+    assert_eq!(header_seen(&r, "x-forwarded-prefix"), None);
+    let r = get(d.http_addr(), "norewrite.test", "/x");
+    assert_eq!(seen(&r).1, "/x");
+    assert_eq!(header_seen(&r, "x-forwarded-prefix"), None, "only rewritten paths carry the prefix");
+
+    let r = get(d.http_addr(), "approot.bar.com", "/");
+    assert_eq!((r.status, r.header("location")), (302, Some("http://approot.bar.com/foo")));
+    let r = get(d.http_addr(), "approot.bar.com", "/?a=1");
+    assert_eq!((r.status, r.header("location")), (302, Some("http://approot.bar.com/foo")), "the query is dropped");
+    let raw = "GET / HTTP/1.1\r\nHost: approot.bar.com:8080\r\nconnection: close\r\n\r\n";
+    assert_eq!(request(d.http_addr(), raw).header("location"), Some("http://approot.bar.com:8080/foo"));
+    assert_eq!(seen(&get(d.http_addr(), "approot.bar.com", "/foo")), ("b".to_string(), "/foo".to_string()));
+    d.shutdown();
+}
+
+/// A request with `body` (chunked in 8 KiB chunks, or with its length); the answer,
+/// whatever happened to the rest of the body (ramjet may answer before reading it).
+fn post(addr: SocketAddr, host: &str, body: &[u8], chunked: bool) -> Response {
+    use std::io::Write;
+    let mut conn = Conn::open(addr);
+    let framing =
+        if chunked { "transfer-encoding: chunked".to_string() } else { format!("content-length: {}", body.len()) };
+    let mut raw = format!("POST /upload HTTP/1.1\r\nHost: {host}\r\n{framing}\r\n\r\n").into_bytes();
+    if chunked {
+        for piece in body.chunks(8192) {
+            raw.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+            raw.extend_from_slice(piece);
+            raw.extend_from_slice(b"\r\n");
+        }
+        raw.extend_from_slice(b"0\r\n\r\n");
+    } else {
+        raw.extend_from_slice(body);
+    }
+    // The answer may come (and the connection close) before all of it is written.
+    let _ = conn.stream.write_all(&raw);
+    conn.read_response_to(false).unwrap_or_else(|| panic!("no answer for {host}"))
+}
+
+/// ingress-nginx's `proxy-body-size` (nginx's `client_max_body_size`): 413 for a declared length
+/// over the limit (nothing reaches the backend), for a chunked body that grows past it (buffered
+/// or streamed), nothing for bodies within it, `0` unlimited; an invalid size is not served.
+/// The proxy timeouts: a backend slower than `proxy-read-timeout` gives 504 on that route only.
+#[test]
+fn proxy_body_size_and_timeouts_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-limits");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress("small", "small.test", &format!("{NGINX}/proxy-body-size: 1k"), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("large", "large.test", &format!("{NGINX}/proxy-body-size: 64K"), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("free", "free.test", &format!("{NGINX}/proxy-body-size: \"0\""), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("odd", "odd.test", &format!("{NGINX}/proxy-body-size: 1.5m"), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress(
+        "impatient",
+        "impatient.test",
+        &format!("{NGINX}/proxy-read-timeout: \"1\", {NGINX}/proxy-connect-timeout: \"1\""),
+        &[("/", "Prefix", "b")],
+    ));
+    text.push_str(&ingress("patient", "patient.test", "", &[("/", "Prefix", "b")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+
+    let before = a.requests();
+    assert_eq!(post(addr, "small.test", &[b'x'; 2000], false).status, 413);
+    assert_eq!(post(addr, "small.test", &[b'x'; 1025], true).status, 413);
+    assert_eq!(a.requests(), before, "nothing over the limit reached the backend");
+    assert_eq!(post(addr, "small.test", &[b'x'; 1024], false).status, 200);
+    assert_eq!(post(addr, "small.test", &[b'x'; 1024], true).status, 200);
+    // Larger than the client buffer: streamed, and cut off with 413 when it passes 64 KiB.
+    assert_eq!(post(addr, "large.test", &vec![b'y'; 200 * 1024], true).status, 413);
+    assert_eq!(post(addr, "large.test", &vec![b'y'; 200 * 1024], false).status, 413);
+    assert_eq!(post(addr, "large.test", &vec![b'y'; 60 * 1024], true).status, 200);
+    // The backend connection that got part of a body is not reused: the next request is whole.
+    let r = post(addr, "large.test", b"victim", false);
+    assert_eq!((r.status, seen(&r).0), (200, "a".to_string()));
+    assert!(r.body.ends_with("victim") || r.body.contains("victim"), "{}", r.body);
+    assert_eq!(post(addr, "free.test", &vec![b'z'; 300 * 1024], true).status, 200);
+    assert_eq!(get(addr, "odd.test", "/").status, 404);
+    let generation = d.published.current();
+    assert!(generation.diagnostics.iter().any(|p| p.object.name == "odd" && p.message.contains("not an nginx size")));
+
+    assert_eq!(get(addr, "impatient.test", "/slow/2500").status, 504);
+    assert_eq!(get(addr, "patient.test", "/slow/1500").status, 200);
+    d.shutdown();
+}
+
+/// test/e2e/annotations/ipallowlist.go and ipdenylist.go: a client outside the allow-list, or in
+/// the deny-list, gets 403; the address is the connection's peer, so `X-Forwarded-For` changes
+/// nothing; the deny-list is looked at first; a list that is not addresses keeps the Ingress out
+/// (fail closed). A 403 keeps the connection, and the next request on it is served as its own.
+#[test]
+fn source_ranges_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-ranges");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let cases = [
+        ("elsewhere", format!("{NGINX}/allowlist-source-range: \"10.0.0.0/8, 192.168.0.0/16\"")),
+        ("loopback", format!("{NGINX}/whitelist-source-range: \"10.0.0.0/8,127.0.0.1/32\"")),
+        ("newname", format!("{NGINX}/allowlist-source-range: 10.0.0.0/8, {NGINX}/whitelist-source-range: 127.0.0.1")),
+        ("denied", format!("{NGINX}/denylist-source-range: 127.0.0.0/8")),
+        ("notdenied", format!("{NGINX}/denylist-source-range: \"10.0.0.0/8, ::1/128\"")),
+        ("both", format!("{NGINX}/denylist-source-range: 127.0.0.1, {NGINX}/allowlist-source-range: 127.0.0.0/8")),
+        ("garbage", format!("{NGINX}/allowlist-source-range: \"127.0.0.1, not-an-address\"")),
+    ];
+    for (name, annotations) in &cases {
+        text.push_str(&ingress(name, &format!("{name}.test"), annotations, &[("/", "Prefix", "a")]));
+    }
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let status = |host: &str| get(addr, host, "/").status;
+    assert_eq!(status("elsewhere.test"), 403);
+    assert_eq!(status("loopback.test"), 200);
+    assert_eq!(status("newname.test"), 403, "allowlist-source-range wins over its old name");
+    assert_eq!(status("denied.test"), 403);
+    assert_eq!(status("notdenied.test"), 200);
+    assert_eq!(status("both.test"), 403, "the deny-list first");
+    assert_eq!(status("garbage.test"), 404, "an allow-list ramjet cannot read is not served open");
+    let generation = d.published.current();
+    assert!(generation.diagnostics.iter().any(|p| p.object.name == "garbage" && p.message.contains("not-an-address")));
+
+    // A forged X-Forwarded-For does not make the client someone else.
+    let raw = "GET / HTTP/1.1\r\nHost: elsewhere.test\r\nX-Forwarded-For: 10.1.2.3\r\nX-Real-IP: 10.1.2.3\r\nconnection: close\r\n\r\n";
+    assert_eq!(request(addr, raw).status, 403);
+
+    // Attacker then victim on one connection: the refused request (with a body) leaves nothing behind.
+    let before = a.requests();
+    let mut conn = Conn::open(addr);
+    let smuggled = "GET /smuggled HTTP/1.1\r\nHost: loopback.test\r\n\r\n";
+    let attack =
+        format!("POST / HTTP/1.1\r\nHost: elsewhere.test\r\ncontent-length: {}\r\n\r\n{smuggled}", smuggled.len());
+    conn.send(attack.as_bytes());
+    let refused = conn.read_response_to(false).expect("an answer");
+    assert_eq!(refused.status, 403, "{}", refused.head);
+    assert_eq!(refused.header("connection"), None, "{}", refused.head);
+    conn.send(b"GET /victim HTTP/1.1\r\nHost: loopback.test\r\n\r\n");
+    let served = conn.read_response_to(false).expect("the connection is kept");
+    assert_eq!(seen(&served), ("a".to_string(), "/victim".to_string()));
+    assert_eq!(a.requests(), before + 1, "only the victim's request reached the backend");
+    d.shutdown();
+}
+
+/// test/e2e/annotations/upstreamvhost.go and forcesslredirect.go: the backend gets the configured
+/// Host (the client's stays in X-Forwarded-Host, one Host line only); plain HTTP for a host of an
+/// Ingress without TLS answers 308 to HTTPS when force-ssl-redirect is true.
+#[test]
+fn upstream_vhost_and_force_ssl_redirect_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-vhost");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress(
+        "vhost",
+        "vhost.test",
+        &format!("{NGINX}/upstream-vhost: app.internal"),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "forced",
+        "forced.test",
+        &format!("{NGINX}/force-ssl-redirect: \"true\""),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "unforced",
+        "unforced.test",
+        &format!("{NGINX}/force-ssl-redirect: \"false\""),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "badvhost",
+        "badvhost.test",
+        &format!("{NGINX}/upstream-vhost: $host"),
+        &[("/", "Prefix", "a")],
+    ));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+
+    let r = get(addr, "vhost.test", "/x");
+    assert_eq!(header_seen(&r, "host").as_deref(), Some("app.internal"));
+    assert_eq!(header_seen(&r, "x-forwarded-host").as_deref(), Some("vhost.test"));
+    assert_eq!(r.body.lines().filter(|l| l.to_ascii_lowercase().starts_with("header=host:")).count(), 1);
+    let r = get(addr, "forced.test", "/x?q=1");
+    assert_eq!((r.status, r.header("location")), (308, Some("https://forced.test/x?q=1")));
+    assert_eq!(seen(&get(addr, "unforced.test", "/x")).0, "a");
+    assert_eq!(get(addr, "badvhost.test", "/").status, 404);
+    d.shutdown();
+}
+
+/// test/e2e/annotations/alias.go: an alias answers like its host, every path of the host (from
+/// another Ingress too); a name nobody declares stays 404; an alias that is some Ingress's host is
+/// ignored with a warning.
+#[test]
+fn server_alias_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-alias");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress("foo", "foo", &format!("{NGINX}/server-alias: \"bar, baz\""), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("other", "foo", "", &[("/other", "Prefix", "b")]));
+    text.push_str(&ingress("taken", "qux", &format!("{NGINX}/server-alias: foo"), &[("/", "Prefix", "b")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    for host in ["foo", "bar", "baz"] {
+        assert_eq!(seen(&get(addr, host, "/x")), ("a".to_string(), "/x".to_string()), "{host}");
+        assert_eq!(seen(&get(addr, host, "/other")).0, "b", "{host}: the host's other Ingress too");
+    }
+    assert_eq!(get(addr, "nobody", "/").status, 404);
+    assert_eq!(seen(&get(addr, "qux", "/")).0, "b");
+    let generation = d.published.current();
+    assert!(generation.diagnostics.iter().any(|p| p.object.name == "taken" && p.message.contains("server-alias foo")));
+    d.shutdown();
+}
+
+/// test/e2e/annotations/fromtowwwredirect.go: `www.<host>` answers 308 to
+/// `http://<host>:<port><path>` (ingress-nginx's `ngx_srv_redirect.lua`, one trailing slash
+/// dropped), and the other way round; a name that is a host of its own is left alone.
+#[test]
+fn from_to_www_redirect_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-www");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let on = format!("{NGINX}/from-to-www-redirect: \"true\"");
+    text.push_str(&ingress("bare", "fromtowwwredirect.bar.com", &on, &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("www", "www.other.test", &on, &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("both", "both.test", &on, &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("both-www", "www.both.test", "", &[("/", "Prefix", "b")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let port = addr.port();
+    let r = get(addr, "www.fromtowwwredirect.bar.com", "/foo");
+    assert_eq!((r.status, r.header("location")), (308, Some(&*format!("http://fromtowwwredirect.bar.com:{port}/foo"))));
+    let r = get(addr, "other.test", "/a/?q=1");
+    assert_eq!(r.header("location"), Some(&*format!("http://www.other.test:{port}/a/?q=1")));
+    let r = get(addr, "other.test", "/");
+    assert_eq!(r.header("location"), Some(&*format!("http://www.other.test:{port}")), "one trailing slash dropped");
+    assert_eq!(seen(&get(addr, "fromtowwwredirect.bar.com", "/foo")).0, "a");
+    assert_eq!(seen(&get(addr, "www.both.test", "/")).0, "b", "a host of its own is not redirected");
+    d.shutdown();
+}
+
+/// The same annotations for an HTTP/2 client (h2c by prior knowledge): the rewrite and the
+/// forwarded prefix reach the backend, `/` answers the app root, a declared body over the limit
+/// gets 413 and a streamed one past it too, a client outside the allow-list gets 403, CORS fields
+/// and preflights, and the connection keeps serving its other streams.
+#[test]
+fn annotations_apply_to_http2_clients_too() {
+    let dir = temp_dir("annotations-h2");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress(
+        "rewrite",
+        "rewrite.test",
+        &format!("{NGINX}/rewrite-target: /$1, {NGINX}/x-forwarded-prefix: /api, {NGINX}/app-root: /home"),
+        &[("/api/(.*)", "ImplementationSpecific", "a"), ("/", "Prefix", "b")],
+    ));
+    text.push_str(&ingress("small", "small.test", &format!("{NGINX}/proxy-body-size: 1k"), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress(
+        "closed",
+        "closed.test",
+        &format!("{NGINX}/allowlist-source-range: 10.0.0.0/8"),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress("cors", "cors.test", &format!("{NGINX}/enable-cors: \"true\""), &[("/", "Prefix", "a")]));
+    let d = start(&dir, &text);
+    let mut h2 = h2client::H2Client::connect(d.http_addr());
+    let preflight = h2.request("OPTIONS", "cors.test", "/", &[("origin", "https://x.test")], b"", false).unwrap();
+    assert_eq!((preflight.status, preflight.header("access-control-allow-origin")), (204, Some("*")));
+    assert_eq!(h2.get("cors.test", "/").header("access-control-max-age"), Some("1728000"));
+
+    let r = h2.get("rewrite.test", "/API/users?id=7");
+    let body = r.text();
+    assert!(body.contains("backend=a\n") && body.contains("target=/users?id=7\n"), "{body}");
+    assert!(body.to_ascii_lowercase().contains("header=x-forwarded-prefix: /api\n"), "{body}");
+    let r = h2.get("rewrite.test", "/");
+    assert_eq!((r.status, r.header("location")), (302, Some("http://rewrite.test/home")));
+
+    let big = vec![b'x'; 2000];
+    assert_eq!(h2.request("POST", "small.test", "/", &[], &big, true).unwrap().status, 413);
+    assert_eq!(h2.request("POST", "small.test", "/", &[], &big, false).unwrap().status, 413);
+    assert_eq!(h2.request("POST", "small.test", "/", &[], &big[..1000], false).unwrap().status, 200);
+    assert_eq!(h2.get("closed.test", "/").status, 403);
+    assert_eq!(h2.get("small.test", "/after").status, 200, "the connection still serves");
+    d.shutdown();
+}
+
+/// test/e2e/annotations/cors.go: with enable-cors and no origin list, every response carries
+/// ingress-nginx's defaults and `Access-Control-Allow-Origin: *`, and a preflight is answered 204
+/// by the proxy (the backend never sees it); with a list, only a matching origin (wildcard label
+/// included) gets the fields, echoed back.
+#[test]
+fn cors_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-cors");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress("open", "cors.foo.com", &format!("{NGINX}/enable-cors: \"true\""), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress(
+        "listed",
+        "listed.test",
+        &format!(
+            "{NGINX}/enable-cors: \"true\", {NGINX}/cors-allow-origin: \"https://origin.cors.com:8080, https://*.sub.cors.com\", \
+             {NGINX}/cors-allow-credentials: \"false\", {NGINX}/cors-allow-methods: \"GET, POST\", {NGINX}/cors-max-age: \"200\", \
+             {NGINX}/cors-expose-headers: \"X-Custom, X-Other\""
+        ),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress("off", "off.test", &format!("{NGINX}/enable-cors: \"false\""), &[("/", "Prefix", "a")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+
+    let r = get(addr, "cors.foo.com", "/");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(r.header("access-control-allow-credentials"), Some("true"));
+    assert_eq!(r.header("access-control-allow-methods"), Some("GET, PUT, POST, DELETE, PATCH, OPTIONS"));
+    assert_eq!(
+        r.header("access-control-allow-headers"),
+        Some("DNT,Keep-Alive,User-Agent,X-Requested-With,If-Modified-Since,Cache-Control,Content-Type,Range,Authorization")
+    );
+    assert_eq!(r.header("access-control-max-age"), Some("1728000"));
+    assert_eq!(r.header("access-control-expose-headers"), None);
+    let before = a.requests();
+    let raw = "OPTIONS / HTTP/1.1\r\nHost: cors.foo.com\r\nOrigin: https://x.test\r\nconnection: close\r\n\r\n";
+    let r = request(addr, raw);
+    assert_eq!(r.status, 204);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(r.header("content-type"), Some("text/plain charset=UTF-8"));
+    assert_eq!(r.header("content-length"), Some("0"));
+    assert_eq!(a.requests(), before, "the preflight is answered by the proxy");
+
+    let with_origin = |origin: &str, method: &str| {
+        request(
+            addr,
+            &format!("{method} / HTTP/1.1\r\nHost: listed.test\r\nOrigin: {origin}\r\nconnection: close\r\n\r\n"),
+        )
+    };
+    let r = with_origin("https://origin.cors.com:8080", "GET");
+    assert_eq!(r.header("access-control-allow-origin"), Some("https://origin.cors.com:8080"));
+    assert_eq!(r.header("access-control-allow-credentials"), None, "credentials false: no field");
+    assert_eq!(r.header("access-control-allow-methods"), Some("GET, POST"));
+    assert_eq!(r.header("access-control-max-age"), Some("200"));
+    assert_eq!(r.header("access-control-expose-headers"), Some("X-Custom, X-Other"));
+    assert_eq!(
+        with_origin("https://api.sub.cors.com", "GET").header("access-control-allow-origin"),
+        Some("https://api.sub.cors.com")
+    );
+    let r = with_origin("https://evil.com", "GET");
+    assert_eq!((r.status, r.header("access-control-allow-origin")), (200, None));
+    let r = with_origin("https://evil.com", "OPTIONS");
+    assert_eq!(r.status, 200, "a preflight from an origin not allowed goes to the backend");
+    assert_eq!(with_origin("https://api.sub.cors.com", "OPTIONS").status, 204);
+    assert_eq!(get(addr, "off.test", "/").header("access-control-allow-origin"), None);
+    d.shutdown();
+}
