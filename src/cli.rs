@@ -154,6 +154,15 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_CONTROLLER_NAME", default_value = "ramjet.dev/ingress-controller")]
     pub controller_name: String,
 
+    /// Kubernetes mode: watch the Gateway API kinds (GatewayClass, Gateway, HTTPRoute,
+    /// ReferenceGrant) when the cluster serves them, and write their status.
+    #[arg(long, env = "RAMJET_GATEWAY_API", default_value_t = true, action = clap::ArgAction::Set)]
+    pub gateway_api: bool,
+
+    /// The GatewayClass `spec.controllerName` value that is ours (Gateway API).
+    #[arg(long, env = "RAMJET_GATEWAY_CONTROLLER_NAME", default_value = "ramjet.dev/gateway-controller")]
+    pub gateway_controller_name: String,
+
     /// Kubernetes mode: watch only this namespace.
     #[arg(long, env = "RAMJET_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,

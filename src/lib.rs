@@ -29,6 +29,8 @@ use ramjet_shared::{Published, WorkerStats};
 use rustls::sign::CertifiedKey;
 
 /// Where the configuration comes from.
+// Built once at start-up and moved a few times: the cluster options' size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Source {
     /// `--static-routes FILE`, compiled once.
     Static(StaticRoutes),

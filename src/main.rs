@@ -82,8 +82,15 @@ fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
 
 /// The configuration source the flags choose; `None` when `--check` has done its job.
 fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
-    let ingress =
-        IngressOptions { ingress_class: cli.ingress_class.clone(), controller_name: cli.controller_name.clone() };
+    let mut ingress = IngressOptions {
+        ingress_class: cli.ingress_class.clone(),
+        controller_name: cli.controller_name.clone(),
+        gateway_controller_name: cli.gateway_controller_name.clone(),
+        ..IngressOptions::default()
+    };
+    // A Gateway listener names the port clients use: the Service's (80, 443, the defaults) or ramjet's own.
+    ingress.http_ports.push(cli.http_addr.port());
+    ingress.https_ports.push(cli.https_addr.unwrap_or(DEFAULT_HTTPS_ADDR).port());
     if let Some(path) = &cli.static_routes {
         let routes = routes_file::load(path)?;
         for warning in &routes.warnings {
@@ -139,6 +146,7 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
     let lease = LeaseOptions::new(cli.election_id.clone(), lease_namespace, identity);
     let mut options = ClusterOptions::new(cli.kubeconfig.clone(), ingress, lease);
     options.watch_namespace = cli.watch_namespace.clone().filter(|n| !n.is_empty());
+    options.gateway_api = cli.gateway_api;
     options.status_addresses = status_addresses;
     if let Some(path) = &cli.kubeconfig {
         std::fs::metadata(path).with_context(|| format!("--kubeconfig {}", path.display()))?;

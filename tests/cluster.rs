@@ -72,8 +72,10 @@ impl Install {
     }
 
     fn render(name: &str) -> Vec<Value> {
+        // The Gateway API has its own tests (gateway_api_*): the others run without it.
         let values = json!({
             "ingressClass": { "name": name, "controllerValue": format!("ramjet.dev/{name}") },
+            "gatewayAPI": { "enabled": false },
         });
         render(name, &format!("t-{name}"), &values)
     }
@@ -257,7 +259,16 @@ fn spawn_ramjet(
         .env("RAMJET_POD_NAMESPACE", ns)
         .env("POD_NAME", identity)
         .env("RAMJET_LOG", std::env::var("RAMJET_LOG").unwrap_or_else(|_| "info".into()))
-        .stdout(std::fs::File::create(&log).unwrap())
+        // Both in append mode: a second handle at its own offset would overwrite the other's lines.
+        .stdout(
+            std::fs::File::options()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&log)
+                .and_then(|_| std::fs::File::options().append(true).open(&log))
+                .unwrap(),
+        )
         .stderr(std::fs::File::options().append(true).open(&log).unwrap())
         .spawn()
         .expect("start ramjet");
@@ -460,6 +471,8 @@ struct Backend {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Request heads answered.
     requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Their request lines, in order.
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Backend {
@@ -474,14 +487,15 @@ impl Backend {
         let addr = listener.local_addr().unwrap();
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let requests = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (name, stopping, counter) = (name.to_string(), stop.clone(), requests.clone());
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (name, stopping, counter, seen) = (name.to_string(), stop.clone(), requests.clone(), lines.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stopping.load(std::sync::atomic::Ordering::Relaxed) {
                     return;
                 }
                 let Ok(stream) = stream else { continue };
-                let (name, counter) = (name.clone(), counter.clone());
+                let (name, counter, seen) = (name.clone(), counter.clone(), seen.clone());
                 std::thread::spawn(move || {
                     let _ = stream.set_nodelay(true);
                     let mut writer = stream.try_clone().unwrap();
@@ -489,13 +503,16 @@ impl Backend {
                     loop {
                         // The head; these tests send no request bodies.
                         let mut line = String::new();
+                        let mut first = true;
                         loop {
                             line.clear();
                             match reader.read_line(&mut line) {
                                 Ok(0) | Err(_) => return,
                                 Ok(_) if line == "\r\n" => break,
+                                Ok(_) if first => seen.lock().unwrap().push(line.trim_end().to_string()),
                                 Ok(_) => {}
                             }
+                            first = false;
                         }
                         counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let body = format!("backend={name}\n");
@@ -507,11 +524,16 @@ impl Backend {
                 });
             }
         });
-        Backend { addr, stop, requests }
+        Backend { addr, stop, requests, lines }
     }
 
     fn requests(&self) -> usize {
         self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The request lines received (`GET /path HTTP/1.1`).
+    fn request_lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
     }
 }
 
@@ -2105,4 +2127,227 @@ fn two_replicas_serve_the_weight_the_leader_wrote() {
     let started = install.events("CanaryStarted", "web-canary");
     assert_eq!(started.len(), 1, "{started:#?}");
     assert_eq!(started[0]["reportingInstance"], "one");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. Gateway API: the standard-channel CRDs from the Go module sigs.k8s.io/gateway-api.
+// ---------------------------------------------------------------------------------------------
+
+/// The Gateway API release whose standard-channel CRDs the tests install.
+const GATEWAY_API: &str = "sigs.k8s.io/gateway-api@v1.4.0";
+
+/// The module's directory in the Go module cache (`go mod download`, through the module proxy).
+fn gateway_api_module() -> PathBuf {
+    let out = Command::new("go")
+        .args(["mod", "download", "-json", GATEWAY_API])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run go mod download");
+    assert!(out.status.success(), "go mod download {GATEWAY_API}: {}", String::from_utf8_lossy(&out.stderr));
+    let info: Value = serde_json::from_slice(&out.stdout).expect("go mod download -json");
+    PathBuf::from(info["Dir"].as_str().expect("Dir"))
+}
+
+/// Installs the standard-channel CRDs (once per control plane; applying again changes nothing) and
+/// waits until the API server serves them.
+fn install_gateway_crds(admin: &Kube) {
+    let dir = gateway_api_module().join("config/crd/standard");
+    for kind in ["gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"] {
+        let yaml = std::fs::read_to_string(dir.join(format!("gateway.networking.k8s.io_{kind}.yaml"))).unwrap();
+        admin.try_apply_as(&yaml, "test").unwrap_or_else(|e| panic!("installing the {kind} CRD: {e}"));
+    }
+    for kind in ["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"] {
+        assert!(eventually(PATIENCE, || admin.try_list(kind, None).is_ok()), "the {kind} CRD is never served");
+    }
+}
+
+/// The conditions of a status (`conditions` list) as (type, status, reason).
+fn conditions_of(status: &Value) -> BTreeSet<(String, String, String)> {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let field = |k: &str| c[k].as_str().unwrap_or("").to_string();
+            (field("type"), field("status"), field("reason"))
+        })
+        .collect()
+}
+
+fn has(status: &Value, type_: &str, value: &str, reason: &str) -> bool {
+    conditions_of(status).contains(&(type_.into(), value.into(), reason.into()))
+}
+
+#[test]
+fn gateway_api_routes_serve_and_their_status_is_written_once_by_the_leader() {
+    let name = "gw";
+    let admin = Kube::new(&ControlPlane::shared().admin_kubeconfig);
+    install_gateway_crds(&admin);
+    let controller = format!("ramjet.dev/{name}-gateway");
+    let values = json!({
+        "ingressClass": { "name": name, "controllerValue": format!("ramjet.dev/{name}") },
+        "gatewayAPI": { "controllerName": controller, "gatewayClass": { "create": true, "name": name } },
+    });
+    let mut docs = render(name, &format!("t-{name}"), &values);
+    // The chart's GatewayClass, as `helm install` creates it.
+    let class = docs.iter().find(|d| d["kind"] == "GatewayClass").expect("the chart renders the GatewayClass").clone();
+    admin.apply_value(&class, "helm").unwrap();
+    docs.retain(|d| d["kind"] != "GatewayClass");
+    let install = Install::apply(name, docs);
+    let ns = install.ns.clone();
+    let (stable, beta, shadow) = (Backend::start("stable"), Backend::start("beta"), Backend::start("shadow"));
+    install.service("stable", &[&stable]);
+    install.service("beta", &[&beta]);
+    install.service("shadow", &[&shadow]);
+    admin.apply(&format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{ name: edge, namespace: {ns} }}
+spec:
+  gatewayClassName: {name}
+  listeners:
+    - {{ name: http, port: 80, protocol: HTTP, hostname: "*.gw.test" }}
+    - {{ name: tcp, port: 9000, protocol: TCP }}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: store, namespace: {ns} }}
+spec:
+  parentRefs: [{{ name: edge, sectionName: http }}, {{ name: elsewhere }}]
+  hostnames: [shop.gw.test]
+  rules:
+    - matches: [{{ path: {{ type: PathPrefix, value: /cart }}, headers: [{{ name: x-beta, value: "yes" }}] }}]
+      backendRefs: [{{ name: beta, port: 80 }}]
+    - matches: [{{ path: {{ type: PathPrefix, value: / }} }}]
+      backendRefs: [{{ name: stable, port: 80, weight: 9 }}, {{ name: beta, port: 80, weight: 1 }}]
+      filters:
+        - type: RequestMirror
+          requestMirror: {{ backendRef: {{ name: shadow, port: 80 }} }}
+    - matches: [{{ path: {{ type: PathPrefix, value: /old }} }}]
+      filters:
+        - type: RequestRedirect
+          requestRedirect: {{ statusCode: 301, path: {{ type: ReplacePrefixMatch, replacePrefixMatch: /new }} }}
+    - matches: [{{ path: {{ type: PathPrefix, value: /api }} }}]
+      filters:
+        - type: URLRewrite
+          urlRewrite: {{ path: {{ type: ReplacePrefixMatch, replacePrefixMatch: /v2 }} }}
+      backendRefs: [{{ name: stable, port: 80 }}]
+"#
+    ));
+    // Another controller's entry for another Gateway, already in the route's status: ramjet must
+    // leave it as it is (status.parents is an atomic list).
+    let theirs = json!({
+        "parentRef": { "group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "elsewhere" },
+        "controllerName": "example.com/other",
+        "conditions": [{ "type": "Accepted", "status": "True", "reason": "Accepted", "message": "theirs",
+                         "observedGeneration": 1, "lastTransitionTime": "2026-01-01T00:00:00Z" }],
+    });
+    admin.apply_status("HTTPRoute", &ns, "store", "other-controller", json!({ "parents": [theirs] })).unwrap();
+
+    let mut ramjet = install.ramjet_with("gw-0", &install.kubeconfig.clone(), &[]);
+    ramjet.wait_ready();
+    let mut second = install.ramjet_with("gw-1", &install.kubeconfig.clone(), &[]);
+    second.wait_ready();
+    // Traffic: the header match, the split, the redirect and the rewrite.
+    let ask = |raw: &str| {
+        let mut conn = support::client::Conn::open(ramjet.http);
+        conn.send(raw.as_bytes());
+        conn.read_response()
+    };
+    assert!(
+        eventually(PATIENCE, || ask("GET /cart HTTP/1.1\r\nHost: shop.gw.test\r\nX-Beta: yes\r\n\r\n").status == 200),
+        "never served; log:\n{}",
+        ramjet.log()
+    );
+    for _ in 0..20 {
+        assert_eq!(served_by(&ask("GET /cart HTTP/1.1\r\nHost: shop.gw.test\r\nX-Beta: yes\r\n\r\n")), "beta");
+    }
+    let to_beta =
+        (0..400).filter(|_| served_by(&ask("GET /cart HTTP/1.1\r\nHost: shop.gw.test\r\n\r\n")) == "beta").count();
+    // n = 400, p = 0.1: mean 40, σ = 6; ±4σ.
+    assert!((16..=64).contains(&to_beta), "{to_beta} of 400 at weight 1 of 10");
+    assert!(eventually(PATIENCE, || shadow.requests() >= 400), "the mirror got {}", shadow.requests());
+    let moved = ask("GET /old/page HTTP/1.1\r\nHost: shop.gw.test\r\n\r\n");
+    assert_eq!((moved.status, moved.header("location")), (301, Some("http://shop.gw.test/new/page")));
+    assert_eq!(ask("GET /api/items HTTP/1.1\r\nHost: shop.gw.test\r\n\r\n").status, 200);
+    assert!(
+        stable.request_lines().contains(&"GET /v2/items HTTP/1.1".to_string()),
+        "the rewrite never reached the backend"
+    );
+
+    // Status, on the real API server.
+    let route_status = || admin.get("HTTPRoute", Some(&ns), "store").unwrap();
+    let ours = |route: &Value| -> Option<Value> {
+        route["status"]["parents"].as_array()?.iter().find(|p| p["controllerName"] == controller.as_str()).cloned()
+    };
+    assert!(
+        eventually(PATIENCE, || ours(&route_status()).is_some_and(
+            |p| has(&p, "Accepted", "True", "Accepted") && has(&p, "ResolvedRefs", "True", "ResolvedRefs")
+        )),
+        "route status: {:#}\nlog:\n{}",
+        route_status()["status"],
+        ramjet.log()
+    );
+    let route = route_status();
+    let parents = route["status"]["parents"].as_array().unwrap();
+    assert_eq!(parents.len(), 2, "ours and theirs: {parents:#?}");
+    assert!(parents.iter().any(|p| p == &theirs), "the other controller's entry is kept as it was: {parents:#?}");
+    let mine = ours(&route).unwrap();
+    assert_eq!(mine["parentRef"]["name"], "edge");
+    assert_eq!(mine["parentRef"]["sectionName"], "http");
+    assert!(mine["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["observedGeneration"] == route["metadata"]["generation"]));
+    let gateway = admin.get("Gateway", Some(&ns), "edge").unwrap();
+    let status = &gateway["status"];
+    assert!(has(status, "Accepted", "True", "ListenersNotValid"), "{status:#}");
+    assert!(has(status, "Programmed", "True", "Programmed"), "{status:#}");
+    assert_eq!(status["addresses"], json!([{ "type": "IPAddress", "value": LB_IP }]));
+    let listener = |n: &str| status["listeners"].as_array().unwrap().iter().find(|l| l["name"] == n).unwrap().clone();
+    assert!(has(&listener("http"), "Programmed", "True", "Programmed"));
+    assert_eq!(listener("http")["attachedRoutes"], 1);
+    assert!(has(&listener("tcp"), "Accepted", "False", "UnsupportedProtocol"), "{:#}", listener("tcp"));
+    let class_status = admin.get("GatewayClass", None, name).unwrap();
+    assert!(has(&class_status["status"], "Accepted", "True", "Accepted"), "{:#}", class_status["status"]);
+
+    // A fixed point: with two replicas running, nothing more is written.
+    let versions = || {
+        let route = admin.get("HTTPRoute", Some(&ns), "store").unwrap();
+        let gateway = admin.get("Gateway", Some(&ns), "edge").unwrap();
+        (route["metadata"]["resourceVersion"].clone(), gateway["metadata"]["resourceVersion"].clone())
+    };
+    let before = versions();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(versions(), before, "status was rewritten with nothing changed");
+    let writers: BTreeSet<String> = ControlPlane::shared()
+        .audit_entries()
+        .iter()
+        .filter(|e| e["objectRef"]["resource"] == "httproutes" && e["objectRef"]["subresource"] == "status")
+        .filter(|e| e["objectRef"]["namespace"] == ns.as_str() && e["verb"] == "update")
+        .filter_map(|e| e["user"]["username"].as_str().map(String::from))
+        .collect();
+    assert_eq!(writers, [install.user()].into(), "only ramjet's ServiceAccount updates the route's status");
+
+    // A new generation of the route: observedGeneration follows.
+    admin.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: store, namespace: {ns} }}\n\
+         spec:\n  parentRefs: [{{ name: edge, sectionName: http }}]\n  hostnames: [shop.gw.test]\n  \
+         rules: [{{ backendRefs: [{{ name: nowhere, port: 80 }}] }}]\n"
+    ));
+    assert!(
+        eventually(PATIENCE, || {
+            let route = route_status();
+            ours(&route).is_some_and(|p| {
+                has(&p, "ResolvedRefs", "False", "BackendNotFound")
+                    && p["conditions"][0]["observedGeneration"] == route["metadata"]["generation"]
+            })
+        }),
+        "route status after the change: {:#}",
+        route_status()["status"]
+    );
+    assert_eq!(ask("GET /cart HTTP/1.1\r\nHost: shop.gw.test\r\n\r\n").status, 500);
+    drop(second);
+    admin.delete("GatewayClass", None, name);
 }

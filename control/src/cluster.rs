@@ -1,10 +1,12 @@
 //! The cluster source and the cluster writer: everything that talks to the Kubernetes API.
 //!
 //! ```text
-//!  reflectors (IngressClass, Ingress, Service, EndpointSlice, tls Secrets) ──▶ snapshot ──▶ Input::Objects
+//!  reflectors (IngressClass, Ingress, Service, EndpointSlice, tls Secrets; GatewayClass, Gateway,
+//!  HTTPRoute, ReferenceGrant, Namespace when the cluster serves the Gateway API)
+//!        │                                                       ──▶ snapshot ──▶ Input::Objects
 //!        │ (nothing is submitted before every first list is done)                  (rebuild loop)
 //!        ▼
-//!  status writer ◀── leader? (Lease) ──▶ warning Events for Ingresses that fail to compile
+//!  status writers (Ingress; Gateway API) ◀── leader? (Lease) ──▶ warning Events for Ingresses that fail to compile
 //!                          └──▶ canary auto-promotion (data-plane counters → canary-state annotation)
 //!  audit Events (ConfigApplied / ConfigPinned / ConfigResumed on our IngressClass), every replica
 //! ```
@@ -17,6 +19,7 @@
 //! from what is there.
 
 pub mod events;
+pub mod gateway_status;
 pub mod lease;
 pub mod promote;
 pub mod status;
@@ -117,6 +120,8 @@ pub struct ClusterOptions {
     pub instance: String,
     /// How long the watcher waits for more changes before handing a snapshot over.
     pub debounce: Duration,
+    /// Watch the Gateway API kinds (when the cluster serves them and ramjet may read them).
+    pub gateway_api: bool,
 }
 
 impl ClusterOptions {
@@ -129,6 +134,7 @@ impl ClusterOptions {
             instance: lease.identity.clone(),
             lease,
             debounce: Duration::from_millis(20),
+            gateway_api: true,
         }
     }
 }
@@ -252,7 +258,7 @@ async fn run(
     stop_election: tokio::sync::oneshot::Receiver<std::sync::mpsc::Sender<()>>,
 ) {
     let options = Arc::new(options);
-    let stores = watch::Stores::start(&client, &options);
+    let stores = watch::Stores::start(&client, &options).await;
     let writer = events::EventWriter::new(client.clone(), &options);
     tokio::spawn(events::write_audit(writer.clone(), stores.classes.clone(), options.clone(), audit));
     // The status writer and the Ingress warnings run only on the elected replica.
@@ -261,6 +267,7 @@ async fn run(
     tokio::spawn(lease::elect(client.clone(), options.lease.clone(), lease_namespace, leader_tx, stop_election));
     tokio::spawn(events::report_diagnostics(writer.clone(), stores.ingresses.clone(), diagnostics, leader.clone()));
     tokio::spawn(promote::run(client.clone(), stores.clone(), promotion, leader.clone(), writer.clone()));
+    tokio::spawn(gateway_status::run(client.clone(), stores.clone(), options.clone(), leader.clone()));
     tokio::spawn(status::run(client.clone(), stores.clone(), options.clone(), leader, writer));
     stores.feed(options, inputs).await;
 }

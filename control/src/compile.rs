@@ -5,6 +5,7 @@
 //! same input changes nothing).
 
 pub mod annotations;
+pub mod gateway;
 pub mod ingress;
 pub mod static_routes;
 

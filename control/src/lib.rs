@@ -15,7 +15,8 @@
 //! Modules by concern: [`routes_file`] reads `--static-routes`, [`manifests`] reads `--manifests`,
 //! [`cluster`] watches and writes to the Kubernetes API (named so it does not shadow the `kube`
 //! crate); [`compile`] turns any of them into a table ([`compile::static_routes`] for a routes
-//! file, [`compile::ingress`] for Kubernetes objects); [`apply`] publishes; [`audit`] says what
+//! file, [`compile::ingress`] for Kubernetes objects, which hands the Gateway API's objects
+//! ([`gateway_api`]) to [`compile::gateway`]); [`apply`] publishes; [`audit`] says what
 //! changed; [`admin`] answers operators; [`migration`] reports, before a switch from ingress-nginx,
 //! what ramjet does with each Ingress's annotations ([`compile::annotations`]); [`canary`] reads
 //! canary and mirror annotations, and [`canary::promotion`] decides auto-promotion, whose I/O is
@@ -31,6 +32,7 @@ pub mod canary;
 pub mod certs;
 pub mod cluster;
 pub mod compile;
+pub mod gateway_api;
 pub mod history;
 pub mod latest;
 pub mod manifests;

@@ -2,8 +2,8 @@
 //! cluster, compiled by the same compiler.
 //!
 //! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively, in name order) is
-//! read as one or more YAML documents. IngressClass, Ingress, Service, EndpointSlice and Secret
-//! objects are kept (a `kind: List` is opened); other kinds are skipped silently, so a directory of
+//! read as one or more YAML documents. IngressClass, Ingress, Service, EndpointSlice, Secret and
+//! Namespace objects and the Gateway API's GatewayClass, Gateway, HTTPRoute and ReferenceGrant are kept (a `kind: List` is opened); other kinds are skipped silently, so a directory of
 //! real application manifests works as it is. A document that is not valid YAML or not a valid
 //! object of its kind becomes a diagnostic naming the file and the document; the rest still
 //! compiles. Objects without a namespace are in `default`; a Secret's `stringData` is merged into
@@ -17,10 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::ByteString;
 use ramjet_shared::{Diagnostic, ObjectRef, Severity};
 use serde::de::DeserializeOwned;
@@ -28,6 +27,7 @@ use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::compile::ingress::{ClusterSnapshot, IngressOptions};
+use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 
 /// The kind diagnostics give a file, or a document in one, that holds no readable object.
 pub const FILE: &str = "File";
@@ -166,6 +166,31 @@ fn add(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) {
                 snapshot.endpoint_slices.push(Arc::new(o));
             }
         }
+        ("v1", "Namespace") => {
+            if let Some(o) = typed::<Namespace>(value, at, snapshot) {
+                snapshot.namespaces.push(Arc::new(o));
+            }
+        }
+        ("gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1", "GatewayClass") => {
+            if let Some(o) = typed::<GatewayClass>(value, at, snapshot) {
+                snapshot.gateway_classes.push(Arc::new(o));
+            }
+        }
+        ("gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1", "Gateway") => {
+            if let Some(o) = namespaced::<Gateway>(value, at, snapshot) {
+                snapshot.gateways.push(Arc::new(o));
+            }
+        }
+        ("gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1", "HTTPRoute") => {
+            if let Some(o) = namespaced::<HttpRoute>(value, at, snapshot) {
+                snapshot.http_routes.push(Arc::new(o));
+            }
+        }
+        ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant") => {
+            if let Some(o) = namespaced::<ReferenceGrant>(value, at, snapshot) {
+                snapshot.reference_grants.push(Arc::new(o));
+            }
+        }
         ("v1", "Secret") => {
             if let Some(mut o) = namespaced::<Secret>(value, at, snapshot) {
                 if let Some(strings) = o.string_data.take() {
@@ -184,10 +209,10 @@ fn add(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) {
 /// A namespaced object; without a namespace in the file it lives in `default`, as kubectl would put it.
 fn namespaced<T>(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T>
 where
-    T: DeserializeOwned + k8s_openapi::Metadata<Ty = ObjectMeta>,
+    T: DeserializeOwned + kube::Resource,
 {
     let mut o = typed::<T>(value, at, snapshot)?;
-    o.metadata_mut().namespace.get_or_insert_with(|| "default".into());
+    o.meta_mut().namespace.get_or_insert_with(|| "default".into());
     Some(o)
 }
 

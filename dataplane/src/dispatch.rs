@@ -5,7 +5,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ramjet_shared::{
-    normalize_host, BackendKind, Cors, DirectResponse, Mirror, RequestView, Route, RouteLimits, RoutePolicy, RouteTable,
+    normalize_host, BackendKind, Cors, DirectResponse, Edits, HeaderEdits, Mirror, Redirect, RequestView, Route,
+    RouteLimits, RoutePolicy, RouteTable,
 };
 
 use crate::observe::Served;
@@ -22,6 +23,8 @@ pub(crate) enum Decision<'t, 'b> {
     AppRoot { served: Served<'t>, path: &'t str },
     /// `308` to `<scheme>://<host>:<port><target less one trailing slash>` (`from-to-www-redirect`).
     HostRedirect { served: Served<'t>, host: &'t str },
+    /// The rule that decided answers with a redirect built from the request.
+    RuleRedirect { served: Served<'t>, redirect: &'t Redirect },
     /// The route's configured answer.
     Direct { served: Served<'t>, response: &'t DirectResponse },
     /// Proxy to one of the backend's endpoints (none: 503).
@@ -35,6 +38,8 @@ pub(crate) enum Decision<'t, 'b> {
         mirror: Option<&'t Mirror>,
         /// A sticky split drew a number for a new user: answer with it in the sticky cookie.
         sticky: Option<u32>,
+        /// The rule's header edits and rewrite.
+        edits: Edits<'t>,
     },
 }
 
@@ -79,6 +84,15 @@ pub(crate) fn decide<'t, 'b>(
     }
     let pick = route.pick(req, random);
     let served = Served { route, backend: pick.backend };
+    let edits = match pick.rule {
+        Some(rule) if !rule.filters.is_empty() => {
+            if let Some(redirect) = rule.redirect() {
+                return Decision::RuleRedirect { served, redirect };
+            }
+            rule.edits()
+        }
+        _ => Edits::default(),
+    };
     match &pick.backend.kind {
         BackendKind::Respond(response) => Decision::Direct { served, response },
         BackendKind::Endpoints(endpoints) => {
@@ -86,13 +100,13 @@ pub(crate) fn decide<'t, 'b>(
                 .rule
                 .and_then(|r| r.mirror())
                 .filter(|m| m.percent >= 100 || m.percent > 0 && random() % 100 < m.percent as u32);
-            Decision::Proxy { served, slot: pick.backend.slot, endpoints, mirror, sticky: pick.new_sticky }
+            Decision::Proxy { served, slot: pick.backend.slot, endpoints, mirror, sticky: pick.new_sticky, edits }
         }
     }
 }
 
 /// What a proxied request carries beyond its backend: a mirror to copy it to, a sticky draw to
-/// answer with, the route's filters for the upstream head.
+/// answer with, the route's filters for the upstream head, header edits for the response.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct RouteExtras<'t> {
     pub mirror: Option<&'t Mirror>,
@@ -103,13 +117,15 @@ pub(crate) struct RouteExtras<'t> {
     pub limits: Option<&'t RouteLimits>,
     /// The route's CORS and the allowed origin, when the request's origin is allowed.
     pub cors: Option<(&'t Cors, &'t [u8])>,
+    /// The rule's header edits for the response.
+    pub response: Option<&'t HeaderEdits>,
 }
 
 impl<'t> RouteExtras<'t> {
     pub fn new(route: &'t Route, mirror: Option<&'t Mirror>, sticky: Option<u32>) -> Self {
         let policy = route.policy.as_deref();
         let filters = policy.filter(|p| !p.filters.is_empty());
-        RouteExtras { mirror, sticky, filters, limits: policy.map(|p| &p.limits), cors: None }
+        RouteExtras { mirror, sticky, filters, limits: policy.map(|p| &p.limits), cors: None, response: None }
     }
 
     /// The upstream timeouts for this request: the route's, else the daemon's.

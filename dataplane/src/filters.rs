@@ -24,7 +24,14 @@ pub(crate) fn apply(out: &mut Vec<u8>, policy: &RoutePolicy, target: &[u8], scra
                 }
             }
             Filter::SetRequestHeader { name, value } => set_field(out, name.as_bytes(), value.as_bytes()),
-            Filter::Mirror(_) | Filter::AppRoot(_) | Filter::HostRedirect(_) => {}
+            // Answered before proxying, or a rule's filter (applied by `crate::edit`).
+            Filter::Mirror(_)
+            | Filter::AppRoot(_)
+            | Filter::HostRedirect(_)
+            | Filter::RequestHeaders(_)
+            | Filter::ResponseHeaders(_)
+            | Filter::Rewrite(_)
+            | Filter::Redirect(_) => {}
         }
     }
 }

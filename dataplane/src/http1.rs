@@ -412,6 +412,19 @@ where
             conn.discard_buffered_body(head);
             (conn.fail(ProxyError::Forbidden.into(), keep_alive).await, Some(served))
         }
+        Decision::RuleRedirect { served, redirect } => {
+            // As the HTTPS redirect: the body is not read (skipped if it is all here).
+            let body = buffered_body_len(head, &data[head.head_len..]);
+            let keep = keep_alive && body.is_some();
+            let tls = conn.facts.tls;
+            let reply = Reply::Redirect { redirect, tls, host, target, scratch: &worker.rewrite };
+            let date = worker.clock.date();
+            let id = conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
+            render(&reply, !keep, &date, id, &mut conn.out);
+            conn.buf.consume(head.head_len + body.unwrap_or(0));
+            conn.tally.bytes_in += body.unwrap_or(0) as u64;
+            (conn.finish(redirect.status, keep).await, Some(served))
+        }
         Decision::Direct { served, response } => {
             conn.buf.consume(head.head_len);
             conn.discard_buffered_body(head);
@@ -440,7 +453,7 @@ where
             conn.tally.bytes_in += body.unwrap_or(0) as u64;
             (conn.finish(302, keep).await, Some(served))
         }
-        Decision::Proxy { served, slot, endpoints, mirror, sticky } => {
+        Decision::Proxy { served, slot, endpoints, mirror, sticky, edits } => {
             let mut extras = RouteExtras::new(served.route, mirror, sticky);
             // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
             let mut origin = Vec::new();
@@ -467,6 +480,13 @@ where
             if let Some(policy) = extras.filters {
                 crate::filters::apply(&mut conn.out, policy, target.as_bytes(), &mut worker.rewrite.borrow_mut());
             }
+            if edits.changes_request() {
+                let mut edited = worker.out_buffers.take();
+                let scratch = &mut worker.rewrite.borrow_mut();
+                crate::edit::edit_head(&conn.out, edits.request, edits.rewrite, scratch, &mut edited);
+                worker.out_buffers.give(std::mem::replace(&mut conn.out, edited));
+            }
+            extras.response = edits.response;
             conn.buf.consume(head.head_len);
             let tls = served.backend.tls.as_deref();
             let next = match proxy::forward(conn, head, slot, endpoints, tls, keep_alive, extras).await {

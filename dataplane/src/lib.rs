@@ -23,6 +23,7 @@ mod clock;
 mod contain;
 mod dispatch;
 mod drain;
+mod edit;
 mod error;
 mod filters;
 mod grpc;

@@ -51,10 +51,10 @@ pub use route::cors::{Cors, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
 pub use route::policy::{cookie_value, find_pair};
 pub use route::source_ranges::{parse_ranges, IpBlock, SourceRanges};
 pub use route::{
-    check_regex_path, normalize_host, Backend, BackendKind, BackendProtocol, Condition, DirectResponse, Filter,
-    HostRoutes, Matcher, Mirror, PathKind, PathRewrite, Pick, RegexHostProblem, RequestView, RewriteScratch, Route,
-    RouteConflict, RouteKey, RouteLimits, RoutePolicy, RouteTable, Rule, TableBuilder, TableItem, WeightedBackend,
-    STICKY_COOKIE, STICKY_RANGE,
+    check_regex_path, normalize_host, reason_phrase, Backend, BackendKind, BackendProtocol, Condition, DirectResponse,
+    Edits, Filter, HeaderEdits, HostRoutes, Matcher, Mirror, PathKind, PathRewrite, Pick, Redirect, RegexHostProblem,
+    RequestView, Rewrite, RewriteScratch, Route, RouteConflict, RouteKey, RouteLimits, RoutePolicy, RouteTable, Rule,
+    TableBuilder, TableItem, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
 };
 pub use stats::{
     Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass, UpstreamErrorKind,

@@ -25,13 +25,15 @@ use crate::generation::Digest;
 use crate::upstream_tls::UpstreamTls;
 
 pub mod cors;
+pub mod filter;
 pub mod policy;
 mod regex_paths;
 pub mod rewrite;
 pub mod source_ranges;
+pub use filter::{HeaderEdits, Redirect, Rewrite};
 pub use policy::{
-    Condition, Filter, Matcher, Mirror, RequestView, RouteLimits, RoutePolicy, Rule, WeightedBackend, STICKY_COOKIE,
-    STICKY_RANGE,
+    Condition, Edits, Filter, Matcher, Mirror, RequestView, RouteLimits, RoutePolicy, Rule, WeightedBackend,
+    STICKY_COOKIE, STICKY_RANGE,
 };
 pub use regex_paths::check_regex_path;
 pub use rewrite::{PathRewrite, RewriteScratch};

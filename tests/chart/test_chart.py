@@ -45,7 +45,8 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 # Kinds that have no schema in kubernetes-validate (CRDs). They are skipped by
 # the schema validation on purpose, and checked by hand in test_servicemonitor.
-NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
+NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule"),
+             ("gateway.networking.k8s.io/v1", "GatewayClass")}
 
 NAMESPACED_KINDS = {
     "Deployment", "DaemonSet", "Service", "ServiceAccount", "Role",
@@ -81,6 +82,8 @@ SCENARIOS: dict[str, dict] = {
                                        "serverErrorRatio": 0.02, "pinnedFor": "2h"}}
     },
     "default-class": {"ingressClass": {"default": True}},
+    "gateway-class": {"gatewayAPI": {"gatewayClass": {"create": True, "name": "edge"}, "controllerName": "example.com/gw"}},
+    "no-gateway-api": {"gatewayAPI": {"enabled": False}},
     "watch-namespace": {
         "controller": {
             "watchNamespace": "apps",
@@ -506,6 +509,30 @@ def test_clusterrole_grants():
     crb = one("default", "ClusterRoleBinding", FULLNAME)
     assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": FULLNAME}
     assert crb["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NAMESPACE}]
+
+
+def test_gateway_api_rbac_and_gatewayclass():
+    rules = one("default", "ClusterRole", FULLNAME)["rules"]
+    group = "gateway.networking.k8s.io"
+    for resource in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
+        for verb in ("list", "watch"):
+            assert rules_grant(rules, group, resource, verb), (resource, verb)
+        assert not rules_grant(rules, group, resource, "get"), resource
+    # GatewayClass and Gateway status by server-side apply; HTTPRoute status.parents is an atomic
+    # list shared with other controllers, so it is replaced whole (an update), never applied.
+    for resource in ("gatewayclasses/status", "gateways/status"):
+        assert rules_grant(rules, group, resource, "patch") and not rules_grant(rules, group, resource, "update")
+    assert rules_grant(rules, group, "httproutes/status", "update")
+    assert not rules_grant(rules, group, "httproutes/status", "patch")
+    assert rules_grant(rules, "", "namespaces", "list") and rules_grant(rules, "", "namespaces", "watch")
+    assert flag("default", "gateway-controller-name") == "ramjet.dev/gateway-controller"
+    assert not find("default", "GatewayClass")
+    gc = one("gateway-class", "GatewayClass", "edge")
+    assert gc["spec"] == {"controllerName": "example.com/gw"}
+    assert flag("gateway-class", "gateway-controller-name") == "example.com/gw"
+    assert flag("default", "gateway-api") == "true" and flag("no-gateway-api", "gateway-api") == "false"
+    off = one("no-gateway-api", "ClusterRole", FULLNAME)["rules"]
+    assert not any(group in r["apiGroups"] for r in off)
 
 
 def test_role_for_leases_in_release_namespace():

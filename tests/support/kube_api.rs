@@ -29,6 +29,12 @@ const KINDS: &[(&str, &str, &str, bool)] = &[
     ("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", true),
     ("coordination.k8s.io/v1", "Lease", "leases", true),
     ("events.k8s.io/v1", "Event", "events", true),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", false),
+    ("gateway.networking.k8s.io/v1", "GatewayClass", "gatewayclasses", false),
+    ("gateway.networking.k8s.io/v1", "Gateway", "gateways", true),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes", true),
+    ("gateway.networking.k8s.io/v1", "GRPCRoute", "grpcroutes", true),
+    ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant", "referencegrants", true),
 ];
 
 fn resource(api_version: &str, kind: &str) -> (ApiResource, bool) {
@@ -125,6 +131,13 @@ impl Kube {
     pub fn get(&self, kind: &str, ns: Option<&str>, name: &str) -> Option<Value> {
         let api = self.api(kind, ns);
         self.block_on(api.get_opt(name)).unwrap().map(|o| serde_json::to_value(o).unwrap())
+    }
+
+    /// [`Kube::list`], or the error (a kind whose CRD is not established yet).
+    pub fn try_list(&self, kind: &str, ns: Option<&str>) -> Result<Vec<Value>, kube::Error> {
+        let api = self.api(kind, ns);
+        let list = self.block_on(api.list(&ListParams::default()))?;
+        Ok(list.items.into_iter().map(|o| serde_json::to_value(o).unwrap()).collect())
     }
 
     pub fn list(&self, kind: &str, ns: Option<&str>) -> Vec<Value> {

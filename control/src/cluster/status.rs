@@ -71,7 +71,7 @@ fn entry_address(e: &IngressLoadBalancerIngress) -> Option<Address> {
 
 /// What status should say, or `None` when there is nothing to say yet (no address source, or the
 /// `--publish-service` Service does not exist).
-fn desired(source: &StatusAddresses, service: Option<&Service>) -> Option<Vec<Address>> {
+pub(super) fn desired(source: &StatusAddresses, service: Option<&Service>) -> Option<Vec<Address>> {
     let mut addresses = match source {
         StatusAddresses::Nothing => return None,
         StatusAddresses::Addresses(list) => list.iter().map(|a| Address::parse(a)).collect(),

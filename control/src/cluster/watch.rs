@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::reflector::{self, Store};
@@ -30,6 +30,7 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use super::{ClusterOptions, StatusAddresses, FIELD_MANAGER};
 use crate::compile::ingress::{ClusterSnapshot, TLS_SECRET_TYPE};
+use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::Input;
 
 /// The reflector stores, and a notification for every change to any of them.
@@ -46,18 +47,37 @@ pub struct Stores {
     pub changed: Arc<Notify>,
     /// Any change to Ingresses, IngressClasses or the `--publish-service` Service (what status depends on).
     pub status_changed: Arc<Notify>,
+    /// The Gateway API kinds, when the cluster serves their CRDs.
+    pub gateway: Option<GatewayStores>,
+    /// Any change to a Gateway API object or what its status depends on.
+    pub gateway_changed: Arc<Notify>,
     /// Turns true once every store has finished its first list.
     listed: watch::Receiver<bool>,
 }
 
 impl Stores {
-    /// Starts one watcher per kind.
-    pub fn start(client: &Client, options: &ClusterOptions) -> Self {
+    /// Starts one watcher per kind; the Gateway API kinds only when the API server serves
+    /// `gateway.networking.k8s.io/v1` (a cluster without the CRDs is told once, and Ingresses are
+    /// served as ever).
+    pub async fn start(client: &Client, options: &ClusterOptions) -> Self {
         let changed = Arc::new(Notify::new());
+        let gateway_changed = Arc::new(Notify::new());
+        let gateway = match gateway_api_usable(client, options).await {
+            Ok(true) => Some(GatewayStores::start(client, options, [changed.clone(), gateway_changed.clone()])),
+            Ok(false) => None,
+            Err(why) => {
+                tracing::warn!(
+                    "{why}: Gateways and HTTPRoutes are ignored until ramjet restarts; Ingresses are served as usual"
+                );
+                None
+            }
+        };
         let status_changed = Arc::new(Notify::new());
         let ns = options.watch_namespace.as_deref();
         let both = [changed.clone(), status_changed.clone()];
         let compile_only = [changed.clone()];
+        // Whether a backend's Service or a listener's Secret exists is in Gateway API status.
+        let compile_and_gateway = [changed.clone(), gateway_changed.clone()];
         let classes = reflect(Api::all(client.clone()), watcher::Config::default(), &both);
         // Status-only changes of an Ingress do not concern the compiler.
         let ingresses = reflect_compiled(
@@ -66,10 +86,10 @@ impl Stores {
             std::slice::from_ref(&status_changed),
             Some((changed.clone(), ingress_fingerprint)),
         );
-        let services = reflect(api(client, ns), watcher::Config::default(), &compile_only);
+        let services = reflect(api(client, ns), watcher::Config::default(), &compile_and_gateway);
         let slices = reflect(api(client, ns), watcher::Config::default(), &compile_only);
         let tls_only = watcher::Config::default().fields(&format!("type={TLS_SECRET_TYPE}"));
-        let secrets = reflect(api(client, ns), tls_only, &compile_only);
+        let secrets = reflect(api(client, ns), tls_only, &compile_and_gateway);
         let status_service = match &options.status_addresses {
             StatusAddresses::Service { namespace, name } => Some(reflect(
                 Api::namespaced(client.clone(), namespace),
@@ -83,7 +103,11 @@ impl Stores {
         let (listed_tx, listed) = watch::channel(false);
         let waiting = (classes.clone(), ingresses.clone(), services.clone(), slices.clone(), secrets.clone());
         let status_service_store = status_service.clone();
+        let gateway_stores = gateway.clone();
         tokio::spawn(async move {
+            if let Some(g) = gateway_stores {
+                g.ready().await;
+            }
             let (classes, ingresses, services, slices, secrets) = waiting;
             let _ = futures::join!(
                 classes.wait_until_ready(),
@@ -97,7 +121,19 @@ impl Stores {
             }
             let _ = listed_tx.send(true);
         });
-        Stores { classes, ingresses, services, slices, secrets, status_service, changed, status_changed, listed }
+        Stores {
+            classes,
+            ingresses,
+            services,
+            slices,
+            secrets,
+            status_service,
+            changed,
+            status_changed,
+            gateway,
+            gateway_changed,
+            listed,
+        }
     }
 
     /// Waits until every store has finished its first list.
@@ -115,6 +151,11 @@ impl Stores {
             services: self.services.state(),
             endpoint_slices: self.slices.state(),
             secrets: self.secrets.state(),
+            namespaces: self.gateway.as_ref().map(|g| g.namespaces.state()).unwrap_or_default(),
+            gateway_classes: self.gateway.as_ref().map(|g| g.classes.state()).unwrap_or_default(),
+            gateways: self.gateway.as_ref().map(|g| g.gateways.state()).unwrap_or_default(),
+            http_routes: self.gateway.as_ref().map(|g| g.http_routes.state()).unwrap_or_default(),
+            reference_grants: self.gateway.as_ref().map(|g| g.grants.state()).unwrap_or_default(),
             diagnostics: Vec::new(),
         }
     }
@@ -138,6 +179,97 @@ impl Stores {
             tokio::time::sleep(options.debounce).await;
         }
     }
+}
+
+/// Whether the Gateway API kinds can be watched: asked for (`--gateway-api`), served by the API
+/// server (its CRDs installed) and readable by ramjet. A watcher on a kind that cannot be listed
+/// would never finish its first list, and nothing would ever be published: so it is asked once.
+async fn gateway_api_usable(client: &Client, options: &ClusterOptions) -> Result<bool, String> {
+    if !options.gateway_api {
+        return Ok(false);
+    }
+    if let Err(e) = client.list_api_group_resources("gateway.networking.k8s.io/v1").await {
+        return Err(format!(
+            "the Gateway API (gateway.networking.k8s.io/v1) is not served by this cluster ({e}); install its CRDs"
+        ));
+    }
+    let probe = kube::api::ListParams::default().limit(1);
+    let classes: Api<GatewayClass> = Api::all(client.clone());
+    let routes: Api<HttpRoute> = api(client, options.watch_namespace.as_deref());
+    if let Err(e) = classes.list_metadata(&probe).await {
+        return Err(format!("cannot list GatewayClasses ({e}); see the chart's RBAC"));
+    }
+    if let Err(e) = routes.list_metadata(&probe).await {
+        return Err(format!("cannot list HTTPRoutes ({e}); see the chart's RBAC"));
+    }
+    Ok(true)
+}
+
+/// The Gateway API stores, and the Namespaces that listeners may select routes by.
+#[derive(Clone)]
+pub struct GatewayStores {
+    pub classes: Store<GatewayClass>,
+    pub gateways: Store<Gateway>,
+    pub http_routes: Store<HttpRoute>,
+    pub grants: Store<ReferenceGrant>,
+    pub namespaces: Store<Namespace>,
+}
+
+impl GatewayStores {
+    /// `notify[0]` hears what the compiler reads (not status-only changes), `notify[1]` every change.
+    fn start(client: &Client, options: &ClusterOptions, notify: [Arc<Notify>; 2]) -> Self {
+        let ns = options.watch_namespace.as_deref();
+        let [compile, any] = notify;
+        let both = [compile.clone(), any.clone()];
+        let status_only = std::slice::from_ref(&any);
+        GatewayStores {
+            classes: reflect_compiled(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                status_only,
+                Some((compile.clone(), spec_fingerprint)),
+            ),
+            gateways: reflect_compiled(
+                api(client, ns),
+                watcher::Config::default(),
+                status_only,
+                Some((compile.clone(), spec_fingerprint)),
+            ),
+            http_routes: reflect_compiled(
+                api(client, ns),
+                watcher::Config::default(),
+                status_only,
+                Some((compile.clone(), spec_fingerprint)),
+            ),
+            grants: reflect(api(client, ns), watcher::Config::default(), &both),
+            namespaces: reflect(Api::all(client.clone()), watcher::Config::default(), &both),
+        }
+    }
+
+    async fn ready(&self) {
+        let _ = futures::join!(
+            self.classes.wait_until_ready(),
+            self.gateways.wait_until_ready(),
+            self.http_routes.wait_until_ready(),
+            self.grants.wait_until_ready(),
+            self.namespaces.wait_until_ready(),
+        );
+    }
+}
+
+/// What the compiler reads of a Gateway API object: its labels, annotations and spec (its status
+/// is ramjet's own output).
+fn spec_fingerprint<K: Resource + serde::Serialize>(object: &K) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let meta = object.meta();
+    (&meta.annotations, &meta.labels, &meta.generation).hash(&mut hasher);
+    let mut value = serde_json::to_value(object).unwrap_or_default();
+    if let Some(o) = value.as_object_mut() {
+        o.remove("status");
+        o.remove("metadata");
+    }
+    value.to_string().hash(&mut hasher);
+    hasher.finish()
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>

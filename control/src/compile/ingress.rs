@@ -12,7 +12,10 @@
 //!    with a problem (unknown Service or port, missing or invalid Secret, invalid host or path) is
 //!    reported and left out whole; the others compile as if it were not there.
 //!
-//! `docs/ingress.md` describes the semantics for users.
+//! 4. last, the Gateway API objects of the snapshot ([`super::gateway`]) add their routes to the
+//!    same draft: on a conflict, the Ingress keeps the path.
+//!
+//! `docs/ingress.md` describes the semantics for users (`docs/gateway-api.md` for the Gateway API).
 
 pub(crate) mod location;
 
@@ -22,7 +25,7 @@ use std::hash::BuildHasherDefault;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -34,10 +37,12 @@ use ramjet_shared::{
 use rustc_hash::FxHasher;
 
 use super::annotations::{self, Verdict};
+use super::gateway;
 use super::{Compiler, Draft};
 use crate::canary::promotion::{AutoPromote, CanaryPlan, CanaryState, STATE_ANNOTATION};
 use crate::canary::{effective_total, Annotations, MirrorTarget};
 use crate::certs::{is_expired, parse_certificate};
+use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::routes_file::validate_host;
 use location::{regex_location, PathAnnotations, RegexSource};
 
@@ -64,11 +69,24 @@ pub struct IngressOptions {
     pub ingress_class: String,
     /// `--controller-name`: the `spec.controller` of the IngressClasses that are ours.
     pub controller_name: String,
+    /// `--gateway-controller-name`: the `spec.controllerName` of the GatewayClasses that are ours.
+    pub gateway_controller_name: String,
+    /// The ports a Gateway's HTTP listeners may name: where clients reach ramjet's plain listener
+    /// (its own port, and the Service port in front of it).
+    pub http_ports: Vec<u16>,
+    /// The same for HTTPS listeners and ramjet's TLS listener.
+    pub https_ports: Vec<u16>,
 }
 
 impl Default for IngressOptions {
     fn default() -> Self {
-        IngressOptions { ingress_class: "ramjet".into(), controller_name: "ramjet.dev/ingress-controller".into() }
+        IngressOptions {
+            ingress_class: "ramjet".into(),
+            controller_name: "ramjet.dev/ingress-controller".into(),
+            gateway_controller_name: gateway::GATEWAY_CONTROLLER.into(),
+            http_ports: vec![80, 8080],
+            https_ports: vec![443, 8443],
+        }
     }
 }
 
@@ -82,6 +100,12 @@ pub struct ClusterSnapshot {
     pub services: Vec<Arc<Service>>,
     pub endpoint_slices: Vec<Arc<EndpointSlice>>,
     pub secrets: Vec<Arc<Secret>>,
+    /// Namespaces, for Gateway listeners that admit routes by namespace labels.
+    pub namespaces: Vec<Arc<Namespace>>,
+    pub gateway_classes: Vec<Arc<GatewayClass>>,
+    pub gateways: Vec<Arc<Gateway>>,
+    pub http_routes: Vec<Arc<HttpRoute>>,
+    pub reference_grants: Vec<Arc<ReferenceGrant>>,
     /// Problems found while reading the objects (a manifest that is not valid YAML); they are
     /// carried into the generation's diagnostics.
     pub diagnostics: Vec<Diagnostic>,
@@ -96,6 +120,8 @@ impl fmt::Debug for ClusterSnapshot {
             .field("services", &self.services.len())
             .field("endpoint_slices", &self.endpoint_slices.len())
             .field("secrets", &self.secrets.len())
+            .field("gateways", &self.gateways.len())
+            .field("http_routes", &self.http_routes.len())
             .field("diagnostics", &self.diagnostics.len())
             .finish()
     }
@@ -285,6 +311,8 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
             );
         }
     }
+    // Gateway API routes join the same table; on a conflict the Ingress, added first, keeps the path.
+    gateway::compile(snapshot, &mut resolver, &mut draft);
     draft
 }
 
@@ -502,7 +530,7 @@ fn age(ingress: &Ingress) -> (Option<&Time>, &str, &str) {
     (m.creation_timestamp.as_ref(), namespace_of(&m.namespace), m.name.as_deref().unwrap_or(""))
 }
 
-fn namespace_of(namespace: &Option<String>) -> &str {
+pub(super) fn namespace_of(namespace: &Option<String>) -> &str {
     namespace.as_deref().unwrap_or("default")
 }
 
@@ -611,7 +639,7 @@ fn service_host(backend: &str) -> String {
 
 /// How an Ingress names a Service port.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-enum PortRef<'a> {
+pub(super) enum PortRef<'a> {
     Number(i32),
     Name(&'a str),
 }
@@ -630,8 +658,8 @@ type BackendKey<'a> = (&'a str, &'a str, PortRef<'a>);
 type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// Looks objects up by name and remembers what it resolved, for one compile.
-struct Resolver<'s, 'c> {
-    compiler: &'c mut Compiler,
+pub(super) struct Resolver<'s, 'c> {
+    pub(super) compiler: &'c mut Compiler,
     services: FastMap<(&'s str, &'s str), &'s Service>,
     /// EndpointSlices by the namespace and name of their Service.
     slices: FastMap<(&'s str, &'s str), Vec<&'s EndpointSlice>>,
@@ -641,7 +669,7 @@ struct Resolver<'s, 'c> {
 }
 
 impl<'s, 'c> Resolver<'s, 'c> {
-    fn new(snapshot: &'s ClusterSnapshot, compiler: &'c mut Compiler) -> Self {
+    pub(super) fn new(snapshot: &'s ClusterSnapshot, compiler: &'c mut Compiler) -> Self {
         let key = |m: &'s k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
             (namespace_of(&m.namespace), m.name.as_deref().unwrap_or(""))
         };
@@ -1042,7 +1070,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
     }
 
     /// The Service port, then its ready endpoints from the Service's EndpointSlices.
-    fn resolve_backend(
+    pub(super) fn resolve_backend(
         &mut self,
         namespace: &str,
         backend: &IngressServiceBackend,
@@ -1107,7 +1135,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
         Ok(self.compiler.backend(&backend_name, BackendKind::Endpoints(endpoints.into_boxed_slice())))
     }
 
-    fn certificate(&mut self, namespace: &'s str, name: &'s str) -> Result<Arc<Certificate>, String> {
+    pub(super) fn certificate(&mut self, namespace: &'s str, name: &'s str) -> Result<Arc<Certificate>, String> {
         if let Some(known) = self.certificates.get(&(namespace, name)) {
             return known.clone();
         }

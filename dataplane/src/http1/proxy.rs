@@ -84,6 +84,11 @@ where
     let streamed = conn.tally.bytes_in;
     conn.tally = Tally { bytes_in: streamed, ..tally };
     let (mut up, (response, keep_client)) = attempted?;
+    if let Some(edits) = extras.response {
+        let mut edited = worker.out_buffers.take();
+        crate::edit::edit_head(&conn.out, Some(edits), None, &mut worker.rewrite.borrow_mut(), &mut edited);
+        worker.out_buffers.give(std::mem::replace(&mut conn.out, edited));
+    }
     if let Some(len) = buffered {
         conn.buf.consume(len);
         conn.tally.bytes_in += len as u64;

@@ -1,7 +1,7 @@
 //! Answers ramjet writes itself — errors, redirects, direct responses — rendered in one place, each
 //! with a `Date` field from the worker's clock.
 
-use ramjet_shared::DirectResponse;
+use ramjet_shared::{DirectResponse, Redirect};
 
 use crate::error::canned;
 
@@ -19,6 +19,15 @@ pub(crate) enum Reply<'a> {
     HostRedirect { https: bool, host: &'a str, port: u16, target: &'a [u8] },
     /// `204` to a CORS preflight (`OPTIONS` from an allowed origin).
     CorsPreflight { cors: &'a ramjet_shared::Cors, allow: &'a [u8] },
+    /// A rule's redirect, built from the request (`tls`: how it came, its `Host` and target;
+    /// `scratch`: the worker's rewrite memory).
+    Redirect {
+        redirect: &'a Redirect,
+        tls: bool,
+        host: &'a str,
+        target: &'a str,
+        scratch: &'a std::cell::RefCell<ramjet_shared::RewriteScratch>,
+    },
 }
 
 impl Reply<'_> {
@@ -30,6 +39,7 @@ impl Reply<'_> {
             Reply::AppRoot { .. } => 302,
             Reply::HostRedirect { .. } => 308,
             Reply::CorsPreflight { .. } => 204,
+            Reply::Redirect { redirect, .. } => redirect.status,
         }
     }
 }
@@ -80,6 +90,16 @@ pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], request_id: &[
                 out.extend_from_slice(b"\r\n");
             }
             out.extend_from_slice(b"content-type: text/plain charset=UTF-8\r\ncontent-length: 0\r\n");
+            b""
+        }
+        Reply::Redirect { redirect, tls, host, target, scratch } => {
+            out.extend_from_slice(b"HTTP/1.1 ");
+            super::head::push_decimal(out, u64::from(redirect.status));
+            out.push(b' ');
+            out.extend_from_slice(ramjet_shared::reason_phrase(redirect.status).as_bytes());
+            out.extend_from_slice(b"\r\nlocation: ");
+            redirect.location(*tls, host, target, &mut scratch.borrow_mut(), out);
+            out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
             b""
         }
         Reply::Direct { response, is_head } => {

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, COOKIE, DATE, HOST, LOCATION};
 use http::request::Parts;
 use http::{Method, Response, StatusCode};
-use ramjet_shared::DirectResponse;
+use ramjet_shared::{DirectResponse, Redirect};
 
 use crate::error::{canned, ProxyError};
 use crate::http1::head::{
@@ -136,6 +136,15 @@ pub(crate) enum Answer<'a> {
     HostRedirect { https: bool, host: &'a str, port: u16, target: &'a str },
     /// `204` to a CORS preflight.
     CorsPreflight { cors: &'a ramjet_shared::Cors, allow: &'a [u8] },
+    /// A rule's redirect, built from the request (`tls`: how it came, its `Host` and target;
+    /// `scratch`: the worker's rewrite memory).
+    Redirect {
+        redirect: &'a Redirect,
+        tls: bool,
+        host: &'a str,
+        target: &'a str,
+        scratch: &'a std::cell::RefCell<ramjet_shared::RewriteScratch>,
+    },
 }
 
 impl Answer<'_> {
@@ -177,6 +186,15 @@ impl Answer<'_> {
                 }
                 fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
                 (308, Bytes::new())
+            }
+            Answer::Redirect { redirect, tls, host, target, scratch } => {
+                let mut location = Vec::with_capacity(16 + host.len() + target.len());
+                redirect.location(*tls, host, target, &mut scratch.borrow_mut(), &mut location);
+                if let Ok(location) = HeaderValue::from_bytes(&location) {
+                    fields.insert(LOCATION, location);
+                }
+                fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+                (redirect.status, Bytes::new())
             }
             Answer::CorsPreflight { cors, allow } => {
                 for (name, value) in cors.fields(allow) {

@@ -18,7 +18,7 @@ use http::header::HeaderValue;
 use http::request::Parts;
 use http::{Method, Request, Response};
 use monoio::io::AsyncWriteRentExt;
-use ramjet_shared::{RouteTable, UpstreamErrorKind};
+use ramjet_shared::{Edits, RouteTable, UpstreamErrorKind};
 
 use super::head::{host, push_chunk_size, response_head, upstream_head, Answer};
 use super::relay::{self, Stalled};
@@ -157,11 +157,17 @@ async fn handle<'t>(
             let answer = Answer::AppRoot { https: facts.tls, host, path };
             Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?)
         }
+        Decision::RuleRedirect { served, redirect } => {
+            seen.served = Some(served);
+            let answer =
+                Answer::Redirect { redirect, tls: facts.tls, host, target: route_target, scratch: &worker.rewrite };
+            Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?)
+        }
         Decision::Direct { served, response } => {
             seen.served = Some(served);
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
-        Decision::Proxy { served, slot, endpoints, mirror, sticky } => {
+        Decision::Proxy { served, slot, endpoints, mirror, sticky, edits } => {
             seen.served = Some(served);
             let mut extras = RouteExtras::new(served.route, mirror, sticky);
             if let Some(cors) = extras.route_cors() {
@@ -184,7 +190,8 @@ async fn handle<'t>(
                 return relay::forward(worker, facts, parts, host, body, respond, to, id, &mut seen.tally).await;
             }
             let to = Upstream { endpoints, tls, index, id };
-            forward(worker, facts, parts, host, body, respond, to, seen, extras).await
+            extras.response = edits.response;
+            forward(worker, facts, parts, host, body, respond, to, seen, extras, edits).await
         }
     }
 }
@@ -229,6 +236,7 @@ async fn answer_or_gone(
         Answer::HostRedirect { .. } => 308,
         Answer::CorsPreflight { .. } => 204,
         Answer::Direct(d) => d.status,
+        Answer::Redirect { redirect, .. } => redirect.status,
     };
     if answer_with(worker, respond, answer, is_head, id).await {
         Ok(status)
@@ -283,6 +291,7 @@ async fn forward(
     to: Upstream<'_>,
     seen: &mut Seen<'_>,
     extras: RouteExtras<'_>,
+    edits: Edits<'_>,
 ) -> Result<u16, Failure> {
     let Upstream { endpoints, tls, index, id } = to;
     let mut out = worker.out_buffers.take();
@@ -304,6 +313,12 @@ async fn forward(
     if let Some(policy) = extras.filters {
         let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
         crate::filters::apply(&mut out, policy, target.as_bytes(), &mut worker.rewrite.borrow_mut());
+    }
+    if edits.changes_request() {
+        let mut edited = worker.out_buffers.take();
+        let scratch = &mut worker.rewrite.borrow_mut();
+        crate::edit::edit_head(&out, edits.request, edits.rewrite, scratch, &mut edited);
+        worker.out_buffers.give(std::mem::replace(&mut out, edited));
     }
     // Without a body the request can be sent again as it is, should a pooled connection be stale.
     let replayable = !framing.has_body();
@@ -335,6 +350,9 @@ async fn forward(
                 response.headers_mut().insert(http::HeaderName::from_static(name), value);
             }
         }
+    }
+    if let Some(edits) = extras.response {
+        crate::edit::edit_fields(response.headers_mut(), edits);
     }
     if let Some(draw) = extras.sticky {
         let mut line = Vec::with_capacity(96);

@@ -32,6 +32,7 @@ use regex_automata::util::syntax;
 use sha2::{Digest as _, Sha256};
 
 use super::cors::Cors;
+use super::filter::{self, HeaderEdits, Redirect, Rewrite};
 use super::rewrite::PathRewrite;
 use super::source_ranges::SourceRanges;
 use super::Backend;
@@ -213,7 +214,8 @@ impl fmt::Display for Mirror {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Filter {
     Mirror(Mirror),
-    /// The path sent upstream is rewritten (the query is kept).
+    /// The path sent upstream is rewritten (the query is kept): ingress-nginx's `rewrite-target`,
+    /// route-wide.
     PathRewrite(PathRewrite),
     /// The request sent upstream carries this field, replacing any the client sent (nginx's
     /// `proxy_set_header`). The name is lower case.
@@ -227,6 +229,14 @@ pub enum Filter {
     /// ingress-nginx's `from-to-www-redirect`: every request answers `308` to
     /// `<scheme>://<host>:<port the client used><request target less one trailing slash>`.
     HostRedirect(Box<str>),
+    /// Header changes on the request sent upstream.
+    RequestHeaders(HeaderEdits),
+    /// Header changes on the response sent to the client.
+    ResponseHeaders(HeaderEdits),
+    /// Another path and/or `Host` upstream.
+    Rewrite(Rewrite),
+    /// Ramjet answers with a redirect; the rule's backends are not used.
+    Redirect(Redirect),
 }
 
 impl Filter {
@@ -251,6 +261,10 @@ impl Filter {
                 h.update(host.as_bytes());
                 h.update([0]);
             }
+            Filter::RequestHeaders(e) => filter::hash_edits(b"request-headers", e, h),
+            Filter::ResponseHeaders(e) => filter::hash_edits(b"response-headers", e, h),
+            Filter::Rewrite(r) => filter::hash_rewrite(r, h),
+            Filter::Redirect(r) => filter::hash_redirect(r, h),
         }
     }
 }
@@ -263,7 +277,36 @@ impl fmt::Display for Filter {
             Filter::SetRequestHeader { name, value } => write!(f, "set {name}: {value}"),
             Filter::AppRoot(path) => write!(f, "/ redirected to {path}"),
             Filter::HostRedirect(host) => write!(f, "redirected to {host}"),
+            Filter::RequestHeaders(e) => write!(f, "request headers: {e}"),
+            Filter::ResponseHeaders(e) => write!(f, "response headers: {e}"),
+            Filter::Rewrite(r) => {
+                f.write_str("rewrite")?;
+                if let Some(host) = &r.host {
+                    write!(f, " host {host}")?;
+                }
+                if let Some(path) = &r.path {
+                    write!(f, " {path}")?;
+                }
+                Ok(())
+            }
+            Filter::Redirect(r) => write!(f, "redirect {}", r.status),
         }
+    }
+}
+
+/// What a rule changes on a proxied request and its response ([`Rule::edits`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Edits<'r> {
+    pub request: Option<&'r HeaderEdits>,
+    pub rewrite: Option<&'r Rewrite>,
+    pub response: Option<&'r HeaderEdits>,
+}
+
+impl Edits<'_> {
+    /// Whether the request sent upstream changes.
+    #[inline]
+    pub fn changes_request(&self) -> bool {
+        self.request.is_some() || self.rewrite.is_some()
     }
 }
 
@@ -335,6 +378,32 @@ impl Rule {
             Filter::Mirror(m) => Some(m),
             _ => None,
         })
+    }
+
+    /// The redirect this rule answers with, if it has one.
+    #[inline]
+    pub fn redirect(&self) -> Option<&Redirect> {
+        self.filters.iter().find_map(|f| match f {
+            Filter::Redirect(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    /// The header edits for the request upstream, the path/host rewrite and the header edits for
+    /// the response, when the rule has any (one walk of its filters).
+    #[inline]
+    pub fn edits(&self) -> Edits<'_> {
+        let mut edits = Edits::default();
+        for f in self.filters.iter() {
+            match f {
+                Filter::RequestHeaders(e) => edits.request = Some(e),
+                Filter::ResponseHeaders(e) => edits.response = Some(e),
+                Filter::Rewrite(r) => edits.rewrite = Some(r),
+                // Redirects answer instead; the rest are route-wide (ingress-nginx annotations).
+                _ => {}
+            }
+        }
+        edits
     }
 
     fn hash_into(&self, h: &mut Sha256) {

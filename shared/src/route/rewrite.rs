@@ -1,4 +1,7 @@
-//! Rewriting the path a request is sent upstream with.
+//! Rewriting the path a request is sent upstream with (or redirected to).
+//!
+//! [`PathRewrite::Full`] and [`PathRewrite::Prefix`] are Gateway API's `ReplaceFullPath` and
+//! `ReplacePrefixMatch` (URLRewrite and RequestRedirect filters).
 //!
 //! [`PathRewrite::Regex`] is ingress-nginx's `rewrite-target`: nginx's `rewrite "(?i)<path>"
 //! <target> break;` — the route's path regex searched case-insensitively in the request path and,
@@ -19,6 +22,11 @@ use regex_automata::Input;
 pub enum PathRewrite {
     /// ingress-nginx's `rewrite-target` on a regex path.
     Regex(RegexRewrite),
+    /// The whole path becomes this (`ReplaceFullPath`).
+    Full(Box<str>),
+    /// The `matched` prefix (without a trailing `/`, `""` for the root) becomes `with`
+    /// (`ReplacePrefixMatch`); the rest of the path is kept, with one `/` between the two.
+    Prefix { matched: Box<str>, with: Box<str> },
 }
 
 impl PathRewrite {
@@ -30,11 +38,40 @@ impl PathRewrite {
     }
 
     /// Writes the rewritten path (without the query) into `scratch.path`; `false` when the path
-    /// does not match and is sent as it is.
+    /// does not match and is sent as it is (only a regex can fail to match).
     #[inline]
     pub fn apply(&self, path: &[u8], scratch: &mut RewriteScratch) -> bool {
         match self {
             PathRewrite::Regex(r) => r.apply(path, scratch),
+            PathRewrite::Full(p) => {
+                scratch.path.clear();
+                scratch.path.extend_from_slice(p.as_bytes());
+                true
+            }
+            PathRewrite::Prefix { matched, with } => {
+                let out = &mut scratch.path;
+                out.clear();
+                let rest = path.get(matched.len()..).unwrap_or(b"");
+                let with = with.as_bytes();
+                out.extend_from_slice(with.strip_suffix(b"/").unwrap_or(with));
+                if !rest.is_empty() && rest[0] != b'/' {
+                    out.push(b'/');
+                }
+                out.extend_from_slice(rest);
+                if out.is_empty() {
+                    out.push(b'/');
+                }
+                true
+            }
+        }
+    }
+
+    /// Appends the rewritten `path` (or `path` itself when a regex does not match) to `out`.
+    pub fn append(&self, path: &[u8], scratch: &mut RewriteScratch, out: &mut Vec<u8>) {
+        if self.apply(path, scratch) {
+            out.extend_from_slice(&scratch.path);
+        } else {
+            out.extend_from_slice(path);
         }
     }
 
@@ -45,9 +82,19 @@ impl PathRewrite {
                 h.update(r.pattern.as_bytes());
                 h.update([0]);
                 h.update(r.template.as_bytes());
+            }
+            PathRewrite::Full(p) => {
+                h.update(b"rewrite=");
+                h.update(p.as_bytes());
+            }
+            PathRewrite::Prefix { matched, with } => {
+                h.update(b"rewrite^");
+                h.update(matched.as_bytes());
                 h.update([0]);
+                h.update(with.as_bytes());
             }
         }
+        h.update([0]);
     }
 }
 
@@ -55,6 +102,11 @@ impl PartialEq for PathRewrite {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (PathRewrite::Regex(a), PathRewrite::Regex(b)) => a.pattern == b.pattern && a.template == b.template,
+            (PathRewrite::Full(a), PathRewrite::Full(b)) => a == b,
+            (PathRewrite::Prefix { matched: m1, with: w1 }, PathRewrite::Prefix { matched: m2, with: w2 }) => {
+                m1 == m2 && w1 == w2
+            }
+            _ => false,
         }
     }
 }
@@ -71,6 +123,8 @@ impl fmt::Display for PathRewrite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PathRewrite::Regex(r) => write!(f, "rewrite ~* {} to {}", r.pattern, r.template),
+            PathRewrite::Full(p) => write!(f, "path {p}"),
+            PathRewrite::Prefix { matched, with } => write!(f, "prefix {matched}/ -> {with}"),
         }
     }
 }
@@ -213,6 +267,40 @@ mod tests {
         // A group that does not exist or took no part is empty.
         assert_eq!(rewrite("/a(x)?", "/b$1$7", "/a").as_deref(), Some("/b"));
         assert_eq!(rewrite("/a", "/b", "/c"), None);
+    }
+
+    fn prefix(matched: &str, with: &str, path: &str) -> String {
+        let mut out = Vec::new();
+        PathRewrite::Prefix { matched: matched.into(), with: with.into() }.append(
+            path.as_bytes(),
+            &mut RewriteScratch::default(),
+            &mut out,
+        );
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn prefix_rewrites_keep_the_rest_of_the_path() {
+        assert_eq!(prefix("/prefix/one", "/one", "/prefix/one/two"), "/one/two");
+        assert_eq!(prefix("/prefix/one", "/one", "/prefix/one"), "/one");
+        assert_eq!(prefix("/strip-prefix", "/", "/strip-prefix/three"), "/three");
+        assert_eq!(prefix("/strip-prefix", "/", "/strip-prefix"), "/");
+        assert_eq!(prefix("/strip-prefix", "/", "/strip-prefix/"), "/");
+        assert_eq!(prefix("", "/api", "/v1/x"), "/api/v1/x");
+        assert_eq!(prefix("/a", "/b/", "/a/c"), "/b/c");
+    }
+
+    #[test]
+    fn full_and_prefix_rewrites_share_the_scratch_with_regexes() {
+        let mut scratch = RewriteScratch::default();
+        let regex = PathRewrite::regex("/a/(.*)", "/$1").unwrap();
+        let full = PathRewrite::Full("/moved".into());
+        assert!(regex.apply(b"/a/x", &mut scratch));
+        assert!(full.apply(b"/anything", &mut scratch));
+        assert_eq!(scratch.path, b"/moved");
+        assert!(regex.apply(b"/a/y", &mut scratch));
+        assert_eq!(scratch.path, b"/y");
+        assert_ne!(full, regex);
     }
 
     #[test]

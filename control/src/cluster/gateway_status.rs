@@ -1,0 +1,279 @@
+//! Gateway API status, written by the elected replica as a fixed point: what
+//! [`gateway::report`](crate::compile::gateway::report) says about our GatewayClasses, Gateways and
+//! the HTTPRoutes attached to them, compared with what is there (ignoring `lastTransitionTime`,
+//! which is kept while a condition's status holds), and written only when different.
+//!
+//! How each list merges decides how it is written (from the standard-channel CRDs):
+//! * GatewayClass and Gateway status belong to the class's controller alone (conditions and
+//!   listeners are maps keyed by type and name): server-side apply, field manager `ramjet`.
+//! * An HTTPRoute's `status.parents` is `x-kubernetes-list-type: atomic`: an apply would replace the
+//!   whole list, entries of other controllers included. So it is read, modified and replaced: the
+//!   entries whose `controllerName` is not ours stay as they are, ours are replaced, and the write
+//!   carries the resourceVersion it was computed from (a conflict waits for the watch's newer copy).
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::status::{desired, Address};
+use super::watch::Stores;
+use super::{ClusterOptions, FIELD_MANAGER};
+use crate::compile::gateway::{self, GatewayReport, ParentReport, StatusCondition};
+use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, GROUP};
+
+/// Keeps Gateway API status right while this replica leads.
+pub async fn run(client: Client, stores: Stores, options: Arc<ClusterOptions>, mut leader: watch::Receiver<bool>) {
+    if stores.gateway.is_none() {
+        return;
+    }
+    stores.ready().await;
+    loop {
+        if *leader.borrow_and_update() {
+            sync(&client, &stores, &options).await;
+        }
+        tokio::select! {
+            _ = stores.gateway_changed.notified() => tokio::time::sleep(options.debounce).await,
+            changed = leader.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions) {
+    let Some(g) = &stores.gateway else { return };
+    let snapshot = stores.snapshot(options);
+    let report = gateway::report(&snapshot);
+    let controller = options.ingress.gateway_controller_name.as_str();
+    let service = stores.status_service.as_ref().and_then(|s| s.state().into_iter().next());
+    let addresses = desired(&options.status_addresses, service.as_deref()).unwrap_or_default();
+
+    for class in &report.classes {
+        let Some(current) = g.classes.state().into_iter().find(|c| c.metadata.name.as_deref() == Some(&class.name))
+        else {
+            continue;
+        };
+        let have = current.status.as_ref().and_then(|s| s.get("conditions"));
+        let want = conditions(&class.conditions, class.generation, have);
+        if have.is_some_and(|h| same_conditions(h, &want)) {
+            continue;
+        }
+        let patch = json!({
+            "apiVersion": format!("{GROUP}/v1"), "kind": "GatewayClass",
+            "metadata": { "name": class.name },
+            "status": { "conditions": want },
+        });
+        let api: Api<GatewayClass> = Api::all(client.clone());
+        apply(
+            api.patch_status(&class.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await,
+            "GatewayClass",
+            &class.name,
+        );
+    }
+
+    for report in &report.gateways {
+        let found = g.gateways.state().into_iter().find(|o| {
+            o.metadata.namespace.as_deref() == Some(&report.namespace)
+                && o.metadata.name.as_deref() == Some(&report.name)
+        });
+        let Some(current) = found else { continue };
+        let want = gateway_status(report, &addresses, current.status.as_ref());
+        if current.status.as_ref().is_some_and(|have| same_gateway_status(have, &want)) {
+            continue;
+        }
+        let patch = json!({
+            "apiVersion": format!("{GROUP}/v1"), "kind": "Gateway",
+            "metadata": { "name": report.name, "namespace": report.namespace },
+            "status": want,
+        });
+        let api: Api<Gateway> = Api::namespaced(client.clone(), &report.namespace);
+        let name = format!("{}/{}", report.namespace, report.name);
+        apply(
+            api.patch_status(&report.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await,
+            "Gateway",
+            &name,
+        );
+    }
+
+    for route in g.http_routes.state() {
+        let (Some(namespace), Some(name)) = (route.metadata.namespace.as_deref(), route.metadata.name.as_deref())
+        else {
+            continue;
+        };
+        let ours = report.routes.iter().find(|r| r.namespace == namespace && r.name == name);
+        let parents: &[ParentReport] = ours.map_or(&[], |r| &r.parents);
+        let generation = route.metadata.generation;
+        let current: Vec<Value> = route
+            .status
+            .as_ref()
+            .and_then(|s| s.get("parents"))
+            .and_then(|p| p.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let (mine, others): (Vec<Value>, Vec<Value>) =
+            current.into_iter().partition(|p| p.get("controllerName").and_then(|c| c.as_str()) == Some(controller));
+        let want: Vec<Value> = parents
+            .iter()
+            .map(|p| {
+                let before = mine.iter().find(|m| m.get("parentRef") == Some(&json!(p.parent_ref)));
+                json!({
+                    "parentRef": p.parent_ref,
+                    "controllerName": controller,
+                    "conditions": conditions(&p.conditions, generation, before.and_then(|b| b.get("conditions"))),
+                })
+            })
+            .collect();
+        if mine.len() == want.len() && mine.iter().zip(&want).all(|(a, b)| same_parent(a, b)) {
+            continue;
+        }
+        let mut all = others;
+        all.extend(want);
+        // The status alone, with the resourceVersion it was computed from: the status subresource
+        // takes nothing else from the body, and a newer object makes the write a conflict.
+        let mut updated = DynamicObject::new(name, &ApiResource::erase::<HttpRoute>(&())).within(namespace);
+        updated.metadata.resource_version = route.metadata.resource_version.clone();
+        updated.data = json!({ "status": { "parents": all } });
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<HttpRoute>(&()));
+        match api.replace_status(name, &PostParams::default(), &updated).await {
+            Ok(_) => tracing::info!(route = %format!("{namespace}/{name}"), "HTTPRoute status written"),
+            // Our view was older than the object: the watch brings the newer one and we try again.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                tracing::debug!(route = %format!("{namespace}/{name}"), "HTTPRoute changed while writing its status")
+            }
+            Err(e) => {
+                tracing::warn!(route = %format!("{namespace}/{name}"), error = %e, "cannot write HTTPRoute status")
+            }
+        }
+    }
+}
+
+fn apply<K>(result: Result<K, kube::Error>, kind: &str, name: &str) {
+    match result {
+        Ok(_) => tracing::info!(kind, name, "Gateway API status written"),
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            tracing::debug!(kind, name, "not allowed to write status: {}", s.message)
+        }
+        Err(e) => tracing::warn!(kind, name, error = %e, "cannot write Gateway API status"),
+    }
+}
+
+/// Conditions as status carries them; a condition whose status did not change keeps its
+/// `lastTransitionTime` from `before`.
+fn conditions(list: &[StatusCondition], generation: Option<i64>, before: Option<&Value>) -> Vec<Value> {
+    let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap_or_default();
+    list.iter()
+        .map(|c| {
+            let status = if c.status { "True" } else { "False" };
+            let kept = before
+                .and_then(|b| b.as_array())
+                .into_iter()
+                .flatten()
+                .find(|b| b.get("type").and_then(|t| t.as_str()) == Some(c.type_))
+                .filter(|b| b.get("status").and_then(|s| s.as_str()) == Some(status))
+                .and_then(|b| b.get("lastTransitionTime").cloned());
+            let mut message = c.message.clone();
+            if message.is_empty() {
+                message = c.reason.to_string();
+            }
+            json!({
+                "type": c.type_,
+                "status": status,
+                "reason": c.reason,
+                "message": message,
+                "observedGeneration": generation.unwrap_or(0),
+                "lastTransitionTime": kept.unwrap_or_else(|| now.clone()),
+            })
+        })
+        .collect()
+}
+
+/// A condition list without its times, sorted by type: what "the same status" compares.
+fn comparable(list: &Value) -> Vec<Value> {
+    let mut out: Vec<Value> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let mut c = c.clone();
+            if let Some(o) = c.as_object_mut() {
+                o.remove("lastTransitionTime");
+            }
+            c
+        })
+        .collect();
+    out.sort_by_key(|c| c.get("type").and_then(|t| t.as_str()).unwrap_or("").to_string());
+    out
+}
+
+fn same_conditions(have: &Value, want: &[Value]) -> bool {
+    comparable(have) == comparable(&Value::Array(want.to_vec()))
+}
+
+fn same_parent(have: &Value, want: &Value) -> bool {
+    have.get("parentRef") == want.get("parentRef")
+        && comparable(have.get("conditions").unwrap_or(&Value::Null))
+            == comparable(want.get("conditions").unwrap_or(&Value::Null))
+}
+
+fn gateway_status(report: &GatewayReport, addresses: &[Address], before: Option<&Value>) -> Value {
+    let listeners: Vec<Value> = report
+        .listeners
+        .iter()
+        .map(|l| {
+            let was = before
+                .and_then(|b| b.get("listeners"))
+                .and_then(|l| l.as_array())
+                .into_iter()
+                .flatten()
+                .find(|b| b.get("name").and_then(|n| n.as_str()) == Some(&l.name));
+            json!({
+                "name": l.name,
+                "attachedRoutes": l.attached_routes,
+                "supportedKinds": l.supported_kinds.iter().map(|k| json!({ "group": GROUP, "kind": k })).collect::<Vec<_>>(),
+                "conditions": conditions(&l.conditions, report.generation, was.and_then(|w| w.get("conditions"))),
+            })
+        })
+        .collect();
+    let mut status = json!({
+        "conditions": conditions(&report.conditions, report.generation, before.and_then(|b| b.get("conditions"))),
+        "listeners": listeners,
+    });
+    if !addresses.is_empty() {
+        status["addresses"] = addresses
+            .iter()
+            .map(|a| match a {
+                Address::Ip(ip) => json!({ "type": "IPAddress", "value": ip }),
+                Address::Hostname(h) => json!({ "type": "Hostname", "value": h }),
+            })
+            .collect();
+    }
+    status
+}
+
+fn same_gateway_status(have: &Value, want: &Value) -> bool {
+    let listeners = |v: &Value| -> Vec<(Value, Value, Value, Vec<Value>)> {
+        let mut out: Vec<_> = v
+            .get("listeners")
+            .and_then(|l| l.as_array())
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                (
+                    l.get("name").cloned().unwrap_or_default(),
+                    l.get("attachedRoutes").cloned().unwrap_or_default(),
+                    l.get("supportedKinds").cloned().unwrap_or_default(),
+                    comparable(l.get("conditions").unwrap_or(&Value::Null)),
+                )
+            })
+            .collect();
+        out.sort_by_key(|l| l.0.to_string());
+        out
+    };
+    have.get("addresses").cloned().unwrap_or(json!([])) == want.get("addresses").cloned().unwrap_or(json!([]))
+        && comparable(have.get("conditions").unwrap_or(&Value::Null))
+            == comparable(want.get("conditions").unwrap_or(&Value::Null))
+        && listeners(have) == listeners(want)
+}

@@ -1,0 +1,329 @@
+//! Gateway API over real sockets: GatewayClass, Gateway, HTTPRoute and ReferenceGrant objects in a
+//! `--manifests` directory, compiled into the same table as Ingresses, served to a real client by
+//! real backends.
+
+#[path = "support/h2client.rs"]
+#[allow(dead_code)]
+mod h2client;
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use h2client::H2Client;
+use ramjet::{Daemon, DaemonConfig, Source};
+use ramjet_control::compile::ingress::IngressOptions;
+use ramjet_dataplane::IoDriver;
+use support::backend::Backend;
+use support::client::{served_by, Conn};
+use support::{eventually, temp_dir, wait_serving, DRIVERS};
+
+/// A Service and its EndpointSlice, both named `name` in `namespace`, port 80 to `endpoint`.
+fn service(namespace: &str, name: &str, endpoint: SocketAddr) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: {namespace} }}\n\
+         spec: {{ ports: [{{ name: http, port: 80 }}] }}\n---\napiVersion: discovery.k8s.io/v1\n\
+         kind: EndpointSlice\nmetadata: {{ name: {name}-1, namespace: {namespace}, labels: \
+         {{ kubernetes.io/service-name: {name} }} }}\naddressType: IPv4\nports: [{{ name: http, port: {} }}]\n\
+         endpoints: [{{ addresses: [\"{}\"] }}]\n",
+        endpoint.port(),
+        endpoint.ip()
+    )
+}
+
+const GATEWAY: &str = r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: { name: ramjet }
+spec: { controllerName: ramjet.dev/gateway-controller }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: edge, namespace: infra }
+spec:
+  gatewayClassName: ramjet
+  listeners:
+    - name: http
+      port: 80
+      protocol: HTTP
+      hostname: "*.shop.test"
+      allowedRoutes: { namespaces: { from: Selector, selector: { matchLabels: { edge: allowed } } } }
+---
+apiVersion: v1
+kind: Namespace
+metadata: { name: shop, labels: { edge: allowed } }
+"#;
+
+const ROUTE: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: store, namespace: shop }
+spec:
+  parentRefs: [{ name: edge, namespace: infra, sectionName: http }]
+  hostnames: [www.shop.test, elsewhere.test]
+  rules:
+    - matches:
+        - path: { type: PathPrefix, value: /cart }
+          headers: [{ name: x-beta, value: "yes" }]
+      backendRefs: [{ name: beta, port: 80 }]
+    - matches: [{ path: { type: PathPrefix, value: /cart } }]
+      backendRefs: [{ name: stable, port: 80, weight: 3 }, { name: beta, port: 80, weight: 1 }]
+      filters:
+        - type: RequestMirror
+          requestMirror: { backendRef: { name: shadow, port: 80 } }
+    - matches: [{ path: { type: Exact, value: /about } }, { method: DELETE }]
+      backendRefs: [{ name: stable, port: 80 }]
+"#;
+
+fn start(dir: &Path, driver: IoDriver) -> Daemon {
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.to_path_buf(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = driver;
+    // One worker: every client shares one upstream pool (what the attack test needs).
+    config.workers = 1;
+    Daemon::start(config).expect("the daemon starts")
+}
+
+fn write(path: &Path, text: impl AsRef<[u8]>) {
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, text).unwrap();
+    std::fs::rename(&temporary, path).unwrap();
+}
+
+/// Sends `count` requests over one keep-alive connection and counts the answers per backend
+/// (`status` when not a 200).
+fn tally(addr: SocketAddr, request: &str, count: usize) -> std::collections::BTreeMap<String, usize> {
+    let mut conn = Conn::open(addr);
+    let mut seen = std::collections::BTreeMap::new();
+    for _ in 0..count {
+        conn.send(request.as_bytes());
+        let resp = conn.read_response();
+        let who = if resp.status == 200 { served_by(&resp) } else { resp.status.to_string() };
+        *seen.entry(who).or_insert(0) += 1;
+    }
+    seen
+}
+
+#[test]
+fn an_httproute_with_header_matches_weights_and_a_mirror_serves_traffic() {
+    let (stable, beta, shadow) = (Backend::start("stable"), Backend::start("beta"), Backend::start("shadow"));
+    let objects = format!(
+        "{GATEWAY}{}{}{}{ROUTE}",
+        service("shop", "stable", stable.addr),
+        service("shop", "beta", beta.addr),
+        service("shop", "shadow", shadow.addr)
+    );
+    for driver in DRIVERS {
+        let dir = temp_dir("gateway");
+        write(&dir.join("shop.yaml"), &objects);
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let addr = d.http_addr();
+        let mirrored_before = shadow.requests();
+        let one = |request: &str| tally(addr, request, 1).into_keys().next().unwrap();
+        // The header match wins over the weighted rule for the same path.
+        let beta_header = "GET /cart/items HTTP/1.1\r\nHost: www.shop.test\r\nX-Beta: yes\r\n\r\n";
+        assert_eq!(tally(addr, beta_header, 50), [("beta".to_string(), 50)].into());
+        // Weights 3:1. n = 2,000, p = 0.25: mean 500, σ ≈ 19.4; ±5σ.
+        let split = tally(addr, "GET /cart HTTP/1.1\r\nHost: www.shop.test\r\n\r\n", 2_000);
+        let to_beta = split.get("beta").copied().unwrap_or(0);
+        assert!((403..=597).contains(&to_beta), "{driver:?}: {split:?}");
+        assert_eq!(split.values().sum::<usize>(), 2_000, "{split:?}");
+        // The weighted rule's mirror gets a copy of each request; the client never sees it.
+        assert!(
+            eventually(Duration::from_secs(5), || shadow.requests() - mirrored_before == 2_000),
+            "{driver:?}: the mirror got {} of 2,000",
+            shadow.requests() - mirrored_before
+        );
+        // Exact and method matches; a path no match claims within the host answers 404.
+        assert_eq!(one("GET /about HTTP/1.1\r\nHost: www.shop.test\r\n\r\n"), "stable");
+        assert_eq!(one("DELETE /anything HTTP/1.1\r\nHost: www.shop.test\r\n\r\n"), "stable");
+        assert_eq!(one("GET /about/us HTTP/1.1\r\nHost: www.shop.test\r\n\r\n"), "404");
+        // `elsewhere.test` is outside the listener's `*.shop.test`: not routed.
+        assert_eq!(one("GET /cart HTTP/1.1\r\nHost: elsewhere.test\r\n\r\n"), "404");
+        d.shutdown();
+    }
+}
+
+#[test]
+fn a_route_from_a_namespace_the_listener_does_not_admit_is_not_served_and_the_rest_is() {
+    let stable = Backend::start("stable");
+    let dir = temp_dir("gateway-admit");
+    let outsider = ROUTE.replace("name: store, namespace: shop", "name: store, namespace: elsewhere").replace(
+        "backendRefs: [{ name: stable, port: 80 }]",
+        "backendRefs: [{ name: stable, namespace: shop, port: 80 }]",
+    );
+    let objects = format!("{GATEWAY}{}{outsider}", service("shop", "stable", stable.addr));
+    write(&dir.join("shop.yaml"), &objects);
+    let d = start(&dir, IoDriver::Auto);
+    wait_serving(&d, 1);
+    let diagnostics = &d.published.current().diagnostics;
+    assert!(
+        diagnostics.iter().any(|d| d.object.to_string().contains("HTTPRoute elsewhere/store")
+            && d.message.contains("do not admit this route")),
+        "{diagnostics:?}"
+    );
+    assert_eq!(
+        tally(d.http_addr(), "GET /about HTTP/1.1\r\nHost: www.shop.test\r\n\r\n", 1),
+        [("404".into(), 1)].into()
+    );
+    // Labelling the route's namespace admits it: the file is re-read and the route served.
+    let admitted = objects.replace(
+        "metadata: { name: shop, labels: { edge: allowed } }",
+        "metadata: { name: shop, labels: { edge: allowed } }\n---\napiVersion: v1\nkind: Namespace\n\
+         metadata: { name: elsewhere, labels: { edge: allowed } }",
+    );
+    // The cross-namespace backend still needs a ReferenceGrant from `shop`.
+    let granted = format!(
+        "{admitted}---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: ReferenceGrant\n\
+         metadata: {{ name: routes-from-elsewhere, namespace: shop }}\nspec:\n  from: [{{ group: \
+         gateway.networking.k8s.io, kind: HTTPRoute, namespace: elsewhere }}]\n  to: [{{ group: \"\", kind: Service, \
+         name: stable }}]\n"
+    );
+    write(&dir.join("shop.yaml"), &admitted);
+    let request = "GET /about HTTP/1.1\r\nHost: www.shop.test\r\n\r\n";
+    assert!(eventually(Duration::from_secs(5), || tally(d.http_addr(), request, 1).contains_key("500")));
+    write(&dir.join("shop.yaml"), &granted);
+    assert!(eventually(Duration::from_secs(5), || tally(d.http_addr(), request, 1).contains_key("stable")));
+    d.shutdown();
+}
+
+const FILTERS: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: filters, namespace: shop }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }]
+  hostnames: [api.shop.test]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /old } }]
+      filters:
+        - type: RequestRedirect
+          requestRedirect: { scheme: https, hostname: new.shop.test, statusCode: 301, path: { type: ReplacePrefixMatch, replacePrefixMatch: /new } }
+    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
+      filters:
+        - type: URLRewrite
+          urlRewrite: { hostname: internal.test, path: { type: ReplacePrefixMatch, replacePrefixMatch: /api } }
+        - type: RequestHeaderModifier
+          requestHeaderModifier:
+            set: [{ name: X-Env, value: prod }]
+            add: [{ name: X-Via-Gateway, value: ramjet }]
+            remove: [x-secret]
+        - type: ResponseHeaderModifier
+          responseHeaderModifier: { add: [{ name: X-Served-By-Route, value: filters }] }
+      backendRefs: [{ name: stable, port: 80 }]
+    - matches: [{ path: { type: Exact, value: /framing } }]
+      filters:
+        - type: RequestHeaderModifier
+          requestHeaderModifier: { set: [{ name: Content-Length, value: "0" }] }
+      backendRefs: [{ name: stable, port: 80 }]
+"#;
+
+/// The last request head `backend` received.
+fn last_head(backend: &Backend) -> String {
+    let received = backend.received();
+    let start = received.rfind("GET ").expect("a GET reached the backend");
+    format!("{}\r\n", received[start..].split("\r\n\r\n").next().unwrap())
+}
+
+#[test]
+fn redirects_rewrites_and_header_edits_apply_over_http1_and_http2() {
+    let stable = Backend::start("stable");
+    let dir = temp_dir("gateway-filters");
+    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{FILTERS}", service("shop", "stable", stable.addr)));
+    for driver in DRIVERS {
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let addr = d.http_addr();
+        let mut conn = Conn::open(addr);
+        conn.send(b"GET /old/page?x=1 HTTP/1.1\r\nHost: api.shop.test:8080\r\n\r\n");
+        let resp = conn.read_response();
+        assert_eq!(resp.status, 301, "{driver:?}");
+        assert_eq!(resp.header("location"), Some("https://new.shop.test/new/page?x=1"));
+        conn.send(b"GET /v1/items?id=7 HTTP/1.1\r\nHost: api.shop.test\r\nX-Env: dev\r\nX-Secret: s\r\n\r\n");
+        let resp = conn.read_response();
+        assert_eq!(resp.status, 200, "{driver:?}");
+        assert_eq!(resp.header("x-served-by-route"), Some("filters"));
+        let head = last_head(&stable);
+        assert!(head.starts_with("GET /api/items?id=7 HTTP/1.1\r\n"), "{head}");
+        let lower = head.to_ascii_lowercase();
+        assert!(lower.contains("\r\nhost: internal.test\r\n"), "{head}");
+        assert!(lower.contains("\r\nx-env: prod\r\n") && !lower.contains("x-env: dev"), "{head}");
+        assert!(lower.contains("\r\nx-via-gateway: ramjet\r\n") && !lower.contains("x-secret"), "{head}");
+        assert!(lower.contains("x-forwarded-host: api.shop.test"), "the client's host is still forwarded: {head}");
+        // A filter may not touch the framing: the rule answers 500 and says why.
+        conn.send(b"GET /framing HTTP/1.1\r\nHost: api.shop.test\r\n\r\n");
+        assert_eq!(conn.read_response().status, 500);
+        let diagnostics = &d.published.current().diagnostics;
+        assert!(
+            diagnostics.iter().any(|d| d.message.contains("Content-Length is ramjet's to write")),
+            "{diagnostics:?}"
+        );
+
+        // The same over HTTP/2 (h2c by prior knowledge).
+        let mut h2 = H2Client::connect(addr);
+        let resp = h2.get("api.shop.test", "/old/deep/page");
+        assert_eq!(resp.status, 301);
+        assert_eq!(resp.header("location"), Some("https://new.shop.test/new/deep/page"));
+        let resp =
+            h2.request("GET", "api.shop.test", "/v1/x", &[("x-secret", "s"), ("x-env", "dev")], b"", false).unwrap();
+        assert_eq!(resp.status, 200);
+        assert_eq!(resp.header("x-served-by-route"), Some("filters"));
+        let head = last_head(&stable).to_ascii_lowercase();
+        assert!(head.starts_with("get /api/x http/1.1\r\n"), "{head}");
+        assert!(
+            head.contains("\r\nhost: internal.test\r\n") && head.contains("x-env: prod") && !head.contains("x-secret"),
+            "{head}"
+        );
+        d.shutdown();
+    }
+}
+
+#[test]
+fn an_attacker_on_an_edited_route_cannot_reach_the_next_request_on_the_pooled_upstream() {
+    let stable = Backend::start("stable");
+    let dir = temp_dir("gateway-attack");
+    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{FILTERS}", service("shop", "stable", stable.addr)));
+    for driver in DRIVERS {
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let addr = d.http_addr();
+        // Warm the pool, then the attacks, each on the rewritten and header-edited route.
+        let mut conn = Conn::open(addr);
+        conn.send(b"GET /v1/warm HTTP/1.1\r\nHost: api.shop.test\r\n\r\n");
+        assert_eq!(conn.read_response().status, 200);
+        let attacks: [&[u8]; 4] = [
+            // Ambiguous framing: refused before anything goes upstream.
+            b"POST /v1/a HTTP/1.1\r\nHost: api.shop.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /v1/smuggled HTTP/1.1\r\nHost: api.shop.test\r\n\r\n",
+            // A body that looks like a request: it stays a body.
+            b"POST /v1/b HTTP/1.1\r\nHost: api.shop.test\r\nContent-Length: 47\r\n\r\nGET /v1/smuggled HTTP/1.1\r\nHost: api.shop.test\r\n\r\n",
+            // A field the filter removes, folded onto the next line (obs-fold is refused).
+            b"GET /v1/c HTTP/1.1\r\nHost: api.shop.test\r\nX-Secret: a\r\n x-env: dev\r\n\r\n",
+            // A header the filter sets, sent twice with framing-looking values.
+            b"GET /v1/d HTTP/1.1\r\nHost: api.shop.test\r\nX-Env: 0\r\nX-Env: Content-Length: 0\r\n\r\n",
+        ];
+        for attack in attacks {
+            let mut attacker = Conn::open(addr);
+            attacker.send(attack);
+            let _ = attacker.read_response_to(false);
+            let mut victim = Conn::open(addr);
+            victim.send(b"GET /v1/victim HTTP/1.1\r\nHost: api.shop.test\r\n\r\n");
+            let answer = victim.read_response();
+            assert_eq!((answer.status, served_by(&answer)), (200, "stable".to_string()), "{driver:?}");
+            assert_eq!(answer.header("x-served-by-route"), Some("filters"));
+            let head = last_head(&stable);
+            assert!(head.starts_with("GET /api/victim HTTP/1.1\r\n"), "{driver:?}: the victim's request: {head}");
+        }
+        let received = stable.received();
+        // A request ramjet took for one would have been rewritten to /api/...; a body stays as sent.
+        assert!(!received.contains("/api/smuggled"), "{driver:?}: a smuggled request went upstream as a request");
+        assert!(!received.to_ascii_lowercase().contains("x-secret"), "{driver:?}");
+        d.shutdown();
+    }
+}
