@@ -84,16 +84,22 @@ fn curl_speaks_h2c_by_prior_knowledge_and_http1_still_works_on_the_same_port() {
     });
 }
 
-#[test]
-fn curl_negotiates_h2_over_tls_and_gets_https_forwarded_headers() {
+/// A certificate for example.com and static routes serving it over TLS from backend `a`.
+fn tls_site(name: &str) -> (support::pki::Pki, Backend, String) {
     ramjet::install_crypto();
-    let pki = support::pki::Pki::new("h2-tls");
+    let pki = support::pki::Pki::new(name);
     pki.leaf("example", &["example.com"]);
     let a = Backend::start("a");
     let yaml = format!(
         "backends:\n  a: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: a }}\ntls:\n  - {{ hosts: [example.com], certFile: example.crt, keyFile: example.key }}\n",
         a.addr
     );
+    (pki, a, yaml)
+}
+
+#[test]
+fn curl_negotiates_h2_over_tls_and_gets_https_forwarded_headers() {
+    let (pki, _a, yaml) = tls_site("h2-tls");
     each_driver(|driver| {
         let d = daemon_with(routes_in(&yaml, &pki.dir), driver, |_| {});
         let port = d.https_addr().unwrap().port();
@@ -528,7 +534,15 @@ fn draining_sends_goaway_and_finishes_streams_in_flight() {
             }
             status
         });
-        client.rt.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
+        // Drain only once the stream is in flight (the backend has its request), however loaded
+        // the machine is.
+        let in_flight = support::eventually(Duration::from_secs(10), || {
+            // The client's runtime runs only while driven: drive it while waiting.
+            client.rt.block_on(async { tokio::time::sleep(Duration::from_millis(10)).await });
+            let runs_before = support::DRIVERS.iter().position(|d| *d == driver).unwrap();
+            a.received().matches("/slow/400").count() > runs_before
+        });
+        assert!(in_flight, "{driver:?}: the request reached the backend");
         let shutdown = std::thread::spawn(move || d.shutdown());
         assert_eq!(client.rt.block_on(slow).unwrap(), 200, "{driver:?}: the stream in flight finished");
         assert!(client.closed_within(Duration::from_secs(5)), "{driver:?}: the connection was closed");
@@ -542,14 +556,7 @@ fn draining_sends_goaway_and_finishes_streams_in_flight() {
 #[test]
 fn a_bad_tls_record_while_a_write_waits_closes_only_that_connection() {
     use std::io::Write;
-    ramjet::install_crypto();
-    let pki = support::pki::Pki::new("h2-tls-bad-record");
-    pki.leaf("example", &["example.com"]);
-    let a = Backend::start("a");
-    let yaml = format!(
-        "backends:\n  a: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: a }}\ntls:\n  - {{ hosts: [example.com], certFile: example.crt, keyFile: example.key }}\n",
-        a.addr
-    );
+    let (pki, _a, yaml) = tls_site("h2-tls-bad-record");
     each_driver(|driver| {
         let d = daemon_with(routes_in(&yaml, &pki.dir), driver, |c| c.workers = 1);
         let addr = d.https_addr().unwrap();
