@@ -371,6 +371,24 @@ where
     next
 }
 
+/// Renders into `conn.out` an answer built from the request's own bytes (`data`, which it borrows),
+/// The connection stays open only when the whole body is buffered (it is consumed with the head).
+/// Returns whether to keep the connection, and the body's length.
+fn render_from_request(
+    reply: &Reply<'_>,
+    head: &RequestHead,
+    data: &[u8],
+    keep_alive: bool,
+    id: Option<&RequestId>,
+    out: &mut Vec<u8>,
+    worker: &Worker,
+) -> (bool, usize) {
+    let body = buffered_body_len(head, &data[head.head_len..]);
+    let keep = keep_alive && body.is_some();
+    render(reply, !keep, &worker.clock.date(), id.map_or(&[][..], |id| id.as_bytes()), out);
+    (keep, body.unwrap_or(0))
+}
+
 /// Routes the request and answers it: redirect, 404, a configured answer, or the backend's.
 async fn answer<'t, S>(
     conn: &mut ClientConn<'_, S>,
@@ -433,24 +451,18 @@ where
         Decision::HostRedirect { served, host } => {
             let https = conn.facts.tls;
             let reply = Reply::HostRedirect { https, host, port: conn.facts.local_port, target: target.as_bytes() };
-            let date = worker.clock.date();
-            let id = conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
-            let body = buffered_body_len(head, &data[head.head_len..]);
-            let keep = keep_alive && body.is_some();
-            render(&reply, !keep, &date, id, &mut conn.out);
-            conn.buf.consume(head.head_len + body.unwrap_or(0));
-            conn.tally.bytes_in += body.unwrap_or(0) as u64;
+            let id = conn.request_id.as_ref();
+            let (keep, body) = render_from_request(&reply, head, data, keep_alive, id, &mut conn.out, worker);
+            conn.buf.consume(head.head_len + body);
+            conn.tally.bytes_in += body as u64;
             (conn.finish(308, keep).await, Some(served))
         }
         Decision::AppRoot { served, path } => {
             let reply = Reply::AppRoot { https: conn.facts.tls, host: &data[head.host.clone()], path };
-            let date = worker.clock.date();
-            let id = conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes());
-            let body = buffered_body_len(head, &data[head.head_len..]);
-            let keep = keep_alive && body.is_some();
-            render(&reply, !keep, &date, id, &mut conn.out);
-            conn.buf.consume(head.head_len + body.unwrap_or(0));
-            conn.tally.bytes_in += body.unwrap_or(0) as u64;
+            let id = conn.request_id.as_ref();
+            let (keep, body) = render_from_request(&reply, head, data, keep_alive, id, &mut conn.out, worker);
+            conn.buf.consume(head.head_len + body);
+            conn.tally.bytes_in += body as u64;
             (conn.finish(302, keep).await, Some(served))
         }
         Decision::Proxy { served, slot, endpoints, mirror, sticky, edits } => {
