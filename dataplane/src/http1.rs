@@ -114,7 +114,7 @@ where
         request_id: None,
         record: Vec::new(),
         logging: false,
-        canceller: idle::canceller(),
+        canceller: monoio::io::Canceller::new(),
     };
     let tunnel = loop {
         match exchange(&mut conn).await {

@@ -12,7 +12,7 @@
 use std::io;
 use std::time::Duration;
 
-use monoio::io::{AsyncReadRent, AsyncWriteRent, CancelableAsyncReadRent, Canceller};
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::net::TcpStream;
 use monoio_rustls::ServerTlsStream;
 
@@ -27,12 +27,17 @@ pub(crate) trait IdleWait: AsyncReadRent + AsyncWriteRent + Sized {
     async fn next_bytes(conn: &mut ClientConn<'_, Self>, wait: Duration) -> io::Result<Option<usize>>;
 }
 
+/// A plain read with the buffer lent for all of `wait`.
+async fn fill_within<S: IdleWait>(conn: &mut ClientConn<'_, S>, wait: Duration) -> io::Result<Option<usize>> {
+    match monoio::time::timeout(wait, conn.buf.fill(&mut conn.stream)).await {
+        Ok(read) => read.map(Some),
+        Err(_) => Ok(None),
+    }
+}
+
 impl IdleWait for ServerTlsStream<TcpStream> {
     async fn next_bytes(conn: &mut ClientConn<'_, Self>, wait: Duration) -> io::Result<Option<usize>> {
-        match monoio::time::timeout(wait, conn.buf.fill(&mut conn.stream)).await {
-            Ok(read) => read.map(Some),
-            Err(_) => Ok(None),
-        }
+        fill_within(conn, wait).await
     }
 }
 
@@ -40,10 +45,7 @@ impl IdleWait for TcpStream {
     async fn next_bytes(conn: &mut ClientConn<'_, Self>, wait: Duration) -> io::Result<Option<usize>> {
         let release_after = conn.worker.settings.idle_release_after;
         if wait <= release_after {
-            return match monoio::time::timeout(wait, conn.buf.fill(&mut conn.stream)).await {
-                Ok(read) => read.map(Some),
-                Err(_) => Ok(None),
-            };
+            return fill_within(conn, wait).await;
         }
         if let Some(read) = read_unless_quiet(conn, release_after).await {
             return read.map(Some);
@@ -75,15 +77,4 @@ async fn read_unless_quiet(conn: &mut ClientConn<'_, TcpStream>, quiet: Duration
         // Bytes that arrived as the read was being cancelled, or a real error.
         r => Some(r),
     }
-}
-
-/// A fresh canceller for a connection (one small allocation per connection).
-pub(crate) fn canceller() -> Canceller {
-    Canceller::new()
-}
-
-#[allow(dead_code)]
-fn _assert_cancelable() {
-    fn cancelable<T: CancelableAsyncReadRent>() {}
-    cancelable::<TcpStream>();
 }
