@@ -13,6 +13,7 @@
 
 pub(crate) mod body;
 mod chunked;
+mod h2_backend;
 pub(crate) mod head;
 mod idle;
 mod proxy;
@@ -465,7 +466,7 @@ where
             conn.tally.bytes_in += body as u64;
             (conn.finish(302, keep).await, Some(served))
         }
-        Decision::Proxy { served, slot, endpoints, mirror, sticky, edits } => {
+        Decision::Proxy { served, endpoints, mirror, sticky, edits, .. } => {
             let mut extras = RouteExtras::new(served.route, mirror, sticky);
             // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
             let mut origin = Vec::new();
@@ -500,8 +501,7 @@ where
             }
             extras.response = edits.response;
             conn.buf.consume(head.head_len);
-            let tls = served.backend.tls.as_deref();
-            let next = match proxy::forward(conn, head, slot, endpoints, tls, keep_alive, extras).await {
+            let next = match proxy::forward(conn, head, served.backend, endpoints, keep_alive, extras).await {
                 Ok((status, next)) => {
                     conn.status = status;
                     next

@@ -21,7 +21,7 @@
 
 mod head;
 mod io;
-mod relay;
+pub(crate) mod relay;
 mod stream;
 
 use std::cell::Cell;

@@ -10,6 +10,8 @@ pub struct Response {
     pub status: u16,
     pub head: String,
     pub body: String,
+    /// The trailer section of a chunked body, as sent (`name: value` lines, CRLF each).
+    pub trailers: String,
 }
 
 impl Response {
@@ -62,7 +64,7 @@ impl Conn {
         let head = String::from_utf8_lossy(&self.buf[..end]).to_string();
         self.buf.drain(..end);
         let status: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
-        let mut resp = Response { status, head, body: String::new() };
+        let mut resp = Response { status, head, body: String::new(), trailers: String::new() };
         if head_request || status == 204 || status == 304 || (100..200).contains(&status) {
             return Some(resp);
         }
@@ -88,6 +90,23 @@ impl Conn {
                 let size =
                     usize::from_str_radix(std::str::from_utf8(&self.buf[..line_end]).unwrap().trim(), 16).unwrap();
                 self.buf.drain(..line_end + 2);
+                if size == 0 {
+                    // The trailer section, up to the empty line that ends the message.
+                    let end = loop {
+                        if self.buf.starts_with(b"\r\n") {
+                            break 0;
+                        }
+                        if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 2;
+                        }
+                        if self.fill() == 0 {
+                            return None;
+                        }
+                    };
+                    resp.trailers = String::from_utf8_lossy(&self.buf[..end]).to_string();
+                    self.buf.drain(..end + 2);
+                    break;
+                }
                 while self.buf.len() < size + 2 {
                     if self.fill() == 0 {
                         return None;
@@ -95,9 +114,6 @@ impl Conn {
                 }
                 body.extend_from_slice(&self.buf[..size]);
                 self.buf.drain(..size + 2);
-                if size == 0 {
-                    break;
-                }
             }
             resp.body = String::from_utf8_lossy(&body).to_string();
         } else {

@@ -12,11 +12,18 @@
 //! connection (GOAWAY) after the answer. The `x-request-id` a call carried comes back in the
 //! trailer `x-seen-request-id`. Connections are counted, opened and closed; `start_tls` serves
 //! over TLS (GRPCS).
+//!
+//! Paths under `/plain` are plain HTTP over HTTP/2 instead (an `H2C` backend): the answer's body is
+//! `<method> <path> authority=<authority> body=<request body>`, sent in two DATA frames, and the
+//! request's `x-request-id`, `x-forwarded-for`, `te` and `content-length` come back as
+//! `x-seen-<name>`. In the query, `length` adds a `content-length`, `trailers` ends the answer with
+//! the trailer `x-trailer: relayed`, `status=N` answers N, and `early` answers without reading the
+//! request body. Every request's `<method> <path>` is kept, in order ([`GrpcBackend::requests`]).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -28,6 +35,7 @@ pub struct GrpcBackend {
     pub addr: SocketAddr,
     connections: Arc<AtomicUsize>,
     closed: Arc<AtomicUsize>,
+    requests: Arc<Mutex<Vec<String>>>,
 }
 
 impl GrpcBackend {
@@ -47,7 +55,8 @@ impl GrpcBackend {
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
         let closed = Arc::new(AtomicUsize::new(0));
-        let (count, gone) = (connections.clone(), closed.clone());
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let (count, gone, seen) = (connections.clone(), closed.clone(), requests.clone());
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
             rt.block_on(async move {
@@ -55,13 +64,13 @@ impl GrpcBackend {
                 loop {
                     let Ok((tcp, _)) = listener.accept().await else { continue };
                     count.fetch_add(1, Ordering::Relaxed);
-                    let (tls, gone) = (tls.clone(), gone.clone());
+                    let (tls, gone, seen) = (tls.clone(), gone.clone(), seen.clone());
                     tokio::spawn(async move {
                         match tls {
-                            None => connection(tcp).await,
+                            None => connection(tcp, seen).await,
                             Some(tls) => {
                                 if let Ok(stream) = tls.accept(tcp).await {
-                                    connection(stream).await;
+                                    connection(stream, seen).await;
                                 }
                             }
                         }
@@ -70,7 +79,12 @@ impl GrpcBackend {
                 }
             });
         });
-        GrpcBackend { addr, connections, closed }
+        GrpcBackend { addr, connections, closed, requests }
+    }
+
+    /// `<method> <path>` of every request so far, in the order they arrived.
+    pub fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
     }
 
     /// Connections accepted so far.
@@ -85,7 +99,7 @@ impl GrpcBackend {
 }
 
 /// Serves one HTTP/2 connection until it ends.
-async fn connection<T>(io: T)
+async fn connection<T>(io: T, seen: Arc<Mutex<Vec<String>>>)
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -95,7 +109,12 @@ where
         tokio::select! {
             next = conn.accept() => match next {
                 Some(Ok((request, respond))) => {
-                    tokio::spawn(serve(request, respond, goaway.clone()));
+                    seen.lock().unwrap().push(format!("{} {}", request.method(), request.uri().path()));
+                    if request.uri().path().starts_with("/plain") {
+                        tokio::spawn(serve_plain(request, respond));
+                    } else {
+                        tokio::spawn(serve(request, respond, goaway.clone()));
+                    }
                 }
                 _ => break,
             },
@@ -226,5 +245,50 @@ async fn serve(request: Request<RecvStream>, mut respond: SendResponse<Bytes>, g
     let _ = send.send_trailers(end);
     if header("x-goaway").is_some() {
         goaway.notify_one();
+    }
+}
+
+/// Plain HTTP over HTTP/2 (paths under `/plain`; see the module's doc).
+async fn serve_plain(request: Request<RecvStream>, mut respond: SendResponse<Bytes>) {
+    let (parts, mut body) = request.into_parts();
+    let query = parts.uri.query().unwrap_or("").to_string();
+    let has = |key: &str| query.split('&').any(|p| p == key);
+    let mut received = Vec::new();
+    if !has("early") {
+        while let Some(Ok(data)) = body.data().await {
+            let _ = body.flow_control().release_capacity(data.len());
+            received.extend_from_slice(&data);
+        }
+    }
+    let status: u16 =
+        query.split('&').find_map(|p| p.strip_prefix("status=")).and_then(|s| s.parse().ok()).unwrap_or(200);
+    let authority = parts.uri.authority().map_or("", |a| a.as_str());
+    let text = format!(
+        "{} {} authority={authority} body={}",
+        parts.method,
+        parts.uri.path(),
+        String::from_utf8_lossy(&received)
+    );
+    let mut response = Response::builder().status(status);
+    for name in ["x-request-id", "x-forwarded-for", "te", "content-length"] {
+        if let Some(value) = parts.headers.get(name) {
+            response = response.header(format!("x-seen-{name}"), value);
+        }
+    }
+    if has("length") {
+        response = response.header("content-length", text.len());
+    }
+    let bodiless = parts.method == http::Method::HEAD || status == 204 || status == 304;
+    let Ok(mut send) = respond.send_response(response.body(()).unwrap(), bodiless) else { return };
+    if bodiless {
+        return;
+    }
+    let (first, second) = text.as_bytes().split_at(text.len() / 2);
+    let _ = send.send_data(Bytes::copy_from_slice(first), false);
+    let _ = send.send_data(Bytes::copy_from_slice(second), !has("trailers"));
+    if has("trailers") {
+        let mut end = HeaderMap::new();
+        end.insert("x-trailer", "relayed".parse().unwrap());
+        let _ = send.send_trailers(end);
     }
 }

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
-use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
+use ramjet_shared::{Backend, UpstreamErrorKind};
 
 use super::body::{copy_body, Body, CopyError, Deadlines, BODY_TOO_LARGE};
 use super::head::{parse_response, RequestHead, ResponseHead, ResponsePlan};
@@ -24,18 +24,20 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// Proxies the request whose upstream head is in `conn.out` to one of `endpoints`. Returns the
 /// status sent and what to do with the client connection.
+/// A backend that speaks HTTP/2 (`H2C`, `GRPC`, `GRPCS`) gets the request as a stream on the
+/// worker's multiplexed connection to it ([`super::h2_backend`]).
 pub(crate) async fn forward<S>(
     conn: &mut ClientConn<'_, S>,
     head: &RequestHead,
-    slot: u32,
+    backend: &Backend,
     endpoints: &[SocketAddr],
-    tls: Option<&UpstreamTls>,
     keep_alive: bool,
     extras: RouteExtras<'_>,
 ) -> Result<(u16, Next), Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
+    let tls = backend.tls.as_deref();
     if endpoints.is_empty() {
         return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
     }
@@ -52,11 +54,15 @@ where
     if let Some(mirror) = extras.mirror {
         crate::mirror::send(worker, mirror, &conn.out, buffered.map(|len| &conn.buf.data()[..len]));
     }
-    let index = worker.next_endpoint(slot, endpoints.len());
+    let index = worker.next_endpoint(backend.slot, endpoints.len());
     let plan = ResponsePlan { is_head: head.is_head, client_minor: head.minor, keep_alive };
     if head.host.is_empty() && !extras.filters.is_some_and(crate::filters::sets_host) {
         // HTTP/1.0 without a Host: name the endpoint, as nginx's default `$proxy_host` does.
         insert_host(&mut conn.out, endpoints[index]);
+    }
+    if backend.protocol.is_h2() {
+        let to = super::h2_backend::Target { addr: endpoints[index], tls, buffered };
+        return super::h2_backend::forward(conn, head, to, plan, &extras, timeouts).await;
     }
     let mut tally = Tally::default();
     let replayable = buffered.is_some();
@@ -84,34 +90,16 @@ where
     let streamed = conn.tally.bytes_in;
     conn.tally = Tally { bytes_in: streamed, ..tally };
     let (mut up, (response, keep_client)) = attempted?;
-    if let Some(edits) = extras.response {
-        let mut edited = worker.out_buffers.take();
-        crate::edit::edit_head(&conn.out, Some(edits), None, &mut worker.rewrite.borrow_mut(), &mut edited);
-        worker.out_buffers.give(std::mem::replace(&mut conn.out, edited));
-    }
     if let Some(len) = buffered {
         conn.buf.consume(len);
         conn.tally.bytes_in += len as u64;
         conn.body_pending = false;
     }
-    // The client learns the request's id from the response too.
-    if let Some(id) = &conn.request_id {
-        id.insert_before_end(&mut conn.out);
-    }
-
+    finish_response_head(conn, &extras);
     let status = response.status;
     // From here the status is the one the client was sent, whatever happens to the body.
     conn.status = status;
     up.buf.consume(response.head_len);
-    if let Some((cors, allow)) = extras.cors {
-        crate::filters::set_cors_fields(&mut conn.out, cors, allow);
-    }
-    if let Some(draw) = extras.sticky {
-        // Before the blank line that ends the response head.
-        conn.out.truncate(conn.out.len() - 2);
-        crate::dispatch::push_sticky_cookie(&mut conn.out, draw);
-        conn.out.extend_from_slice(b"\r\n");
-    }
     if status == 101 {
         // No tunnel over TLS to a backend yet: monoio-rustls cannot read and write one session at
         // once safely (a TLS alert read while a write is under way panics the worker).
@@ -136,8 +124,33 @@ where
     Ok((status, next))
 }
 
+/// Completes the client's response head in `conn.out` (an HTTP/1.1 head, whatever the backend
+/// spoke): the route's response header edits, the request's id, CORS fields and a new user's
+/// sticky cookie.
+pub(super) fn finish_response_head<S>(conn: &mut ClientConn<'_, S>, extras: &RouteExtras<'_>) {
+    let worker = conn.worker;
+    if let Some(edits) = extras.response {
+        let mut edited = worker.out_buffers.take();
+        crate::edit::edit_head(&conn.out, Some(edits), None, &mut worker.rewrite.borrow_mut(), &mut edited);
+        worker.out_buffers.give(std::mem::replace(&mut conn.out, edited));
+    }
+    // The client learns the request's id from the response too.
+    if let Some(id) = &conn.request_id {
+        id.insert_before_end(&mut conn.out);
+    }
+    if let Some((cors, allow)) = extras.cors {
+        crate::filters::set_cors_fields(&mut conn.out, cors, allow);
+    }
+    if let Some(draw) = extras.sticky {
+        // Before the blank line that ends the response head.
+        conn.out.truncate(conn.out.len() - 2);
+        crate::dispatch::push_sticky_cookie(&mut conn.out, draw);
+        conn.out.extend_from_slice(b"\r\n");
+    }
+}
+
 /// A request body's framing error, or its route's size limit (413).
-fn body_error(why: &'static str) -> ProxyError {
+pub(super) fn body_error(why: &'static str) -> ProxyError {
     if why == BODY_TOO_LARGE {
         ProxyError::BodyTooLarge
     } else {
@@ -154,7 +167,7 @@ fn insert_host(out: &mut Vec<u8>, addr: SocketAddr) {
 
 /// Reads the request body into the client buffer when all of it fits (answering
 /// `Expect: 100-continue` first); `Some(len)` when it is all there, `None` when it must be streamed.
-async fn buffer_body<S>(
+pub(super) async fn buffer_body<S>(
     conn: &mut ClientConn<'_, S>,
     head: &RequestHead,
     limit: Option<u64>,

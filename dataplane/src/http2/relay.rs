@@ -24,6 +24,7 @@ use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 use crate::error::{Failure, ProxyError};
 use crate::http1::ConnFacts;
 use crate::observe::{RequestId, Tally};
+use crate::upstream::h2::OpenStream;
 use crate::worker::Worker;
 
 /// The request id's field, both ways.
@@ -82,36 +83,15 @@ async fn exchange(
 ) -> Result<u16, Failure> {
     let settings = &worker.settings;
     let (addr, tls) = (to.addr, to.tls);
-    let upstream_failed = |_| {
-        worker.h2_pool.forget(addr, tls);
-        Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset))
-    };
+    let upstream_failed = |_| worker.h2_pool.failed(addr, tls);
     let started = Instant::now();
     let end = body.is_end_stream();
-    // A connection that the backend has closed or is closing (GOAWAY) refuses the new stream
-    // before anything of it is sent: once more, on a new connection.
-    let mut fresh = false;
-    let mut connect = Duration::ZERO;
-    let (response, up_send, _held) = loop {
-        let connecting = Instant::now();
-        let (send, held, opened) = worker.h2_pool.get(addr, tls, settings.upstream_timeout, &settings.http2).await?;
-        if opened {
-            connect += connecting.elapsed();
-        }
-        let opened = match send.ready().await {
-            Ok(mut send) => send.send_request(request()?, end),
-            Err(e) => Err(e),
-        };
-        match opened {
-            Ok((response, up_send)) => break (response, up_send, held),
-            Err(_) if !fresh => {
-                worker.h2_pool.forget(addr, tls);
-                worker.counters().upstream_retry();
-                fresh = true;
-            }
-            Err(e) => return Err(upstream_failed(e)),
-        }
-    };
+    let opened =
+        worker.h2_pool.open_stream(addr, tls, settings.upstream_timeout, &settings.http2, request, end).await?;
+    let OpenStream { response, send: up_send, held: _held, connect, retried } = opened;
+    if retried {
+        worker.counters().upstream_retry();
+    }
     // As on HTTP/1.1: the time spent opening a connection, zero on a shared one.
     tally.upstream_connect = Some(connect);
     let mut pump = pin!(async move {
@@ -313,13 +293,13 @@ async fn relay_response(
 }
 
 /// Why a send did not finish: the peer reset the stream (or is gone), or its window stayed shut.
-pub(super) enum Stalled {
+pub(crate) enum Stalled {
     Gone,
     Timeout,
 }
 
 /// Sends `data` as the peer's window allows, waiting at most `wait` each time for it to open.
-pub(super) async fn send_bytes(
+pub(crate) async fn send_bytes(
     send: &mut SendStream<Bytes>,
     mut data: Bytes,
     end: bool,

@@ -15,14 +15,16 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use h2::client::SendRequest;
+use h2::client::{ResponseFuture, SendRequest};
+use h2::SendStream;
+use http::Request;
 use monoio::io::IntoPollIo;
 use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::connect_tcp;
-use crate::error::ProxyError;
+use crate::error::{Failure, ProxyError};
 use crate::Http2Settings;
 
 /// What the pool and the streams of one connection share.
@@ -99,6 +101,66 @@ impl H2Pool {
             let idle = usage.streams.get() == 0 && usage.idle_since.get().elapsed() >= idle_timeout;
             usage.alive.get() && !idle
         });
+    }
+}
+
+/// A stream opened on a worker's HTTP/2 connection to a backend.
+pub(crate) struct OpenStream {
+    /// The backend's response head, when it comes.
+    pub response: ResponseFuture,
+    /// The request body's half of the stream (ended already when the request has no body).
+    pub send: SendStream<Bytes>,
+    /// Counts the stream as under way on its connection while held.
+    pub held: StreamGuard,
+    /// Time spent opening a connection for this stream: zero on a shared one.
+    pub connect: Duration,
+    /// The first connection refused the stream and it was opened on a new one.
+    pub retried: bool,
+}
+
+impl H2Pool {
+    /// Opens a stream for `request()` on the connection to `addr` (over TLS with `tls`), with the
+    /// request's end of stream set when `end` (no body follows). A connection that the backend has
+    /// closed or is closing (GOAWAY) refuses the new stream before anything of it is sent: then
+    /// once more, on a new connection. HTTP/2 and HTTP/1.1 clients of an HTTP/2 backend both open
+    /// their streams here.
+    pub(crate) async fn open_stream(
+        &self,
+        addr: SocketAddr,
+        tls: Option<&UpstreamTls>,
+        connect_timeout: Duration,
+        limits: &Http2Settings,
+        request: impl Fn() -> Result<Request<()>, ProxyError>,
+        end: bool,
+    ) -> Result<OpenStream, Failure> {
+        let mut fresh = false;
+        let mut connect = Duration::ZERO;
+        loop {
+            let connecting = Instant::now();
+            let (send, held, opened) = self.get(addr, tls, connect_timeout, limits).await?;
+            if opened {
+                connect += connecting.elapsed();
+            }
+            let sent = match send.ready().await {
+                Ok(mut send) => send.send_request(request()?, end),
+                Err(e) => Err(e),
+            };
+            match sent {
+                Ok((response, send)) => return Ok(OpenStream { response, send, held, connect, retried: fresh }),
+                Err(_) if !fresh => {
+                    self.forget(addr, tls);
+                    fresh = true;
+                }
+                Err(_) => return Err(self.failed(addr, tls)),
+            }
+        }
+    }
+
+    /// The connection to `addr` failed a stream (an I/O error, a GOAWAY): forgotten, so the next
+    /// stream opens a new one, and the stream's failure.
+    pub(crate) fn failed(&self, addr: SocketAddr, tls: Option<&UpstreamTls>) -> Failure {
+        self.forget(addr, tls);
+        Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset))
     }
 }
 
