@@ -13,6 +13,9 @@ mod control_plane;
 #[path = "support/kube_api.rs"]
 mod kube_api;
 mod support;
+#[allow(dead_code)]
+#[path = "support/tls_backend.rs"]
+mod tls_backend;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -26,7 +29,9 @@ use kube_api::Kube;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use serde_json::{json, Value};
 use support::client::{get, served_by};
+use support::pki::Pki;
 use support::{eventually, free_port};
+use tls_backend::TlsBackend;
 
 /// The address the chart's Service gets from the (simulated) cloud load balancer.
 const LB_IP: &str = "203.0.113.10";
@@ -2350,4 +2355,111 @@ spec:
     assert_eq!(ask("GET /cart HTTP/1.1\r\nHost: shop.gw.test\r\n\r\n").status, 500);
     drop(second);
     admin.delete("GatewayClass", None, name);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10. TLS to backends, as ingress-nginx's annotations ask.
+// ---------------------------------------------------------------------------------------------
+
+/// `ramjet_upstream_errors_total{kind="tls"}` on the admin listener's /metrics.
+fn tls_upstream_errors(ramjet: &Ramjet) -> u64 {
+    let (_, text) = http(ramjet.admin, "localhost", "/metrics").expect("admin listener");
+    text.lines()
+        .find_map(|l| l.strip_prefix("ramjet_upstream_errors_total{kind=\"tls\"} "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no TLS upstream error count in /metrics:\n{text}")) as u64
+}
+
+/// An Ingress with ingress-nginx's `backend-protocol: HTTPS` and `proxy-ssl-secret` /
+/// `proxy-ssl-verify` / `proxy-ssl-name`, its `kubernetes.io/tls` Secret written through the real
+/// API server: the backend's certificate is verified against the Secret's `ca.crt` under the
+/// configured name, and the Secret's certificate is presented to the backend (which asks for one).
+/// With another CA in the Secret that route answers 502 (a failed handshake) while a plain Ingress
+/// beside it keeps serving; with the CA restored it answers 200 again.
+#[test]
+fn ingress_nginx_backend_tls_annotations_verify_the_backend_through_the_real_api_server() {
+    ramjet::install_crypto();
+    let pki = Pki::new("cluster-backend-tls");
+    pki.leaf("backend", &["orders.internal"]);
+    pki.leaf("client", &["ramjet.client"]);
+    let other = Pki::new("cluster-backend-tls-other");
+    // In the backends' network namespace, wanting a client certificate from the same CA.
+    let orders = TlsBackend::serve("orders", bind_backend(), &pki, "backend", Some(pki.ca.clone()));
+    let plain = Backend::start("plain");
+    let install = Install::new("backend-tls");
+    let ns = install.ns.clone();
+    let read = |p: &Pki, f: &str| base64(&std::fs::read(p.path(f)).unwrap());
+    // tls.crt / tls.key: ramjet's client certificate; ca.crt: the CA the backend's must chain to.
+    let secret = |ca: &Pki| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: orders-upstream, namespace: {ns} }}\n\
+             type: kubernetes.io/tls\ndata: {{ tls.crt: {}, tls.key: {}, ca.crt: {} }}\n",
+            read(&pki, "client.crt"),
+            read(&pki, "client.key"),
+            read(ca, "ca.pem")
+        )
+    };
+    install.admin.apply(&secret(&pki));
+    install.admin.apply(&format!(
+        "apiVersion: v1\nkind: Service\nmetadata: {{ name: orders, namespace: {ns} }}\n\
+         spec: {{ ports: [{{ name: https, port: 443, targetPort: 8443 }}] }}\n---\n\
+         apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+         metadata: {{ name: orders-1, namespace: {ns}, labels: {{ kubernetes.io/service-name: orders }} }}\n\
+         addressType: IPv4\nports: [{{ name: https, port: {port}, protocol: TCP }}]\n\
+         endpoints: [{{ addresses: [\"{ip}\"], conditions: {{ ready: true }} }}]\n---\n\
+         apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: orders\n  namespace: {ns}\n  \
+         annotations:\n    nginx.ingress.kubernetes.io/backend-protocol: HTTPS\n    \
+         nginx.ingress.kubernetes.io/proxy-ssl-secret: {ns}/orders-upstream\n    \
+         nginx.ingress.kubernetes.io/proxy-ssl-verify: \"on\"\n    \
+         nginx.ingress.kubernetes.io/proxy-ssl-name: orders.internal\n\
+         spec:\n  ingressClassName: {class}\n  rules: [{{ host: orders.test, http: {{ paths: [{{ path: /, \
+         pathType: Prefix, backend: {{ service: {{ name: orders, port: {{ name: https }} }} }} }}] }} }}]\n",
+        port = orders.addr.port(),
+        ip = orders.addr.ip(),
+        class = install.class,
+    ));
+    install.service("plain", &[&plain]);
+    install.ingress("plain", "plain.test", "plain");
+    let mut ramjet = install.ramjet("backend-tls");
+    ramjet.wait_ready();
+    let orders_answer = || {
+        let r = get(ramjet.http, "orders.test", "/orders?id=7");
+        (r.status, r.body)
+    };
+    // Verified, and without SNI (ingress-nginx's default, `proxy-ssl-server-name: off`).
+    let verified = (200, "orders sni=- target=/orders?id=7\n".to_string());
+    assert!(
+        eventually(PATIENCE, || orders_answer() == verified),
+        "the HTTPS backend never answered through ramjet (now: {:?}); log:\n{}",
+        orders_answer(),
+        ramjet.log()
+    );
+    ramjet.wait_served("plain.test", "plain");
+
+    // Another CA in the Secret: the backend's certificate no longer verifies. The route answers
+    // 502, counted as a TLS error; the plain Ingress beside it is untouched.
+    let tls_errors = tls_upstream_errors(&ramjet);
+    install.admin.apply(&secret(&other));
+    assert!(
+        eventually(PATIENCE, || orders_answer().0 == 502),
+        "a backend certificate from a CA no longer in ca.crt is still accepted (now: {:?}); log:\n{}",
+        orders_answer(),
+        ramjet.log()
+    );
+    assert!(tls_upstream_errors(&ramjet) > tls_errors, "the 502 was not a failed TLS handshake");
+    for _ in 0..5 {
+        assert_eq!(orders_answer().0, 502, "a connection verified under the old CA is still used");
+        assert_eq!(ramjet.served("plain.test"), "plain", "one bad backend took down another Ingress");
+    }
+
+    // The CA restored: verified again.
+    install.admin.apply(&secret(&pki));
+    assert!(
+        eventually(PATIENCE, || orders_answer() == verified),
+        "the restored CA never verified the backend again (now: {:?}); log:\n{}",
+        orders_answer(),
+        ramjet.log()
+    );
+    ramjet.wait_served("plain.test", "plain");
+    ramjet.assert_running();
 }

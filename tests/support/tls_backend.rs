@@ -45,9 +45,19 @@ impl TlsBackend {
         file: &str,
         client_ca: Option<CertificateDer<'static>>,
     ) -> Self {
+        TlsBackend::serve(name, TcpListener::bind("127.0.0.1:0").unwrap(), pki, file, client_ca)
+    }
+
+    /// [`TlsBackend::start`] on a listener of the caller's (one bound elsewhere than 127.0.0.1).
+    pub fn serve(
+        name: &'static str,
+        listener: TcpListener,
+        pki: &crate::support::pki::Pki,
+        file: &str,
+        client_ca: Option<CertificateDer<'static>>,
+    ) -> Self {
         let config = server_config(pki, file, client_ca, &[b"http/1.1"]);
         let snis = config.1.clone();
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
         let count = connections.clone();
