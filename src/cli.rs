@@ -60,6 +60,12 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_ADMIN_TOKEN_FILE", value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
 
+    /// The replicas' admin listeners (`HOST:PORT`, comma-separated; a headless Service's name
+    /// resolves to every replica): the Lease holder judges auto-promoting canaries on all of their
+    /// traffic, not only its own share (the chart sets its fleet Service).
+    #[arg(long, env = "RAMJET_PEERS", value_name = "HOST:PORT", value_delimiter = ',', value_parser = peer)]
+    pub peers: Vec<String>,
+
     /// POST each audit record as JSON to this http:// URL (https is refused).
     #[arg(long, env = "RAMJET_AUDIT_WEBHOOK", value_name = "URL")]
     pub audit_webhook: Option<String>,
@@ -262,6 +268,19 @@ fn share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
         _ => Err(format!("`{s}` is not a share between 0 and 1 (0.1 logs one success in ten)")),
+    }
+}
+
+/// A peer's admin listener: `HOST:PORT`, the host a DNS name or an address (IPv6 in brackets).
+fn peer(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    let valid = s.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok_and(|p| p > 0)
+    });
+    if valid {
+        Ok(s.to_string())
+    } else {
+        Err(format!("`{s}` is not HOST:PORT (a replica's admin listener, e.g. ramjet-fleet.ingress.svc:10254)"))
     }
 }
 

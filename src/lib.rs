@@ -57,6 +57,8 @@ pub struct DaemonConfig {
     pub pin_workers: bool,
     /// The access log (`None`: off).
     pub access_log: Option<AccessLogSettings>,
+    /// `--peers`: the replicas' admin listeners, whose traffic canary promotion sums.
+    pub peers: Vec<String>,
 }
 
 impl DaemonConfig {
@@ -82,6 +84,7 @@ impl DaemonConfig {
             default_certificate: None,
             pin_workers: false,
             access_log: None,
+            peers: Vec::new(),
         }
     }
 }
@@ -173,6 +176,8 @@ impl Daemon {
                     applier: control.applier.clone(),
                     audit: control.audit.clone(),
                     plans: control.canaries(),
+                    peers: config.peers.clone(),
+                    instance: control.instance.clone(),
                 };
                 cluster = Some(ramjet_control::cluster::start(
                     &control.runtime,

@@ -220,6 +220,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         },
         default_certificate,
         pin_workers: true,
+        peers: cli.peers.clone(),
     })?;
     for (id, driver) in daemon.dataplane.drivers.iter().enumerate() {
         tracing::info!(worker = id, "driver {driver}");

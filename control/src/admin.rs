@@ -43,6 +43,8 @@ pub struct AdminState {
     pub metrics: MetricsSources,
     /// SHA-256 of the bearer token, when one is required for the mutating verbs.
     pub token_digest: Option<[u8; 32]>,
+    /// This process's id in `GET /admin/traffic` ([`ramjet_shared::admin::Traffic::instance`]).
+    pub instance: String,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
@@ -191,7 +193,7 @@ async fn traffic(State(state): State<Arc<AdminState>>) -> Json<Traffic> {
             upstream_connect_errors: s.connect_errors,
         })
         .collect();
-    Json(Traffic { bounds: DURATION_BUCKETS.to_vec(), routes })
+    Json(Traffic { instance: state.instance.clone(), bounds: DURATION_BUCKETS.to_vec(), routes })
 }
 
 async fn metrics(State(state): State<Arc<AdminState>>) -> Response {

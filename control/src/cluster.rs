@@ -21,6 +21,7 @@
 pub mod events;
 pub mod gateway_status;
 pub mod lease;
+pub mod peers;
 pub mod promote;
 pub mod status;
 pub mod watch;

@@ -104,6 +104,8 @@ pub struct ControlHandle {
     canaries: watch::Receiver<Arc<[CanaryPlan]>>,
     /// The audit channels, for decisions made outside the applier (canary promotion).
     pub audit: AuditTrail,
+    /// This process's random id, as the admin API reports it (`GET /admin/traffic`).
+    pub instance: String,
 }
 
 impl Control {
@@ -114,6 +116,7 @@ impl Control {
             Arc::new(Applier::new(config.published.clone(), config.history_size, audit.clone(), metrics.clone()));
         let admin_addr = config.admin_listener.local_addr()?;
         config.admin_listener.set_nonblocking(true)?;
+        let instance = instance_id();
         let admin_state = Arc::new(admin::AdminState {
             applier: applier.clone(),
             metrics: MetricsSources {
@@ -123,6 +126,7 @@ impl Control {
                 history_size: config.history_size,
             },
             token_digest: config.admin_token.as_deref().map(admin::token_digest),
+            instance: instance.clone(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let (inputs, inputs_rx) = mpsc::unbounded_channel();
@@ -186,8 +190,15 @@ impl Control {
             diagnostics,
             canaries,
             audit,
+            instance,
         })
     }
+}
+
+/// A random 64-bit id in hex, new at every start: std's randomly keyed hasher over nothing.
+fn instance_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    format!("{:016x}", std::collections::hash_map::RandomState::new().build_hasher().finish())
 }
 
 impl ControlHandle {

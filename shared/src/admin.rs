@@ -181,6 +181,10 @@ mod tests {
 /// between them for rates, error ratios and windowed percentiles (`ramjet-top` does).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Traffic {
+    /// This process's random id, new at every start: tells replicas behind one name apart, and a
+    /// restarted replica from the one before it (empty from a ramjet that predates it).
+    #[serde(default)]
+    pub instance: String,
     /// Upper bounds (seconds) of the duration buckets; each route's `duration_buckets` has one
     /// more entry, for what lies above the last bound.
     pub bounds: Vec<f64>,

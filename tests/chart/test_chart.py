@@ -644,6 +644,9 @@ def test_fleet_service_names_every_replica():
                               "appProtocol": "http"}], spec["ports"]
     assert spec["selector"] == workload("default")["spec"]["selector"]["matchLabels"]
     assert not find("no-service", "Service", f"{FULLNAME}-fleet")
+    # The replicas find each other through it, so canary promotion sees every replica's traffic.
+    assert flag("default", "peers") == f"{FULLNAME}-fleet.{NAMESPACE}.svc:10254"
+    assert flag("no-service", "peers") is None
 
 
 def metric_names_exported() -> set[str]:

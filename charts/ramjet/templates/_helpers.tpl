@@ -184,6 +184,10 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 {{- with $c.auditWebhook }}
 - {{ printf "--audit-webhook=%s" . | quote }}
 {{- end }}
+{{- if .Values.fleet.enabled }}
+{{- /* Canary promotion sums every replica's traffic, found through the fleet Service. */}}
+- {{ printf "--peers=%s-fleet.%s.svc:%d" (include "ramjet.fullname" .) .Release.Namespace (int $c.containerPorts.admin) | quote }}
+{{- end }}
 {{- if $c.adminToken.secretName }}
 - {{ printf "--admin-token-file=%s/token" (include "ramjet.adminTokenDir" .) | quote }}
 {{- end }}

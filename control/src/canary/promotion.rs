@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use ramjet_shared::admin::Traffic;
 use ramjet_shared::{HistogramSnapshot, RouteSnapshot, StatusClass, DURATION_BUCKETS};
 use serde::{Deserialize, Serialize};
 
@@ -226,27 +227,102 @@ impl Totals {
             if !series.iter().any(|(r, b)| **r == *s.route && **b == *s.backend) {
                 continue;
             }
-            t.requests += s.requests.iter().sum::<u64>();
-            t.failures += s.requests[StatusClass::ServerError as usize];
-            for (total, n) in t.duration.buckets.iter_mut().zip(&s.duration.buckets) {
-                *total += n;
-            }
+            t.add(s.requests.iter().sum(), s.requests[StatusClass::ServerError as usize], &s.duration.buckets);
             t.duration.sum_us += s.duration.sum_us;
         }
         t
     }
 
+    /// The same sum over another replica's counters, as its admin API reported them; `None` when
+    /// its histogram has other buckets than this build's (another version of ramjet).
+    pub fn of_traffic(traffic: &Traffic, series: &[(String, String)]) -> Option<Totals> {
+        if traffic.bounds != DURATION_BUCKETS {
+            return None;
+        }
+        let mut t = Totals::default();
+        for s in &traffic.routes {
+            if !series.iter().any(|(r, b)| *r == s.route && *b == s.backend) {
+                continue;
+            }
+            if s.duration_buckets.len() != DURATION_BUCKETS.len() + 1 {
+                return None;
+            }
+            t.add(s.requests, s.server_errors, &s.duration_buckets);
+            t.duration.sum_us += s.duration_sum_us;
+        }
+        Some(t)
+    }
+
+    fn add(&mut self, requests: u64, failures: u64, buckets: &[u64]) {
+        self.requests += requests;
+        self.failures += failures;
+        for (total, n) in self.duration.buckets.iter_mut().zip(buckets) {
+            *total += n;
+        }
+    }
+
     /// What happened between `earlier` and `self` (a counter that went down — a series dropped
-    /// and recreated — counts from zero).
-    pub fn since(&self, earlier: &Totals) -> Figures {
-        let requests = self.requests.saturating_sub(earlier.requests);
-        let failures = self.failures.saturating_sub(earlier.failures).min(requests);
-        let mut buckets = [0u64; DURATION_BUCKETS.len() + 1];
-        for (i, b) in buckets.iter_mut().enumerate() {
+    /// and recreated — counts as no change).
+    pub fn delta(&self, earlier: &Totals) -> Totals {
+        let mut d = Totals {
+            requests: self.requests.saturating_sub(earlier.requests),
+            failures: self.failures.saturating_sub(earlier.failures),
+            ..Totals::default()
+        };
+        d.failures = d.failures.min(d.requests);
+        for (i, b) in d.duration.buckets.iter_mut().enumerate() {
             *b = self.duration.buckets[i].saturating_sub(earlier.duration.buckets[i]);
         }
+        d
+    }
+
+    /// The figures of a window whose counts these are (a [`Totals::delta`]).
+    pub fn figures(&self, replicas: usize) -> Figures {
+        let (requests, failures) = (self.requests, self.failures.min(self.requests));
         let success_rate = if requests == 0 { 0.0 } else { (requests - failures) as f64 * 100.0 / requests as f64 };
-        Figures { requests, success_rate, p99: quantile(&buckets, 0.99) }
+        Figures { requests, success_rate, p99: quantile(&self.duration.buckets, 0.99), replicas }
+    }
+
+    /// The figures of the window between `earlier` and `self`, on one replica.
+    pub fn since(&self, earlier: &Totals) -> Figures {
+        self.delta(earlier).figures(1)
+    }
+}
+
+/// A canary's counters on every replica that reported them: this one's under [`OWN`], each peer's
+/// under its instance id (new at each start, so a restarted replica is a new entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FleetTotals(pub BTreeMap<String, Totals>);
+
+/// The key of this replica's own counters in [`FleetTotals`].
+pub const OWN: &str = "";
+
+impl FleetTotals {
+    /// This replica's counters (`snapshot`) and each peer's, for the series of one canary. A peer
+    /// with other histogram buckets is left out.
+    pub fn of(snapshot: &[RouteSnapshot], peers: &[Traffic], series: &[(String, String)]) -> FleetTotals {
+        let mut fleet = BTreeMap::from([(OWN.to_string(), Totals::of(snapshot, series))]);
+        for peer in peers {
+            if let Some(t) = Totals::of_traffic(peer, series) {
+                fleet.insert(peer.instance.clone(), t);
+            }
+        }
+        FleetTotals(fleet)
+    }
+
+    /// The window's figures over the fleet: the sum of each replica's change since `earlier`.
+    /// A replica not in `earlier` (it started, or first answered, during the window) counts from
+    /// the next window on, since what it had served before the window began is not known.
+    pub fn since(&self, earlier: &FleetTotals) -> Figures {
+        let mut sum = Totals::default();
+        let mut replicas = 0;
+        for (instance, now) in &self.0 {
+            let Some(before) = earlier.0.get(instance) else { continue };
+            let d = now.delta(before);
+            sum.add(d.requests, d.failures, &d.duration.buckets);
+            replicas += 1;
+        }
+        sum.figures(replicas)
     }
 }
 
@@ -280,11 +356,17 @@ pub struct Figures {
     /// Percent of requests not answered 5xx (0 without requests).
     pub success_rate: f64,
     pub p99: Duration,
+    /// How many replicas' counters the figures sum (this one and the peers that answered).
+    pub replicas: usize,
 }
 
 impl std::fmt::Display for Figures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} requests, success rate {:.2}%, p99 {}", self.requests, self.success_rate, ms(self.p99))
+        write!(f, "{} requests, success rate {:.2}%, p99 {}", self.requests, self.success_rate, ms(self.p99))?;
+        if self.replicas > 1 {
+            write!(f, " (over {} replicas)", self.replicas)?;
+        }
+        Ok(())
     }
 }
 
@@ -450,7 +532,7 @@ mod tests {
     }
 
     fn figures(requests: u64, success_rate: f64, p99_ms: u64) -> Figures {
-        Figures { requests, success_rate, p99: Duration::from_millis(p99_ms) }
+        Figures { requests, success_rate, p99: Duration::from_millis(p99_ms), replicas: 1 }
     }
 
     #[test]
@@ -512,5 +594,44 @@ mod tests {
         // Rank 198 of 200 is the 8th of the 10 in (250 ms, 500 ms]: 250 + 250 × 0.8 = 450 ms.
         assert_eq!(f.p99.as_millis(), 450);
         assert_eq!(Totals::default().since(&before).requests, 0);
+    }
+
+    /// The fleet's figures are the sum of each replica's window: a replica that restarted (a new
+    /// instance id) or appeared in the window counts from the next window, one that is gone is
+    /// left out, and a peer with other histogram buckets is not read at all.
+    #[test]
+    fn fleet_figures_sum_each_replicas_window() {
+        use ramjet_shared::admin::RouteTraffic;
+        let series = vec![("ns/web-canary".to_string(), "ns/v2:80".to_string())];
+        let peer = |instance: &str, requests: u64, errors: u64| {
+            let mut buckets = vec![0; DURATION_BUCKETS.len() + 1];
+            buckets[0] = requests;
+            Traffic {
+                instance: instance.into(),
+                bounds: DURATION_BUCKETS.to_vec(),
+                routes: vec![RouteTraffic {
+                    route: series[0].0.clone(),
+                    backend: series[0].1.clone(),
+                    requests,
+                    client_errors: 0,
+                    server_errors: errors,
+                    duration_buckets: buckets,
+                    duration_sum_us: 0,
+                    bytes_in: 0,
+                    bytes_out: 0,
+                    upstream_connect_errors: 0,
+                }],
+            }
+        };
+        let before = FleetTotals::of(&[], &[peer("a", 100, 0), peer("b", 50, 0), peer("gone", 10, 0)], &series);
+        let after = FleetTotals::of(&[], &[peer("a", 300, 10), peer("b", 150, 0), peer("new", 999, 999)], &series);
+        let f = after.since(&before);
+        // a: 200 (10 failed), b: 100; ramjet itself: 0; "new" and "gone" add nothing.
+        assert_eq!((f.requests, f.replicas), (300, 3));
+        assert!((f.success_rate - 290.0 / 3.0).abs() < 1e-9, "{f}");
+        assert!(f.to_string().ends_with("(over 3 replicas)"), "{f}");
+        let mut other = peer("a", 1000, 0);
+        other.bounds.pop();
+        assert_eq!(FleetTotals::of(&[], &[other], &series).0.len(), 1, "only ramjet's own");
     }
 }

@@ -5,9 +5,10 @@
 //!   the release the window starts afresh;
 //! * no state yet (or a state for other backends): it starts (`CanaryStarted`);
 //! * a window of `canary-interval` has passed: the canary's figures since the last decision —
-//!   from this replica's data plane, per backend — step it, count a failed check, promote or
-//!   abort it ([`decide`]), with an Event on the canary Ingress and a record on the audit log
-//!   target and webhook;
+//!   from this replica's data plane, per backend, plus every other replica's when `--peers`
+//!   names them ([`super::peers`]) — step it, count a failed check, promote or abort it
+//!   ([`decide`]), with an Event on the canary Ingress and a record on the audit log target and
+//!   webhook;
 //! * its state differs from the `ramjet.dev/canary-state` annotation: written by server-side
 //!   apply as field manager `ramjet` (that annotation alone, so the user's own are never touched).
 //!
@@ -36,7 +37,7 @@ use super::FIELD_MANAGER;
 use crate::apply::Applier;
 use crate::audit::{AuditTrail, CanaryRecord};
 use crate::canary::promotion::{
-    decide, start, CanaryPlan, CanaryState, Figures, Outcome, Phase, Totals, STATE_ANNOTATION,
+    decide, start, CanaryPlan, CanaryState, Figures, FleetTotals, Outcome, Phase, STATE_ANNOTATION,
 };
 
 /// Changes by another writer to ramjet's annotation, after which ramjet stops promoting.
@@ -55,14 +56,18 @@ pub struct PromotionContext {
     pub audit: AuditTrail,
     /// The auto-promoting canaries of the latest compile.
     pub plans: watch::Receiver<Arc<[CanaryPlan]>>,
+    /// `--peers`: the other replicas' admin listeners (`HOST:PORT` names, resolved at each poll).
+    pub peers: Vec<String>,
+    /// This process's instance id, to recognise its own answer among the peers'.
+    pub instance: String,
 }
 
 /// What the deciding replica remembers of one canary.
 struct Tracker {
     /// Where promotion stands, as ramjet decided it (`None`: not read or started yet).
     state: Option<CanaryState>,
-    /// The counters at the start of the window, and when it started.
-    baseline: Totals,
+    /// The counters at the start of the window (each replica's), and when it started.
+    baseline: FleetTotals,
     since: Instant,
     written: Option<Written>,
     reverts: u32,
@@ -87,6 +92,16 @@ pub async fn run(
     events: EventWriter,
 ) {
     stores.ready().await;
+    let (peers_tx, peers) = watch::channel(Arc::from(Vec::new()));
+    if !context.peers.is_empty() {
+        let poll = super::peers::PeerPoll {
+            names: context.peers.clone(),
+            own_instance: context.instance.clone(),
+            leader: leader.clone(),
+            plans: context.plans.clone(),
+        };
+        tokio::spawn(super::peers::run(poll, peers_tx));
+    }
     let mut trackers: HashMap<(String, String), Tracker> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -103,11 +118,12 @@ pub async fn run(
             continue;
         }
         let snapshot = context.stats.route_series();
+        let fleet = peers.borrow().clone();
         let pinned = context.applier.pin_state().pinned.is_some();
         for plan in plans.iter() {
             let found = stores.ingresses.get(&ObjectRef::new(&plan.name).within(&plan.namespace));
             let Some(ingress) = found else { continue };
-            let totals = Totals::of(&snapshot, &plan.series);
+            let totals = FleetTotals::of(&snapshot, &fleet, &plan.series);
             let tracker = trackers.entry((plan.namespace.clone(), plan.name.clone())).or_insert_with(|| Tracker {
                 state: None,
                 baseline: totals.clone(),
@@ -134,7 +150,7 @@ struct Canary<'a> {
 }
 
 impl Canary<'_> {
-    async fn look(&self, tracker: &mut Tracker, totals: Totals, pinned: bool) {
+    async fn look(&self, tracker: &mut Tracker, totals: FleetTotals, pinned: bool) {
         if tracker.halted {
             return;
         }
