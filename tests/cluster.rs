@@ -128,9 +128,14 @@ impl Install {
     }
 
     fn ramjet_with(&self, identity: &str, kubeconfig: &std::path::Path, extra: &[&str]) -> Ramjet {
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        self.ramjet_at(identity, kubeconfig, extra, admin)
+    }
+
+    /// As [`Install::ramjet_with`], with the admin listener on `admin` (known before it starts).
+    fn ramjet_at(&self, identity: &str, kubeconfig: &std::path::Path, extra: &[&str], admin: SocketAddr) -> Ramjet {
         let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut args: Vec<String> = self
             .args
             .iter()
@@ -2132,6 +2137,48 @@ fn two_replicas_serve_the_weight_the_leader_wrote() {
     let started = install.events("CanaryStarted", "web-canary");
     assert_eq!(started.len(), 1, "{started:#?}");
     assert_eq!(started[0]["reportingInstance"], "one");
+}
+
+/// The leader judges a canary on the whole fleet's traffic (`--peers`, as the chart passes its
+/// fleet Service): with every request going to the other replica, the leader still sees a healthy
+/// canary and promotes it, and its Events count two replicas — the leader's own answer among the
+/// peers' is recognised and not counted twice. Without the peers' figures the leader would see no
+/// request at all and abort the canary.
+#[test]
+fn the_leader_promotes_a_canary_on_the_traffic_of_the_other_replicas() {
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    let install = Install::new("peers");
+    let settings = [
+        ("step-weight", "50"),
+        ("max-weight", "100"),
+        ("interval", "2s"),
+        ("min-requests", "5"),
+        ("max-p99", "5s"),
+        ("failure-threshold", "2"),
+    ];
+    auto_canary(&install, &web, &v2, &settings);
+    let free_admin = || -> SocketAddr { format!("127.0.0.1:{}", free_port()).parse().unwrap() };
+    let (one_admin, two_admin) = (free_admin(), free_admin());
+    // Both replicas' admin listeners, the leader's own included, as a headless Service resolves.
+    let peers = format!("--peers=localhost:{},localhost:{}", one_admin.port(), two_admin.port());
+    let mut one = install.ramjet_at("one", &install.kubeconfig, &[&peers], one_admin);
+    one.wait_ready();
+    assert!(eventually(PATIENCE, || install.lease_holder().as_deref() == Some("one")));
+    let mut two = install.ramjet_at("two", &install.kubeconfig, &[&peers], two_admin);
+    two.wait_ready();
+    let _traffic = Traffic::start(two.http);
+    let promoted = eventually(PATIENCE, || phase(&install) == "Promoted" || phase(&install) == "Aborted");
+    assert!(promoted && phase(&install) == "Promoted", "{:?}; log:\n{}", canary_state(&install), one.log());
+    let stepped = install.events("CanaryStepped", "web-canary");
+    assert!(!stepped.is_empty(), "{stepped:#?}");
+    for event in &stepped {
+        assert_eq!(event["reportingInstance"], "one", "{event:#}");
+        let note = event["note"].as_str().unwrap();
+        assert!(note.contains("(over 2 replicas)"), "{note}");
+    }
+    two.wait_served("shop.test", "web-v2");
+    one.assert_running();
+    two.assert_running();
 }
 
 // ---------------------------------------------------------------------------------------------
