@@ -542,3 +542,103 @@ fn cors_behaves_as_in_ingress_nginx() {
     assert_eq!(get(addr, "off.test", "/").header("access-control-allow-origin"), None);
     d.shutdown();
 }
+
+/// docs (annotations "Rate Limiting") and test/e2e/annotations/limitrate.go, limitconnections.go:
+/// per client address, `limit-rps` / `limit-rpm` let a burst of rate × `limit-burst-multiplier`
+/// through at once (nginx's `limit_req … nodelay`, which admits burst + 1) and answer 503 beyond
+/// it, draining at the rate; all paths of one Ingress count together; `limit-allowlist` exempts
+/// addresses; `limit-connections` caps requests under way at once (503 beyond), over HTTP/1.1
+/// connections and HTTP/2 streams alike. A refused request's body is consumed, so nothing in it
+/// reaches a backend. One worker, so that every connection is counted in one place.
+#[test]
+fn per_client_limits_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-limits");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let one_burst = format!("{NGINX}/limit-burst-multiplier: \"1\"");
+    text.push_str(&ingress(
+        "rps",
+        "rps.test",
+        &format!("{NGINX}/limit-rps: \"2\", {one_burst}"),
+        &[("/", "Prefix", "a"), ("/b", "Prefix", "b")],
+    ));
+    text.push_str(&ingress(
+        "rpm",
+        "rpm.test",
+        &format!("ramjet.dev/limit-rpm: \"1\", {one_burst}"),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "exempt",
+        "exempt.test",
+        &format!("{NGINX}/limit-rps: \"1\", {one_burst}, {NGINX}/limit-allowlist: \"10.0.0.0/8, 127.0.0.1\""),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "conns",
+        "conns.test",
+        &format!("{NGINX}/limit-connections: \"1\""),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress("bad", "bad.test", &format!("{NGINX}/limit-rps: ten"), &[("/", "Prefix", "a")]));
+    std::fs::write(dir.join("app.yaml"), &text).unwrap();
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.to_path_buf(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = IoDriver::Auto;
+    config.workers = 1;
+    let d = Daemon::start(config).expect("the daemon starts");
+    wait_serving(&d, 1);
+    let addr = d.http_addr();
+
+    // 2 r/s, burst 2: three at once, then 503; the paths of the Ingress share the count.
+    let mut c = Conn::open(addr);
+    let statuses: Vec<u16> = ["/", "/b", "/", "/b", "/"].iter().map(|p| c.get("rps.test", p).status).collect();
+    assert_eq!(statuses, [200, 200, 200, 503, 503]);
+    let refused = c.get("rps.test", "/");
+    assert_eq!(refused.body, "service unavailable\n", "{refused:?}");
+    // 2 r/s drains one request every 500 ms.
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(c.get("rps.test", "/").status, 200);
+    assert_eq!(c.get("rps.test", "/").status, 503);
+    // Per minute, through ramjet's own name for the annotation.
+    let statuses: Vec<u16> = (0..3).map(|_| c.get("rpm.test", "/").status).collect();
+    assert_eq!(statuses, [200, 200, 503]);
+    // Allow-listed addresses are not limited; another Ingress's limit is its own.
+    assert!((0..10).all(|_| c.get("exempt.test", "/").status == 200));
+    assert_eq!(c.get("conns.test", "/").status, 200);
+    // A value ramjet cannot read keeps the Ingress out, with a diagnostic.
+    assert_eq!(c.get("bad.test", "/").status, 404);
+    let generation = d.published.current();
+    assert!(generation.diagnostics.iter().any(|p| p.object.name == "bad" && p.message.contains("limit-rps")));
+
+    // The refused request's body (a request of its own) is read and dropped; the connection is
+    // kept and the next request is served, and the backend never sees the hidden one.
+    std::thread::sleep(Duration::from_millis(1600));
+    let before = a.requests();
+    let smuggled = "GET /smuggled HTTP/1.1\r\nHost: rps.test\r\n\r\n";
+    for _ in 0..3 {
+        c.get("rps.test", "/");
+    }
+    let attack = format!("POST / HTTP/1.1\r\nHost: rps.test\r\ncontent-length: {}\r\n\r\n{smuggled}", smuggled.len());
+    c.send(attack.as_bytes());
+    let r = c.read_response();
+    assert_eq!((r.status, r.header("connection")), (503, None), "{}", r.head);
+    assert_eq!(c.get("exempt.test", "/victim").status, 200);
+    assert!(!a.received().contains("/smuggled"));
+    assert!(a.requests() <= before + 4, "only the admitted requests reached the backend");
+
+    // One request under way per client: a second one, on another connection or another HTTP/2
+    // stream, is refused while the first is at the backend, and served once it is done.
+    let slow = std::thread::spawn(move || get(addr, "conns.test", "/slow/800").status);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(get(addr, "conns.test", "/").status, 503);
+    let mut h2 = h2client::H2Client::connect(addr);
+    assert_eq!(h2.get("conns.test", "/").status, 503);
+    assert_eq!(slow.join().unwrap(), 200);
+    assert_eq!(get(addr, "conns.test", "/").status, 200);
+    assert_eq!(h2.get("conns.test", "/").status, 200);
+    d.shutdown();
+}

@@ -1723,7 +1723,7 @@ fn takes_over_ingress_nginx_and_reports_its_annotations() {
         "snippet",
         "snippet.test",
         "nginx.ingress.kubernetes.io/configuration-snippet: \"more_set_headers 'X-A: b';\", \
-         nginx.ingress.kubernetes.io/limit-rps: \"5\"",
+         nginx.ingress.kubernetes.io/limit-rate: \"1024\"",
     ));
     admin.apply(&annotated("private", "private.test", "nginx.ingress.kubernetes.io/auth-url: http://auth.test/check"));
 
@@ -1747,7 +1747,8 @@ fn takes_over_ingress_nginx_and_reports_its_annotations() {
         "honoured         nginx.ingress.kubernetes.io/proxy-buffering=\"off\"".to_string(),
         "refused          nginx.ingress.kubernetes.io/configuration-snippet=".to_string(),
         "its directives (more_set_headers) are not applied".to_string(),
-        "ignored          nginx.ingress.kubernetes.io/limit-rps=\"5\": requests are not rate-limited".to_string(),
+        "ignored          nginx.ingress.kubernetes.io/limit-rate=\"1024\": response bandwidth is not limited"
+            .to_string(),
         "refused-to-serve nginx.ingress.kubernetes.io/auth-url=".to_string(),
         "3 Ingresses, 4 findings: 1 honoured, 1 refused, 1 ignored, 1 refused-to-serve".to_string(),
     ] {

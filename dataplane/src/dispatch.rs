@@ -141,6 +141,11 @@ impl<'t> RouteExtras<'t> {
         }
     }
 
+    /// The route's per-client limits, if any.
+    pub fn client_limits(&self) -> Option<&'t ramjet_shared::ClientLimits> {
+        self.limits.and_then(|l| l.clients.as_deref())
+    }
+
     /// The route's CORS settings, if any.
     pub fn route_cors(&self) -> Option<&'t Cors> {
         self.limits.and_then(|l| l.cors.as_deref())

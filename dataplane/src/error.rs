@@ -42,6 +42,10 @@ pub enum ProxyError {
     /// The client's address is not allowed on this route (ingress-nginx's source ranges).
     #[error("client address not allowed")]
     Forbidden,
+    /// The client is over its route's per-client rate or concurrency limit (ingress-nginx's
+    /// `limit-rps`, `limit-rpm`, `limit-connections`).
+    #[error("client over the route's per-client limit")]
+    OverLimit,
     /// The request body is larger than its route allows (ingress-nginx's `proxy-body-size`).
     #[error("request body larger than the route allows")]
     BodyTooLarge,
@@ -77,6 +81,7 @@ impl ProxyError {
             | ProxyError::BodyTimeout
             | ProxyError::BodyTooLarge
             | ProxyError::Forbidden
+            | ProxyError::OverLimit
             | ProxyError::ClientWriteTimeout
             | ProxyError::ClientGone => Side::Downstream,
             ProxyError::NoRoute => Side::Internal,
@@ -157,6 +162,8 @@ pub fn rescue(failure: &Failure) -> Rescue {
         // The rest of the body is not read: the connection cannot carry another request.
         ProxyError::BodyTooLarge => (413, false),
         ProxyError::Forbidden => (403, true),
+        // ingress-nginx's limit-req-status-code and limit-conn-status-code default to 503.
+        ProxyError::OverLimit => (503, true),
         ProxyError::HeaderTimeout | ProxyError::BodyTimeout => (408, false),
         ProxyError::ClientWriteTimeout | ProxyError::ClientGone => return Rescue { status: None, keep: false },
         ProxyError::NoRoute => (404, true),
@@ -196,6 +203,7 @@ mod tests {
         assert_eq!(status(ProxyError::BodyTimeout), Some(408));
         assert_eq!(status(ProxyError::ClientGone), None);
         assert_eq!(status(ProxyError::NoRoute), Some(404));
+        assert_eq!(status(ProxyError::OverLimit), Some(503));
         assert_eq!(status(ProxyError::Upstream(UpstreamErrorKind::Timeout)), Some(504));
         assert_eq!(status(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints)), Some(503));
         assert_eq!(status(ProxyError::StaleUpstream), Some(502));

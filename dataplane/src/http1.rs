@@ -490,6 +490,19 @@ where
             if !origin.is_empty() {
                 extras.cors = extras.route_cors().map(|c| (c, &origin[..]));
             }
+            // The client's place under the route's per-client limits, held until the exchange ends.
+            let _under_way = match extras.client_limits().map(|l| worker.limiter.admit(l, conn.facts.peer.ip())) {
+                Some(Err(_)) => {
+                    if origin.capacity() > 0 {
+                        worker.out_buffers.give(origin);
+                    }
+                    conn.buf.consume(head.head_len);
+                    conn.discard_buffered_body(head);
+                    return (conn.fail(ProxyError::OverLimit.into(), keep_alive).await, Some(served));
+                }
+                Some(Ok(held)) => held,
+                None => None,
+            };
             if let Some(policy) = extras.filters {
                 crate::filters::apply(&mut conn.out, policy, target.as_bytes(), &mut worker.rewrite.borrow_mut());
             }

@@ -29,6 +29,7 @@ mod filters;
 mod grpc;
 pub mod http1;
 mod http2;
+mod limits;
 mod listener;
 mod mirror;
 mod observe;

@@ -18,6 +18,7 @@ use crate::contain;
 use crate::drain::DrainSignal;
 use crate::error::{rescue, Failure, Rescue};
 use crate::http1::{self, ConnFacts};
+use crate::limits::ClientLimiter;
 use crate::mirror::Mirrors;
 use crate::observe::{self, Done, Observer, RequestId, RequestIds, RouteIndex, Sampler};
 use crate::tls::TlsTerminator;
@@ -69,6 +70,8 @@ pub(crate) struct Worker {
     pub mirrors: Rc<Mirrors>,
     /// Scratch memory for path rewrites (the regex engine's cache, the new path).
     pub rewrite: RefCell<ramjet_shared::RewriteScratch>,
+    /// Routes' per-client limits, counted on this worker.
+    pub limiter: ClientLimiter,
 }
 
 impl Worker {
@@ -96,6 +99,7 @@ impl Worker {
             random: Cell::new(seed),
             mirrors: Rc::new(Mirrors::new(stats.clone(), id)),
             rewrite: RefCell::default(),
+            limiter: ClientLimiter::default(),
             id,
             pool: Pool::new(settings.upstream_idle_timeout),
             h2_pool: H2Pool::default(),
@@ -385,6 +389,7 @@ async fn sweep_pool(worker: Rc<Worker>) {
             _ = monoio::time::sleep(period) => {
                 worker.pool.sweep();
                 worker.h2_pool.sweep(worker.settings.upstream_idle_timeout);
+                worker.limiter.sweep();
             }
             _ = worker.drain.wait() => return,
         }

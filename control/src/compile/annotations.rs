@@ -200,7 +200,22 @@ const RETRY: Support = Ignored(
     "ramjet retries only a request it could send again unchanged after a stale pooled connection, never on another \
      status",
 );
-const RATE: Support = Ignored("requests are not rate-limited");
+const RATE: Support = Checked {
+    check: count,
+    how: "per client address, as ingress-nginx's limit_req with nodelay: a burst of the rate times \
+          limit-burst-multiplier (5) passes at once, then requests beyond the rate are answered 503; counted per \
+          worker, where ingress-nginx counts per replica (docs/ingress.md)",
+};
+const CONNECTIONS: Support = Checked {
+    check: count,
+    how: "requests of one client address under way at once, beyond which it is answered 503, as ingress-nginx's \
+          limit_conn; counted per worker (docs/ingress.md)",
+};
+const BURST: Support = Checked { check: count, how: "each rate's burst is the rate times this (default 5)" };
+const RATE_EXEMPT: Support = Checked {
+    check: source_ranges,
+    how: "client addresses (addresses and CIDR blocks) that no limit-rps, limit-rpm or limit-connections applies to",
+};
 const SSL_CIPHERS: Support =
     Approximated("rustls offers only modern cipher suites to backends, chosen for you (docs/ingress.md)");
 const SSL_NAME: Support = Honoured(
@@ -334,14 +349,14 @@ const NGINX: &[Entry] = &[
     e("force-ssl-redirect", FORCE_SSL_REDIRECT, NO),
     e("from-to-www-redirect", FROM_TO_WWW, NO),
     e("http2-push-preload", Approximated("HTTP/2 server push is gone from browsers; nothing is pushed"), NO),
-    e("limit-allowlist", RATE, None),
-    e("limit-burst-multiplier", RATE, None),
-    e("limit-connections", Ignored("connections per client are not limited"), None),
+    e("limit-allowlist", RATE_EXEMPT, None),
+    e("limit-burst-multiplier", BURST, Some("5")),
+    e("limit-connections", CONNECTIONS, None),
     e("limit-rate", Ignored("response bandwidth is not limited"), None),
     e("limit-rate-after", Ignored("response bandwidth is not limited"), None),
     e("limit-rpm", RATE, None),
     e("limit-rps", RATE, None),
-    e("limit-whitelist", RATE, None),
+    e("limit-whitelist", RATE_EXEMPT, None),
     e("load-balance", Ignored("requests are balanced round robin"), Some("round_robin")),
     e("mirror-host", MIRROR, None),
     e("mirror-request-body", MIRROR, Some("on")),
@@ -458,6 +473,12 @@ const RAMJET: &[Entry] = &[
     e("enable-cors", CORS, Some("false")),
     e("force-ssl-redirect", FORCE_SSL_REDIRECT, Some("false")),
     e("from-to-www-redirect", FROM_TO_WWW, Some("false")),
+    e("limit-allowlist", RATE_EXEMPT, None),
+    e("limit-burst-multiplier", BURST, Some("5")),
+    e("limit-connections", CONNECTIONS, None),
+    e("limit-rpm", RATE, None),
+    e("limit-rps", RATE, None),
+    e("limit-whitelist", RATE_EXEMPT, None),
     e("mirror-backend", MIRROR, None),
     e("mirror-host", MIRROR, None),
     e("mirror-percent", MIRROR, None),
@@ -613,6 +634,10 @@ fn redirect_target(value: &str) -> Result<(), String> {
 
 fn source_ranges(value: &str) -> Result<(), String> {
     ramjet_shared::parse_ranges(value).map(drop)
+}
+
+fn count(value: &str) -> Result<(), String> {
+    location::parse_count(value).map(drop)
 }
 
 fn seconds(value: &str) -> Result<(), String> {

@@ -592,6 +592,19 @@ impl PlannedRoute {
     }
 }
 
+/// The zone an Ingress's per-client limits are counted in: a hash of its namespace, name and uid,
+/// the same in every generation (ingress-nginx names its zones the same way).
+fn limit_zone(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    for part in [&meta.namespace, &meta.name, &meta.uid] {
+        h.update(part.as_deref().unwrap_or("").as_bytes());
+        h.update([0]);
+    }
+    let digest = h.finalize();
+    u64::from_be_bytes(digest[..8].try_into().unwrap_or_default())
+}
+
 /// The proxy-ssl-* annotations (after a prefix).
 const PROXY_SSL: [&str; 7] = [
     "proxy-ssl-ciphers",
@@ -703,7 +716,8 @@ impl<'s, 'c> Resolver<'s, 'c> {
             return Ok(plan);
         };
         let annotations = Annotations::new(ingress.metadata.annotations.as_ref());
-        let paths = PathAnnotations::read(&annotations, &mut problems, &mut plan.warnings);
+        let mut paths = PathAnnotations::read(&annotations, &mut problems, &mut plan.warnings);
+        paths.limits.clients = location::client_limits(&annotations, limit_zone(&ingress.metadata), &mut problems);
         plan.app_root = paths.app_root.clone();
         plan.force_ssl_redirect = paths.force_ssl_redirect;
         if let Some((key, value)) = annotations.get("from-to-www-redirect") {

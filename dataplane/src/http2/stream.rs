@@ -179,6 +179,12 @@ async fn handle<'t>(
                     extras.cors = Some((cors, allow));
                 }
             }
+            // The client's place under the route's per-client limits, held until the stream ends.
+            let _under_way = match extras.client_limits().map(|l| worker.limiter.admit(l, facts.peer.ip())) {
+                Some(Err(_)) => return Err(ProxyError::OverLimit.into()),
+                Some(Ok(held)) => held,
+                None => None,
+            };
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }

@@ -31,6 +31,7 @@ use regex_automata::dfa::regex::Regex;
 use regex_automata::util::syntax;
 use sha2::{Digest as _, Sha256};
 
+use super::client_limits::ClientLimits;
 use super::cors::Cors;
 use super::filter::{self, HeaderEdits, Redirect, Rewrite};
 use super::rewrite::PathRewrite;
@@ -492,6 +493,8 @@ pub struct RouteLimits {
     pub send_timeout: Option<Duration>,
     /// Each read of the response from the endpoint.
     pub read_timeout: Option<Duration>,
+    /// Requests per client address: rate and concurrency (ingress-nginx's `limit-*`).
+    pub clients: Option<Arc<ClientLimits>>,
 }
 
 impl RouteLimits {
@@ -510,6 +513,9 @@ impl RouteLimits {
         }
         if let Some(cors) = &self.cors {
             cors.hash_into(h);
+        }
+        if let Some(clients) = &self.clients {
+            clients.hash_into(h);
         }
     }
 }
@@ -532,6 +538,9 @@ impl fmt::Display for RouteLimits {
             if let Some(d) = value {
                 parts.push(format!("{name} timeout {}s", d.as_secs()));
             }
+        }
+        if let Some(clients) = &self.clients {
+            parts.push(clients.to_string());
         }
         f.write_str(&parts.join(", "))
     }

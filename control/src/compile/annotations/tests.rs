@@ -66,7 +66,10 @@ fn each_kind_of_answer() {
         "{snippet:?}"
     );
 
-    assert_eq!(one("nginx.ingress.kubernetes.io/limit-rpm", "60").verdict, Verdict::Ignored);
+    assert_eq!(one("nginx.ingress.kubernetes.io/limit-rate", "1024").verdict, Verdict::Ignored);
+    assert_eq!(one("nginx.ingress.kubernetes.io/limit-rpm", "60").verdict, Verdict::Honoured);
+    assert_eq!(one("ramjet.dev/limit-connections", "10").verdict, Verdict::Honoured);
+    assert_eq!(one("nginx.ingress.kubernetes.io/limit-rps", "ten").verdict, Verdict::RefusedToServe);
     assert_eq!(one("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8").verdict, Verdict::Honoured);
     assert_eq!(
         one("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8, intranet").verdict,

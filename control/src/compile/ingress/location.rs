@@ -6,7 +6,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use ramjet_shared::{parse_ranges, Cors, Filter, PathRewrite, RouteLimits, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
+use std::sync::Arc;
+
+use ramjet_shared::{
+    parse_ranges, ClientLimits, Cors, Filter, PathRewrite, Rate, RouteLimits, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS,
+};
 
 use crate::canary::Annotations;
 
@@ -43,6 +47,52 @@ pub(crate) fn parse_size(value: &str) -> Result<Option<u64>, String> {
     let n: u64 = digits.parse().map_err(|_| bad())?;
     let bytes = n.checked_mul(unit).ok_or_else(bad)?;
     Ok((bytes > 0).then_some(bytes))
+}
+
+/// A count in a `limit-*` annotation: a whole number, 0 meaning no limit.
+pub(crate) fn parse_count(value: &str) -> Result<u64, String> {
+    value.trim().parse::<u32>().map(u64::from).map_err(|_| format!("`{}` is not a whole number", value.trim()))
+}
+
+/// ingress-nginx's burst multiplier when `limit-burst-multiplier` is not given.
+const BURST_MULTIPLIER: u64 = 5;
+
+/// The Ingress's per-client limits (`limit-rps`, `limit-rpm`, `limit-connections`, with
+/// `limit-burst-multiplier` and `limit-allowlist` / `limit-whitelist`), counted in `zone`; `None`
+/// when it sets none. As ingress-nginx builds them: each rate's burst is the rate times the
+/// multiplier (5 by default), refused clients get 503, and allow-listed addresses are not limited.
+pub(super) fn client_limits(
+    annotations: &Annotations<'_>,
+    zone: u64,
+    problems: &mut Vec<String>,
+) -> Option<Arc<ClientLimits>> {
+    let mut count = |name| {
+        let (key, value) = annotations.get(name).filter(|(_, v)| !v.trim().is_empty())?;
+        parse_count(value).map_err(|e| problems.push(format!("{key}: {e}"))).ok().filter(|n| *n > 0)
+    };
+    let (rps, rpm, concurrent) = (count("limit-rps"), count("limit-rpm"), count("limit-connections"));
+    let multiplier = count("limit-burst-multiplier").unwrap_or(BURST_MULTIPLIER);
+    let exempt = match annotations.get("limit-allowlist").or_else(|| annotations.get("limit-whitelist")) {
+        Some((key, value)) if !value.trim().is_empty() => match parse_ranges(value) {
+            Ok(blocks) => blocks.into(),
+            Err(e) => {
+                problems.push(format!("{key}: {e}"));
+                return None;
+            }
+        },
+        _ => Box::default(),
+    };
+    if rps.is_none() && rpm.is_none() && concurrent.is_none() {
+        return None;
+    }
+    let rate = |requests: u64, per_minute| Rate { requests, per_minute, burst: requests * multiplier };
+    Some(Arc::new(ClientLimits {
+        zone,
+        per_second: rps.map(|n| rate(n, false)),
+        per_minute: rpm.map(|n| rate(n, true)),
+        concurrent: concurrent.map(|n| n as u32),
+        exempt,
+    }))
 }
 
 /// A proxy timeout: whole seconds, as ingress-nginx reads them (`"120"`).
