@@ -61,6 +61,11 @@ fn ingress(name: &str, host: &str, annotations: &str, paths: &[(&str, &str, &str
 }
 
 fn start(dir: &Path, text: &str) -> Daemon {
+    start_with(dir, text, |_| {})
+}
+
+/// [`start`], with the daemon's configuration changed by `tweak` first.
+fn start_with(dir: &Path, text: &str, tweak: impl FnOnce(&mut DaemonConfig)) -> Daemon {
     std::fs::write(dir.join("app.yaml"), text).unwrap();
     let mut config = DaemonConfig::with_source(Source::Manifests {
         dir: dir.to_path_buf(),
@@ -68,6 +73,7 @@ fn start(dir: &Path, text: &str) -> Daemon {
         interval: Duration::from_millis(20),
     });
     config.io_driver = IoDriver::Auto;
+    tweak(&mut config);
     let daemon = Daemon::start(config).expect("the daemon starts");
     wait_serving(&daemon, 1);
     daemon
@@ -581,16 +587,7 @@ fn per_client_limits_behave_as_in_ingress_nginx() {
         &[("/", "Prefix", "a")],
     ));
     text.push_str(&ingress("bad", "bad.test", &format!("{NGINX}/limit-rps: ten"), &[("/", "Prefix", "a")]));
-    std::fs::write(dir.join("app.yaml"), &text).unwrap();
-    let mut config = DaemonConfig::with_source(Source::Manifests {
-        dir: dir.to_path_buf(),
-        options: IngressOptions::default(),
-        interval: Duration::from_millis(20),
-    });
-    config.io_driver = IoDriver::Auto;
-    config.workers = 1;
-    let d = Daemon::start(config).expect("the daemon starts");
-    wait_serving(&d, 1);
+    let d = start_with(&dir, &text, |c| c.workers = 1);
     let addr = d.http_addr();
 
     // 2 r/s, burst 2: three at once, then 503; the paths of the Ingress share the count.
@@ -640,5 +637,108 @@ fn per_client_limits_behave_as_in_ingress_nginx() {
     assert_eq!(slow.join().unwrap(), 200);
     assert_eq!(get(addr, "conns.test", "/").status, 200);
     assert_eq!(h2.get("conns.test", "/").status, 200);
+    d.shutdown();
+}
+
+/// A Service `pair` with both backends as its endpoints (one EndpointSlice each, since a slice
+/// has one port for all its endpoints).
+fn pair_service(a: SocketAddr, b: SocketAddr) -> String {
+    let mut text = String::from(
+        "---\napiVersion: v1\nkind: Service\nmetadata: { name: pair, namespace: shop }\n\
+         spec: { ports: [{ name: http, port: 80 }] }\n",
+    );
+    for (i, addr) in [a, b].iter().enumerate() {
+        text.push_str(&format!(
+            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
+             metadata: {{ name: pair-{i}, namespace: shop, labels: {{ kubernetes.io/service-name: pair }} }}\n\
+             addressType: IPv4\nports: [{{ name: http, port: {} }}]\n\
+             endpoints: [{{ addresses: [\"{}\"], conditions: {{ ready: true }} }}]\n",
+            addr.port(),
+            addr.ip()
+        ));
+    }
+    text
+}
+
+/// docs (annotations "Session Affinity") and test/e2e/annotations/affinity.go: with `affinity:
+/// cookie` the first answer sets `INGRESSCOOKIE` (HttpOnly, the path of the Ingress's rule), and
+/// a client that sends it back stays on that endpoint; the session-cookie-* annotations set the
+/// cookie's name, path, lifetime, SameSite and Secure. A cookie that names no endpoint of the
+/// backend is replaced. HTTP/2 clients get the same.
+#[test]
+fn session_affinity_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-affinity");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&pair_service(a.addr, b.addr));
+    let pair = [("/", "Prefix", "pair")];
+    text.push_str(&ingress(
+        "sticky",
+        "sticky.test",
+        &format!("{NGINX}/affinity: cookie"),
+        &[("/app", "Prefix", "pair")],
+    ));
+    let custom = format!(
+        "{NGINX}/affinity: cookie, {NGINX}/affinity-mode: persistent, {NGINX}/session-cookie-name: route, \
+         {NGINX}/session-cookie-path: /, {NGINX}/session-cookie-max-age: \"172800\", \
+         {NGINX}/session-cookie-samesite: strict, ramjet.dev/session-cookie-secure: \"true\""
+    );
+    text.push_str(&ingress("custom", "custom.test", &custom, &pair));
+    text.push_str(&ingress("plain", "plain.test", "team: shop", &pair));
+    text.push_str(&ingress("bad", "bad.test", &format!("{NGINX}/affinity: ip"), &pair));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+
+    let first = get(addr, "sticky.test", "/app");
+    assert_eq!(first.status, 200, "{first:?}");
+    let set = first.header("set-cookie").expect("a new session gets the cookie").to_string();
+    let value = set.strip_prefix("INGRESSCOOKIE=").and_then(|v| v.split(';').next()).unwrap().to_string();
+    assert_eq!(set, format!("INGRESSCOOKIE={value}; Path=/app; HttpOnly"));
+    let home = seen(&first).0;
+    // Back with the cookie, on new connections: always the same endpoint, no new cookie.
+    let cookie = format!("Cookie: theme=dark; INGRESSCOOKIE={value}\r\n");
+    for _ in 0..10 {
+        let mut c = Conn::open(addr);
+        let r = c.get_with("sticky.test", "/app/page", &cookie);
+        assert_eq!(seen(&r).0, home, "{r:?}");
+        assert_eq!(r.header("set-cookie"), None, "{r:?}");
+    }
+    // Without it, balanced as usual (both endpoints answer), each new session with its cookie.
+    let homes: std::collections::BTreeSet<String> = (0..6)
+        .map(|_| {
+            let r = get(addr, "sticky.test", "/app");
+            assert!(r.header("set-cookie").is_some_and(|c| c.starts_with("INGRESSCOOKIE=")), "{r:?}");
+            seen(&r).0
+        })
+        .collect();
+    assert_eq!(homes.len(), 2, "{homes:?}");
+    // A cookie that names no endpoint gets a new session.
+    let r = Conn::open(addr).get_with("sticky.test", "/app", "Cookie: INGRESSCOOKIE=0123456789abcdef\r\n");
+    assert!(r.header("set-cookie").is_some_and(|c| !c.contains("0123456789abcdef")), "{r:?}");
+
+    // The cookie's attributes from the annotations.
+    let r = get(addr, "custom.test", "/");
+    let set = r.header("set-cookie").unwrap().to_string();
+    assert!(
+        set.starts_with("route=") && set.ends_with("; Path=/; Max-Age=172800; Secure; SameSite=Strict; HttpOnly"),
+        "{set}"
+    );
+    // Without affinity, nothing is set.
+    assert_eq!(get(addr, "plain.test", "/").header("set-cookie"), None);
+    // An affinity ramjet does not know keeps the Ingress out, with a diagnostic.
+    assert_eq!(get(addr, "bad.test", "/").status, 404);
+    let generation = d.published.current();
+    assert!(generation.diagnostics.iter().any(|p| p.object.name == "bad" && p.message.contains("affinity")));
+
+    // HTTP/2 clients: the same session, and a new one gets the cookie as a header.
+    let mut h2 = h2client::H2Client::connect(addr);
+    let cookie = format!("INGRESSCOOKIE={value}");
+    for _ in 0..4 {
+        let r = h2.request("GET", "sticky.test", "/app", &[("cookie", cookie.as_str())], b"", true).unwrap();
+        assert!(r.text().contains(&format!("backend={home}\n")), "{}", r.text());
+        assert_eq!(r.header("set-cookie"), None);
+    }
+    let r = h2.get("sticky.test", "/app");
+    assert!(r.header("set-cookie").is_some_and(|c| c.starts_with("INGRESSCOOKIE=") && c.ends_with("HttpOnly")));
     d.shutdown();
 }

@@ -5,8 +5,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ramjet_shared::{
-    normalize_host, BackendKind, Cors, DirectResponse, Edits, HeaderEdits, Mirror, Redirect, RequestView, Route,
-    RouteLimits, RoutePolicy, RouteTable,
+    normalize_host, Affinity, BackendKind, Cors, DirectResponse, Edits, HeaderEdits, Mirror, Redirect, RequestView,
+    Route, RouteLimits, RoutePolicy, RouteTable,
 };
 
 use crate::observe::Served;
@@ -119,13 +119,52 @@ pub(crate) struct RouteExtras<'t> {
     pub cors: Option<(&'t Cors, &'t [u8])>,
     /// The rule's header edits for the response.
     pub response: Option<&'t HeaderEdits>,
+    /// Sticky sessions: the route's affinity, and the endpoint the request's cookie names (when it
+    /// is one of the backend's).
+    pub affinity: Option<(&'t Affinity, Option<usize>)>,
+    /// The endpoint a new sticky session went to: the response sets the cookie for it.
+    pub new_session: Option<SocketAddr>,
 }
 
 impl<'t> RouteExtras<'t> {
     pub fn new(route: &'t Route, mirror: Option<&'t Mirror>, sticky: Option<u32>) -> Self {
         let policy = route.policy.as_deref();
         let filters = policy.filter(|p| !p.filters.is_empty());
-        RouteExtras { mirror, sticky, filters, limits: policy.map(|p| &p.limits), cors: None, response: None }
+        let limits = policy.map(|p| &p.limits);
+        RouteExtras { mirror, sticky, filters, limits, ..RouteExtras::default() }
+    }
+
+    /// Reads the route's sticky-session cookie from the request, when the route has affinity.
+    pub fn with_affinity(mut self, req: &impl RequestView, endpoints: &[SocketAddr]) -> Self {
+        if let Some(affinity) = self.limits.and_then(|l| l.affinity.as_deref()) {
+            let named = req.cookie(&affinity.cookie).and_then(|v| Affinity::endpoint(v, endpoints));
+            self.affinity = Some((affinity, named));
+        }
+        self
+    }
+
+    /// The endpoint to try first: the one the sticky cookie names, else the next in turn.
+    pub fn endpoint(&self, worker: &crate::worker::Worker, slot: u32, endpoints: &[SocketAddr]) -> usize {
+        match self.affinity {
+            Some((_, Some(named))) => named,
+            _ => worker.next_endpoint(slot, endpoints.len()),
+        }
+    }
+
+    /// Notes that the request went to `addr`: a sticky session that did not name it starts anew there.
+    pub fn served_by(&mut self, addr: SocketAddr, endpoints: &[SocketAddr]) {
+        if let Some((_, named)) = self.affinity {
+            if named.map(|i| endpoints[i]) != Some(addr) {
+                self.new_session = Some(addr);
+            }
+        }
+    }
+
+    /// The `Set-Cookie` line of a new sticky session, if there is one (ending in CRLF).
+    pub fn push_session_cookie(&self, out: &mut Vec<u8>) {
+        if let (Some((affinity, _)), Some(addr)) = (self.affinity, self.new_session) {
+            affinity.push_set_cookie(addr, out);
+        }
     }
 
     /// The upstream timeouts for this request: the route's, else the daemon's.

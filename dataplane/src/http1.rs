@@ -467,7 +467,7 @@ where
             (conn.finish(302, keep).await, Some(served))
         }
         Decision::Proxy { served, endpoints, mirror, sticky, edits, .. } => {
-            let mut extras = RouteExtras::new(served.route, mirror, sticky);
+            let mut extras = RouteExtras::new(served.route, mirror, sticky).with_affinity(&view, endpoints);
             // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
             let mut origin = Vec::new();
             if let Some(cors) = extras.route_cors() {

@@ -47,6 +47,7 @@ mod upstream_tls;
 pub use cert::{CertId, CertStore, Certificate};
 pub use generation::{Diagnostic, Digest, Generation, ObjectRef, Severity};
 pub use publish::Published;
+pub use route::affinity::{endpoint_key, Affinity, AFFINITY_COOKIE};
 pub use route::client_limits::{ClientLimits, Rate};
 pub use route::cors::{Cors, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
 pub use route::policy::{cookie_value, find_pair};

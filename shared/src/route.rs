@@ -24,6 +24,7 @@ use crate::cert::CertId;
 use crate::generation::Digest;
 use crate::upstream_tls::UpstreamTls;
 
+pub mod affinity;
 pub mod client_limits;
 pub mod cors;
 pub mod filter;

@@ -144,7 +144,15 @@ const BUFFERS: Support =
     Approximated("ramjet streams bodies through fixed per-connection buffers; nginx's buffer tuning has no equivalent");
 const AUTH: Support = AccessControl("authentication");
 const AUTH_PART: Support = Ignored("external or basic authentication is not available, so its options do nothing");
-const AFFINITY: Support = Ignored("session affinity is not available: requests are balanced round robin");
+const AFFINITY: Support = Honoured(
+    "sticky sessions by cookie: a client that comes back with the cookie goes to the endpoint that served it while \
+     that endpoint exists, else it is balanced and gets a new cookie (docs/ingress.md)",
+);
+const AFFINITY_MODE: Support = Approximated(
+    "balanced and persistent both keep a session on its endpoint while the endpoint exists; balanced does not move \
+     sessions to new endpoints when the backend scales up",
+);
+const AFFINITY_LOST: Support = Ignored("the sticky cookie is kept as it is whatever this asks");
 const CORS: Support = Honoured(
     "with enable-cors: an allowed Origin gets the Access-Control-* fields on the response (replacing the backend's) \
      and an OPTIONS preflight is answered 204 by ramjet, with ingress-nginx's defaults and fallbacks (docs/ingress.md)",
@@ -278,8 +286,8 @@ const OTEL: Support = Ignored("OpenTelemetry tracing is not available; tracepare
 /// Every annotation ingress-nginx defines (its docs and `internal/ingress/annotations`), sorted.
 const NGINX: &[Entry] = &[
     e("affinity", AFFINITY, None),
-    e("affinity-canary-behavior", AFFINITY, None),
-    e("affinity-mode", AFFINITY, None),
+    e("affinity-canary-behavior", AFFINITY_LOST, Some("sticky")),
+    e("affinity-mode", AFFINITY_MODE, Some("balanced")),
     e("allowlist-source-range", ALLOW_RANGE, None),
     e("app-root", APP_ROOT, None),
     e("auth-always-set-cookie", AUTH_PART, NO),
@@ -411,8 +419,8 @@ const NGINX: &[Entry] = &[
         None,
     ),
     e("service-upstream", Ignored("requests go to the endpoints, not to the Service's cluster IP"), NO),
-    e("session-cookie-change-on-failure", AFFINITY, None),
-    e("session-cookie-conditional-samesite-none", AFFINITY, None),
+    e("session-cookie-change-on-failure", AFFINITY_LOST, Some("false")),
+    e("session-cookie-conditional-samesite-none", AFFINITY_LOST, Some("false")),
     e("session-cookie-domain", AFFINITY, None),
     e("session-cookie-expires", AFFINITY, None),
     e("session-cookie-max-age", AFFINITY, None),
@@ -443,6 +451,8 @@ const NGINX: &[Entry] = &[
 
 /// Every `ramjet.dev/` annotation ramjet reads, sorted.
 const RAMJET: &[Entry] = &[
+    e("affinity", AFFINITY, None),
+    e("affinity-mode", AFFINITY_MODE, Some("balanced")),
     e("allowlist-source-range", ALLOW_RANGE, None),
     e("app-root", APP_ROOT, None),
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
@@ -496,6 +506,13 @@ const RAMJET: &[Entry] = &[
     e("proxy-ssl-verify", SSL_VERIFY, None),
     e("rewrite-target", REWRITE_TARGET, None),
     e("server-alias", SERVER_ALIAS, None),
+    e("session-cookie-domain", AFFINITY, None),
+    e("session-cookie-expires", AFFINITY, None),
+    e("session-cookie-max-age", AFFINITY, None),
+    e("session-cookie-name", AFFINITY, None),
+    e("session-cookie-path", AFFINITY, None),
+    e("session-cookie-samesite", AFFINITY, None),
+    e("session-cookie-secure", AFFINITY, None),
     e(
         "ssl-redirect",
         Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),

@@ -718,6 +718,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
         let annotations = Annotations::new(ingress.metadata.annotations.as_ref());
         let mut paths = PathAnnotations::read(&annotations, &mut problems, &mut plan.warnings);
         paths.limits.clients = location::client_limits(&annotations, limit_zone(&ingress.metadata), &mut problems);
+        let affinity = location::affinity(&annotations, &mut problems);
         plan.app_root = paths.app_root.clone();
         plan.force_ssl_redirect = paths.force_ssl_redirect;
         if let Some((key, value)) = annotations.get("from-to-www-redirect") {
@@ -808,6 +809,16 @@ impl<'s, 'c> Resolver<'s, 'c> {
                         continue;
                     }
                 };
+                let mut limits = paths.limits.clone();
+                if let Some(affinity) = &affinity {
+                    // The cookie's path is the route's own unless the annotation gives one
+                    // (ingress-nginx's `location_path`; a regex has none to give).
+                    let mut affinity = affinity.clone();
+                    if affinity.path.is_empty() {
+                        affinity.path = if regex { "/".into() } else { value.into() };
+                    }
+                    limits.affinity = Some(Arc::new(affinity));
+                }
                 match resolve(self, &path.backend) {
                     Ok(backend) => plan.routes.push(PlannedRoute {
                         host: host.clone(),
@@ -816,7 +827,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
                         nginx_prefix,
                         regex,
                         filters,
-                        limits: paths.limits.clone(),
+                        limits,
                         backend,
                         mirror: mirror.clone(),
                         canary: None,

@@ -32,7 +32,7 @@ pub(crate) async fn forward<S>(
     backend: &Backend,
     endpoints: &[SocketAddr],
     keep_alive: bool,
-    extras: RouteExtras<'_>,
+    mut extras: RouteExtras<'_>,
 ) -> Result<(u16, Next), Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
@@ -54,13 +54,14 @@ where
     if let Some(mirror) = extras.mirror {
         crate::mirror::send(worker, mirror, &conn.out, buffered.map(|len| &conn.buf.data()[..len]));
     }
-    let index = worker.next_endpoint(backend.slot, endpoints.len());
+    let index = extras.endpoint(worker, backend.slot, endpoints);
     let plan = ResponsePlan { is_head: head.is_head, client_minor: head.minor, keep_alive };
     if head.host.is_empty() && !extras.filters.is_some_and(crate::filters::sets_host) {
         // HTTP/1.0 without a Host: name the endpoint, as nginx's default `$proxy_host` does.
         insert_host(&mut conn.out, endpoints[index]);
     }
     if backend.protocol.is_h2() {
+        extras.served_by(endpoints[index], endpoints);
         let to = super::h2_backend::Target { addr: endpoints[index], tls, buffered };
         return super::h2_backend::forward(conn, head, to, plan, &extras, timeouts).await;
     }
@@ -90,6 +91,7 @@ where
     let streamed = conn.tally.bytes_in;
     conn.tally = Tally { bytes_in: streamed, ..tally };
     let (mut up, (response, keep_client)) = attempted?;
+    extras.served_by(up.addr, endpoints);
     if let Some(len) = buffered {
         conn.buf.consume(len);
         conn.tally.bytes_in += len as u64;
@@ -141,10 +143,13 @@ pub(super) fn finish_response_head<S>(conn: &mut ClientConn<'_, S>, extras: &Rou
     if let Some((cors, allow)) = extras.cors {
         crate::filters::set_cors_fields(&mut conn.out, cors, allow);
     }
-    if let Some(draw) = extras.sticky {
+    if extras.sticky.is_some() || extras.new_session.is_some() {
         // Before the blank line that ends the response head.
         conn.out.truncate(conn.out.len() - 2);
-        crate::dispatch::push_sticky_cookie(&mut conn.out, draw);
+        if let Some(draw) = extras.sticky {
+            crate::dispatch::push_sticky_cookie(&mut conn.out, draw);
+        }
+        extras.push_session_cookie(&mut conn.out);
         conn.out.extend_from_slice(b"\r\n");
     }
 }

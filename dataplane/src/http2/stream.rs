@@ -169,7 +169,7 @@ async fn handle<'t>(
         }
         Decision::Proxy { served, slot, endpoints, mirror, sticky, edits } => {
             seen.served = Some(served);
-            let mut extras = RouteExtras::new(served.route, mirror, sticky);
+            let mut extras = RouteExtras::new(served.route, mirror, sticky).with_affinity(&view, endpoints);
             if let Some(cors) = extras.route_cors() {
                 if let Some(allow) = cors.allow_origin(ramjet_shared::RequestView::header(&view, "origin")) {
                     if parts.method == Method::OPTIONS {
@@ -188,7 +188,7 @@ async fn handle<'t>(
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
-            let index = worker.next_endpoint(slot, endpoints.len());
+            let index = extras.endpoint(worker, slot, endpoints);
             let tls = served.backend.tls.as_deref();
             if served.backend.protocol.is_h2() {
                 let grpc = grpc::is_grpc(&parts.headers);
@@ -296,7 +296,7 @@ async fn forward(
     respond: &mut SendResponse<Bytes>,
     to: Upstream<'_>,
     seen: &mut Seen<'_>,
-    extras: RouteExtras<'_>,
+    mut extras: RouteExtras<'_>,
     edits: Edits<'_>,
 ) -> Result<u16, Failure> {
     let Upstream { endpoints, tls, index, id } = to;
@@ -350,6 +350,7 @@ async fn forward(
     worker.out_buffers.give(out);
     seen.tally.bytes_in += sent;
     let (mut up, (head, mut response)) = result?;
+    extras.served_by(up.addr, endpoints);
     if let Some((cors, allow)) = extras.cors {
         for (name, value) in cors.fields(allow) {
             if let Ok(value) = http::HeaderValue::from_bytes(value) {
@@ -360,12 +361,18 @@ async fn forward(
     if let Some(edits) = extras.response {
         crate::edit::edit_fields(response.headers_mut(), edits);
     }
-    if let Some(draw) = extras.sticky {
-        let mut line = Vec::with_capacity(96);
-        crate::dispatch::push_sticky_cookie(&mut line, draw);
-        let value = &line[b"set-cookie: ".len()..line.len() - 2];
-        if let Ok(value) = http::HeaderValue::from_bytes(value) {
-            response.headers_mut().append(http::header::SET_COOKIE, value);
+    if extras.sticky.is_some() || extras.new_session.is_some() {
+        let mut lines = Vec::with_capacity(192);
+        if let Some(draw) = extras.sticky {
+            crate::dispatch::push_sticky_cookie(&mut lines, draw);
+        }
+        extras.push_session_cookie(&mut lines);
+        for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let value = line.strip_prefix(b"set-cookie: ").unwrap_or(line);
+            let value = value.strip_suffix(b"\r").unwrap_or(value);
+            if let Ok(value) = http::HeaderValue::from_bytes(value) {
+                response.headers_mut().append(http::header::SET_COOKIE, value);
+            }
         }
     }
     up.buf.consume(head.head_len);

@@ -31,6 +31,7 @@ use regex_automata::dfa::regex::Regex;
 use regex_automata::util::syntax;
 use sha2::{Digest as _, Sha256};
 
+use super::affinity::Affinity;
 use super::client_limits::ClientLimits;
 use super::cors::Cors;
 use super::filter::{self, HeaderEdits, Redirect, Rewrite};
@@ -495,6 +496,8 @@ pub struct RouteLimits {
     pub read_timeout: Option<Duration>,
     /// Requests per client address: rate and concurrency (ingress-nginx's `limit-*`).
     pub clients: Option<Arc<ClientLimits>>,
+    /// Sticky sessions by cookie (ingress-nginx's `affinity: cookie`).
+    pub affinity: Option<Arc<Affinity>>,
 }
 
 impl RouteLimits {
@@ -516,6 +519,9 @@ impl RouteLimits {
         }
         if let Some(clients) = &self.clients {
             clients.hash_into(h);
+        }
+        if let Some(affinity) = &self.affinity {
+            affinity.hash_into(h);
         }
     }
 }
@@ -541,6 +547,9 @@ impl fmt::Display for RouteLimits {
         }
         if let Some(clients) = &self.clients {
             parts.push(clients.to_string());
+        }
+        if let Some(affinity) = &self.affinity {
+            parts.push(affinity.to_string());
         }
         f.write_str(&parts.join(", "))
     }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    parse_ranges, ClientLimits, Cors, Filter, PathRewrite, Rate, RouteLimits, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS,
+    parse_ranges, Affinity, ClientLimits, Cors, Filter, PathRewrite, Rate, RouteLimits, AFFINITY_COOKIE, CORS_HEADERS,
+    CORS_MAX_AGE, CORS_METHODS,
 };
 
 use crate::canary::Annotations;
@@ -93,6 +94,75 @@ pub(super) fn client_limits(
         concurrent: concurrent.map(|n| n as u32),
         exempt,
     }))
+}
+
+/// Sticky sessions (`affinity: cookie` and the `session-cookie-*` annotations), with the cookie's
+/// path still to be set per route when `session-cookie-path` is not given (see
+/// [`Affinity::path`]); `None` without `affinity`. `affinity-mode` may be `balanced` (the
+/// default) or `persistent`: both keep a session on its endpoint while that endpoint exists.
+pub(super) fn affinity(annotations: &Annotations<'_>, problems: &mut Vec<String>) -> Option<Affinity> {
+    let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+    let (key, value) = given("affinity")?;
+    if value.trim() != "cookie" {
+        problems.push(format!("{key}: `{}` is not an affinity ramjet knows (only \"cookie\")", value.trim()));
+        return None;
+    }
+    let mut bad = |key: &str, why: String| {
+        problems.push(format!("{key}: {why}"));
+    };
+    if let Some((key, mode)) = given("affinity-mode") {
+        if !matches!(mode.trim(), "balanced" | "persistent") {
+            bad(&key, format!("`{}` is neither balanced nor persistent", mode.trim()));
+        }
+    }
+    let cookie_text = |key: &str, v: &str, bad: &mut dyn FnMut(&str, String)| -> Option<Arc<str>> {
+        let v = v.trim();
+        if v.bytes().all(|b| b.is_ascii_graphic() && !matches!(b, b';' | b',' | b'=' | b'"' | b'\\')) {
+            Some(v.into())
+        } else {
+            bad(key, format!("`{v}` cannot be put in a cookie"));
+            None
+        }
+    };
+    let cookie = match given("session-cookie-name") {
+        Some((key, v)) => cookie_text(&key, v, &mut bad)?,
+        None => AFFINITY_COOKIE.into(),
+    };
+    let path = match given("session-cookie-path") {
+        Some((key, v)) if v.trim().starts_with('/') => cookie_text(&key, v, &mut bad)?,
+        Some((key, v)) => {
+            bad(&key, format!("`{}` is not a path", v.trim()));
+            return None;
+        }
+        None => "".into(),
+    };
+    let domain = match given("session-cookie-domain") {
+        Some((key, v)) => Some(cookie_text(&key, v, &mut bad)?),
+        None => None,
+    };
+    let mut seconds = |name| {
+        let (key, v) = given(name)?;
+        v.trim().parse::<u64>().map_err(|_| bad(&key, format!("`{}` is not a number of seconds", v.trim()))).ok()
+    };
+    // Max-Age wins over Expires in browsers; an Expires alone is sent as the same lifetime.
+    let max_age = seconds("session-cookie-max-age").or_else(|| seconds("session-cookie-expires"));
+    let secure = match given("session-cookie-secure") {
+        Some((key, v)) => parse_bool(v).map_err(|e| bad(&key, e)).unwrap_or(false),
+        None => false,
+    };
+    let same_site = match given("session-cookie-samesite") {
+        Some((key, v)) => match v.trim().to_ascii_lowercase().as_str() {
+            "none" => Some("None".into()),
+            "lax" => Some("Lax".into()),
+            "strict" => Some("Strict".into()),
+            other => {
+                bad(&key, format!("`{other}` is not None, Lax or Strict"));
+                None
+            }
+        },
+        None => None,
+    };
+    Some(Affinity { cookie, path, domain, max_age, secure, same_site })
 }
 
 /// A proxy timeout: whole seconds, as ingress-nginx reads them (`"120"`).
