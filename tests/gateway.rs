@@ -124,7 +124,7 @@ fn an_httproute_with_header_matches_weights_and_a_mirror_serves_traffic() {
         let d = start(&dir, driver);
         wait_serving(&d, 1);
         let addr = d.http_addr();
-        let mirrored_before = shadow.requests();
+        let (mirrored_before, dropped_before) = (shadow.requests(), d.stats.mirrors_dropped());
         let one = |request: &str| tally(addr, request, 1).into_keys().next().unwrap();
         // The header match wins over the weighted rule for the same path.
         let beta_header = "GET /cart/items HTTP/1.1\r\nHost: www.shop.test\r\nX-Beta: yes\r\n\r\n";
@@ -134,12 +134,17 @@ fn an_httproute_with_header_matches_weights_and_a_mirror_serves_traffic() {
         let to_beta = split.get("beta").copied().unwrap_or(0);
         assert!((403..=597).contains(&to_beta), "{driver:?}: {split:?}");
         assert_eq!(split.values().sum::<usize>(), 2_000, "{split:?}");
-        // The weighted rule's mirror gets a copy of each request; the client never sees it.
+        // The weighted rule's mirror gets a copy of each request (the client never sees it), but
+        // for copies over the in-flight bound, which are dropped and counted: on a busy machine the
+        // mirror backend can fall behind.
+        let accounted = || shadow.requests() - mirrored_before + (d.stats.mirrors_dropped() - dropped_before) as usize;
         assert!(
-            eventually(Duration::from_secs(5), || shadow.requests() - mirrored_before == 2_000),
-            "{driver:?}: the mirror got {} of 2,000",
-            shadow.requests() - mirrored_before
+            eventually(Duration::from_secs(5), || accounted() == 2_000),
+            "{driver:?}: the mirror got {} of 2,000 and {} were dropped",
+            shadow.requests() - mirrored_before,
+            d.stats.mirrors_dropped() - dropped_before
         );
+        assert!(shadow.requests() - mirrored_before >= 1_000, "{driver:?}: most copies arrive");
         // Exact and method matches; a path no match claims within the host answers 404.
         assert_eq!(one("GET /about HTTP/1.1\r\nHost: www.shop.test\r\n\r\n"), "stable");
         assert_eq!(one("DELETE /anything HTTP/1.1\r\nHost: www.shop.test\r\n\r\n"), "stable");
