@@ -5,7 +5,7 @@ Run it through `benches/proxy/run.sh` (which installs missing tools and builds r
 `python3 benches/proxy/bench.py --help`. Everything listens on 127.0.0.1 only, every process started
 here is stopped on the way out (also on Ctrl-C or an error), and every loop is bounded.
 
-Sections (all but `resume` by default):
+Sections (http, tls, handshake and churn by default):
   http       plain HTTP/1.1 keep-alive: backend direct (the ceiling), ramjet, nginx, HAProxy
   tls        the same over HTTPS (keep-alive): ramjet, nginx, HAProxy
   handshake  one request per connection over HTTPS, every connection a full TLS handshake
@@ -21,13 +21,22 @@ Sections (all but `resume` by default):
              pick and the per-backend series (not in the default set: `--sections canary`)
   h2         HTTP/2 clients (h2load -c10 -m100: 100 streams on each of 10 connections), h2c by prior
              knowledge and h2 over TLS (ALPN), ramjet against nginx (`listen ... http2`), both
-             proxying over HTTP/1.1 to the same backend; then the memory an idle HTTP/2
-             connection holds in each (not in the default set: `--sections h2`)
+             proxying over HTTP/1.1 to the same backend; p50 and p99 from h2load's per-request
+             log (--log-file); then the memory an idle HTTP/2 connection holds in each (not in the
+             default set: `--sections h2`)
+  mirror     plain HTTP/1.1 keep-alive to one ramjet, interleaved: a route without a mirror against the
+             same route mirrored (100 %) to a mirror that refuses connections and to one that answers
+             only after 5 s; with ramjet's mirror counters (not in the default set: `--sections mirror`)
+  instructions
+             instructions per request (valgrind callgrind, user space) of ramjet's worker thread on the
+             plain and the canary route, from two runs with exactly N1 and N2 requests (h2load --h1 -n):
+             (Ir(N2) - Ir(N1)) / (N2 - N1) (not in the default set: `--sections instructions`)
 """
 
 import argparse
 import atexit
 import datetime
+import glob
 import http.client
 import json
 import os
@@ -142,6 +151,18 @@ def machine_ticks():
     return v[0] + v[1] + v[2] + v[5] + v[6], v[7] if len(v) > 7 else 0
 
 
+def listen_overflows():
+    """TcpExt ListenOverflows of the whole machine (/proc/net/netstat): SYNs dropped because a listen
+    queue was full; each one costs its client a SYN retransmission (1 s on the first retry)."""
+    with open("/proc/net/netstat") as f:
+        lines = f.read().splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:"):
+            row = dict(zip(names.split()[1:], values.split()[1:]))
+            return int(row.get("ListenOverflows", 0))
+    return 0
+
+
 def resched_ipis():
     """Rescheduling interrupts (RES in /proc/interrupts) summed over the CPUs."""
     with open("/proc/interrupts") as f:
@@ -254,6 +275,22 @@ def write_ramjet_routes(path, hosts, backend_port, cert, key):
         f.write("\n".join(lines) + "\n")
 
 
+def write_canary_routes(path, hosts, target_i, backend_port, cert, key):
+    """The harness's routes plus a second name for the same backend (`canary`), a host
+    (canary.DOMAIN) whose /p7 route splits 50/50 between b<target_i> and it, and a plain /p7 route to
+    b<target_i> on direct.DOMAIN, a host name as long as the canary's (parsing, validating and hashing
+    the host cost per byte)."""
+    write_ramjet_routes(path, hosts, backend_port, cert, key)
+    with open(path) as f:
+        text = f.read()
+    text = text.replace("routes:\n", f"  canary: {{ endpoints: [\"127.0.0.1:{backend_port}\"] }}\n"
+                        f"routes:\n  - {{ host: canary.{DOMAIN}, path: /p7, pathType: Prefix, backend: b{target_i}, "
+                        f"canary: {{ backend: canary, weight: 50 }} }}\n"
+                        f"  - {{ host: direct.{DOMAIN}, path: /p7, pathType: Prefix, backend: b{target_i} }}\n", 1)
+    with open(path, "w") as f:
+        f.write(text)
+
+
 def nginx_head(d, name, error_level="warn"):
     user = "user root;\n" if os.geteuid() == 0 else ""
     return (
@@ -272,13 +309,14 @@ def nginx_temp_paths(d, name):
     )
 
 
-def write_backend_conf(d, port):
+def write_backend_conf(d, port, backlog=None):
     path = f"{d}/backend.conf"
     with open(path, "w") as f:
         f.write(nginx_head(d, "backend"))
         f.write("http {\n  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 75s;\n")
         f.write(nginx_temp_paths(d, "backend"))
-        f.write(f"  server {{\n    listen 127.0.0.1:{port} default_server;\n")
+        bl = f" backlog={backlog}" if backlog else ""  # nginx's own default is 511
+        f.write(f"  server {{\n    listen 127.0.0.1:{port} default_server{bl};\n")
         f.write('    location / { return 200 "ok"; }\n  }\n}\n')
     return path
 
@@ -424,16 +462,16 @@ def start_nginx(name, conf, d, port, cpus):
 
 
 def start_ramjet(args, name, routes, d, http_port, https_port, admin_port, log_level="warn", cpus=None,
-                 binary=None, extra=()):
+                 binary=None, extra=(), wrapper=(), io_driver="io-uring"):
     env = dict(os.environ, RAMJET_LOG=log_level)
-    argv = taskset(cpus) + [
-        binary or args.ramjet, "--static-routes", routes, "--workers", "1", "--io-driver", "io-uring",
+    argv = taskset(cpus) + list(wrapper) + [
+        binary or args.ramjet, "--static-routes", routes, "--workers", "1", "--io-driver", io_driver,
         "--http-addr", f"127.0.0.1:{http_port}", "--https-addr", f"127.0.0.1:{https_port}",
         "--admin-addr", f"127.0.0.1:{admin_port}", "--drain-timeout", "1s", *extra,
     ]
     p = PROCS.start(name, argv, env=env, stderr_path=f"{d}/{name}.stderr")
-    wait_port(admin_port, p, name, timeout=120)
-    deadline = time.monotonic() + 60
+    wait_port(admin_port, p, name, timeout=300 if wrapper else 120)
+    deadline = time.monotonic() + (300 if wrapper else 60)
     while True:  # ready once the first generation is published
         try:
             if admin_request(admin_port, "GET", "/readyz")[0] == 200:
@@ -576,15 +614,37 @@ def measure(args, server, backend, url, host_header, extra_headers=(), env_extra
     return res
 
 
-def run_h2load(args, url, sni_host, label=""):
+def percentile(sorted_vals, q):
+    """Nearest-rank percentile of an ascending list (q in 0..100)."""
+    if not sorted_vals:
+        return float("nan")
+    k = max(0, min(len(sorted_vals) - 1, -(-len(sorted_vals) * q // 100) - 1))
+    return float(sorted_vals[int(k)])
+
+
+def h2load_log_latencies(path):
+    """h2load --log-file rows (start µs since the epoch, status, µs until the end of the response; one
+    row per request of the measured phase): the completed requests' durations, ascending."""
+    vals = []
+    with open(path) as f:
+        for line in f:
+            cols = line.split("\t")
+            if len(cols) >= 3 and cols[1].strip() != "-1":
+                vals.append(int(cols[2]))
+    vals.sort()
+    return vals
+
+
+def run_h2load(args, url, sni_host, label="", log_path=None):
     """One h2load run (-c10 -m100 by default) against `url` (127.0.0.1), with `sni_host` as the
-    authority and the TLS server name (--connect-to keeps the connection on 127.0.0.1)."""
+    authority and the TLS server name (--connect-to keeps the connection on 127.0.0.1). With
+    `log_path`, h2load writes one line per request there, and p50/p99 are computed from it."""
     host_url = re.sub(r"//127\.0\.0\.1:(\d+)", lambda m: f"//{sni_host}:{m.group(1)}", url)
     port = re.search(r"//127\.0\.0\.1:(\d+)", url).group(1)
     argv = taskset(args.load_cpus) + [
         "h2load", f"-c{args.h2_clients}", f"-m{args.h2_streams}", f"-t{args.threads}", f"-D{args.duration}",
-        f"--warm-up-time=1", f"--connect-to=127.0.0.1:{port}", host_url,
-    ]
+        f"--warm-up-time=1", f"--connect-to=127.0.0.1:{port}",
+    ] + ([f"--log-file={log_path}"] if log_path else []) + [host_url]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=args.duration + 60)
     out = r.stdout
     m = re.search(r"finished in ([\d.]+)s, ([\d.]+) req/s", out)
@@ -603,7 +663,7 @@ def run_h2load(args, url, sni_host, label=""):
             if v.endswith(suffix):
                 return float(v[: -len(suffix)]) * mult
         return float("nan")
-    return {
+    res = {
         "requests": int(done.group(4)),
         "duration_us": float(m.group(1)) * 1e6,
         "errors": int(done.group(5)) + int(done.group(6)) + int(done.group(7)) + int(codes.group(2))
@@ -611,22 +671,28 @@ def run_h2load(args, url, sni_host, label=""):
         "mean_us": us(lat.group(3)) if lat else float("nan"),
         "max_us": us(lat.group(2)) if lat else float("nan"),
     }
+    if log_path:
+        vals = h2load_log_latencies(log_path)
+        os.unlink(log_path)
+        res.update(p50_us=percentile(vals, 50), p99_us=percentile(vals, 99), logged=len(vals))
+    return res
 
 
 def measure_h2(args, server, backend, url, sni_host, label=""):
     """One h2load run; CPU of the proxy and the backend read from /proc around it."""
     c0, w0, b0 = server.cpu(), server.worker_cpu(), backend.cpu()
-    (m0, st0), k0 = machine_ticks(), own_children_ticks()
+    (m0, st0), k0, lo0 = machine_ticks(), own_children_ticks(), listen_overflows()
     t0 = time.monotonic()
-    h = run_h2load(args, url, sni_host, label)
+    h = run_h2load(args, url, sni_host, label, log_path=os.path.join(args.tmp_dir, "h2load-requests.log"))
     c1, w1, b1 = server.cpu(), server.worker_cpu(), backend.cpu()
-    (m1, st1), k1 = machine_ticks(), own_children_ticks()
+    (m1, st1), k1, lo1 = machine_ticks(), own_children_ticks(), listen_overflows()
     n = h["requests"]
     secs = h["duration_us"] / 1e6
     res = {
         "requests": n, "rps": n / secs if secs else 0.0, "errors": h["errors"],
-        # h2load reports no percentiles: the mean (and max) time per request stand in for them
-        "p50_us": h["mean_us"], "p99_us": h["max_us"], "mean_us": h["mean_us"],
+        # h2load prints no percentiles: p50 and p99 come from its per-request log (--log-file)
+        "p50_us": h["p50_us"], "p99_us": h["p99_us"], "mean_us": h["mean_us"], "max_us": h["max_us"],
+        "logged_requests": h["logged"], "listen_overflows": lo1 - lo0,
         "cpu_s": (c1 - c0) / CLK_TCK, "backend_cpu_s": (b1 - b0) / CLK_TCK, "wall_s": time.monotonic() - t0,
         "rss_mb": server.rss_mb(), "resched_ipis_per_req": float("nan"),
     }
@@ -637,10 +703,11 @@ def measure_h2(args, server, backend, url, sni_host, label=""):
     if server.worker_prefix:
         res["worker_cpu_us_per_req"] = (w1 - w0) / CLK_TCK * 1e6 / n if n else float("nan")
     res["backend_cpu_us_per_req"] = res["backend_cpu_s"] * 1e6 / n if n else float("nan")
-    log(f"  {label:<28} {res['rps']:>9.0f} req/s  mean {res['mean_us']/1000:6.2f} ms  errors {res['errors']:<5}  "
+    log(f"  {label:<28} {res['rps']:>9.0f} req/s  mean {res['mean_us']/1000:6.2f} ms  p50 {res['p50_us']/1000:6.2f} ms  "
+        f"p99 {res['p99_us']/1000:6.2f} ms  errors {res['errors']:<5} (logged {res['logged_requests']})  "
         f"cpu {res['cpu_us_per_req']:6.2f} us/req"
         + (f" (worker {res['worker_cpu_us_per_req']:.2f})" if "worker_cpu_us_per_req" in res else "")
-        + f"  foreign load {res['foreign_cpus']:.2f} CPUs")
+        + f"  foreign load {res['foreign_cpus']:.2f} CPUs  listen overflows {res['listen_overflows']}")
     return res
 
 
@@ -669,6 +736,121 @@ def idle_h2_memory(server, port, sni_host, n):
         for s in socks:
             s.close()
     return (after - before) / n
+
+
+# A mirror that accepts, reads the request head, and answers only after --mirror-sleep seconds.
+SLOW_MIRROR = r"""
+import asyncio, signal, sys
+
+seen = {"connections": 0, "requests": 0}
+
+async def handle(reader, writer):
+    seen["connections"] += 1
+    try:
+        await reader.readuntil(b"\r\n\r\n")
+        seen["requests"] += 1
+        await asyncio.sleep(float(sys.argv[2]))
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+        await writer.drain()
+    except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        pass
+    finally:
+        writer.close()
+
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[1]), backlog=1024)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with server:
+        await stop.wait()
+    print(f"SLOWMIRROR connections={seen['connections']} requests={seen['requests']}", file=sys.stderr, flush=True)
+
+asyncio.run(main())
+"""
+
+
+def run_h1_count(args, port, host_header, n, label=""):
+    """Exactly `n` HTTP/1.1 keep-alive requests (h2load --h1 -n, one request in flight per connection)
+    over --insn-connections connections; fails unless every one answered 2xx."""
+    argv = taskset(args.load_cpus) + [
+        "h2load", "--h1", f"-n{n}", f"-c{args.insn_connections}", "-m1", "-t1", f"--connect-to=127.0.0.1:{port}",
+        f"http://{host_header}:{port}/p7/bench"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    done = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded", r.stdout)
+    codes = re.search(r"status codes: (\d+) 2xx", r.stdout)
+    if r.returncode != 0 or not done or not codes or int(done.group(4)) != n or int(codes.group(1)) != n:
+        raise RuntimeError(f"h2load --h1 -n{n} failed for {label} ({r.returncode}):\n{r.stdout}\n{r.stderr}")
+
+
+# The source files of a route's policy on the request path: the policy checks in dispatch, the rule
+# walk and the weighted pick (Route::pick, Rule::pick, scale) and the worker's draw (Worker::random).
+# Callgrind books inlined code to the source line it came from, so their self cost is the policy's.
+POLICY_SOURCES = ("dataplane/src/dispatch.rs", "shared/src/route.rs", "shared/src/route/policy.rs",
+                  "dataplane/src/worker.rs")
+
+
+def callgrind_file_costs(path):
+    """(total Ir, is_worker, {source file: self Ir}) of one callgrind output file (events: Ir,
+    positions: line). The cost lines after `calls=` are a call's inclusive cost and are skipped; `fi=`
+    and `fe=` switch to the source file of inlined code."""
+    names, by_file = {}, {}
+    total, worker, fl, cur, skip = None, False, None, None, False
+    with open(path, errors="replace") as f:
+        for line in f:
+            c = line[:1]
+            if c.isdigit() or c in "+-*":
+                if skip:
+                    skip = False
+                    continue
+                parts = line.split()
+                if len(parts) > 1:
+                    by_file[cur] = by_file.get(cur, 0) + int(parts[1])
+                continue
+            key, _, val = line.rstrip("\n").partition("=")
+            if key in ("fl", "fi", "fe", "cfi", "cfl"):
+                m = re.match(r"\((\d+)\)(?: (.*))?$", val)
+                if m and m.group(2) is not None:
+                    names[m.group(1)] = m.group(2)
+                name = names.get(m.group(1)) if m else val
+                if key == "fl":
+                    fl = cur = name
+                elif key in ("fi", "fe"):
+                    cur = name
+            elif key == "fn":
+                cur = fl
+                if not worker and "ramjet_dataplane::run_worker" in val:
+                    worker = True
+            elif key == "calls":
+                skip = True
+            elif line.startswith(("totals:", "summary:")):
+                total = int(line.split()[1])
+    return total, worker, by_file
+
+
+def callgrind_threads(prefix):
+    """[(Ir, is_worker, {source file: self Ir})] per thread file of one callgrind run
+    (--separate-threads=yes). The worker thread is the one whose file names
+    ramjet_dataplane::run_worker (its entry function)."""
+    out = []
+    for path in sorted(glob.glob(prefix + "*")):
+        if os.path.getsize(path) == 0:  # the process-wide file stays empty with --separate-threads=yes
+            continue
+        total, worker, by_file = callgrind_file_costs(path)
+        if total is None:
+            raise RuntimeError(f"{path}: no totals line (did callgrind finish writing it?)")
+        out.append((total, worker, by_file))
+    if not out:
+        raise RuntimeError(f"callgrind wrote nothing at {prefix}*")
+    return out
+
+
+def ramjet_mirror_counts(admin_port):
+    """ramjet_mirror_requests_total by outcome (sent, dropped), from /metrics."""
+    _, body = admin_request(admin_port, "GET", "/metrics")
+    out = {"sent": 0, "dropped": 0}
+    for m in re.finditer(rb'^ramjet_mirror_requests_total\{outcome="(\w+)"\} (\d+)', body, re.M):
+        out[m.group(1).decode()] = int(m.group(2))
+    return out
 
 
 class Churner:
@@ -790,7 +972,7 @@ def summarize(results, targets):
         out[t]["rps_max"] = max(r["rps"] for r in rows)
         out[t]["cpu_min"] = min(r["cpu_us_per_req"] for r in rows)
         out[t]["cpu_max"] = max(r["cpu_us_per_req"] for r in rows)
-        for k in ("churn_ok", "churn_failed", "churn_observed"):
+        for k in ("churn_ok", "churn_failed", "churn_observed", "mirror_sent", "mirror_dropped", "listen_overflows"):
             if k in rows[0]:
                 out[t][k] = sum(r.get(k, 0) for r in rows)
     return out
@@ -825,14 +1007,21 @@ def paired(rounds, a, b, key):
     return statistics.median(vals) if vals else float("nan")
 
 
-def ratios(section, a, others):
+RATIO_COLUMNS = {"rps": "req/s", "cpu_us_per_req": "CPU µs/req", "p50_us": "p50", "p99_us": "p99"}
+
+
+def ratios(section, a, others, keys=("rps", "cpu_us_per_req", "p99_us")):
+    return ratio_table(section, [(a, b) for b in others], keys)
+
+
+def ratio_table(section, pairs, keys=("rps", "cpu_us_per_req", "p99_us")):
+    """One row per (a, b): a's medians over b's, with the median of the per-round ratios in brackets."""
     summary, rounds = section["summary"], section["rounds"]
-    lines = ["| ratio | req/s | CPU µs/req | p99 |", "|---|---|---|---|"]
-    for b in others:
+    lines = ["| ratio | " + " | ".join(RATIO_COLUMNS[k] for k in keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for a, b in pairs:
         if a in summary and b in summary:
             sa, sb = summary[a], summary[b]
-            cells = [f"{ratio(sa[k], sb[k]):.2f} ({paired(rounds, a, b, k):.2f})"
-                     for k in ("rps", "cpu_us_per_req", "p99_us")]
+            cells = [f"{ratio(sa[k], sb[k]):.2f} ({paired(rounds, a, b, k):.2f})" for k in keys]
             lines.append(f"| {a} / {b} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Ratio of the medians; in brackets, the median of the per-round ratios. Foreign load: CPUs' "
@@ -895,10 +1084,30 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=2, help="seconds of unmeasured load per target first")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds of quiet after a churn run (default 3)")
     ap.add_argument("--sections", default="http,tls,handshake,churn",
-                    help="comma list of http,tls,handshake,resume,churn,h2 (default: all but resume and h2)")
+                    help="comma list of http,tls,handshake,resume,churn,h2,accesslog,canary,mirror,instructions "
+                         "(default: http,tls,handshake,churn)")
     ap.add_argument("--h2-clients", type=int, default=10, help="h2load -c in the h2 section (default 10)")
     ap.add_argument("--h2-streams", type=int, default=100, help="h2load -m in the h2 section (default 100)")
+    ap.add_argument("--backend-backlog", type=int, default=None,
+                    help="listen backlog of the backend nginx (default: nginx's 511). The h2 section opens up to "
+                         "one upstream connection per stream in flight; when the backend's accept queue "
+                         "overflows, a dropped SYN costs its connect 1 s, which then is the p99")
     ap.add_argument("--h2-idle", type=int, default=1000, help="idle HTTP/2 connections for the memory figure")
+    ap.add_argument("--insn-requests", type=int, default=20000,
+                    help="instructions section: the difference N2 - N1 of the two runs' request counts (default 20000)")
+    ap.add_argument("--insn-base", type=int, default=1000,
+                    help="instructions section: N1, the request count of the shorter run (default 1000)")
+    ap.add_argument("--insn-connections", type=int, default=1,
+                    help="instructions section: keep-alive connections of h2load --h1 (default 1: one request at "
+                         "a time, so no batching of requests varies between runs)")
+    ap.add_argument("--insn-rounds", type=int, default=5,
+                    help="instructions section: repeat the four callgrind runs this often; medians (default 5)")
+    ap.add_argument("--insn-driver", choices=("io-uring", "legacy"), default="legacy",
+                    help="instructions section: ramjet's --io-driver under valgrind (default legacy: valgrind "
+                         "3.19 holds its big lock while a thread waits in io_uring_enter, so with io-uring the "
+                         "whole process stalls whenever the worker is idle, and start-up can take minutes)")
+    ap.add_argument("--mirror-sleep", type=float, default=5.0,
+                    help="seconds the slow mirror of the mirror section waits before it answers (default 5)")
     ap.add_argument("--routes", type=int, default=1000, help="routes per proxy in http/tls/handshake (default 1000)")
     ap.add_argument("--churn-routes", type=int, default=10000, help="ramjet routes in the churn section (default 10000)")
     ap.add_argument("--churn-vhosts", type=int, default=1000, help="nginx vhosts in the churn section (default 1000)")
@@ -918,7 +1127,8 @@ def parse_args():
     ap.add_argument("--keep-temp", action="store_true", help="keep the generated configs")
     a = ap.parse_args()
     a.sections = [s.strip() for s in a.sections.split(",") if s.strip()]
-    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn", "h2", "accesslog", "canary"}
+    bad = set(a.sections) - {"http", "tls", "handshake", "resume", "churn", "h2", "accesslog", "canary", "mirror",
+                             "instructions"}
     if bad:
         ap.error(f"unknown sections: {', '.join(sorted(bad))}")
     if a.routes % ROUTES_PER_HOST or a.churn_routes % ROUTES_PER_HOST:
@@ -984,7 +1194,9 @@ def main():
     signal.signal(signal.SIGHUP, _on_signal)
     atexit.register(PROCS.stop_all)
     tools = ("wrk", "nginx", "haproxy", "openssl", "gcc") + (("taskset",) if args.pin else ())
-    for tool in tools + (("h2load",) if "h2" in args.sections else ()):
+    tools += (("h2load",) if {"h2", "instructions"} & set(args.sections) else ())
+    tools += (("valgrind",) if "instructions" in args.sections else ())
+    for tool in tools:
         if not shutil.which(tool):
             sys.exit(f"bench: `{tool}` is not installed (benches/proxy/run.sh installs it)")
     if not os.access(args.ramjet, os.X_OK):
@@ -997,7 +1209,8 @@ def main():
         "ramjet-base_http", "ramjet-base_https", "ramjet-base_admin", "ramjet-h2_http", "ramjet-h2_https",
         "ramjet-h2_admin", "nginx-h2_http", "nginx-h2_https", "ramjet-log_http", "ramjet-log_https",
         "ramjet-log_admin", "nginx-log_http", "nginx-log_https", "ramjet-canary_http", "ramjet-canary_https",
-        "ramjet-canary_admin"])}
+        "ramjet-canary_admin", "ramjet-mirror_http", "ramjet-mirror_https", "ramjet-mirror_admin",
+        "mirror-down", "mirror-slow", "ramjet-insn_http", "ramjet-insn_https", "ramjet-insn_admin"])}
     busy = [f"{n}={p}" for n, p in ports.items() if not port_free(p)]
     if busy:
         sys.exit(f"bench: ports already in use on 127.0.0.1: {', '.join(busy)}; pick another --port-base")
@@ -1005,6 +1218,7 @@ def main():
     out_dir = args.out or os.path.join(REPO, "target", "bench-proxy", time.strftime("%Y%m%d-%H%M%S"))
     os.makedirs(out_dir, exist_ok=True)
     d = tempfile.mkdtemp(prefix="ramjet-bench-")
+    args.tmp_dir = d
     log(f"configs and logs in {d}; results in {out_dir}")
     results = {"sections": {}, "args": {k: v for k, v in vars(args).items()}}
     try:
@@ -1020,7 +1234,7 @@ def main():
         target_i = min(42, hosts - 1)
         target_host, target_path = host(target_i), "/p7/bench"
 
-        bconf = write_backend_conf(d, ports["backend"])
+        bconf = write_backend_conf(d, ports["backend"], args.backend_backlog)
         backend_p = start_nginx("backend", bconf, d, ports["backend"], args.load_cpus)
         backend = Server("backend", backend_p, [ports["backend"]])
         check_route("backend", ports["backend"], target_host, target_path)
@@ -1095,21 +1309,13 @@ def main():
             s["floor_cpu_us_per_req"] = 1.8 * s["backend"]["cpu_us_per_req"]
 
         # -- a canary's weighted pick: the same ramjet, a plain route against a split one
+        croutes = f"{d}/ramjet-canary-routes.yaml"
+        write_canary_routes(croutes, hosts, target_i, ports["backend"], cert, key)
+        canary_hosts = {"plain": target_host, "canary": f"canary.{DOMAIN}"}
         if "canary" in args.sections:
-            croutes = f"{d}/ramjet-canary-routes.yaml"
-            write_ramjet_routes(croutes, hosts, ports["backend"], cert, key)
-            with open(croutes) as f:
-                text = f.read()
-            # A second name for the same backend, and a host whose route splits 50/50 between them.
-            text = text.replace("routes:\n", f"  canary: {{ endpoints: [\"127.0.0.1:{ports['backend']}\"] }}\n"
-                                f"routes:\n  - {{ host: canary.{DOMAIN}, path: /p7, pathType: Prefix, backend: b{target_i}, "
-                                f"canary: {{ backend: canary, weight: 50 }} }}\n", 1)
-            with open(croutes, "w") as f:
-                f.write(text)
             rc = start_ramjet(args, "ramjet-canary", croutes, d, ports["ramjet-canary_http"],
                               ports["ramjet-canary_https"], ports["ramjet-canary_admin"], cpus=args.proxy_cpus)
             canary_server = Server("ramjet-canary", rc, [ports["ramjet-canary_http"]], worker_prefix="ramjet-worker")
-            canary_hosts = {"plain": target_host, "canary": f"canary.{DOMAIN}"}
             for h in canary_hosts.values():
                 check_route("ramjet-canary", ports["ramjet-canary_http"], h, target_path)
 
@@ -1119,6 +1325,129 @@ def main():
                 return measure(args, canary_server, backend, url("ramjet-canary"), canary_hosts[t],
                                label=f"canary {t}")
             section("canary", ["plain", "canary"], run_canary, alternate=True)
+            PROCS.stop(rc)
+
+        # -- a mirror that is down or slow, against no mirror: the same ramjet, three routes
+        if "mirror" in args.sections:
+            slow_py = f"{d}/slow_mirror.py"
+            with open(slow_py, "w") as f:
+                f.write(SLOW_MIRROR)
+            slow = PROCS.start("slow-mirror", taskset(args.load_cpus) + [sys.executable, slow_py,
+                               str(ports["mirror-slow"]), str(args.mirror_sleep)], stderr_path=f"{d}/slow-mirror.stderr")
+            wait_port(ports["mirror-slow"], slow, "slow-mirror")
+            mroutes = f"{d}/ramjet-mirror-routes.yaml"
+            write_ramjet_routes(mroutes, hosts, ports["backend"], cert, key)
+            with open(mroutes) as f:
+                text = f.read()
+            # nothing listens on the mirror-down port (checked free at the start): every copy is refused
+            mirror_hosts = {"plain": f"plain.{DOMAIN}", "mirror-down": f"mirror-down.{DOMAIN}",
+                            "mirror-slow": f"mirror-slow.{DOMAIN}"}
+            extra = (f"  mdown: {{ endpoints: [\"127.0.0.1:{ports['mirror-down']}\"] }}\n"
+                     f"  mslow: {{ endpoints: [\"127.0.0.1:{ports['mirror-slow']}\"] }}\n"
+                     f"routes:\n"
+                     f"  - {{ host: {mirror_hosts['plain']}, path: /p7, pathType: Prefix, backend: b{target_i} }}\n"
+                     f"  - {{ host: {mirror_hosts['mirror-down']}, path: /p7, pathType: Prefix, backend: b{target_i}, "
+                     f"mirror: {{ backend: mdown, percent: 100 }} }}\n"
+                     f"  - {{ host: {mirror_hosts['mirror-slow']}, path: /p7, pathType: Prefix, backend: b{target_i}, "
+                     f"mirror: {{ backend: mslow, percent: 100 }} }}\n")
+            text = text.replace("routes:\n", extra, 1)
+            with open(mroutes, "w") as f:
+                f.write(text)
+            rm = start_ramjet(args, "ramjet-mirror", mroutes, d, ports["ramjet-mirror_http"],
+                              ports["ramjet-mirror_https"], ports["ramjet-mirror_admin"], cpus=args.proxy_cpus)
+            mirror_server = Server("ramjet-mirror", rm, [ports["ramjet-mirror_http"]], worker_prefix="ramjet-worker")
+            madmin = ports["ramjet-mirror_admin"]
+            for h in mirror_hosts.values():
+                check_route("ramjet-mirror", ports["ramjet-mirror_http"], h, target_path)
+            time.sleep(args.mirror_sleep + 1)  # the checks' copies to the slow mirror end first
+
+            slow_pending = []  # the slow mirror's warm-up left copies in flight
+
+            def run_mirror(t, warm):
+                if warm:
+                    if t == "mirror-slow":
+                        slow_pending.append(True)
+                    return (url("ramjet-mirror"), mirror_hosts[t])
+                if slow_pending:
+                    time.sleep(args.mirror_sleep + 1)
+                    slow_pending.clear()
+                before = ramjet_mirror_counts(madmin)
+                res = measure(args, mirror_server, backend, url("ramjet-mirror"), mirror_hosts[t],
+                              label=f"mirror {t}")
+                if t == "mirror-slow":
+                    # the copies still in flight end (answered or timed out) before the next target runs,
+                    # so they are counted here and cost the next run nothing
+                    time.sleep(args.mirror_sleep + 1)
+                after = ramjet_mirror_counts(madmin)
+                res["mirror_sent"] = after["sent"] - before["sent"]
+                res["mirror_dropped"] = after["dropped"] - before["dropped"]
+                log(f"  {'':<28} copies sent {res['mirror_sent']}, dropped {res['mirror_dropped']}")
+                return res
+            section("mirror", ["plain", "mirror-down", "mirror-slow"], run_mirror, alternate=True)
+            results["mirror_counts_total"] = ramjet_mirror_counts(madmin)
+            results["mirror_config"] = {"sleep_s": args.mirror_sleep, "down_port": ports["mirror-down"],
+                                        "slow_port": ports["mirror-slow"]}
+            PROCS.stop(rm)
+            PROCS.stop(slow)
+            with open(f"{d}/slow-mirror.stderr", errors="replace") as f:
+                m = re.search(r"SLOWMIRROR connections=(\d+) requests=(\d+)", f.read())
+            results["slow_mirror_seen"] = {"connections": int(m.group(1)), "requests": int(m.group(2))} if m else None
+
+        # -- instructions per request (callgrind) on the plain and the canary route
+        if "instructions" in args.sections:
+            lo, hi = args.insn_base, args.insn_base + args.insn_requests
+            insn_hosts = {"plain": f"direct.{DOMAIN}", "canary": f"canary.{DOMAIN}"}  # names of equal length
+            runs = []
+            for r in range(args.insn_rounds):
+                for t in ("plain", "canary"):
+                    for n in (lo, hi):
+                        tag = f"{t}-{n}-{r}"
+                        prefix = f"{d}/callgrind-{tag}.out"
+                        wrapper = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                                   f"--callgrind-out-file={prefix}.%p"]
+                        t0 = time.monotonic()
+                        p = start_ramjet(args, f"ramjet-insn-{tag}", croutes, d, ports["ramjet-insn_http"],
+                                         ports["ramjet-insn_https"], ports["ramjet-insn_admin"], cpus=args.proxy_cpus,
+                                         wrapper=wrapper, io_driver=args.insn_driver)
+                        started = time.monotonic() - t0
+                        # one checked request in every run (so it cancels in the difference), then exactly n
+                        check_route(f"ramjet-insn-{tag}", ports["ramjet-insn_http"], insn_hosts[t], target_path)
+                        t1 = time.monotonic()
+                        run_h1_count(args, ports["ramjet-insn_http"], insn_hosts[t], n, label=tag)
+                        load_s = time.monotonic() - t1
+                        PROCS.stop(p, timeout=600)
+                        threads = callgrind_threads(prefix)
+                        policy = {src: sum(v for th in threads if th[1] for f, v in th[2].items()
+                                           if f and f.endswith(src)) for src in POLICY_SOURCES}
+                        row = {"target": t, "requests": n, "round": r,
+                               "worker_ir": sum(th[0] for th in threads if th[1]),
+                               "process_ir": sum(th[0] for th in threads), "threads": len(threads),
+                               "worker_threads": sum(1 for th in threads if th[1]),
+                               "policy_ir": sum(policy.values()), "policy_ir_by_file": policy,
+                               "start_s": started, "load_s": load_s}
+                        if not args.keep_temp:
+                            for path in glob.glob(prefix + "*"):
+                                os.unlink(path)
+                        runs.append(row)
+                        log(f"  callgrind {tag}: worker Ir {row['worker_ir']:,}, process Ir {row['process_ir']:,} "
+                            f"({row['threads']} threads, {row['worker_threads']} worker), load {load_s:.1f}s")
+                        save(dict(results, instructions_runs=runs), out_dir)
+            summary = {}
+            for t in ("plain", "canary"):
+                run = {(x["requests"], x["round"]): x for x in runs if x["target"] == t}
+                pairs = [(run[(lo, r)], run[(hi, r)]) for r in range(args.insn_rounds)]
+                per = {k: [(b[f"{k}_ir"] - a[f"{k}_ir"]) / (hi - lo) for a, b in pairs]
+                       for k in ("worker", "process", "policy")}
+                summary[t] = {f"{k}_ir_per_req": statistics.median(v) for k, v in per.items()}
+                summary[t].update({f"{k}_ir_per_req_rounds": v for k, v in per.items()})
+                summary[t]["policy_ir_per_req_by_file"] = {
+                    src: statistics.median((b["policy_ir_by_file"][src] - a["policy_ir_by_file"][src]) / (hi - lo)
+                                           for a, b in pairs) for src in POLICY_SOURCES}
+            results["sections"]["instructions"] = {
+                "runs": runs, "summary": summary,
+                "config": {"low": lo, "high": hi, "connections": args.insn_connections, "driver": args.insn_driver,
+                           "rounds": args.insn_rounds}}
+            save(results, out_dir)
 
         # -- the access log on and off, ramjet against nginx (plain HTTP keep-alive)
         if "accesslog" in args.sections:
@@ -1351,6 +1680,53 @@ def render(results, args):
         s = secs["canary"]["summary"]
         out += ["## A canary's weighted pick (HTTP/1.1 keep-alive, one ramjet)", "",
                 table(s, ["plain", "canary"]), "", ratios(secs["canary"], "canary", ["plain"]), ""]
+    if "mirror" in secs:
+        s = secs["mirror"]["summary"]
+        mc = results.get("mirror_config", {})
+        keys = ("p50_us", "p99_us", "cpu_us_per_req", "rps")
+        out += ["## A mirror that is down or slow, against no mirror (HTTP/1.1 keep-alive, one ramjet)", "",
+                f"mirror-down: every request copied (percent 100) to 127.0.0.1:{mc.get('down_port')}, where nothing "
+                f"listens; mirror-slow: copied to a server that reads the request and answers after "
+                f"{mc.get('sleep_s')} s. Same backend for all three routes.", "",
+                table(s, ["plain", "mirror-down", "mirror-slow"]), "",
+                ratio_table(secs["mirror"], [("mirror-down", "plain"), ("mirror-slow", "plain")], keys), "",
+                "| target | requests | copies sent | copies dropped | dropped per request |", "|---|---|---|---|---|"]
+        for t in ("plain", "mirror-down", "mirror-slow"):
+            if t in s:
+                out.append(f"| {t} | {s[t]['requests']:,} | {s[t].get('mirror_sent', 0):,} | "
+                           f"{s[t].get('mirror_dropped', 0):,} | {ratio(s[t].get('mirror_dropped', 0), s[t]['requests']):.3f} |")
+        out += ["", "Copies counted from ramjet_mirror_requests_total{outcome=\"sent\"|\"dropped\"} around each run "
+                "(after a mirror-slow run the harness waits for its copies in flight to end); the requests column "
+                "counts the measured runs only, the copies include wrk's in-flight requests at the end. "
+                f"Totals at the end: {results.get('mirror_counts_total')}; the slow mirror saw "
+                f"{results.get('slow_mirror_seen')} in the whole run (warm-up and checks included).", ""]
+    if "instructions" in secs:
+        s, c = secs["instructions"]["summary"], secs["instructions"]["config"]
+        out += ["## Instructions per request (callgrind, user space)", "",
+                f"ramjet --workers 1 --io-driver {c['driver']} under `valgrind --tool=callgrind --separate-threads=yes`; "
+                f"h2load --h1 -c{c['connections']} -m1 sends exactly N requests; per request = "
+                f"(Ir with N = {c['high']:,} − Ir with N = {c['low']:,}) / {c['high'] - c['low']:,}, "
+                f"median of {c['rounds']} round(s). Plain route: direct.{DOMAIN}/p7, canary route: canary.{DOMAIN}/p7 "
+                "(50/50 split, both sides the same backend). Kernel work (syscalls, TCP) is not counted.", "",
+                "| route | worker thread Ir/request (median, min–max) | whole process Ir/request | "
+                "policy source lines Ir/request |", "|---|---|---|---|"]
+        for t in ("plain", "canary"):
+            if t in s:
+                w = s[t]["worker_ir_per_req_rounds"]
+                out.append(f"| {t} | {s[t]['worker_ir_per_req']:,.0f} ({min(w):,.0f}–{max(w):,.0f}) | "
+                           f"{s[t]['process_ir_per_req']:,.0f} | {s[t]['policy_ir_per_req']:,.1f} |")
+        if "plain" in s and "canary" in s:
+            pw, cw = s["plain"]["worker_ir_per_req"], s["canary"]["worker_ir_per_req"]
+            pp, cp = s["plain"]["policy_ir_per_req"], s["canary"]["policy_ir_per_req"]
+            out += ["", f"Worker thread, canary − plain: {cw - pw:,.0f} instructions per request (canary / plain "
+                    f"{ratio(cw, pw):.4f}); the rounds' spread comes from how often the worker parks between "
+                    "reads, which depends on timing.",
+                    f"Policy source lines ({', '.join(POLICY_SOURCES)}), canary − plain: {cp - pp:,.1f} "
+                    f"instructions per request = {100 * (cp - pp) / pw:.2f} % of the plain request's worker "
+                    "instructions. By file, canary − plain: " + ", ".join(
+                        f"{src.rsplit('/', 1)[-1]} {s['canary']['policy_ir_per_req_by_file'][src] - s['plain']['policy_ir_per_req_by_file'][src]:,.1f}"
+                        for src in POLICY_SOURCES) + "."]
+        out.append("")
     if results.get("tls_negotiated"):
         out += ["TLS negotiated: " + "; ".join(f"{k}: {v}" for k, v in results["tls_negotiated"].items()), ""]
     for key, title in (("tls", "HTTPS keep-alive"), ("handshake", "HTTPS, one request per connection, full handshakes"),
@@ -1385,16 +1761,17 @@ def render(results, args):
     if "h2" in secs:
         s = secs["h2"]["summary"]
         out += ["## HTTP/2 clients (proxied over HTTP/1.1)", "",
-                f"h2load -c{args.h2_clients} -m{args.h2_streams} -D{args.duration}; the latency columns are "
-                "h2load's mean and max time per request (it reports no percentiles).", "",
-                table(s, ["ramjet h2c", "nginx h2c", "ramjet h2 tls", "nginx h2 tls"]), "",
-                "| ratio | req/s | CPU µs/req |", "|---|---|---|"]
-        for kind in ("h2c", "h2 tls"):
-            a, b = s.get(f"ramjet {kind}"), s.get(f"nginx {kind}")
-            if a and b:
-                out.append(f"| ramjet / nginx, {kind} | {ratio(a['rps'], b['rps']):.2f} | "
-                           f"{ratio(a['cpu_us_per_req'], b['cpu_us_per_req']):.2f} |")
-        out.append("")
+                f"h2load -c{args.h2_clients} -m{args.h2_streams} -D{args.duration}; p50 and p99 come from "
+                "h2load's per-request log (--log-file: every request of the measured phase, from its start to "
+                "the end of its response).", "",
+                table(s, ["ramjet h2c", "nginx h2c", "ramjet h2 tls", "nginx h2 tls"]), ""]
+        out += [ratio_table(secs["h2"], [(f"ramjet {k}", f"nginx {k}") for k in ("h2c", "h2 tls")],
+                            ("cpu_us_per_req", "rps", "p50_us", "p99_us")), "",
+                "Issue 13's targets, ramjet / nginx: CPU ≤ 0.8 ×, req/s ≥ 1.2 ×, p99 ≤ 0.8 ×.", "",
+                "SYNs dropped on a full listen queue during the runs (TcpExt ListenOverflows, whole machine, summed "
+                "over rounds; each costs a connect a 1 s retransmission): "
+                + ", ".join(f"{t} {s[t].get('listen_overflows', 0):,}" for t in
+                            ("ramjet h2c", "nginx h2c", "ramjet h2 tls", "nginx h2 tls") if t in s) + ".", ""]
         if results.get("h2_idle_kib"):
             out += [f"Memory per idle HTTP/2 connection ({args.h2_idle} connections to a freshly started proxy, "
                     "one request each, then idle; resident memory before and after): "
