@@ -515,6 +515,44 @@ fn latencies(addr: SocketAddr, host: &str, n: usize) -> (Duration, Duration) {
     (all[n / 2], all[n - 1])
 }
 
+/// A mirror endpoint that refuses connections is left alone for a moment: its copies are dropped
+/// and counted without a connection attempt each, so a down mirror costs the real requests a
+/// lookup. Once it is back, copies reach it again.
+#[test]
+fn a_mirror_that_comes_back_gets_copies_again() {
+    let web = Backend::start("web");
+    for driver in DRIVERS {
+        let mirror = dead_addr();
+        let d = daemon_with(routes(&mirror_routes(&web, mirror, "{ backend: shadow }")), driver, |c| c.workers = 1);
+        let mut c = Conn::open(d.http_addr());
+        for _ in 0..200 {
+            assert_eq!(c.get("mirrored.test", "/").status, 200);
+        }
+        assert!(eventually(Duration::from_secs(5), || d.stats.mirrors_dropped() >= 200), "{driver:?}");
+        // The mirror comes back on the same address.
+        let listener = TcpListener::bind(mirror).unwrap();
+        let copies = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = copies.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        let back = eventually(Duration::from_secs(10), || {
+            assert_eq!(c.get("mirrored.test", "/").status, 200);
+            std::thread::sleep(Duration::from_millis(50));
+            copies.load(std::sync::atomic::Ordering::Relaxed) > 0
+        });
+        assert!(back, "{driver:?}: the mirror never got a copy after it came back");
+        assert!(d.stats.mirrors_sent() > 0, "{driver:?}");
+        d.shutdown();
+    }
+}
+
 #[test]
 fn a_mirror_that_is_down_or_sleeps_does_not_slow_the_real_request() {
     let web = Backend::start("web");
