@@ -522,7 +522,8 @@ fn latencies(addr: SocketAddr, host: &str, n: usize) -> (Duration, Duration) {
 fn a_mirror_that_comes_back_gets_copies_again() {
     let web = Backend::start("web");
     for driver in DRIVERS {
-        let mirror = dead_addr();
+        // Nothing listens there yet; the port is free for the mirror to come back on.
+        let mirror = SocketAddr::from(([127, 0, 0, 1], support::free_port()));
         let d = daemon_with(routes(&mirror_routes(&web, mirror, "{ backend: shadow }")), driver, |c| c.workers = 1);
         let mut c = Conn::open(d.http_addr());
         for _ in 0..200 {

@@ -14,7 +14,7 @@ use std::time::Duration;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
 use support::client::{get, request};
-use support::{daemon, daemon_with, eventually, free_port, routes, wait_serving};
+use support::{daemon, daemon_with, dead_addr, eventually, routes, wait_serving};
 
 /// `promtool`: on the PATH, or extracted from Debian's `prometheus` package under `target/`.
 fn promtool() -> String {
@@ -113,9 +113,9 @@ print(len(families))
 #[test]
 fn route_series_count_what_requests_did() {
     let backend = Backend::start("app");
-    let dead = free_port();
+    let dead = dead_addr();
     let yaml = format!(
-        "backends:\n  app: {{ endpoints: [\"{}\"] }}\n  hi: {{ respond: {{ status: 200, body: \"hi\" }} }}\n  dead: {{ endpoints: [\"127.0.0.1:{dead}\"] }}\nroutes:\n  - {{ host: app.test, path: /, backend: app }}\n  - {{ host: hi.test, path: /, backend: hi }}\n  - {{ host: dead.test, path: /, backend: dead }}\n",
+        "backends:\n  app: {{ endpoints: [\"{}\"] }}\n  hi: {{ respond: {{ status: 200, body: \"hi\" }} }}\n  dead: {{ endpoints: [\"{dead}\"] }}\nroutes:\n  - {{ host: app.test, path: /, backend: app }}\n  - {{ host: hi.test, path: /, backend: hi }}\n  - {{ host: dead.test, path: /, backend: dead }}\n",
         backend.addr
     );
     let d = daemon_with(routes(&yaml), IoDriver::IoUring, |c| c.settings.metrics_grace = Duration::from_secs(2));

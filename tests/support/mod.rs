@@ -42,9 +42,26 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// An address that refuses connections.
+/// An address that refuses connections, for the whole test process: a socket bound to it that
+/// never listens (and is never closed) holds the port, so no test's listener can take it and turn
+/// "refused" into an answer.
 pub fn dead_addr() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], free_port()))
+    #[allow(unsafe_code)]
+    // SAFETY: plain socket calls on a descriptor this function owns; `addr` and `len` are a valid
+    // sockaddr_in and its size for bind and getsockname.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let bound = libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len);
+        assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+        let named = libc::getsockname(fd, &mut addr as *mut _ as *mut libc::sockaddr, &mut len);
+        assert_eq!(named, 0, "getsockname: {}", std::io::Error::last_os_error());
+        SocketAddr::from(([127, 0, 0, 1], u16::from_be(addr.sin_port)))
+    }
 }
 
 /// A fresh directory under the target directory.
