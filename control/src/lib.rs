@@ -21,7 +21,7 @@
 //! what ramjet does with each Ingress's annotations ([`compile::annotations`]); [`canary`] reads
 //! canary and mirror annotations, and [`canary::promotion`] decides auto-promotion, whose I/O is
 //! [`cluster::promote`] (the rebuild loop hands it each compile's auto-promoting canaries,
-//! [`ControlHandle::canaries`]). [`Control::start`] runs it; [`ControlHandle::submit`]
+//! [`ControlHandle::canaries`]; [`cluster::peers`] brings the other replicas' figures). [`Control::start`] runs it; [`ControlHandle::submit`]
 //! feeds it new configurations (the daemon does so once for `--static-routes`; tests and embedders
 //! may do it as often as they like).
 
