@@ -284,18 +284,28 @@ fn httproute_cross_namespace() {
 #[test]
 fn httproute_weight() {
     let s = Suite::start("httproute-weight.yaml");
-    // The suite sends 10 × 50 requests and allows 5 points either way of 70/30/0.
-    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    // As the suite: a sample of 500 requests must fall within 5 points either way of 70/30/0, and
+    // a sample that misses is taken again, up to 10 times (5 points is about 2.4 standard
+    // deviations of a 500-request sample, so one sample in 70 misses by chance). Backend v3, with
+    // weight 0, must never answer in any sample.
     let mut conn = Conn::open(s.daemon.http_addr());
-    for _ in 0..500 {
-        let resp = conn.get("example.com", "/");
-        assert_eq!(resp.status, 200);
-        *seen.entry(served_by(&resp)).or_default() += 1;
+    let mut samples = Vec::new();
+    for _ in 0..10 {
+        let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+        for _ in 0..500 {
+            let resp = conn.get("example.com", "/");
+            assert_eq!(resp.status, 200);
+            *seen.entry(served_by(&resp)).or_default() += 1;
+        }
+        let share = |b: &str| seen.get(&format!("{INFRA}/{b}")).copied().unwrap_or(0) as f64 / 500.0;
+        assert_eq!(share("infra-backend-v3"), 0.0, "{seen:?}");
+        let within = (share("infra-backend-v1") - 0.7).abs() <= 0.05 && (share("infra-backend-v2") - 0.3).abs() <= 0.05;
+        samples.push(seen);
+        if within {
+            return;
+        }
     }
-    let share = |b: &str| seen.get(&format!("{INFRA}/{b}")).copied().unwrap_or(0) as f64 / 500.0;
-    assert!((share("infra-backend-v1") - 0.7).abs() <= 0.05, "{seen:?}");
-    assert!((share("infra-backend-v2") - 0.3).abs() <= 0.05, "{seen:?}");
-    assert_eq!(share("infra-backend-v3"), 0.0, "{seen:?}");
+    panic!("no sample within 5 points of 70/30: {samples:?}");
 }
 
 #[test]
