@@ -10,8 +10,9 @@
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use crate::worker::Worker;
 
@@ -20,25 +21,43 @@ pub(crate) fn spawn<F>(worker: &Rc<Worker>, what: &'static str, task: F)
 where
     F: Future<Output = ()> + 'static,
 {
-    let worker = worker.clone();
-    monoio::spawn(async move { contained(&worker, what, task).await });
+    monoio::spawn(contained(worker, what, task));
 }
 
-/// Runs `task`, turning a panic inside it into a counted, logged end of the task.
-pub(crate) async fn contained<F: Future<Output = ()>>(worker: &Worker, what: &'static str, task: F) {
-    let mut task = std::pin::pin!(task);
-    let finished = std::future::poll_fn(|cx| match catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(cx))) {
-        Ok(Poll::Ready(())) => Poll::Ready(true),
-        Ok(Poll::Pending) => Poll::Pending,
-        Err(_) => Poll::Ready(false),
-    })
-    .await;
-    if !finished {
-        worker.counters().task_panicked();
-        tracing::error!(
-            worker = worker.id,
-            task = what,
-            "a task panicked and was ended; its connection is closed (please report this)"
-        );
+/// `task`, with a panic inside it turned into a counted, logged end of the task.
+pub(crate) fn contained<F: Future<Output = ()>>(worker: &Rc<Worker>, what: &'static str, task: F) -> Contained<F> {
+    Contained { task, worker: worker.clone(), what }
+}
+
+pin_project_lite::pin_project! {
+    /// A task contained: the task itself is stored once, in place, so wrapping it costs no copy of
+    /// its state (an `async fn` wrapper kept the task twice, and moved it on its first poll: a
+    /// connection's or a stream's whole state, copied for every request of HTTP/2).
+    pub(crate) struct Contained<F> {
+        #[pin]
+        task: F,
+        worker: Rc<Worker>,
+        what: &'static str,
+    }
+}
+
+impl<F: Future<Output = ()>> Future for Contained<F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.project();
+        let task = this.task;
+        match catch_unwind(AssertUnwindSafe(|| task.poll(cx))) {
+            Ok(polled) => polled,
+            Err(_) => {
+                this.worker.counters().task_panicked();
+                tracing::error!(
+                    worker = this.worker.id,
+                    task = *this.what,
+                    "a task panicked and was ended; its connection is closed (please report this)"
+                );
+                Poll::Ready(())
+            }
+        }
     }
 }
