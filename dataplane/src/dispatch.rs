@@ -32,7 +32,6 @@ pub(crate) enum Decision<'t, 'b> {
         /// The route, and the backend its policy picked (a canary's or the primary's): how to
         /// talk to it, and whose series counts the request.
         served: Served<'t>,
-        slot: u32,
         endpoints: &'t [SocketAddr],
         /// Also send a copy of the request here (the share was drawn already).
         mirror: Option<&'t Mirror>,
@@ -100,7 +99,7 @@ pub(crate) fn decide<'t, 'b>(
                 .rule
                 .and_then(|r| r.mirror())
                 .filter(|m| m.percent >= 100 || m.percent > 0 && random() % 100 < m.percent as u32);
-            Decision::Proxy { served, slot: pick.backend.slot, endpoints, mirror, sticky: pick.new_sticky, edits }
+            Decision::Proxy { served, endpoints, mirror, sticky: pick.new_sticky, edits }
         }
     }
 }

@@ -466,7 +466,7 @@ where
             conn.tally.bytes_in += body as u64;
             (conn.finish(302, keep).await, Some(served))
         }
-        Decision::Proxy { served, endpoints, mirror, sticky, edits, .. } => {
+        Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
             let mut extras = RouteExtras::new(served.route, mirror, sticky).with_affinity(&view, endpoints);
             // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
             let mut origin = Vec::new();

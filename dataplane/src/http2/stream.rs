@@ -167,7 +167,7 @@ async fn handle<'t>(
             seen.served = Some(served);
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
-        Decision::Proxy { served, slot, endpoints, mirror, sticky, edits } => {
+        Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
             seen.served = Some(served);
             let mut extras = RouteExtras::new(served.route, mirror, sticky).with_affinity(&view, endpoints);
             if let Some(cors) = extras.route_cors() {
@@ -188,7 +188,7 @@ async fn handle<'t>(
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
-            let index = extras.endpoint(worker, slot, endpoints);
+            let index = extras.endpoint(worker, served.backend.slot, endpoints);
             let tls = served.backend.tls.as_deref();
             if served.backend.protocol.is_h2() {
                 let grpc = grpc::is_grpc(&parts.headers);
