@@ -640,17 +640,22 @@ fn per_client_limits_behave_as_in_ingress_nginx() {
     d.shutdown();
 }
 
-/// A Service `pair` with both backends as its endpoints (one EndpointSlice each, since a slice
-/// has one port for all its endpoints).
+/// A Service `pair` with both backends as its endpoints.
 fn pair_service(a: SocketAddr, b: SocketAddr) -> String {
-    let mut text = String::from(
-        "---\napiVersion: v1\nkind: Service\nmetadata: { name: pair, namespace: shop }\n\
-         spec: { ports: [{ name: http, port: 80 }] }\n",
+    service_of("pair", &[a, b])
+}
+
+/// A Service `name` whose endpoints are `addrs`, in this order (one EndpointSlice each, since a
+/// slice has one port for all its endpoints).
+fn service_of(name: &str, addrs: &[SocketAddr]) -> String {
+    let mut text = format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\n\
+         spec: {{ ports: [{{ name: http, port: 80 }}] }}\n"
     );
-    for (i, addr) in [a, b].iter().enumerate() {
+    for (i, addr) in addrs.iter().enumerate() {
         text.push_str(&format!(
             "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
-             metadata: {{ name: pair-{i}, namespace: shop, labels: {{ kubernetes.io/service-name: pair }} }}\n\
+             metadata: {{ name: {name}-{i}, namespace: shop, labels: {{ kubernetes.io/service-name: {name} }} }}\n\
              addressType: IPv4\nports: [{{ name: http, port: {} }}]\n\
              endpoints: [{{ addresses: [\"{}\"], conditions: {{ ready: true }} }}]\n",
             addr.port(),
@@ -740,5 +745,272 @@ fn session_affinity_behaves_as_in_ingress_nginx() {
     }
     let r = h2.get("sticky.test", "/app");
     assert!(r.header("set-cookie").is_some_and(|c| c.starts_with("INGRESSCOOKIE=") && c.ends_with("HttpOnly")));
+    d.shutdown();
+}
+
+/// An Opaque Secret in `shop` with `stringData` (a YAML flow mapping body).
+fn secret(name: &str, string_data: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: {name}, namespace: shop }}\ntype: Opaque\n\
+         stringData: {{ {string_data} }}\n"
+    )
+}
+
+/// `Authorization: Basic` for `user:password`, encoded by Python's base64 (see each case).
+fn basic(user_password: &str) -> &'static str {
+    match user_password {
+        "foo:bar" => "Basic Zm9vOmJhcg==",
+        "foo:baz" => "Basic Zm9vOmJheg==",
+        "bob:secret" => "Basic Ym9iOnNlY3JldA==",
+        "mapuser:map-pass" => "Basic bWFwdXNlcjptYXAtcGFzcw==",
+        "user:pass" => "Basic dXNlcjpwYXNz",
+        _ => unreachable!("no encoding for {user_password}"),
+    }
+}
+
+/// test/e2e/annotations/auth.go: without credentials, or with wrong ones, 401 and a challenge for
+/// the realm; with a user of the htpasswd file (or of an auth-map Secret) the request passes, with
+/// its Authorization as sent; a Secret that does not exist denies the location (503); a file line
+/// without a hash lets nobody in as that user; CORS fields are on the 401 too. The hashes are
+/// openssl's (`passwd -apr1`, `passwd -6`) and Python's SHA-1.
+#[test]
+fn basic_auth_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-basic-auth");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&secret(
+        "basic",
+        "auth: \"# users\\nfoo:$apr1$Qw3rTy12$ToV8Fflyor2TzTiUbMX9G.\\r\\n\\nbob:$6$s4ltS4lt$9uHOi55laf.sEEL.nTAfniTJjMMs7SDbYU5h7LVlO0kOSmOWxbm5Xz5q3kpep0HjBmO3KiwhbIAtD0zuw5Z8w0\\n\"",
+    ));
+    text.push_str(&secret("map", "mapuser: \"{SHA}cMDfr8HJx0TJ+topBwte1cIQGDY=\""));
+    text.push_str(&secret("invalid", "auth: \"foo:\""));
+    let auth = |secret: &str| {
+        format!("{NGINX}/auth-type: basic, {NGINX}/auth-secret: {secret}, {NGINX}/auth-realm: \"test auth\"")
+    };
+    let cases = [
+        ("open", String::new()),
+        ("missing", auth("something")),
+        ("auth", auth("basic")),
+        ("map", format!("{}, {NGINX}/auth-secret-type: auth-map", auth("map"))),
+        ("invalid", auth("invalid")),
+        ("cors", format!("{}, {NGINX}/enable-cors: \"true\"", auth("basic"))),
+        ("digest", format!("{NGINX}/auth-type: digest, {NGINX}/auth-secret: basic")),
+    ];
+    for (name, annotations) in &cases {
+        text.push_str(&ingress(name, &format!("{name}.test"), annotations, &[("/", "Prefix", "a")]));
+    }
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let with = |host: &str, authorization: Option<&str>| {
+        let field = authorization.map(|v| format!("authorization: {v}\r\n")).unwrap_or_default();
+        request(addr, &format!("GET / HTTP/1.1\r\nHost: {host}\r\n{field}connection: close\r\n\r\n"))
+    };
+    assert_eq!(with("open.test", None).status, 200);
+    assert_eq!(with("missing.test", None).status, 503, "a Secret that does not exist denies the location");
+    assert_eq!(with("missing.test", Some(basic("foo:bar"))).status, 503);
+
+    let challenged = with("auth.test", None);
+    assert_eq!(challenged.status, 401, "{}", challenged.head);
+    assert_eq!(challenged.header("www-authenticate"), Some("Basic realm=\"test auth\""));
+    for wrong in ["foo:baz", "user:pass"] {
+        let refused = with("auth.test", Some(basic(wrong)));
+        assert_eq!(refused.status, 401, "{wrong}");
+        assert_eq!(refused.header("www-authenticate"), Some("Basic realm=\"test auth\""));
+    }
+    assert_eq!(with("auth.test", Some("Bearer Zm9vOmJhcg==")).status, 401, "only Basic credentials count");
+    let passed = with("auth.test", Some(basic("foo:bar")));
+    assert_eq!(seen(&passed).0, "a", "{}", passed.head);
+    assert_eq!(header_seen(&passed, "authorization").as_deref(), Some(basic("foo:bar")), "sent on as it came");
+    assert_eq!(with("auth.test", Some(basic("bob:secret"))).status, 200, "SHA-512 crypt after a CRLF line");
+    assert_eq!(with("auth.test", Some(basic("foo:bar"))).status, 200, "again, as the worker remembers it");
+
+    assert_eq!(with("map.test", Some(basic("mapuser:map-pass"))).status, 200);
+    assert_eq!(with("map.test", Some(basic("foo:bar"))).status, 401);
+    assert_eq!(with("invalid.test", Some(basic("foo:bar"))).status, 401, "a user without a hash cannot sign in");
+
+    let cors = with("cors.test", None);
+    assert_eq!(cors.status, 401);
+    assert_eq!(cors.header("access-control-allow-origin"), Some("*"), "{}", cors.head);
+    assert_eq!(with("digest.test", Some(basic("foo:bar"))).status, 404, "digest is refused, never served open");
+    let generation = d.published.current();
+    let said = |name: &str, text: &str| {
+        generation.diagnostics.iter().any(|p| p.object.name == name && p.message.contains(text))
+    };
+    assert!(said("digest", "digest authentication is not available"), "{:?}", generation.diagnostics);
+    assert!(said("missing", "Secret shop/something does not exist"), "{:?}", generation.diagnostics);
+
+    // HTTP/2 clients are challenged the same way.
+    let mut h2 = h2client::H2Client::connect(addr);
+    let r = h2.get("auth.test", "/");
+    assert_eq!((r.status, r.header("www-authenticate")), (401, Some("Basic realm=\"test auth\"")));
+    let r = h2.request("GET", "auth.test", "/", &[("authorization", basic("foo:bar"))], b"", true).unwrap();
+    assert_eq!(r.status, 200);
+
+    // Attacker then victim on one connection: a refused request's body is not taken for a request,
+    // and the connection goes on serving.
+    let before = a.requests();
+    let mut conn = Conn::open(addr);
+    let smuggled = "GET /smuggled HTTP/1.1\r\nHost: open.test\r\n\r\n";
+    let attack = format!("POST / HTTP/1.1\r\nHost: auth.test\r\ncontent-length: {}\r\n\r\n{smuggled}", smuggled.len());
+    conn.send(attack.as_bytes());
+    let refused = conn.read_response_to(false).expect("an answer");
+    assert_eq!(refused.status, 401, "{}", refused.head);
+    conn.send(
+        format!("GET /victim HTTP/1.1\r\nHost: auth.test\r\nauthorization: {}\r\n\r\n", basic("foo:bar")).as_bytes(),
+    );
+    let served = conn.read_response_to(false).expect("the connection is kept");
+    assert_eq!(seen(&served), ("a".to_string(), "/victim".to_string()));
+    assert_eq!(a.requests(), before + 1, "only the victim's request reached the backend");
+    drop(b);
+    d.shutdown();
+}
+
+/// docs ("Custom NGINX upstream hashing") and test/e2e/annotations/upstreamhashby.go: with
+/// `upstream-hash-by`, every request with the same key goes to the same endpoint, whatever the
+/// connection or protocol, and different keys spread over the endpoints; the key may mix
+/// variables and text.
+#[test]
+fn upstream_hash_by_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-hash-by");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&pair_service(a.addr, b.addr));
+    let pair = [("/", "Prefix", "pair")];
+    text.push_str(&ingress("uri", "uri.test", &format!("{NGINX}/upstream-hash-by: \"$request_uri\""), &pair));
+    text.push_str(&ingress("user", "user.test", &format!("{NGINX}/upstream-hash-by: \"${{arg_user}}-x\""), &pair));
+    text.push_str(&ingress("broken", "broken.test", &format!("{NGINX}/upstream-hash-by: \"${{request_uri\""), &pair));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let mut homes = std::collections::BTreeMap::new();
+    for i in 0..20 {
+        let path = format!("/item/{i}?q={i}");
+        let first = seen(&get(addr, "uri.test", &path)).0;
+        for _ in 0..4 {
+            assert_eq!(seen(&get(addr, "uri.test", &path)).0, first, "{path} stays on one endpoint");
+        }
+        homes.insert(path, first);
+    }
+    let used: std::collections::BTreeSet<&String> = homes.values().collect();
+    assert_eq!(used.len(), 2, "keys spread over both endpoints: {homes:?}");
+    // HTTP/2 streams hash the same way.
+    let mut h2 = h2client::H2Client::connect(addr);
+    for (path, home) in homes.iter().take(6) {
+        let r = h2.get("uri.test", path);
+        assert!(r.text().contains(&format!("backend={home}\n")), "{path}: {}", r.text());
+    }
+    // The key is the user argument: the path does not matter.
+    for user in ["alice", "bob", "carol"] {
+        let home = seen(&get(addr, "user.test", &format!("/?user={user}"))).0;
+        for path in ["/a", "/b/c", "/d?x=1"] {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            assert_eq!(seen(&get(addr, "user.test", &format!("{path}{sep}user={user}"))).0, home, "{user} {path}");
+        }
+    }
+    assert_eq!(get(addr, "broken.test", "/").status, 404, "a key ramjet cannot read keeps the Ingress out");
+    let generation = d.published.current();
+    assert!(generation.diagnostics.iter().any(|p| p.object.name == "broken" && p.message.contains("upstream-hash-by")));
+    d.shutdown();
+}
+
+/// A backend that answers every request with `status` (and closes the connection), counting them.
+struct StatusBackend {
+    addr: SocketAddr,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl StatusBackend {
+    fn start(status: u16) -> Self {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = requests.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                counted.fetch_add(1, Ordering::Relaxed);
+                let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 7\r\nconnection: close\r\n\r\nstatus\n");
+                let _ = stream.write_all(answer.as_bytes());
+            }
+        });
+        StatusBackend { addr, requests }
+    }
+
+    fn requests(&self) -> usize {
+        self.requests.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+/// nginx's `proxy_next_upstream` docs (ingress-nginx passes the annotations to it): with a status
+/// listed, a request whose try got that status goes to the next endpoint, and the client never
+/// sees it; a POST once sent is not passed on unless `non_idempotent` is listed; `off` (or one
+/// try) passes nothing on, not even a refused connection; when every try got the status, the last
+/// answer is the client's. Without the annotation, only a refused connection moves on.
+#[test]
+fn proxy_next_upstream_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-next-upstream");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let (busy, busier) = (StatusBackend::start(503), StatusBackend::start(503));
+    let dead = support::dead_addr();
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&service_of("flaky", &[busy.addr, a.addr]));
+    text.push_str(&service_of("down", &[dead, a.addr]));
+    text.push_str(&service_of("busy", &[busy.addr, busier.addr]));
+    let to = |service: &'static str| [("/", "Prefix", service)];
+    let cases = [
+        ("retry", format!("{NGINX}/proxy-next-upstream: \"error timeout http_503\""), "flaky"),
+        ("retrypost", format!("{NGINX}/proxy-next-upstream: \"error http_503 non_idempotent\""), "flaky"),
+        ("plain", String::new(), "flaky"),
+        ("once", format!("{NGINX}/proxy-next-upstream: http_503, {NGINX}/proxy-next-upstream-tries: \"1\""), "flaky"),
+        ("off", format!("{NGINX}/proxy-next-upstream: \"off\""), "down"),
+        ("default", String::new(), "down"),
+        (
+            "allbusy",
+            format!("{NGINX}/proxy-next-upstream: \"http_503\", {NGINX}/proxy-next-upstream-tries: \"0\""),
+            "busy",
+        ),
+        ("broken", format!("{NGINX}/proxy-next-upstream: \"error http_418\""), "flaky"),
+    ];
+    for (name, annotations, service) in &cases {
+        text.push_str(&ingress(name, &format!("{name}.test"), annotations, &to(service)));
+    }
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    // Each on a new connection: the workers take turns over the endpoints.
+    let statuses = |host: &str, method: &str| -> Vec<u16> {
+        (0..12)
+            .map(|_| {
+                let body = if method == "POST" { "content-length: 4\r\n\r\nbody" } else { "\r\n" };
+                request(addr, &format!("{method} / HTTP/1.1\r\nHost: {host}\r\nconnection: close\r\n{body}")).status
+            })
+            .collect()
+    };
+    let before = busy.requests();
+    assert_eq!(statuses("retry.test", "GET"), vec![200; 12], "a 503 is passed to the next endpoint");
+    assert!(busy.requests() > before, "the busy endpoint was tried (and its answer dropped)");
+    assert!(statuses("plain.test", "GET").contains(&503), "without the annotation statuses are the client's");
+    assert!(statuses("once.test", "GET").contains(&503), "one try passes nothing on");
+    let posts = statuses("retry.test", "POST");
+    assert!(posts.contains(&503) && posts.contains(&200), "a POST once sent is not passed on: {posts:?}");
+    assert_eq!(statuses("retrypost.test", "POST"), vec![200; 12], "non_idempotent passes POSTs on too");
+    assert!(statuses("off.test", "GET").contains(&502), "off: a refused connection is the client's 502");
+    assert_eq!(statuses("default.test", "GET"), vec![200; 12], "ramjet's default moves a refused connection on");
+    let (first, second) = (busy.requests(), busier.requests());
+    assert_eq!(statuses("allbusy.test", "GET"), vec![503; 12], "the last try's answer is the client's");
+    assert_eq!((busy.requests() - first, busier.requests() - second), (12, 12), "every request tried both");
+    assert_eq!(statuses("broken.test", "GET"), vec![404; 12], "a list ramjet cannot read keeps the Ingress out");
+    let generation = d.published.current();
+    assert!(generation.diagnostics.iter().any(|p| p.object.name == "broken" && p.message.contains("http_418")));
+
+    // HTTP/2 clients: the same passing on.
+    let mut h2 = h2client::H2Client::connect(addr);
+    for _ in 0..6 {
+        assert_eq!(h2.get("retry.test", "/").status, 200);
+    }
     d.shutdown();
 }

@@ -28,7 +28,7 @@ use control_plane::{base64, ControlPlane};
 use kube_api::Kube;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use serde_json::{json, Value};
-use support::client::{get, served_by};
+use support::client::{get, request, served_by};
 use support::pki::Pki;
 use support::{eventually, free_port};
 use tls_backend::TlsBackend;
@@ -2509,5 +2509,87 @@ fn ingress_nginx_backend_tls_annotations_verify_the_backend_through_the_real_api
         ramjet.log()
     );
     ramjet.wait_served("plain.test", "plain");
+    ramjet.assert_running();
+}
+
+/// ingress-nginx's basic authentication against the real API server: the users come from an
+/// Opaque Secret (as `kubectl create secret generic --from-file=auth` makes it), a change to the
+/// Secret changes who gets in, and a deleted Secret denies the paths (503) while the Ingress beside
+/// it is untouched. The hashes are openssl's (`openssl passwd -apr1`).
+#[test]
+fn basic_auth_reads_its_users_from_an_opaque_secret_through_the_real_api_server() {
+    let web = Backend::start("web");
+    let install = Install::new("basic-auth");
+    let ns = install.ns.clone();
+    install.service("web", &[&web]);
+    install.ingress("plain", "plain.test", "web");
+    let secret = |file: &str| {
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: basic-auth, namespace: {ns} }}\ntype: Opaque\n\
+             data: {{ auth: {} }}\n",
+            base64(file.as_bytes())
+        )
+    };
+    // foo:bar
+    install.admin.apply(&secret("foo:$apr1$Qw3rTy12$ToV8Fflyor2TzTiUbMX9G.\n"));
+    install.admin.apply(&format!(
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: private\n  namespace: {ns}\n  \
+         annotations:\n    nginx.ingress.kubernetes.io/auth-type: basic\n    \
+         nginx.ingress.kubernetes.io/auth-secret: basic-auth\n    \
+         nginx.ingress.kubernetes.io/auth-realm: \"Authentication Required - foo\"\n\
+         spec:\n  ingressClassName: {class}\n  rules: [{{ host: private.test, http: {{ paths: [{{ path: /, \
+         pathType: Prefix, backend: {{ service: {{ name: web, port: {{ name: http }} }} }} }}] }} }}]\n",
+        class = install.class,
+    ));
+    let mut ramjet = install.ramjet("basic-auth");
+    ramjet.wait_ready();
+    let http = ramjet.http;
+    let as_user = |authorization: &str| {
+        let r = request(
+            http,
+            &format!(
+                "GET / HTTP/1.1\r\nHost: private.test\r\nauthorization: {authorization}\r\nconnection: close\r\n\r\n"
+            ),
+        );
+        if r.status == 200 {
+            served_by(&r)
+        } else {
+            r.status.to_string()
+        }
+    };
+    const FOO_BAR: &str = "Basic Zm9vOmJhcg==";
+    const FOO_NEW: &str = "Basic Zm9vOm5ldw==";
+    assert!(
+        eventually(PATIENCE, || as_user(FOO_BAR) == "web"),
+        "foo never got in (now: {}); log:\n{}",
+        as_user(FOO_BAR),
+        ramjet.log()
+    );
+    let challenged = get(http, "private.test", "/");
+    assert_eq!(challenged.status, 401);
+    assert_eq!(challenged.header("www-authenticate"), Some("Basic realm=\"Authentication Required - foo\""));
+    assert_eq!(as_user(FOO_NEW), "401");
+    ramjet.wait_served("plain.test", "web");
+
+    // A new password in the Secret: the old one no longer opens the door, the new one does.
+    install.admin.apply(&secret("foo:$apr1$Nw8sAlt1$q5k8mBCyohmfHUDQR1y6m0\n"));
+    assert!(
+        eventually(PATIENCE, || as_user(FOO_NEW) == "web" && as_user(FOO_BAR) == "401"),
+        "the changed Secret was not applied (new: {}, old: {}); log:\n{}",
+        as_user(FOO_NEW),
+        as_user(FOO_BAR),
+        ramjet.log()
+    );
+
+    // The Secret deleted: nobody gets in (503, as ingress-nginx denies the location).
+    install.admin.delete("Secret", Some(&ns), "basic-auth");
+    assert!(
+        eventually(PATIENCE, || as_user(FOO_NEW) == "503"),
+        "a deleted Secret still lets users in (now: {}); log:\n{}",
+        as_user(FOO_NEW),
+        ramjet.log()
+    );
+    assert_eq!(ramjet.served("private.test"), "503");
+    ramjet.wait_served("plain.test", "web");
     ramjet.assert_running();
 }

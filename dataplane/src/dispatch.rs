@@ -5,8 +5,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ramjet_shared::{
-    normalize_host, Affinity, BackendKind, Cors, DirectResponse, Edits, HeaderEdits, Mirror, Redirect, RequestView,
-    Route, RouteLimits, RoutePolicy, RouteTable,
+    normalize_host, Affinity, BackendKind, Cors, DirectResponse, Edits, HashInput, HeaderEdits, Mirror, Redirect,
+    RequestView, Route, RouteLimits, RoutePolicy, RouteTable,
 };
 
 use crate::observe::Served;
@@ -123,6 +123,8 @@ pub(crate) struct RouteExtras<'t> {
     pub affinity: Option<(&'t Affinity, Option<usize>)>,
     /// The endpoint a new sticky session went to: the response sets the cookie for it.
     pub new_session: Option<SocketAddr>,
+    /// The route hashes requests onto endpoints: this request's endpoint.
+    pub hashed: Option<usize>,
 }
 
 impl<'t> RouteExtras<'t> {
@@ -133,19 +135,33 @@ impl<'t> RouteExtras<'t> {
         RouteExtras { mirror, sticky, filters, limits, ..RouteExtras::default() }
     }
 
-    /// Reads the route's sticky-session cookie from the request, when the route has affinity.
-    pub fn with_affinity(mut self, req: &impl RequestView, endpoints: &[SocketAddr]) -> Self {
-        if let Some(affinity) = self.limits.and_then(|l| l.affinity.as_deref()) {
+    /// Reads what chooses the endpoint from the request, when the route has its own way: the
+    /// sticky-session cookie (affinity), or the hash key (`upstream-hash-by`).
+    pub fn with_endpoint_choice(
+        mut self,
+        req: &impl RequestView,
+        input: &HashInput<'_>,
+        endpoints: &[SocketAddr],
+    ) -> Self {
+        let Some(limits) = self.limits else { return self };
+        if let Some(affinity) = limits.affinity.as_deref() {
             let named = req.cookie(&affinity.cookie).and_then(|v| Affinity::endpoint(v, endpoints));
             self.affinity = Some((affinity, named));
+        }
+        if let Some(by) = limits.hash_by.as_deref() {
+            if !endpoints.is_empty() {
+                self.hashed = Some(ramjet_shared::hash_by::pick(by.key(req, input), endpoints));
+            }
         }
         self
     }
 
-    /// The endpoint to try first: the one the sticky cookie names, else the next in turn.
+    /// The endpoint to try first: the one the sticky cookie names, else the request's hash, else
+    /// the next in turn (ingress-nginx: affinity before `upstream-hash-by` before the balancer).
     pub fn endpoint(&self, worker: &crate::worker::Worker, slot: u32, endpoints: &[SocketAddr]) -> usize {
-        match self.affinity {
-            Some((_, Some(named))) => named,
+        match (self.affinity, self.hashed) {
+            (Some((_, Some(named))), _) => named,
+            (_, Some(hashed)) => hashed,
             _ => worker.next_endpoint(slot, endpoints.len()),
         }
     }
@@ -182,6 +198,16 @@ impl<'t> RouteExtras<'t> {
     /// The route's per-client limits, if any.
     pub fn client_limits(&self) -> Option<&'t ramjet_shared::ClientLimits> {
         self.limits.and_then(|l| l.clients.as_deref())
+    }
+
+    /// The route's `proxy-next-upstream`, if it has one.
+    pub fn next_upstream(&self) -> Option<&'t ramjet_shared::NextUpstream> {
+        self.limits.and_then(|l| l.next_upstream.as_ref())
+    }
+
+    /// The route's basic authentication, if any.
+    pub fn basic_auth(&self) -> Option<&'t ramjet_shared::BasicAuth> {
+        self.limits.and_then(|l| l.auth.as_deref())
     }
 
     /// The route's CORS settings, if any.

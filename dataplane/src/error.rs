@@ -178,6 +178,7 @@ pub fn rescue(failure: &Failure) -> Rescue {
 pub fn canned(status: u16) -> (&'static str, &'static str) {
     match status {
         400 => ("Bad Request", "bad request\n"),
+        401 => ("Unauthorized", "authorization required\n"),
         403 => ("Forbidden", "forbidden\n"),
         404 => ("Not Found", "not found\n"),
         408 => ("Request Timeout", "request timeout\n"),

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split, Splitable};
-use ramjet_shared::{Generation, RequestView, RouteTable};
+use ramjet_shared::{Generation, HashInput, RequestView, RouteTable};
 
 use crate::access_log::RequestFields;
 use crate::buf::{write_vec, ReadBuf};
@@ -467,7 +467,10 @@ where
             (conn.finish(302, keep).await, Some(served))
         }
         Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
-            let mut extras = RouteExtras::new(served.route, mirror, sticky).with_affinity(&view, endpoints);
+            let input =
+                HashInput { target: target.as_bytes(), host: &data[head.host.clone()], peer, tls: conn.facts.tls };
+            let mut extras =
+                RouteExtras::new(served.route, mirror, sticky).with_endpoint_choice(&view, &input, endpoints);
             // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
             let mut origin = Vec::new();
             if let Some(cors) = extras.route_cors() {
@@ -503,6 +506,19 @@ where
                 Some(Ok(held)) => held,
                 None => None,
             };
+            // nginx's access phase: after the limits (preaccess), before anything is proxied.
+            if let Some(auth) = extras.basic_auth() {
+                if !worker.auth.admits(auth, view.header("authorization")) {
+                    let reply = Reply::Unauthorized { challenge: auth.challenge(), cors: extras.cors };
+                    conn.buf.consume(head.head_len);
+                    conn.discard_buffered_body(head);
+                    let next = conn.reply(reply, keep_alive).await;
+                    if origin.capacity() > 0 {
+                        worker.out_buffers.give(origin);
+                    }
+                    return (next, Some(served));
+                }
+            }
             if let Some(policy) = extras.filters {
                 crate::filters::apply(&mut conn.out, policy, target.as_bytes(), &mut worker.rewrite.borrow_mut());
             }

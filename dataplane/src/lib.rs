@@ -18,6 +18,7 @@
 //! either over TLS (`HTTPS`, `GRPCS`) with the rustls settings the compiler put in the backend.
 
 pub mod access_log;
+mod auth;
 mod buf;
 mod clock;
 mod contain;

@@ -72,6 +72,8 @@ pub(crate) struct Worker {
     pub rewrite: RefCell<ramjet_shared::RewriteScratch>,
     /// Routes' per-client limits, counted on this worker.
     pub limiter: ClientLimiter,
+    /// Basic-auth credentials that passed on this worker.
+    pub auth: crate::auth::AuthCache,
 }
 
 impl Worker {
@@ -100,6 +102,7 @@ impl Worker {
             mirrors: Rc::new(Mirrors::new(stats.clone(), id)),
             rewrite: RefCell::default(),
             limiter: ClientLimiter::default(),
+            auth: crate::auth::AuthCache::default(),
             id,
             pool: Pool::new(settings.upstream_idle_timeout),
             h2_pool: H2Pool::default(),

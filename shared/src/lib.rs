@@ -48,8 +48,12 @@ pub use cert::{CertId, CertStore, Certificate};
 pub use generation::{Diagnostic, Digest, Generation, ObjectRef, Severity};
 pub use publish::Published;
 pub use route::affinity::{endpoint_key, Affinity, AFFINITY_COOKIE};
+pub use route::basic_auth::BasicAuth;
 pub use route::client_limits::{ClientLimits, Rate};
 pub use route::cors::{Cors, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
+pub use route::hash_by::{self, HashBy, HashInput};
+pub use route::htpasswd;
+pub use route::next_upstream::{is_idempotent, NextUpstream};
 pub use route::policy::{cookie_value, find_pair};
 pub use route::source_ranges::{parse_ranges, IpBlock, SourceRanges};
 pub use route::{

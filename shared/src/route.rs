@@ -25,9 +25,13 @@ use crate::generation::Digest;
 use crate::upstream_tls::UpstreamTls;
 
 pub mod affinity;
+pub mod basic_auth;
 pub mod client_limits;
 pub mod cors;
 pub mod filter;
+pub mod hash_by;
+pub mod htpasswd;
+pub mod next_upstream;
 pub mod policy;
 mod regex_paths;
 pub mod rewrite;
@@ -140,6 +144,18 @@ impl DirectResponse {
             format!("HTTP/1.1 {status} {}\r\nlocation: {location}\r\ncontent-length: 0\r\n", reason_phrase(status));
         DirectResponse { status, body: Bytes::new(), head: Bytes::from(head) }
     }
+
+    /// `status` with a plain-text body.
+    pub fn text(status: u16, body: impl Into<Bytes>) -> Self {
+        let body = body.into();
+        let head = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\n",
+            status,
+            reason_phrase(status),
+            body.len()
+        );
+        DirectResponse { status, body, head: Bytes::from(head) }
+    }
 }
 
 impl Backend {
@@ -181,14 +197,7 @@ impl Backend {
     }
 
     pub fn respond(name: &str, slot: u32, status: u16, body: impl Into<Bytes>) -> Self {
-        let body = body.into();
-        let head = format!(
-            "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\n",
-            status,
-            reason_phrase(status),
-            body.len()
-        );
-        Self::new(name, slot, BackendKind::Respond(DirectResponse { status, body, head: Bytes::from(head) }))
+        Self::new(name, slot, BackendKind::Respond(DirectResponse::text(status, body)))
     }
 
     /// Number of endpoints (a direct response counts as one).

@@ -29,7 +29,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::{ClusterOptions, StatusAddresses, FIELD_MANAGER};
-use crate::compile::ingress::{ClusterSnapshot, TLS_SECRET_TYPE};
+use crate::compile::ingress::{ClusterSnapshot, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
 use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::Input;
 
@@ -40,7 +40,11 @@ pub struct Stores {
     pub ingresses: Store<Ingress>,
     pub services: Store<Service>,
     pub slices: Store<EndpointSlice>,
+    /// `kubernetes.io/tls` Secrets: certificates, and CA bundles beside them.
     pub secrets: Store<Secret>,
+    /// `Opaque` Secrets: basic-auth users, CA bundles on their own. Other types (service-account
+    /// tokens, docker configs) are never read, so never held.
+    pub opaque_secrets: Store<Secret>,
     /// The `--publish-service` Service (watched on its own: it may be outside `--watch-namespace`).
     pub status_service: Option<Store<Service>>,
     /// Any change to the compiler's inputs.
@@ -90,6 +94,8 @@ impl Stores {
         let slices = reflect(api(client, ns), watcher::Config::default(), &compile_only);
         let tls_only = watcher::Config::default().fields(&format!("type={TLS_SECRET_TYPE}"));
         let secrets = reflect(api(client, ns), tls_only, &compile_and_gateway);
+        let opaque_only = watcher::Config::default().fields(&format!("type={OPAQUE_SECRET_TYPE}"));
+        let opaque_secrets = reflect(api(client, ns), opaque_only, &compile_only);
         let status_service = match &options.status_addresses {
             StatusAddresses::Service { namespace, name } => Some(reflect(
                 Api::namespaced(client.clone(), namespace),
@@ -101,20 +107,28 @@ impl Stores {
         // One task waits on the stores and tells everyone else: a store's readiness wakes only
         // the last task that polled it (a oneshot underneath), so several waiters would hang.
         let (listed_tx, listed) = watch::channel(false);
-        let waiting = (classes.clone(), ingresses.clone(), services.clone(), slices.clone(), secrets.clone());
+        let waiting = (
+            classes.clone(),
+            ingresses.clone(),
+            services.clone(),
+            slices.clone(),
+            secrets.clone(),
+            opaque_secrets.clone(),
+        );
         let status_service_store = status_service.clone();
         let gateway_stores = gateway.clone();
         tokio::spawn(async move {
             if let Some(g) = gateway_stores {
                 g.ready().await;
             }
-            let (classes, ingresses, services, slices, secrets) = waiting;
+            let (classes, ingresses, services, slices, secrets, opaque_secrets) = waiting;
             let _ = futures::join!(
                 classes.wait_until_ready(),
                 ingresses.wait_until_ready(),
                 services.wait_until_ready(),
                 slices.wait_until_ready(),
                 secrets.wait_until_ready(),
+                opaque_secrets.wait_until_ready(),
             );
             if let Some(s) = status_service_store {
                 let _ = s.wait_until_ready().await;
@@ -127,6 +141,7 @@ impl Stores {
             services,
             slices,
             secrets,
+            opaque_secrets,
             status_service,
             changed,
             status_changed,
@@ -150,7 +165,7 @@ impl Stores {
             ingresses: self.ingresses.state(),
             services: self.services.state(),
             endpoint_slices: self.slices.state(),
-            secrets: self.secrets.state(),
+            secrets: self.secrets.state().into_iter().chain(self.opaque_secrets.state()).collect(),
             namespaces: self.gateway.as_ref().map(|g| g.namespaces.state()).unwrap_or_default(),
             gateway_classes: self.gateway.as_ref().map(|g| g.classes.state()).unwrap_or_default(),
             gateways: self.gateway.as_ref().map(|g| g.gateways.state()).unwrap_or_default(),
@@ -168,7 +183,7 @@ impl Stores {
             ingresses = self.ingresses.state().len(),
             services = self.services.state().len(),
             endpoint_slices = self.slices.state().len(),
-            secrets = self.secrets.state().len(),
+            secrets = self.secrets.state().len() + self.opaque_secrets.state().len(),
             "cluster listed"
         );
         loop {

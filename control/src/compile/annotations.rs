@@ -142,8 +142,19 @@ use Support::{AccessControl, Approximated, Checked, Honoured, Ignored, Snippet};
 const NO: Option<&str> = Some("false");
 const BUFFERS: Support =
     Approximated("ramjet streams bodies through fixed per-connection buffers; nginx's buffer tuning has no equivalent");
-const AUTH: Support = AccessControl("authentication");
-const AUTH_PART: Support = Ignored("external or basic authentication is not available, so its options do nothing");
+const AUTH_TYPE: Support = Checked {
+    check: auth_type,
+    how: "basic: a request without a user and password of auth-secret is answered 401 with a Basic challenge for \
+          auth-realm (docs/ingress.md)",
+};
+const AUTH_SECRET: Support = Honoured(
+    "the users of basic authentication: the Secret's `auth` key as an htpasswd file (crypt, $apr1$, $1$, $5$, $6$, \
+     bcrypt, {SHA}, {SSHA}, {PLAIN}), or with auth-secret-type auth-map one key per user; a Secret that is missing \
+     or unusable makes the Ingress's paths answer 503, as ingress-nginx denies the location",
+);
+const AUTH_SECRET_TYPE: Support = Checked { check: auth_secret_type, how: "auth-file (the default) or auth-map" };
+const AUTH_REALM: Support = Honoured("the realm of the 401's WWW-Authenticate challenge");
+const AUTH_PART: Support = Ignored("external authentication is not available, so its options do nothing");
 const AFFINITY: Support = Honoured(
     "sticky sessions by cookie: a client that comes back with the cookie goes to the endpoint that served it while \
      that endpoint exists, else it is balanced and gets a new cookie (docs/ingress.md)",
@@ -162,6 +173,18 @@ const AUTO_PROMOTE: Support =
     Honoured("canary auto-promotion: the weight steps up while the canary's success rate and p99 hold");
 const CANARY: Support = Honoured("with ingress-nginx's semantics (docs/canaries.md)");
 const MIRROR: Support = Honoured("a copy of each request, fire and forget (docs/mirrors.md)");
+const HASH_BY: Support = Checked {
+    check: hash_by,
+    how: "consistent hashing: the key (nginx variables and text: $request_uri, $uri, $host, $remote_addr, \
+          $http_*, $cookie_*, $arg_* ...) picks the endpoint, the same on every worker and replica; an endpoint \
+          that leaves moves only its own keys (docs/ingress.md)",
+};
+const HASH_SUBSET: Support =
+    Ignored("each key goes to one endpoint; ingress-nginx's subsets spread a key over several at random");
+const SATISFY: Support = Ignored(
+    "a client must pass both the source ranges and basic authentication; with satisfy: any ingress-nginx lets in a \
+     client that passes either",
+);
 const TLS_AUTH: Support = AccessControl("client certificate authentication");
 const TIMEOUT: Support = Checked {
     check: seconds,
@@ -204,10 +227,17 @@ const BODY_SIZE: Support = Checked {
     how: "a request body larger than this (nginx sizes: 8m, 1k; 0 = unlimited) is answered 413; without the \
           annotation ramjet accepts any size (ingress-nginx's default is 1m)",
 };
-const RETRY: Support = Ignored(
-    "ramjet retries only a request it could send again unchanged after a stale pooled connection, never on another \
-     status",
-);
+const NEXT_UPSTREAM: Support = Checked {
+    check: next_upstream,
+    how: "nginx's proxy_next_upstream: after the conditions listed (error, timeout, invalid_header, http_5xx, \
+          http_403, http_404, http_429), before anything reached the client, the request goes to the next \
+          endpoint; once sent, only if its body was buffered whole and its method is idempotent (or \
+          non_idempotent is listed). Without it ramjet only moves a refused connection on, once (docs/ingress.md)",
+};
+const NEXT_UPSTREAM_TRIES: Support =
+    Checked { check: count, how: "tries in all, the first included (3 by default; 0: every endpoint once)" };
+const NEXT_UPSTREAM_TIMEOUT: Support =
+    Checked { check: seconds, how: "no new try after this many seconds since the first began (0: no limit)" };
 const RATE: Support = Checked {
     check: count,
     how: "per client address, as ingress-nginx's limit_req with nodelay: a burst of the rate times \
@@ -232,8 +262,9 @@ const SSL_NAME: Support = Honoured(
 );
 const SSL_PROTOCOLS: Support = Approximated("ramjet offers TLS 1.2 and 1.3 to backends, and the backend picks");
 const SSL_SECRET: Support = Honoured(
-    "its ca.crt verifies the backends' certificates when proxy-ssl-verify is on, and its certificate and key are \
-     presented to them (a kubernetes.io/tls Secret in the Ingress's namespace; docs/ingress.md)",
+    "its ca.crt verifies the backends' certificates when proxy-ssl-verify is on; a kubernetes.io/tls Secret's \
+     certificate and key are presented to them, an Opaque Secret with ca.crt alone presents none (in the Ingress's \
+     namespace; docs/ingress.md)",
 );
 const SSL_SERVER_NAME: Support = Checked { check: on_off, how: "SNI is sent to HTTPS and GRPCS backends when \"on\"" };
 const SSL_VERIFY: Support = Checked {
@@ -299,11 +330,11 @@ const NGINX: &[Entry] = &[
     e("auth-keepalive-timeout", AUTH_PART, None),
     e("auth-method", AUTH_PART, None),
     e("auth-proxy-set-headers", AUTH_PART, None),
-    e("auth-realm", AUTH_PART, None),
+    e("auth-realm", AUTH_REALM, None),
     e("auth-request-redirect", AUTH_PART, None),
     e("auth-response-headers", AUTH_PART, None),
-    e("auth-secret", AUTH_PART, None),
-    e("auth-secret-type", AUTH_PART, None),
+    e("auth-secret", AUTH_SECRET, None),
+    e("auth-secret-type", AUTH_SECRET_TYPE, Some("auth-file")),
     e("auth-signin", AUTH_PART, None),
     e("auth-signin-redirect-param", AUTH_PART, None),
     e("auth-snippet", Snippet("external authentication is not available yet either"), None),
@@ -313,7 +344,7 @@ const NGINX: &[Entry] = &[
     e("auth-tls-secret", TLS_AUTH, None),
     e("auth-tls-verify-client", TLS_AUTH, Some("off")),
     e("auth-tls-verify-depth", TLS_AUTH, None),
-    e("auth-type", AUTH, None),
+    e("auth-type", AUTH_TYPE, None),
     e("auth-url", AccessControl("external authentication"), None),
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
     e("canary", CANARY, NO),
@@ -386,9 +417,9 @@ const NGINX: &[Entry] = &[
     e("proxy-cookie-path", Ignored("Set-Cookie paths are passed through unchanged"), None),
     e("proxy-http-version", Approximated("ramjet speaks HTTP/1.1 to backends, HTTP/2 only to those whose backend-protocol asks for it"), Some("1.1")),
     e("proxy-max-temp-file-size", BUFFERS, None),
-    e("proxy-next-upstream", RETRY, None),
-    e("proxy-next-upstream-timeout", RETRY, None),
-    e("proxy-next-upstream-tries", RETRY, None),
+    e("proxy-next-upstream", NEXT_UPSTREAM, None),
+    e("proxy-next-upstream-timeout", NEXT_UPSTREAM_TIMEOUT, None),
+    e("proxy-next-upstream-tries", NEXT_UPSTREAM_TRIES, None),
     e("proxy-read-timeout", TIMEOUT, None),
     e(
         "proxy-redirect-from",
@@ -411,7 +442,7 @@ const NGINX: &[Entry] = &[
     e("proxy-ssl-verify-depth", SSL_VERIFY_DEPTH, None),
     e("relative-redirects", Ignored("ramjet's own redirects are absolute"), NO),
     e("rewrite-target", REWRITE_TARGET, None),
-    e("satisfy", AUTH_PART, None),
+    e("satisfy", SATISFY, Some("all")),
     e("server-alias", SERVER_ALIAS, None),
     e(
         "server-snippet",
@@ -439,9 +470,9 @@ const NGINX: &[Entry] = &[
     e("stream-snippet", Snippet("ramjet does not proxy TCP or UDP streams"), None),
     e("temporal-redirect", TEMPORAL_REDIRECT, None),
     e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
-    e("upstream-hash-by", Ignored("requests are balanced round robin, not by hash"), None),
-    e("upstream-hash-by-subset", Ignored("requests are balanced round robin, not by hash"), None),
-    e("upstream-hash-by-subset-size", Ignored("requests are balanced round robin, not by hash"), None),
+    e("upstream-hash-by", HASH_BY, None),
+    e("upstream-hash-by-subset", HASH_SUBSET, NO),
+    e("upstream-hash-by-subset-size", HASH_SUBSET, Some("3")),
     e("upstream-vhost", UPSTREAM_VHOST, None),
     e("use-port-in-redirects", Ignored("ramjet's redirects name no port"), NO),
     e("use-regex", USE_REGEX, NO),
@@ -455,6 +486,10 @@ const RAMJET: &[Entry] = &[
     e("affinity-mode", AFFINITY_MODE, Some("balanced")),
     e("allowlist-source-range", ALLOW_RANGE, None),
     e("app-root", APP_ROOT, None),
+    e("auth-realm", AUTH_REALM, None),
+    e("auth-secret", AUTH_SECRET, None),
+    e("auth-secret-type", AUTH_SECRET_TYPE, Some("auth-file")),
+    e("auth-type", AUTH_TYPE, None),
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
     e("canary", CANARY, None),
     e("canary-auto-promote", AUTO_PROMOTE, None),
@@ -498,6 +533,9 @@ const RAMJET: &[Entry] = &[
     e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
     e("proxy-body-size", BODY_SIZE, None),
     e("proxy-connect-timeout", TIMEOUT, None),
+    e("proxy-next-upstream", NEXT_UPSTREAM, None),
+    e("proxy-next-upstream-timeout", NEXT_UPSTREAM_TIMEOUT, None),
+    e("proxy-next-upstream-tries", NEXT_UPSTREAM_TRIES, None),
     e("proxy-read-timeout", TIMEOUT, None),
     e("proxy-send-timeout", TIMEOUT, None),
     e("proxy-ssl-name", SSL_NAME, None),
@@ -520,6 +558,7 @@ const RAMJET: &[Entry] = &[
     ),
     e("temporal-redirect", TEMPORAL_REDIRECT, None),
     e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
+    e("upstream-hash-by", HASH_BY, None),
     e("upstream-vhost", UPSTREAM_VHOST, None),
     e("use-regex", USE_REGEX, Some("false")),
     e("whitelist-source-range", ALLOW_RANGE, None),
@@ -675,6 +714,31 @@ fn server_alias(value: &str) -> Result<(), String> {
         .map(str::trim)
         .filter(|a| !a.is_empty())
         .try_for_each(|a| crate::routes_file::validate_host(a).map(drop))
+}
+
+fn next_upstream(value: &str) -> Result<(), String> {
+    ramjet_shared::NextUpstream::parse(value, 3, None).map(drop)
+}
+
+fn hash_by(value: &str) -> Result<(), String> {
+    ramjet_shared::HashBy::parse(value.trim()).map(drop)
+}
+
+fn auth_type(value: &str) -> Result<(), String> {
+    match value.trim() {
+        "basic" => Ok(()),
+        "digest" => Err("digest authentication is not available; serving the Ingress without it would open it to \
+                         everyone (use basic)"
+            .into()),
+        v => Err(format!("`{v}` is not an authentication type (basic or digest)")),
+    }
+}
+
+fn auth_secret_type(value: &str) -> Result<(), String> {
+    match value.trim() {
+        "auth-file" | "auth-map" => Ok(()),
+        v => Err(format!("`{v}` is neither auth-file nor auth-map")),
+    }
 }
 
 fn boolean(value: &str) -> Result<(), String> {

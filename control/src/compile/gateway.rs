@@ -882,10 +882,7 @@ fn not_found_backend(resolver: &mut Resolver<'_, '_>) -> Arc<Backend> {
 }
 
 fn respond(status: u16, body: &'static str) -> DirectResponse {
-    match Backend::respond("", 0, status, body).kind {
-        BackendKind::Respond(r) => r,
-        BackendKind::Endpoints(_) => unreachable!("a direct response"),
-    }
+    DirectResponse::text(status, body)
 }
 
 /// A match's path claim and its conditions.

@@ -17,6 +17,7 @@
 //!
 //! `docs/ingress.md` describes the semantics for users (`docs/gateway-api.md` for the Gateway API).
 
+mod auth;
 pub(crate) mod location;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -44,6 +45,7 @@ use crate::canary::{effective_total, Annotations, MirrorTarget};
 use crate::certs::{is_expired, parse_certificate};
 use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::routes_file::validate_host;
+use auth::AuthPlan;
 use location::{regex_location, PathAnnotations, RegexSource};
 
 /// `kubernetes.io/ingress.class`: the class before `spec.ingressClassName` existed.
@@ -61,6 +63,8 @@ pub const BACKEND_PROTOCOL_ANNOTATIONS: [&str; 2] =
     ["ramjet.dev/backend-protocol", "nginx.ingress.kubernetes.io/backend-protocol"];
 /// The Secret type that carries a certificate and key.
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+/// The type of Secrets made by `kubectl create secret generic` (basic-auth users, CA bundles).
+pub const OPAQUE_SECRET_TYPE: &str = "Opaque";
 
 /// Which Ingresses are ours.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -719,6 +723,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
         let mut paths = PathAnnotations::read(&annotations, &mut problems, &mut plan.warnings);
         paths.limits.clients = location::client_limits(&annotations, limit_zone(&ingress.metadata), &mut problems);
         let affinity = location::affinity(&annotations, &mut problems);
+        paths.limits.hash_by = location::hash_by(&annotations, &mut problems, &mut plan.warnings).map(Arc::new);
         plan.app_root = paths.app_root.clone();
         plan.force_ssl_redirect = paths.force_ssl_redirect;
         if let Some((key, value)) = annotations.get("from-to-www-redirect") {
@@ -740,11 +745,25 @@ impl<'s, 'c> Resolver<'s, 'c> {
             problems.push(e);
             None
         });
+        // A denied location answers 503 before anything else, as in ingress-nginx's template.
+        let denied = match self.basic_auth(&annotations, namespace, &mut plan.warnings) {
+            AuthPlan::None => None,
+            AuthPlan::Users(users) => {
+                paths.limits.auth = Some(users);
+                None
+            }
+            AuthPlan::Denied(why) => {
+                plan.warnings
+                    .push(format!("{why}; the Ingress's paths answer 503 until it is fixed, as in ingress-nginx"));
+                let kind = BackendKind::Respond(DirectResponse::text(503, "service unavailable\n"));
+                Some(self.compiler.backend(&format!("{namespace}/{name}:denied"), kind))
+            }
+        };
         // A redirecting Ingress answers every path itself: its backends are not resolved, as in
         // ingress-nginx, where `return` comes before `proxy_pass`.
-        let resolve = |resolver: &mut Self, backend| match &redirect {
-            Some(r) => Ok(r.clone()),
-            None => resolver.backend(namespace, backend),
+        let resolve = |resolver: &mut Self, backend| match (&denied, &redirect) {
+            (Some(answer), _) | (None, Some(answer)) => Ok(answer.clone()),
+            (None, None) => resolver.backend(namespace, backend),
         };
         if let Some(backend) = &spec.default_backend {
             match resolve(self, backend) {
@@ -949,16 +968,21 @@ impl<'s, 'c> Resolver<'s, 'c> {
                 }
                 let Some(secret) = self.secrets.get(&(secret_namespace, name)) else {
                     return Err(format!(
-                        "{key}: Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE})"
+                        "{key}: Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE} or \
+                         {OPAQUE_SECRET_TYPE})"
                     ));
                 };
-                let pem = secret.data.as_ref().and_then(|d| d.get(CA_BUNDLE_KEY)).map(|b| b.0.as_slice());
+                let data = secret.data.as_ref();
+                let pem = data.and_then(|d| d.get(CA_BUNDLE_KEY)).map(|b| b.0.as_slice());
                 let Some(pem) = pem else {
                     return Err(format!("{key}: Secret {namespace}/{name} has no {CA_BUNDLE_KEY}"));
                 };
                 let source = format!("{namespace}/{name}");
-                // The certificate and key, presented to backends that ask for a client certificate.
-                client_cert = Some(self.certificate(namespace, name).map_err(|e| format!("{key}: {e}"))?);
+                // The certificate and key, presented to backends that ask for a client certificate;
+                // a Secret with the CA bundle alone presents none.
+                if secret.type_.as_deref() == Some(TLS_SECRET_TYPE) {
+                    client_cert = Some(self.certificate(namespace, name).map_err(|e| format!("{key}: {e}"))?);
+                }
                 Some(self.compiler.ca_bundle(pem, &source).map_err(|e| format!("{key}: Secret {source}: {e}"))?)
             }
         };

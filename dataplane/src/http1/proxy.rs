@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
-use ramjet_shared::{Backend, UpstreamErrorKind};
+use ramjet_shared::{is_idempotent, Backend, UpstreamErrorKind};
 
 use super::body::{copy_body, Body, CopyError, Deadlines, BODY_TOO_LARGE};
 use super::head::{parse_response, RequestHead, ResponseHead, ResponsePlan};
@@ -18,7 +18,8 @@ use crate::buf::write_vec;
 use crate::dispatch::RouteExtras;
 use crate::error::{Failure, ProxyError};
 use crate::observe::Tally;
-use crate::upstream::{exchange, UpstreamConn, UpstreamStream};
+use crate::upstream::exchange::{self, Retry};
+use crate::upstream::{UpstreamConn, UpstreamStream};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -67,6 +68,17 @@ where
     }
     let mut tally = Tally::default();
     let replayable = buffered.is_some();
+    // The upstream head starts with the method.
+    let method = conn.out.split(|&b| b == b' ').next().unwrap_or_default();
+    let retry = Retry { next: extras.next_upstream(), idempotent: is_idempotent(method) };
+    // A request that may go to another endpoint after an answer keeps its head: the answer's
+    // head replaces it in `conn.out`.
+    let request_head = (replayable && retry.next.is_some_and(|n| !n.is_off())).then(|| {
+        let mut copy = worker.out_buffers.take();
+        copy.clear();
+        copy.extend_from_slice(&conn.out);
+        copy
+    });
     let attempted = exchange::attempt(
         worker,
         endpoints,
@@ -74,8 +86,13 @@ where
         index,
         replayable,
         timeouts.connect,
+        retry,
         &mut tally,
         async |up: &mut UpstreamConn| {
+            if let Some(copy) = &request_head {
+                conn.out.clear();
+                conn.out.extend_from_slice(copy);
+            }
             match buffered {
                 Some(len) => send_buffered(conn, len, up, timeouts.send).await?,
                 None => {
@@ -88,6 +105,9 @@ where
         },
     )
     .await;
+    if let Some(copy) = request_head {
+        worker.out_buffers.give(copy);
+    }
     let streamed = conn.tally.bytes_in;
     conn.tally = Tally { bytes_in: streamed, ..tally };
     let (mut up, (response, keep_client)) = attempted?;

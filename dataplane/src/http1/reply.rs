@@ -19,6 +19,9 @@ pub(crate) enum Reply<'a> {
     HostRedirect { https: bool, host: &'a str, port: u16, target: &'a [u8] },
     /// `204` to a CORS preflight (`OPTIONS` from an allowed origin).
     CorsPreflight { cors: &'a ramjet_shared::Cors, allow: &'a [u8] },
+    /// `401` with a basic-auth challenge (and the route's CORS fields, as ingress-nginx adds them
+    /// to every answer).
+    Unauthorized { challenge: &'a str, cors: Option<(&'a ramjet_shared::Cors, &'a [u8])> },
     /// A rule's redirect, built from the request (`tls`: how it came, its `Host` and target;
     /// `scratch`: the worker's rewrite memory).
     Redirect {
@@ -39,6 +42,7 @@ impl Reply<'_> {
             Reply::AppRoot { .. } => 302,
             Reply::HostRedirect { .. } => 308,
             Reply::CorsPreflight { .. } => 204,
+            Reply::Unauthorized { .. } => 401,
             Reply::Redirect { redirect, .. } => redirect.status,
         }
     }
@@ -91,6 +95,22 @@ pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], request_id: &[
             }
             out.extend_from_slice(b"content-type: text/plain charset=UTF-8\r\ncontent-length: 0\r\n");
             b""
+        }
+        Reply::Unauthorized { challenge, cors } => {
+            out.extend_from_slice(b"HTTP/1.1 401 Unauthorized\r\nwww-authenticate: ");
+            out.extend_from_slice(challenge.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            for (name, value) in cors.iter().flat_map(|(cors, allow)| cors.fields(allow)) {
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(value);
+                out.extend_from_slice(b"\r\n");
+            }
+            let (_, body) = canned(401);
+            out.extend_from_slice(b"content-type: text/plain\r\ncontent-length: ");
+            super::head::push_decimal(out, body.len() as u64);
+            out.extend_from_slice(b"\r\n");
+            body.as_bytes()
         }
         Reply::Redirect { redirect, tls, host, target, scratch } => {
             out.extend_from_slice(b"HTTP/1.1 ");

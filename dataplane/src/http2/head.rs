@@ -136,6 +136,8 @@ pub(crate) enum Answer<'a> {
     HostRedirect { https: bool, host: &'a str, port: u16, target: &'a str },
     /// `204` to a CORS preflight.
     CorsPreflight { cors: &'a ramjet_shared::Cors, allow: &'a [u8] },
+    /// `401` with a basic-auth challenge and the route's CORS fields.
+    Unauthorized { challenge: &'a str, cors: Option<(&'a ramjet_shared::Cors, &'a [u8])> },
     /// A rule's redirect, built from the request (`tls`: how it came, its `Host` and target;
     /// `scratch`: the worker's rewrite memory).
     Redirect {
@@ -205,6 +207,20 @@ impl Answer<'_> {
                 fields.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain charset=UTF-8"));
                 fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
                 (204, Bytes::new())
+            }
+            Answer::Unauthorized { challenge, cors } => {
+                if let Ok(value) = HeaderValue::from_str(challenge) {
+                    fields.insert(http::header::WWW_AUTHENTICATE, value);
+                }
+                for (name, value) in cors.iter().flat_map(|(cors, allow)| cors.fields(allow)) {
+                    if let Ok(value) = HeaderValue::from_bytes(value) {
+                        fields.insert(HeaderName::from_static(name), value);
+                    }
+                }
+                let (_, body) = canned(401);
+                fields.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+                fields.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+                (401, Bytes::from_static(body.as_bytes()))
             }
             Answer::Direct(direct) => {
                 // The compiled head is HTTP/1.1 text: status line, then fields.

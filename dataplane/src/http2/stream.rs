@@ -18,7 +18,7 @@ use http::header::HeaderValue;
 use http::request::Parts;
 use http::{Method, Request, Response};
 use monoio::io::AsyncWriteRentExt;
-use ramjet_shared::{Edits, RouteTable, UpstreamErrorKind};
+use ramjet_shared::{is_idempotent, Edits, HashInput, RouteTable, UpstreamErrorKind};
 
 use super::head::{host, push_chunk_size, response_head, upstream_head, Answer};
 use super::relay::{self, Stalled};
@@ -31,7 +31,8 @@ use crate::grpc;
 use crate::http1::body::Body;
 use crate::http1::{ConnFacts, Framing, CLIENT_CLOSED};
 use crate::observe::{Done, RequestId, Served, Tally};
-use crate::upstream::{exchange, UpstreamConn};
+use crate::upstream::exchange::{self, Retry};
+use crate::upstream::UpstreamConn;
 use crate::worker::Worker;
 
 const X_REQUEST_ID: &str = "x-request-id";
@@ -169,7 +170,9 @@ async fn handle<'t>(
         }
         Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
             seen.served = Some(served);
-            let mut extras = RouteExtras::new(served.route, mirror, sticky).with_affinity(&view, endpoints);
+            let input = HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls: facts.tls };
+            let mut extras =
+                RouteExtras::new(served.route, mirror, sticky).with_endpoint_choice(&view, &input, endpoints);
             if let Some(cors) = extras.route_cors() {
                 if let Some(allow) = cors.allow_origin(ramjet_shared::RequestView::header(&view, "origin")) {
                     if parts.method == Method::OPTIONS {
@@ -185,6 +188,13 @@ async fn handle<'t>(
                 Some(Ok(held)) => held,
                 None => None,
             };
+            if let Some(auth) = extras.basic_auth() {
+                let authorization = ramjet_shared::RequestView::header(&view, "authorization");
+                if !worker.auth.admits(auth, authorization) {
+                    let answer = Answer::Unauthorized { challenge: auth.challenge(), cors: extras.cors };
+                    return Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?);
+                }
+            }
             if endpoints.is_empty() {
                 return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
             }
@@ -241,6 +251,7 @@ async fn answer_or_gone(
         Answer::AppRoot { .. } => 302,
         Answer::HostRedirect { .. } => 308,
         Answer::CorsPreflight { .. } => 204,
+        Answer::Unauthorized { .. } => 401,
         Answer::Direct(d) => d.status,
         Answer::Redirect { redirect, .. } => redirect.status,
     };
@@ -336,12 +347,22 @@ async fn forward(
     let mut sent = 0u64;
     let tally = &mut seen.tally;
     let connect = timeouts.connect;
-    let upstream =
-        exchange::attempt(worker, endpoints, tls, index, replayable, connect, tally, async |up: &mut UpstreamConn| {
+    let retry = Retry { next: extras.next_upstream(), idempotent: is_idempotent(parts.method.as_str().as_bytes()) };
+    let upstream = exchange::attempt(
+        worker,
+        endpoints,
+        tls,
+        index,
+        replayable,
+        connect,
+        retry,
+        tally,
+        async |up: &mut UpstreamConn| {
             let to = Sending { framing, limit, timeout: timeouts.send };
             send_request(worker, up, &mut out, &mut body, to, &mut sent).await?;
             exchange::read_response_head(up, timeouts.read, |data| response_head(data, is_head)).await
-        });
+        },
+    );
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
     let result = monoio::select! {
         r = upstream => r,

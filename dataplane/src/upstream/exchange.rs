@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
+use ramjet_shared::{NextUpstream, UpstreamErrorKind, UpstreamTls};
 
 use super::{connect, pool::looks_alive, UpstreamConn};
 use crate::error::{Failure, ProxyError};
@@ -14,27 +14,66 @@ use crate::http1::head::ResponseHead;
 use crate::observe::Tally;
 use crate::worker::Worker;
 
+/// How a failed try moves on to the next endpoint: the route's rule (`None`: ramjet's default,
+/// a refused connection moves on once) and whether the request's method may be sent twice.
+#[derive(Clone, Copy)]
+pub(crate) struct Retry<'r> {
+    pub next: Option<&'r NextUpstream>,
+    pub idempotent: bool,
+}
+
+/// What a try's exchange ends with: a response head, whose status may pass the request on.
+pub(crate) trait Answered {
+    fn status(&self) -> u16;
+}
+
+impl<X> Answered for (ResponseHead, X) {
+    fn status(&self) -> u16 {
+        self.0.status
+    }
+}
+
 /// Runs `exchange` (send the request, read the response head) on a connection to
-/// `endpoints[index]` (over TLS with `tls`): a pooled one if there is one, else a new one. A refused connect moves to the
-/// next endpoint once; a pooled connection that turns out to have been closed by the backend is
-/// replaced by a fresh one once, when the request is `replayable` (it can be sent again as it is).
-/// A request that cannot be replayed is sent on a pooled connection only if it still looks open.
-/// Each connect lasts at most `connect_timeout` (the route's, else the daemon's). `tally` learns
-/// the endpoint, the connect and response-head times, and failed connects.
+/// `endpoints[index]` (over TLS with `tls`): a pooled one if there is one, else a new one. A pooled
+/// connection that turns out to have been closed by the backend is replaced by a fresh one once,
+/// when the request is `replayable` (it can be sent again as it is); a request that cannot be
+/// replayed is sent on a pooled connection only if it still looks open. Each connect lasts at most
+/// `connect_timeout` (the route's, else the daemon's).
+///
+/// When a try fails, `retry` says whether the request moves on to the next endpoint (each is tried
+/// once at most): by default only a refused connection does, once. With the route's
+/// `proxy-next-upstream`, nginx's rules: the conditions it lists, within its tries and time, and
+/// after the request was sent only if it is replayable and idempotent (or `non_idempotent` is
+/// listed). An answer with a listed status is dropped for the next endpoint's, except on the last
+/// try, whose answer is the client's. `tally` learns the endpoint, the connect and response-head
+/// times, and failed connects.
 #[allow(clippy::too_many_arguments)]
-pub(crate) async fn attempt<T>(
+pub(crate) async fn attempt<T: Answered>(
     worker: &Worker,
     endpoints: &[SocketAddr],
     tls: Option<&UpstreamTls>,
     mut index: usize,
     replayable: bool,
     connect_timeout: Duration,
+    retry: Retry<'_>,
     tally: &mut Tally,
     mut exchange: impl AsyncFnMut(&mut UpstreamConn) -> Result<T, Failure>,
 ) -> Result<(UpstreamConn, T), Failure> {
-    let mut connect_retry = endpoints.len() > 1;
+    let max_tries = match retry.next {
+        None => endpoints.len().min(2),
+        Some(next) if next.is_off() => 1,
+        Some(next) if next.tries == 0 => endpoints.len(),
+        Some(next) => endpoints.len().min(next.tries as usize),
+    };
+    let mut tries = 1;
     let mut fresh_only = false;
     let started = Instant::now();
+    // Whether another endpoint may be tried now.
+    let within = |tries: usize| {
+        tries < max_tries && retry.next.and_then(|n| n.within).is_none_or(|limit| started.elapsed() < limit)
+    };
+    // Whether a request that was sent (perhaps in part) may be sent to another endpoint.
+    let resendable = replayable && (retry.idempotent || retry.next.is_some_and(|n| n.non_idempotent));
     loop {
         let addr = endpoints[index];
         tally.upstream = Some(addr);
@@ -49,29 +88,45 @@ pub(crate) async fn attempt<T>(
                 let connecting = Instant::now();
                 let connected = connect(addr, connect_timeout, worker.upstream_buffers.take(), tls).await;
                 tally.upstream_connect = Some(connecting.elapsed());
-                if connected.is_err() {
-                    tally.connect_errors += 1;
-                }
                 match connected {
                     Ok(up) => up,
-                    Err(e) if connect_retry && e.retry_safe() => {
-                        // Nothing was sent: try the next endpoint once.
-                        worker.counters().upstream_error(UpstreamErrorKind::Connect);
-                        worker.counters().upstream_retry();
-                        connect_retry = false;
-                        index = (index + 1) % endpoints.len();
-                        continue;
+                    Err(e) => {
+                        tally.connect_errors += 1;
+                        // Nothing was sent: any method may move on.
+                        let passes = match retry.next {
+                            None => e.retry_safe(),
+                            Some(next) => passes_on(next, e),
+                        };
+                        if passes && within(tries) {
+                            // The error that moved it on is counted here; the last one by its answer.
+                            worker.counters().upstream_error(e.upstream_kind().unwrap_or(UpstreamErrorKind::Connect));
+                            worker.counters().upstream_retry();
+                            tries += 1;
+                            index = (index + 1) % endpoints.len();
+                            fresh_only = false;
+                            continue;
+                        }
+                        return Err(Failure::from(e).at(addr));
                     }
-                    Err(e) => return Err(Failure::from(e).at(addr)),
                 }
             }
         };
         match exchange(&mut up).await {
             Ok(t) => {
+                let again = retry.next.is_some_and(|n| n.on_status(t.status()));
+                if again && resendable && within(tries) {
+                    // The answer is dropped, and its connection with it (its body is unread).
+                    worker.counters().upstream_retry();
+                    worker.upstream_buffers.give(up.buf.into_inner());
+                    tries += 1;
+                    index = (index + 1) % endpoints.len();
+                    fresh_only = false;
+                    continue;
+                }
                 tally.upstream_header = Some(started.elapsed());
                 return Ok((up, t));
             }
-            Err(e) if e.error == ProxyError::StaleUpstream && replayable => {
+            Err(e) if e.error == ProxyError::StaleUpstream && replayable && !fresh_only => {
                 // The pooled connection had been closed by the backend: once more, on a new one.
                 worker.counters().upstream_retry();
                 worker.upstream_buffers.give(up.buf.into_inner());
@@ -79,9 +134,31 @@ pub(crate) async fn attempt<T>(
             }
             Err(e) => {
                 worker.upstream_buffers.give(up.buf.into_inner());
+                let passes = retry.next.is_some_and(|n| passes_on(n, e.error));
+                if passes && resendable && within(tries) {
+                    if let Some(kind) = e.error.upstream_kind() {
+                        worker.counters().upstream_error(kind);
+                    }
+                    worker.counters().upstream_retry();
+                    tries += 1;
+                    index = (index + 1) % endpoints.len();
+                    fresh_only = false;
+                    continue;
+                }
                 return Err(e.at(addr));
             }
         }
+    }
+}
+
+/// Whether `next` passes a request on after this error.
+fn passes_on(next: &NextUpstream, error: ProxyError) -> bool {
+    match error {
+        ProxyError::Upstream(UpstreamErrorKind::Timeout) => next.timeout,
+        ProxyError::Upstream(UpstreamErrorKind::Protocol) => next.invalid_header,
+        ProxyError::Upstream(UpstreamErrorKind::Connect | UpstreamErrorKind::Reset | UpstreamErrorKind::Tls)
+        | ProxyError::StaleUpstream => next.error,
+        _ => false,
     }
 }
 

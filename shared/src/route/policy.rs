@@ -32,9 +32,12 @@ use regex_automata::util::syntax;
 use sha2::{Digest as _, Sha256};
 
 use super::affinity::Affinity;
+use super::basic_auth::BasicAuth;
 use super::client_limits::ClientLimits;
 use super::cors::Cors;
 use super::filter::{self, HeaderEdits, Redirect, Rewrite};
+use super::hash_by::HashBy;
+use super::next_upstream::NextUpstream;
 use super::rewrite::PathRewrite;
 use super::source_ranges::SourceRanges;
 use super::Backend;
@@ -498,6 +501,13 @@ pub struct RouteLimits {
     pub clients: Option<Arc<ClientLimits>>,
     /// Sticky sessions by cookie (ingress-nginx's `affinity: cookie`).
     pub affinity: Option<Arc<Affinity>>,
+    /// Who may pass, by user and password (ingress-nginx's `auth-type: basic`); 401 for the others.
+    pub auth: Option<Arc<BasicAuth>>,
+    /// Endpoints chosen by a hash of the request (ingress-nginx's `upstream-hash-by`).
+    pub hash_by: Option<Arc<HashBy>>,
+    /// When a request goes on to the next endpoint (ingress-nginx's `proxy-next-upstream`);
+    /// `None`: ramjet's default (a refused connection moves on once).
+    pub next_upstream: Option<NextUpstream>,
 }
 
 impl RouteLimits {
@@ -522,6 +532,15 @@ impl RouteLimits {
         }
         if let Some(affinity) = &self.affinity {
             affinity.hash_into(h);
+        }
+        if let Some(auth) = &self.auth {
+            auth.hash_into(h);
+        }
+        if let Some(by) = &self.hash_by {
+            by.hash_into(h);
+        }
+        if let Some(next) = &self.next_upstream {
+            next.hash_into(h);
         }
     }
 }
@@ -550,6 +569,15 @@ impl fmt::Display for RouteLimits {
         }
         if let Some(affinity) = &self.affinity {
             parts.push(affinity.to_string());
+        }
+        if let Some(auth) = &self.auth {
+            parts.push(auth.to_string());
+        }
+        if let Some(by) = &self.hash_by {
+            parts.push(by.to_string());
+        }
+        if let Some(next) = &self.next_upstream {
+            parts.push(next.to_string());
         }
         f.write_str(&parts.join(", "))
     }

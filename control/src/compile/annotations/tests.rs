@@ -75,7 +75,12 @@ fn each_kind_of_answer() {
         one("nginx.ingress.kubernetes.io/whitelist-source-range", "10.0.0.0/8, intranet").verdict,
         Verdict::RefusedToServe
     );
-    assert_eq!(one("nginx.ingress.kubernetes.io/auth-type", "basic").verdict, Verdict::RefusedToServe);
+    assert_eq!(one("nginx.ingress.kubernetes.io/auth-type", "basic").verdict, Verdict::Honoured);
+    assert_eq!(one("ramjet.dev/auth-type", "basic").verdict, Verdict::Honoured);
+    assert_eq!(one("nginx.ingress.kubernetes.io/auth-type", "digest").verdict, Verdict::RefusedToServe);
+    assert_eq!(one("nginx.ingress.kubernetes.io/auth-url", "http://auth").verdict, Verdict::RefusedToServe);
+    assert_eq!(one("nginx.ingress.kubernetes.io/upstream-hash-by", "$request_uri").verdict, Verdict::Honoured);
+    assert_eq!(one("nginx.ingress.kubernetes.io/upstream-hash-by", "${uri").verdict, Verdict::RefusedToServe);
     assert_eq!(one("nginx.ingress.kubernetes.io/proxy-buffer-size", "16k").verdict, Verdict::Approximated);
     assert_eq!(one("nginx.ingress.kubernetes.io/rewrite-targt", "/").verdict, Verdict::Unknown);
     assert_eq!(one("ramjet.dev/nope", "1").verdict, Verdict::Unknown);

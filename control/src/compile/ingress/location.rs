@@ -9,8 +9,8 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    parse_ranges, Affinity, ClientLimits, Cors, Filter, PathRewrite, Rate, RouteLimits, AFFINITY_COOKIE, CORS_HEADERS,
-    CORS_MAX_AGE, CORS_METHODS,
+    parse_ranges, Affinity, ClientLimits, Cors, Filter, HashBy, NextUpstream, PathRewrite, Rate, RouteLimits,
+    AFFINITY_COOKIE, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS,
 };
 
 use crate::canary::Annotations;
@@ -94,6 +94,74 @@ pub(super) fn client_limits(
         concurrent: concurrent.map(|n| n as u32),
         exempt,
     }))
+}
+
+/// ingress-nginx's `proxy-next-upstream` with `-tries` (3 by default) and `-timeout` (seconds, 0
+/// for none); any of the three asks for nginx's rules, with the list `error timeout` when only the
+/// others are given. Without any, ramjet's default stays (a refused connection moves on once).
+pub(super) fn next_upstream(annotations: &Annotations<'_>, problems: &mut Vec<String>) -> Option<NextUpstream> {
+    let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+    let (list, tries, within) =
+        (given("proxy-next-upstream"), given("proxy-next-upstream-tries"), given("proxy-next-upstream-timeout"));
+    if list.is_none() && tries.is_none() && within.is_none() {
+        return None;
+    }
+    let mut failed = false;
+    let tries = match tries {
+        None => NextUpstream::DEFAULT.tries,
+        Some((key, v)) => parse_count(v).map(|n| n.min(u64::from(u32::MAX)) as u32).unwrap_or_else(|e| {
+            problems.push(format!("{key}: {e}"));
+            failed = true;
+            0
+        }),
+    };
+    let within = match within {
+        None => None,
+        Some((key, v)) => match parse_seconds(v) {
+            Ok(d) if d.is_zero() => None,
+            Ok(d) => Some(d),
+            Err(e) => {
+                problems.push(format!("{key}: {e}"));
+                failed = true;
+                None
+            }
+        },
+    };
+    let (key, list) = list.unwrap_or_else(|| ("proxy-next-upstream".to_string(), "error timeout"));
+    match NextUpstream::parse(list, tries, within) {
+        Ok(next) if !failed => Some(next),
+        Ok(_) => None,
+        Err(e) => {
+            problems.push(format!("{key}: {e}"));
+            None
+        }
+    }
+}
+
+/// ingress-nginx's `upstream-hash-by`: the key that picks each request's endpoint. A variable
+/// ramjet does not have is empty, as in ingress-nginx's Lua, and the Ingress gets a warning.
+pub(super) fn hash_by(
+    annotations: &Annotations<'_>,
+    problems: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) -> Option<HashBy> {
+    let (key, value) = annotations.get("upstream-hash-by").filter(|(_, v)| !v.trim().is_empty())?;
+    match HashBy::parse(value.trim()) {
+        Ok(by) => {
+            let unknown = by.unknown();
+            if !unknown.is_empty() {
+                warnings.push(format!(
+                    "{key}: ramjet has no ${}; it is empty in the key, as an unset variable is in ingress-nginx",
+                    unknown.join(", $")
+                ));
+            }
+            Some(by)
+        }
+        Err(e) => {
+            problems.push(format!("{key}: {e}"));
+            None
+        }
+    }
 }
 
 /// Sticky sessions (`affinity: cookie` and the `session-cookie-*` annotations), with the cookie's
@@ -366,6 +434,7 @@ impl PathAnnotations {
                 }
             }
         }
+        read.limits.next_upstream = next_upstream(annotations, problems);
         if let Some((key, value)) = given("upstream-vhost") {
             match upstream_vhost(value) {
                 Ok(()) => read.upstream_vhost = Some(value.trim().to_string()),
