@@ -1014,3 +1014,86 @@ fn proxy_next_upstream_behaves_as_in_ingress_nginx() {
     }
     d.shutdown();
 }
+
+/// test/e2e/annotations/customhttperrors.go and the template's error locations: with
+/// `custom-http-errors` and `default-backend`, a backend answer with a listed status is replaced by
+/// the default backend's answer to the same request at `/`, without its body, told what happened
+/// (`X-Code`, `X-Format`, `X-Original-URI`, `X-Namespace`, `X-Ingress-Name`, `X-Service-Name`,
+/// `X-Service-Port`); other answers pass through; a Service without endpoints is served by the
+/// default backend with `X-Code: 503`.
+#[test]
+fn custom_http_errors_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-custom-errors");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(
+        "---\napiVersion: v1\nkind: Service\nmetadata: { name: none, namespace: shop }\n\
+         spec: { ports: [{ name: http, port: 80 }] }\n",
+    );
+    let errors = format!("{NGINX}/custom-http-errors: \"404, 503\", {NGINX}/default-backend: b");
+    let cases = [
+        ("errors", errors.clone(), "a"),
+        ("empty", format!("{NGINX}/default-backend: b"), "none"),
+        ("nobackend", format!("{NGINX}/custom-http-errors: \"404\""), "a"),
+        ("disabled", format!("{errors}, {NGINX}/disable-proxy-intercept-errors: \"true\""), "a"),
+    ];
+    for (name, annotations, service) in &cases {
+        text.push_str(&ingress(name, &format!("{name}.test"), annotations, &[("/", "Prefix", service)]));
+    }
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let with_accept = |host: &str, method: &str, path: &str| {
+        let body = if method == "POST" { "content-length: 4\r\n\r\nbody" } else { "\r\n" };
+        request(
+            addr,
+            &format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\naccept: text/html\r\nconnection: close\r\n{body}"),
+        )
+    };
+    let page = with_accept("errors.test", "GET", "/nobody/404");
+    assert_eq!(page.status, 200, "the error backend's answer is the client's: {}", page.head);
+    assert_eq!(seen(&page), ("b".to_string(), "/".to_string()));
+    for (field, value) in [
+        ("x-code", "404"),
+        ("x-format", "text/html"),
+        ("x-original-uri", "/nobody/404"),
+        ("x-namespace", "shop"),
+        ("x-ingress-name", "errors"),
+        ("x-service-name", "a"),
+        ("x-service-port", "80"),
+    ] {
+        assert_eq!(header_seen(&page, field).as_deref(), Some(value), "{field}: {}", page.body);
+    }
+    assert_eq!(seen(&with_accept("errors.test", "GET", "/fine")).0, "a", "other answers pass through");
+    assert_eq!(with_accept("errors.test", "GET", "/nobody/500").status, 500, "a status not listed passes through");
+    let posted = with_accept("errors.test", "POST", "/nobody/503");
+    assert!(posted.body.contains("method=POST\n") && posted.body.contains("body=\n"), "{}", posted.body);
+    assert_eq!(header_seen(&posted, "x-code").as_deref(), Some("503"));
+    assert_eq!(header_seen(&posted, "content-length"), None, "the error request carries no body");
+
+    let fallback = with_accept("empty.test", "GET", "/some/path");
+    assert_eq!(seen(&fallback), ("b".to_string(), "/some/path".to_string()), "{}", fallback.body);
+    assert_eq!(header_seen(&fallback, "x-code").as_deref(), Some("503"));
+    assert_eq!(header_seen(&fallback, "x-service-name").as_deref(), Some("none"));
+
+    assert_eq!(with_accept("nobackend.test", "GET", "/nobody/404").status, 404);
+    assert_eq!(with_accept("disabled.test", "GET", "/nobody/404").status, 404);
+    let generation = d.published.current();
+    assert!(generation
+        .diagnostics
+        .iter()
+        .any(|p| p.object.name == "nobackend" && p.message.contains("without default-backend")));
+
+    // HTTP/2 clients get the same pages.
+    let mut h2 = h2client::H2Client::connect(addr);
+    let r = h2.get("errors.test", "/nobody/404");
+    assert!(r.text().contains("backend=b\n") && r.text().to_ascii_lowercase().contains("header=x-code: 404\n"));
+    assert!(h2.get("errors.test", "/fine").text().contains("backend=a\n"));
+
+    // On one connection: the dropped answer leaves nothing behind for the next request.
+    let mut conn = Conn::open(addr);
+    let first = conn.get("errors.test", "/nobody/404");
+    assert_eq!(seen(&first).0, "b");
+    let next = conn.get("errors.test", "/victim");
+    assert_eq!(seen(&next), ("a".to_string(), "/victim".to_string()));
+    d.shutdown();
+}

@@ -125,6 +125,8 @@ pub(crate) struct RouteExtras<'t> {
     pub new_session: Option<SocketAddr>,
     /// The route hashes requests onto endpoints: this request's endpoint.
     pub hashed: Option<usize>,
+    /// The route has error pages: the error backend's request head, less its `x-code` line.
+    pub error_head: Option<&'t [u8]>,
 }
 
 impl<'t> RouteExtras<'t> {
@@ -198,6 +200,11 @@ impl<'t> RouteExtras<'t> {
     /// The route's per-client limits, if any.
     pub fn client_limits(&self) -> Option<&'t ramjet_shared::ClientLimits> {
         self.limits.and_then(|l| l.clients.as_deref())
+    }
+
+    /// The route's error pages (`custom-http-errors`), if it has them.
+    pub fn error_pages(&self) -> Option<&'t ramjet_shared::ErrorPages> {
+        self.limits.and_then(|l| l.error_pages.as_deref())
     }
 
     /// The route's `proxy-next-upstream`, if it has one.

@@ -529,6 +529,16 @@ where
                 worker.out_buffers.give(std::mem::replace(&mut conn.out, edited));
             }
             extras.response = edits.response;
+            // Error pages: the error backend's request is made now, while the client's head is here.
+            let mut error_head = Vec::new();
+            if let Some(pages) = extras.error_pages() {
+                error_head = worker.out_buffers.take();
+                let accept = view.header("accept");
+                crate::error_pages::request_head(&conn.out, target.as_bytes(), accept, pages, &mut error_head);
+            }
+            if error_head.capacity() > 0 {
+                extras.error_head = Some(&error_head[..]);
+            }
             conn.buf.consume(head.head_len);
             let next = match proxy::forward(conn, head, served.backend, endpoints, keep_alive, extras).await {
                 Ok((status, next)) => {
@@ -539,6 +549,9 @@ where
             };
             if origin.capacity() > 0 {
                 worker.out_buffers.give(origin);
+            }
+            if error_head.capacity() > 0 {
+                worker.out_buffers.give(error_head);
             }
             (next, Some(served))
         }

@@ -26,6 +26,7 @@ mod dispatch;
 mod drain;
 mod edit;
 mod error;
+mod error_pages;
 mod filters;
 mod grpc;
 pub mod http1;

@@ -28,6 +28,7 @@ pub mod affinity;
 pub mod basic_auth;
 pub mod client_limits;
 pub mod cors;
+pub mod error_pages;
 pub mod filter;
 pub mod hash_by;
 pub mod htpasswd;

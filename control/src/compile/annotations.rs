@@ -181,6 +181,16 @@ const HASH_BY: Support = Checked {
 };
 const HASH_SUBSET: Support =
     Ignored("each key goes to one endpoint; ingress-nginx's subsets spread a key over several at random");
+const CUSTOM_ERRORS: Support = Honoured(
+    "a backend answer with one of these statuses is replaced by default-backend's answer to the request (path /, \
+     no body, with X-Code, X-Format, X-Original-URI, X-Namespace, X-Ingress-Name, X-Service-Name, X-Service-Port), \
+     as nginx's proxy_intercept_errors; without default-backend the answers pass through, with a warning \
+     (docs/ingress.md)",
+);
+const DEFAULT_BACKEND: Support = Honoured(
+    "a Service of the Ingress's namespace (its first port) that serves the Ingress's paths while their Service \
+     has no endpoints (with X-Code: 503) and answers for custom-http-errors",
+);
 const SATISFY: Support = Ignored(
     "a client must pass both the source ranges and basic authentication; with satisfy: any ingress-nginx lets in a \
      client that passes either",
@@ -368,10 +378,14 @@ const NGINX: &[Entry] = &[
     e("cors-expose-headers", CORS, None),
     e("cors-max-age", CORS, None),
     e("custom-headers", Ignored("the extra response headers are not added"), None),
-    e("custom-http-errors", Ignored("backend error pages are passed through unchanged"), None),
-    e("default-backend", Ignored("errors and missing endpoints are not sent to another Service"), None),
+    e("custom-http-errors", CUSTOM_ERRORS, None),
+    e("default-backend", DEFAULT_BACKEND, None),
     e("denylist-source-range", DENY_RANGE, None),
-    e("disable-proxy-intercept-errors", Honoured("ramjet never intercepts backend errors"), None),
+    e(
+        "disable-proxy-intercept-errors",
+        Checked { check: boolean, how: "with \"true\", custom-http-errors does not replace the backend's answers" },
+        NO,
+    ),
     e(
         "enable-access-log",
         Ignored("the access log is the daemon's (--access-log), the same for every route; it is not switched off per Ingress"),
@@ -514,6 +528,8 @@ const RAMJET: &[Entry] = &[
     e("cors-allow-origin", CORS, None),
     e("cors-expose-headers", CORS, None),
     e("cors-max-age", CORS, None),
+    e("custom-http-errors", CUSTOM_ERRORS, None),
+    e("default-backend", DEFAULT_BACKEND, None),
     e("denylist-source-range", DENY_RANGE, None),
     e("enable-cors", CORS, Some("false")),
     e("force-ssl-redirect", FORCE_SSL_REDIRECT, Some("false")),

@@ -18,6 +18,7 @@
 //! `docs/ingress.md` describes the semantics for users (`docs/gateway-api.md` for the Gateway API).
 
 mod auth;
+mod error_pages;
 pub(crate) mod location;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -772,6 +773,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
             }
         }
         let mirror = self.mirror(&annotations, namespace, &mut plan.warnings);
+        let error_backend = self.error_backend(&annotations, namespace, &mut plan.warnings);
         let mut rule_hosts = Vec::new();
         for (i, rule) in spec.rules.iter().flatten().enumerate() {
             let host = match rule.host.as_deref() {
@@ -838,7 +840,22 @@ impl<'s, 'c> Resolver<'s, 'c> {
                     }
                     limits.affinity = Some(Arc::new(affinity));
                 }
-                match resolve(self, &path.backend) {
+                let mut filters = filters;
+                let resolved = resolve(self, &path.backend).map(|backend| match &error_backend {
+                    Some(errors) if redirect.is_none() && denied.is_none() => {
+                        let service = path.backend.service.as_ref();
+                        let port = service.and_then(|s| s.port.as_ref());
+                        let port = port
+                            .map(|p| p.number.map_or_else(|| p.name.clone().unwrap_or_default(), |n| n.to_string()));
+                        let identity =
+                            (namespace, name, service.map_or("", |s| s.name.as_str()), port.as_deref().unwrap_or(""));
+                        let (backend, pages) = errors.apply(backend, identity, &mut filters);
+                        limits.error_pages = pages;
+                        backend
+                    }
+                    _ => backend,
+                });
+                match resolved {
                     Ok(backend) => plan.routes.push(PlannedRoute {
                         host: host.clone(),
                         path: value.to_string(),

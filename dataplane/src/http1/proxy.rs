@@ -110,12 +110,19 @@ where
     }
     let streamed = conn.tally.bytes_in;
     conn.tally = Tally { bytes_in: streamed, ..tally };
-    let (mut up, (response, keep_client)) = attempted?;
+    let (mut up, (mut response, mut keep_client)) = attempted?;
     extras.served_by(up.addr, endpoints);
     if let Some(len) = buffered {
         conn.buf.consume(len);
         conn.tally.bytes_in += len as u64;
         conn.body_pending = false;
+    }
+    if let (Some(pages), Some(error_head)) = (extras.error_pages(), extras.error_head) {
+        if pages.intercepts(response.status) {
+            // The backend's answer is dropped, body unread, and its connection with it.
+            worker.upstream_buffers.give(up.buf.into_inner());
+            (up, (response, keep_client)) = error_exchange(conn, pages, error_head, response.status, &plan).await?;
+        }
     }
     finish_response_head(conn, &extras);
     let status = response.status;
@@ -144,6 +151,46 @@ where
     exchange::release(worker, up, complete, &response);
     let next = if keep_client && complete { Next::KeepAlive } else { Next::Close };
     Ok((status, next))
+}
+
+/// Sends the error request for an answer with status `code` to the error backend (`error_head`
+/// completed with `x-code`) and reads its response head into `conn.out`: its answer is the
+/// client's. The endpoint is picked in turn; a refused connection moves on once.
+async fn error_exchange<S>(
+    conn: &mut ClientConn<'_, S>,
+    pages: &ramjet_shared::ErrorPages,
+    error_head: &[u8],
+    code: u16,
+    plan: &ResponsePlan,
+) -> Result<(UpstreamConn, (ResponseHead, bool)), Failure> {
+    let worker = conn.worker;
+    let endpoints = match &pages.backend.kind {
+        ramjet_shared::BackendKind::Endpoints(e) if !e.is_empty() => e,
+        _ => return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into()),
+    };
+    let timeout = worker.settings.upstream_timeout;
+    let mut request = worker.out_buffers.take();
+    request.clear();
+    request.extend_from_slice(error_head);
+    crate::error_pages::finish(&mut request, code);
+    let index = worker.next_endpoint(pages.backend.slot, endpoints.len());
+    let retry = Retry { next: None, idempotent: true };
+    let mut tally = Tally::default();
+    let tls = pages.backend.tls.as_deref();
+    let exchanged = exchange::attempt(worker, endpoints, tls, index, true, timeout, retry, &mut tally, async |up| {
+        conn.out.clear();
+        conn.out.extend_from_slice(&request);
+        send_buffered(conn, 0, up, timeout).await?;
+        let out = &mut conn.out;
+        exchange::read_response_head(up, timeout, |data| parse_response(data, plan, out)).await
+    })
+    .await;
+    worker.out_buffers.give(request);
+    conn.tally.upstream = tally.upstream;
+    conn.tally.upstream_connect = tally.upstream_connect;
+    conn.tally.upstream_header = tally.upstream_header;
+    conn.tally.connect_errors += tally.connect_errors;
+    exchanged
 }
 
 /// Completes the client's response head in `conn.out` (an HTTP/1.1 head, whatever the backend

@@ -29,6 +29,7 @@ use crate::dispatch::{decide, Decision, RouteExtras};
 use crate::error::{Failure, ProxyError};
 use crate::grpc;
 use crate::http1::body::Body;
+use crate::http1::head::ResponseHead;
 use crate::http1::{ConnFacts, Framing, CLIENT_CLOSED};
 use crate::observe::{Done, RequestId, Served, Tally};
 use crate::upstream::exchange::{self, Retry};
@@ -212,6 +213,35 @@ async fn handle<'t>(
     }
 }
 
+/// Sends `request` (an error request, complete) to the error backend and reads its response
+/// head: its answer is the client's. The endpoint is picked in turn; a refused connection moves
+/// on once.
+async fn error_exchange(
+    worker: &Worker,
+    pages: &ramjet_shared::ErrorPages,
+    request: &mut Vec<u8>,
+    is_head: bool,
+    tally: &mut Tally,
+) -> Result<(UpstreamConn, (ResponseHead, Response<()>)), Failure> {
+    let endpoints = match &pages.backend.kind {
+        ramjet_shared::BackendKind::Endpoints(e) if !e.is_empty() => e,
+        _ => return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into()),
+    };
+    let timeout = worker.settings.upstream_timeout;
+    let index = worker.next_endpoint(pages.backend.slot, endpoints.len());
+    let retry = Retry { next: None, idempotent: true };
+    let tls = pages.backend.tls.as_deref();
+    exchange::attempt(worker, endpoints, tls, index, true, timeout, retry, tally, async |up: &mut UpstreamConn| {
+        match monoio::time::timeout(timeout, write_vec(&mut up.stream, request)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
+            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+        }
+        exchange::read_response_head(up, timeout, |data| response_head(data, is_head)).await
+    })
+    .await
+}
+
 /// The request view canary and match conditions read, over the stream's decoded head.
 struct H2View<'a>(&'a Parts);
 
@@ -368,8 +398,27 @@ async fn forward(
         r = upstream => r,
         _ = poll_fn(|cx| respond.poll_reset(cx)) => Err(ProxyError::ClientGone.into()),
     };
-    worker.out_buffers.give(out);
     seen.tally.bytes_in += sent;
+    let intercepted = match &result {
+        Ok((_, (head, _))) => extras.error_pages().filter(|p| p.intercepts(head.status)),
+        Err(_) => None,
+    };
+    let result = match (intercepted, result) {
+        (Some(pages), Ok((dropped, (head, _)))) => {
+            // The backend's answer is dropped, body unread, and its connection with it.
+            worker.upstream_buffers.give(dropped.buf.into_inner());
+            let mut request = worker.out_buffers.take();
+            let accept = parts.headers.get(http::header::ACCEPT).map(|v| v.as_bytes());
+            let original = parts.uri.path_and_query().map_or("/", |t| t.as_str());
+            crate::error_pages::request_head(&out, original.as_bytes(), accept, pages, &mut request);
+            crate::error_pages::finish(&mut request, head.status);
+            let answered = error_exchange(worker, pages, &mut request, is_head, &mut seen.tally).await;
+            worker.out_buffers.give(request);
+            answered
+        }
+        (_, result) => result,
+    };
+    worker.out_buffers.give(out);
     let (mut up, (head, mut response)) = result?;
     extras.served_by(up.addr, endpoints);
     if let Some((cors, allow)) = extras.cors {

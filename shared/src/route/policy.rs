@@ -35,6 +35,7 @@ use super::affinity::Affinity;
 use super::basic_auth::BasicAuth;
 use super::client_limits::ClientLimits;
 use super::cors::Cors;
+use super::error_pages::ErrorPages;
 use super::filter::{self, HeaderEdits, Redirect, Rewrite};
 use super::hash_by::HashBy;
 use super::next_upstream::NextUpstream;
@@ -508,6 +509,8 @@ pub struct RouteLimits {
     /// When a request goes on to the next endpoint (ingress-nginx's `proxy-next-upstream`);
     /// `None`: ramjet's default (a refused connection moves on once).
     pub next_upstream: Option<NextUpstream>,
+    /// Backend answers replaced by an error backend's (ingress-nginx's `custom-http-errors`).
+    pub error_pages: Option<Arc<ErrorPages>>,
 }
 
 impl RouteLimits {
@@ -541,6 +544,9 @@ impl RouteLimits {
         }
         if let Some(next) = &self.next_upstream {
             next.hash_into(h);
+        }
+        if let Some(pages) = &self.error_pages {
+            pages.hash_into(h);
         }
     }
 }
@@ -578,6 +584,9 @@ impl fmt::Display for RouteLimits {
         }
         if let Some(next) = &self.next_upstream {
             parts.push(next.to_string());
+        }
+        if let Some(pages) = &self.error_pages {
+            parts.push(pages.to_string());
         }
         f.write_str(&parts.join(", "))
     }
