@@ -1725,7 +1725,11 @@ fn takes_over_ingress_nginx_and_reports_its_annotations() {
         "nginx.ingress.kubernetes.io/configuration-snippet: \"more_set_headers 'X-A: b';\", \
          nginx.ingress.kubernetes.io/limit-rate: \"1024\"",
     ));
-    admin.apply(&annotated("private", "private.test", "nginx.ingress.kubernetes.io/auth-url: http://auth.test/check"));
+    admin.apply(&annotated(
+        "private",
+        "private.test",
+        "nginx.ingress.kubernetes.io/auth-url: https://auth.example.com/check",
+    ));
 
     // Before switching: the report, from the API server.
     let report = |format: &str| {

@@ -127,6 +127,8 @@ pub(crate) struct RouteExtras<'t> {
     pub hashed: Option<usize>,
     /// The route has error pages: the error backend's request head, less its `x-code` line.
     pub error_head: Option<&'t [u8]>,
+    /// Fields the external auth service's answer sets on the upstream head.
+    pub auth_fields: &'t [(Box<str>, Vec<u8>)],
 }
 
 impl<'t> RouteExtras<'t> {
@@ -202,6 +204,18 @@ impl<'t> RouteExtras<'t> {
         self.limits.and_then(|l| l.clients.as_deref())
     }
 
+    /// The route's external authentication (`auth-url`), if it has one.
+    pub fn external_auth(&self) -> Option<&'t ramjet_shared::ExternalAuth> {
+        self.limits.and_then(|l| l.external_auth.as_deref())
+    }
+
+    /// Sets the external auth service's fields on an upstream head.
+    pub fn set_auth_fields(&self, head: &mut Vec<u8>) {
+        for (name, value) in self.auth_fields {
+            crate::filters::set_field(head, name.as_bytes(), value);
+        }
+    }
+
     /// The route's error pages (`custom-http-errors`), if it has them.
     pub fn error_pages(&self) -> Option<&'t ramjet_shared::ErrorPages> {
         self.limits.and_then(|l| l.error_pages.as_deref())
@@ -251,7 +265,7 @@ pub(crate) struct Http1View<'a> {
 
 impl Http1View<'_> {
     /// The field lines after the request line, as (name, trimmed value).
-    fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+    pub fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.head
             .split(|&b| b == b'\n')
             .skip(1)

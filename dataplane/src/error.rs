@@ -185,6 +185,7 @@ pub fn canned(status: u16) -> (&'static str, &'static str) {
         413 => ("Content Too Large", "content too large\n"),
         414 => ("URI Too Long", "uri too long\n"),
         431 => ("Request Header Fields Too Large", "request header fields too large\n"),
+        500 => ("Internal Server Error", "internal server error\n"),
         501 => ("Not Implemented", "not implemented\n"),
         503 => ("Service Unavailable", "service unavailable\n"),
         504 => ("Gateway Timeout", "gateway timeout\n"),

@@ -57,7 +57,7 @@ pub(crate) fn set_cors_fields(out: &mut Vec<u8>, cors: &ramjet_shared::Cors, all
 }
 
 /// Removes every field named `name` from the head in `out` and adds `name: value` before the
-/// blank line (nginx's `proxy_set_header` replaces what the client sent).
+/// blank line, unless `value` is empty (nginx's `proxy_set_header` replaces what the client sent).
 pub(crate) fn set_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     let mut line_start = match out.iter().position(|&b| b == b'\n') {
         Some(i) => i + 1,
@@ -76,6 +76,10 @@ pub(crate) fn set_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
         } else {
             line_start += len + 1;
         }
+    }
+    // An empty value passes no field at all, as nginx's `proxy_set_header` with "".
+    if value.is_empty() {
+        return;
     }
     // Before the blank line: the head grows in place (the pooled buffer has the room).
     let end = out.len().saturating_sub(2);

@@ -33,6 +33,7 @@ use crate::access_log::RequestFields;
 use crate::buf::{write_vec, ReadBuf};
 use crate::dispatch::{decide, Decision, Http1View, RouteExtras};
 use crate::error::{Failure, ProxyError};
+use crate::external_auth::{Asking, Refusal, Verdict};
 use crate::http2;
 use crate::observe::{Done, RequestId, Served, Tally};
 use crate::upstream::UpstreamConn;
@@ -509,7 +510,7 @@ where
             // nginx's access phase: after the limits (preaccess), before anything is proxied.
             if let Some(auth) = extras.basic_auth() {
                 if !worker.auth.admits(auth, view.header("authorization")) {
-                    let reply = Reply::Unauthorized { challenge: auth.challenge(), cors: extras.cors };
+                    let reply = Reply::Unauthorized { challenge: auth.challenge().as_bytes(), cors: extras.cors };
                     conn.buf.consume(head.head_len);
                     conn.discard_buffered_body(head);
                     let next = conn.reply(reply, keep_alive).await;
@@ -519,9 +520,44 @@ where
                     return (next, Some(served));
                 }
             }
+            let mut passed = Vec::new();
+            if let Some(auth) = extras.external_auth() {
+                let asking = Asking {
+                    method: &data[head.method.clone()],
+                    target: target.as_bytes(),
+                    host: &data[head.host.clone()],
+                    peer,
+                    tls: conn.facts.tls,
+                    request_id: conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes()),
+                };
+                let refused = match crate::external_auth::ask(worker, table, auth, &asking, view.fields()).await {
+                    Verdict::Pass(fields) => {
+                        passed = fields;
+                        None
+                    }
+                    Verdict::Refuse(refusal) => Some(refusal),
+                };
+                if let Some(refusal) = refused {
+                    conn.buf.consume(head.head_len);
+                    conn.discard_buffered_body(head);
+                    let next = match &refusal {
+                        Refusal::SignIn(location) => conn.reply(Reply::Found { location }, keep_alive).await,
+                        Refusal::Deny(401, Some(challenge)) => {
+                            conn.reply(Reply::Unauthorized { challenge, cors: extras.cors }, keep_alive).await
+                        }
+                        Refusal::Deny(status, _) => conn.reply(Reply::Status(*status), keep_alive).await,
+                    };
+                    if origin.capacity() > 0 {
+                        worker.out_buffers.give(origin);
+                    }
+                    return (next, Some(served));
+                }
+            }
             if let Some(policy) = extras.filters {
                 crate::filters::apply(&mut conn.out, policy, target.as_bytes(), &mut worker.rewrite.borrow_mut());
             }
+            extras.auth_fields = &passed;
+            extras.set_auth_fields(&mut conn.out);
             if edits.changes_request() {
                 let mut edited = worker.out_buffers.take();
                 let scratch = &mut worker.rewrite.borrow_mut();

@@ -19,7 +19,7 @@
 //! in h2's pending-accept count, which closes the connection with ENHANCE_YOUR_CALM past its limit.
 //! That is the Rapid Reset defence (CVE-2023-44487), as Go's and nginx's.
 
-mod head;
+pub(crate) mod head;
 mod io;
 pub(crate) mod relay;
 mod stream;

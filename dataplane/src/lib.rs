@@ -27,6 +27,7 @@ mod drain;
 mod edit;
 mod error;
 mod error_pages;
+mod external_auth;
 mod filters;
 mod grpc;
 pub mod http1;

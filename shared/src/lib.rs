@@ -52,6 +52,7 @@ pub use route::basic_auth::BasicAuth;
 pub use route::client_limits::{ClientLimits, Rate};
 pub use route::cors::{Cors, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
 pub use route::error_pages::{self, ErrorPages};
+pub use route::external_auth::{self, AuthService, ExternalAuth};
 pub use route::hash_by::{self, HashBy, HashInput};
 pub use route::htpasswd;
 pub use route::next_upstream::{is_idempotent, NextUpstream};

@@ -29,6 +29,7 @@ pub mod basic_auth;
 pub mod client_limits;
 pub mod cors;
 pub mod error_pages;
+pub mod external_auth;
 pub mod filter;
 pub mod hash_by;
 pub mod htpasswd;

@@ -154,7 +154,18 @@ const AUTH_SECRET: Support = Honoured(
 );
 const AUTH_SECRET_TYPE: Support = Checked { check: auth_secret_type, how: "auth-file (the default) or auth-map" };
 const AUTH_REALM: Support = Honoured("the realm of the 401's WWW-Authenticate challenge");
-const AUTH_PART: Support = Ignored("external authentication is not available, so its options do nothing");
+const AUTH_URL: Support = Checked {
+    check: super::ingress::external_auth::check_url,
+    how: "external authentication: a sub-request (the request's fields, no body) to this URL decides; 2xx lets the \
+          request through, 401 and 403 are the client's answer (401 redirects to auth-signin when given), anything \
+          else is 500. The URL names a Service of the cluster (http://service.namespace...) or $host (docs/ingress.md)",
+};
+const AUTH_OPTION: Support = Honoured("as ingress-nginx, for auth-url's sub-request (docs/ingress.md)");
+const AUTH_CACHE: Support = Ignored("the service's answers are not cached: every request asks it");
+const AUTH_KEEPALIVE: Support =
+    Approximated("connections to the auth service are pooled per worker like every upstream's");
+const AUTH_COOKIE: Support = Ignored("the auth service's Set-Cookie is not passed on to the client yet");
+const AUTH_PART: Support = Ignored("not available: external authentication works without it");
 const AFFINITY: Support = Honoured(
     "sticky sessions by cookie: a client that comes back with the cookie goes to the endpoint that served it while \
      that endpoint exists, else it is balanced and gets a new cookie (docs/ingress.md)",
@@ -331,23 +342,23 @@ const NGINX: &[Entry] = &[
     e("affinity-mode", AFFINITY_MODE, Some("balanced")),
     e("allowlist-source-range", ALLOW_RANGE, None),
     e("app-root", APP_ROOT, None),
-    e("auth-always-set-cookie", AUTH_PART, NO),
-    e("auth-cache-duration", AUTH_PART, None),
-    e("auth-cache-key", AUTH_PART, None),
-    e("auth-keepalive", AUTH_PART, None),
-    e("auth-keepalive-requests", AUTH_PART, None),
+    e("auth-always-set-cookie", AUTH_COOKIE, NO),
+    e("auth-cache-duration", AUTH_CACHE, None),
+    e("auth-cache-key", AUTH_CACHE, None),
+    e("auth-keepalive", AUTH_KEEPALIVE, None),
+    e("auth-keepalive-requests", AUTH_KEEPALIVE, None),
     e("auth-keepalive-share-vars", AUTH_PART, NO),
-    e("auth-keepalive-timeout", AUTH_PART, None),
-    e("auth-method", AUTH_PART, None),
+    e("auth-keepalive-timeout", AUTH_KEEPALIVE, None),
+    e("auth-method", AUTH_OPTION, None),
     e("auth-proxy-set-headers", AUTH_PART, None),
     e("auth-realm", AUTH_REALM, None),
-    e("auth-request-redirect", AUTH_PART, None),
-    e("auth-response-headers", AUTH_PART, None),
+    e("auth-request-redirect", AUTH_OPTION, None),
+    e("auth-response-headers", AUTH_OPTION, None),
     e("auth-secret", AUTH_SECRET, None),
     e("auth-secret-type", AUTH_SECRET_TYPE, Some("auth-file")),
-    e("auth-signin", AUTH_PART, None),
-    e("auth-signin-redirect-param", AUTH_PART, None),
-    e("auth-snippet", Snippet("external authentication is not available yet either"), None),
+    e("auth-signin", AUTH_OPTION, None),
+    e("auth-signin-redirect-param", AUTH_OPTION, None),
+    e("auth-snippet", Snippet("auth-response-headers and auth-method cover the usual needs"), None),
     e("auth-tls-error-page", TLS_AUTH, None),
     e("auth-tls-match-cn", TLS_AUTH, None),
     e("auth-tls-pass-certificate-to-upstream", TLS_AUTH, NO),
@@ -355,7 +366,7 @@ const NGINX: &[Entry] = &[
     e("auth-tls-verify-client", TLS_AUTH, Some("off")),
     e("auth-tls-verify-depth", TLS_AUTH, None),
     e("auth-type", AUTH_TYPE, None),
-    e("auth-url", AccessControl("external authentication"), None),
+    e("auth-url", AUTH_URL, None),
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
     e("canary", CANARY, NO),
     e("canary-by-cookie", CANARY, None),
@@ -392,7 +403,7 @@ const NGINX: &[Entry] = &[
         Some("true"),
     ),
     e("enable-cors", CORS, NO),
-    e("enable-global-auth", AUTH_PART, Some("true")),
+    e("enable-global-auth", Ignored("ramjet has no controller-wide auth-url to turn off"), Some("true")),
     e("enable-modsecurity", Ignored("there is no web application firewall"), NO),
     e("enable-opentelemetry", OTEL, NO),
     e("enable-owasp-core-rules", Ignored("there is no web application firewall"), NO),
@@ -500,10 +511,16 @@ const RAMJET: &[Entry] = &[
     e("affinity-mode", AFFINITY_MODE, Some("balanced")),
     e("allowlist-source-range", ALLOW_RANGE, None),
     e("app-root", APP_ROOT, None),
+    e("auth-method", AUTH_OPTION, None),
     e("auth-realm", AUTH_REALM, None),
+    e("auth-request-redirect", AUTH_OPTION, None),
+    e("auth-response-headers", AUTH_OPTION, None),
     e("auth-secret", AUTH_SECRET, None),
     e("auth-secret-type", AUTH_SECRET_TYPE, Some("auth-file")),
+    e("auth-signin", AUTH_OPTION, None),
+    e("auth-signin-redirect-param", AUTH_OPTION, None),
     e("auth-type", AUTH_TYPE, None),
+    e("auth-url", AUTH_URL, None),
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
     e("canary", CANARY, None),
     e("canary-auto-promote", AUTO_PROMOTE, None),

@@ -19,6 +19,7 @@
 
 mod auth;
 mod error_pages;
+pub(crate) mod external_auth;
 pub(crate) mod location;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -760,6 +761,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
                 Some(self.compiler.backend(&format!("{namespace}/{name}:denied"), kind))
             }
         };
+        paths.limits.external_auth = self.external_auth(&annotations, namespace, &mut problems);
         // A redirecting Ingress answers every path itself: its backends are not resolved, as in
         // ingress-nginx, where `return` comes before `proxy_pass`.
         let resolve = |resolver: &mut Self, backend| match (&denied, &redirect) {
@@ -841,6 +843,10 @@ impl<'s, 'c> Resolver<'s, 'c> {
                     limits.affinity = Some(Arc::new(affinity));
                 }
                 let mut filters = filters;
+                if paths.limits.auth.is_some() {
+                    // The backend never sees the client's credentials, as in ingress-nginx.
+                    filters.push(Filter::SetRequestHeader { name: "authorization".into(), value: "".into() });
+                }
                 let resolved = resolve(self, &path.backend).map(|backend| match &error_backend {
                     Some(errors) if redirect.is_none() && denied.is_none() => {
                         let service = path.backend.service.as_ref();

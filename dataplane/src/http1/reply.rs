@@ -21,7 +21,9 @@ pub(crate) enum Reply<'a> {
     CorsPreflight { cors: &'a ramjet_shared::Cors, allow: &'a [u8] },
     /// `401` with a basic-auth challenge (and the route's CORS fields, as ingress-nginx adds them
     /// to every answer).
-    Unauthorized { challenge: &'a str, cors: Option<(&'a ramjet_shared::Cors, &'a [u8])> },
+    Unauthorized { challenge: &'a [u8], cors: Option<(&'a ramjet_shared::Cors, &'a [u8])> },
+    /// `302` to a location built for this request (external auth's sign-in page).
+    Found { location: &'a [u8] },
     /// A rule's redirect, built from the request (`tls`: how it came, its `Host` and target;
     /// `scratch`: the worker's rewrite memory).
     Redirect {
@@ -43,6 +45,7 @@ impl Reply<'_> {
             Reply::HostRedirect { .. } => 308,
             Reply::CorsPreflight { .. } => 204,
             Reply::Unauthorized { .. } => 401,
+            Reply::Found { .. } => 302,
             Reply::Redirect { redirect, .. } => redirect.status,
         }
     }
@@ -98,7 +101,7 @@ pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], request_id: &[
         }
         Reply::Unauthorized { challenge, cors } => {
             out.extend_from_slice(b"HTTP/1.1 401 Unauthorized\r\nwww-authenticate: ");
-            out.extend_from_slice(challenge.as_bytes());
+            out.extend_from_slice(challenge);
             out.extend_from_slice(b"\r\n");
             for (name, value) in cors.iter().flat_map(|(cors, allow)| cors.fields(allow)) {
                 out.extend_from_slice(name.as_bytes());
@@ -111,6 +114,12 @@ pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], request_id: &[
             super::head::push_decimal(out, body.len() as u64);
             out.extend_from_slice(b"\r\n");
             body.as_bytes()
+        }
+        Reply::Found { location } => {
+            out.extend_from_slice(b"HTTP/1.1 302 Found\r\nlocation: ");
+            out.extend_from_slice(location);
+            out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
+            b""
         }
         Reply::Redirect { redirect, tls, host, target, scratch } => {
             out.extend_from_slice(b"HTTP/1.1 ");

@@ -137,7 +137,9 @@ pub(crate) enum Answer<'a> {
     /// `204` to a CORS preflight.
     CorsPreflight { cors: &'a ramjet_shared::Cors, allow: &'a [u8] },
     /// `401` with a basic-auth challenge and the route's CORS fields.
-    Unauthorized { challenge: &'a str, cors: Option<(&'a ramjet_shared::Cors, &'a [u8])> },
+    Unauthorized { challenge: &'a [u8], cors: Option<(&'a ramjet_shared::Cors, &'a [u8])> },
+    /// `302` to a location built for this request (external auth's sign-in page).
+    Found { location: &'a [u8] },
     /// A rule's redirect, built from the request (`tls`: how it came, its `Host` and target;
     /// `scratch`: the worker's rewrite memory).
     Redirect {
@@ -189,6 +191,13 @@ impl Answer<'_> {
                 fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
                 (308, Bytes::new())
             }
+            Answer::Found { location } => {
+                if let Ok(location) = HeaderValue::from_bytes(location) {
+                    fields.insert(LOCATION, location);
+                }
+                fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+                (302, Bytes::new())
+            }
             Answer::Redirect { redirect, tls, host, target, scratch } => {
                 let mut location = Vec::with_capacity(16 + host.len() + target.len());
                 redirect.location(*tls, host, target, &mut scratch.borrow_mut(), &mut location);
@@ -209,7 +218,7 @@ impl Answer<'_> {
                 (204, Bytes::new())
             }
             Answer::Unauthorized { challenge, cors } => {
-                if let Ok(value) = HeaderValue::from_str(challenge) {
+                if let Ok(value) = HeaderValue::from_bytes(challenge) {
                     fields.insert(http::header::WWW_AUTHENTICATE, value);
                 }
                 for (name, value) in cors.iter().flat_map(|(cors, allow)| cors.fields(allow)) {

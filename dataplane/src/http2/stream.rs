@@ -27,6 +27,7 @@ use crate::access_log::RequestFields;
 use crate::buf::write_vec;
 use crate::dispatch::{decide, Decision, RouteExtras};
 use crate::error::{Failure, ProxyError};
+use crate::external_auth::{Asking, Refusal, Verdict};
 use crate::grpc;
 use crate::http1::body::Body;
 use crate::http1::head::ResponseHead;
@@ -192,7 +193,35 @@ async fn handle<'t>(
             if let Some(auth) = extras.basic_auth() {
                 let authorization = ramjet_shared::RequestView::header(&view, "authorization");
                 if !worker.auth.admits(auth, authorization) {
-                    let answer = Answer::Unauthorized { challenge: auth.challenge(), cors: extras.cors };
+                    let answer = Answer::Unauthorized { challenge: auth.challenge().as_bytes(), cors: extras.cors };
+                    return Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?);
+                }
+            }
+            let mut passed = Vec::new();
+            if let Some(auth) = extras.external_auth() {
+                let asking = Asking {
+                    method: parts.method.as_str().as_bytes(),
+                    target: target.as_bytes(),
+                    host: host.as_bytes(),
+                    peer,
+                    tls: facts.tls,
+                    request_id: id.as_bytes(),
+                };
+                let fields = parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
+                let answer = match crate::external_auth::ask(worker, table, auth, &asking, fields).await {
+                    Verdict::Pass(fields) => {
+                        passed = fields;
+                        None
+                    }
+                    Verdict::Refuse(Refusal::SignIn(location)) => Some((302, location)),
+                    Verdict::Refuse(Refusal::Deny(status, challenge)) => Some((status, challenge.unwrap_or_default())),
+                };
+                if let Some((status, text)) = answer {
+                    let answer = match status {
+                        302 => Answer::Found { location: &text },
+                        401 if !text.is_empty() => Answer::Unauthorized { challenge: &text, cors: extras.cors },
+                        status => Answer::Status(status),
+                    };
                     return Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?);
                 }
             }
@@ -208,6 +237,7 @@ async fn handle<'t>(
             }
             let to = Upstream { endpoints, tls, index, id };
             extras.response = edits.response;
+            extras.auth_fields = &passed;
             forward(worker, facts, parts, host, body, respond, to, seen, extras, edits).await
         }
     }
@@ -282,6 +312,7 @@ async fn answer_or_gone(
         Answer::HostRedirect { .. } => 308,
         Answer::CorsPreflight { .. } => 204,
         Answer::Unauthorized { .. } => 401,
+        Answer::Found { .. } => 302,
         Answer::Direct(d) => d.status,
         Answer::Redirect { redirect, .. } => redirect.status,
     };
@@ -367,6 +398,7 @@ async fn forward(
         crate::edit::edit_head(&out, edits.request, edits.rewrite, scratch, &mut edited);
         worker.out_buffers.give(std::mem::replace(&mut out, edited));
     }
+    extras.set_auth_fields(&mut out);
     // Without a body the request can be sent again as it is, should a pooled connection be stale.
     let replayable = !framing.has_body();
     if let Some(mirror) = extras.mirror {

@@ -36,6 +36,7 @@ use super::basic_auth::BasicAuth;
 use super::client_limits::ClientLimits;
 use super::cors::Cors;
 use super::error_pages::ErrorPages;
+use super::external_auth::ExternalAuth;
 use super::filter::{self, HeaderEdits, Redirect, Rewrite};
 use super::hash_by::HashBy;
 use super::next_upstream::NextUpstream;
@@ -511,6 +512,8 @@ pub struct RouteLimits {
     pub next_upstream: Option<NextUpstream>,
     /// Backend answers replaced by an error backend's (ingress-nginx's `custom-http-errors`).
     pub error_pages: Option<Arc<ErrorPages>>,
+    /// A sub-request decides who passes (ingress-nginx's `auth-url`).
+    pub external_auth: Option<Arc<ExternalAuth>>,
 }
 
 impl RouteLimits {
@@ -547,6 +550,9 @@ impl RouteLimits {
         }
         if let Some(pages) = &self.error_pages {
             pages.hash_into(h);
+        }
+        if let Some(auth) = &self.external_auth {
+            auth.hash_into(h);
         }
     }
 }
@@ -587,6 +593,9 @@ impl fmt::Display for RouteLimits {
         }
         if let Some(pages) = &self.error_pages {
             parts.push(pages.to_string());
+        }
+        if let Some(auth) = &self.external_auth {
+            parts.push(auth.to_string());
         }
         f.write_str(&parts.join(", "))
     }

@@ -78,7 +78,12 @@ fn each_kind_of_answer() {
     assert_eq!(one("nginx.ingress.kubernetes.io/auth-type", "basic").verdict, Verdict::Honoured);
     assert_eq!(one("ramjet.dev/auth-type", "basic").verdict, Verdict::Honoured);
     assert_eq!(one("nginx.ingress.kubernetes.io/auth-type", "digest").verdict, Verdict::RefusedToServe);
-    assert_eq!(one("nginx.ingress.kubernetes.io/auth-url", "http://auth").verdict, Verdict::RefusedToServe);
+    assert_eq!(one("nginx.ingress.kubernetes.io/auth-url", "http://auth.shop/verify").verdict, Verdict::Honoured);
+    assert_eq!(one("nginx.ingress.kubernetes.io/auth-url", "https://$host/oauth2/auth").verdict, Verdict::Honoured);
+    for unreachable in ["https://auth.example.com/verify", "http://$host$request_uri", "ftp://auth"] {
+        let found = one("nginx.ingress.kubernetes.io/auth-url", unreachable);
+        assert_eq!(found.verdict, Verdict::RefusedToServe, "{unreachable}");
+    }
     assert_eq!(one("nginx.ingress.kubernetes.io/upstream-hash-by", "$request_uri").verdict, Verdict::Honoured);
     assert_eq!(one("nginx.ingress.kubernetes.io/upstream-hash-by", "${uri").verdict, Verdict::RefusedToServe);
     assert_eq!(one("nginx.ingress.kubernetes.io/proxy-buffer-size", "16k").verdict, Verdict::Approximated);
