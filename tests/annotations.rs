@@ -1283,3 +1283,72 @@ fn external_auth_behaves_as_in_ingress_nginx() {
     assert_eq!(a.requests(), before + 1, "only the victim's request reached the backend");
     d.shutdown();
 }
+
+/// A backend that answers every request 200 `slow` after `delay`, keeping connections open.
+fn slow_backend(delay: Duration) -> SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    std::thread::sleep(delay);
+                    let body = "backend=slow\n";
+                    let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                    if writer.write_all(answer.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// docs ("Custom NGINX load balancing") and ingress-nginx's balancer/ewma.lua: with `load-balance:
+/// ewma`, once both endpoints have answered, the slower one gets (almost) nothing, where round
+/// robin gives it every other request.
+#[test]
+fn load_balance_ewma_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-ewma");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let slow = slow_backend(Duration::from_millis(150));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&service_of("mixed", &[slow, a.addr]));
+    text.push_str(&ingress("ewma", "ewma.test", &format!("{NGINX}/load-balance: ewma"), &[("/", "Prefix", "mixed")]));
+    text.push_str(&ingress(
+        "rr",
+        "rr.test",
+        &format!("{NGINX}/load-balance: round_robin"),
+        &[("/", "Prefix", "mixed")],
+    ));
+    text.push_str(&ingress("bad", "bad.test", &format!("{NGINX}/load-balance: fastest"), &[("/", "Prefix", "mixed")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    // On one keep-alive connection (one worker): it learns both endpoints, then prefers the fast one.
+    let served = |host: &str, n: usize| -> Vec<String> {
+        let mut conn = Conn::open(addr);
+        (0..n).map(|_| conn.get(host, "/").body.lines().next().unwrap_or("").to_string()).collect()
+    };
+    let ewma = served("ewma.test", 30);
+    let slow_late = ewma[10..].iter().filter(|b| *b == "backend=slow").count();
+    assert!(slow_late <= 1, "the slow endpoint kept getting requests: {ewma:?}");
+    assert!(ewma.iter().any(|b| b == "backend=a"));
+    let rr = served("rr.test", 10);
+    assert_eq!(rr.iter().filter(|b| *b == "backend=slow").count(), 5, "round robin alternates: {rr:?}");
+    assert_eq!(get(addr, "bad.test", "/").status, 404, "a balancer ramjet does not have keeps the Ingress out");
+    d.shutdown();
+}

@@ -166,7 +166,21 @@ impl<'t> RouteExtras<'t> {
         match (self.affinity, self.hashed) {
             (Some((_, Some(named))), _) => named,
             (_, Some(hashed)) => hashed,
+            _ if self.ewma() => worker.ewma.pick(endpoints, std::time::Instant::now(), &mut || worker.random()),
             _ => worker.next_endpoint(slot, endpoints.len()),
+        }
+    }
+
+    /// Whether the route balances by response time (`load-balance: ewma`).
+    #[inline]
+    pub fn ewma(&self) -> bool {
+        self.limits.is_some_and(|l| l.ewma)
+    }
+
+    /// Notes the response time of an endpoint of an EWMA route.
+    pub fn answered(&self, worker: &crate::worker::Worker, endpoint: SocketAddr, took: Option<std::time::Duration>) {
+        if let (true, Some(took)) = (self.ewma(), took) {
+            worker.ewma.observe(endpoint, took, std::time::Instant::now());
         }
     }
 

@@ -27,6 +27,7 @@ mod drain;
 mod edit;
 mod error;
 mod error_pages;
+mod ewma;
 mod external_auth;
 mod filters;
 mod grpc;

@@ -74,6 +74,8 @@ pub(crate) struct Worker {
     pub limiter: ClientLimiter,
     /// Basic-auth credentials that passed on this worker.
     pub auth: crate::auth::AuthCache,
+    /// Endpoints' response times, for routes balanced by EWMA.
+    pub ewma: crate::ewma::Ewma,
 }
 
 impl Worker {
@@ -103,6 +105,7 @@ impl Worker {
             rewrite: RefCell::default(),
             limiter: ClientLimiter::default(),
             auth: crate::auth::AuthCache::default(),
+            ewma: crate::ewma::Ewma::default(),
             id,
             pool: Pool::new(settings.upstream_idle_timeout),
             h2_pool: H2Pool::default(),

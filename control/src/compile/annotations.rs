@@ -202,6 +202,12 @@ const DEFAULT_BACKEND: Support = Honoured(
     "a Service of the Ingress's namespace (its first port) that serves the Ingress's paths while their Service \
      has no endpoints (with X-Code: 503) and answers for custom-http-errors",
 );
+const LOAD_BALANCE: Support = Checked {
+    check: load_balance,
+    how: "round_robin, or ewma: of two endpoints drawn at random, the one with the lower moving average of response \
+          times (decaying over 10 s) takes the request; averages are kept per worker, as ingress-nginx keeps them \
+          per nginx worker",
+};
 const SATISFY: Support = Ignored(
     "a client must pass both the source ranges and basic authentication; with satisfy: any ingress-nginx lets in a \
      client that passes either",
@@ -421,7 +427,7 @@ const NGINX: &[Entry] = &[
     e("limit-rpm", RATE, None),
     e("limit-rps", RATE, None),
     e("limit-whitelist", RATE_EXEMPT, None),
-    e("load-balance", Ignored("requests are balanced round robin"), Some("round_robin")),
+    e("load-balance", LOAD_BALANCE, Some("round_robin")),
     e("mirror-host", MIRROR, None),
     e("mirror-request-body", MIRROR, Some("on")),
     e("mirror-target", MIRROR, None),
@@ -557,6 +563,7 @@ const RAMJET: &[Entry] = &[
     e("limit-rpm", RATE, None),
     e("limit-rps", RATE, None),
     e("limit-whitelist", RATE_EXEMPT, None),
+    e("load-balance", LOAD_BALANCE, Some("round_robin")),
     e("mirror-backend", MIRROR, None),
     e("mirror-host", MIRROR, None),
     e("mirror-percent", MIRROR, None),
@@ -751,6 +758,13 @@ fn server_alias(value: &str) -> Result<(), String> {
 
 fn next_upstream(value: &str) -> Result<(), String> {
     ramjet_shared::NextUpstream::parse(value, 3, None).map(drop)
+}
+
+fn load_balance(value: &str) -> Result<(), String> {
+    match value.trim() {
+        "round_robin" | "ewma" => Ok(()),
+        v => Err(format!("`{v}` is neither round_robin nor ewma")),
+    }
 }
 
 fn hash_by(value: &str) -> Result<(), String> {

@@ -112,6 +112,7 @@ where
     conn.tally = Tally { bytes_in: streamed, ..tally };
     let (mut up, (mut response, mut keep_client)) = attempted?;
     extras.served_by(up.addr, endpoints);
+    extras.answered(worker, up.addr, conn.tally.upstream_header);
     if let Some(len) = buffered {
         conn.buf.consume(len);
         conn.tally.bytes_in += len as u64;

@@ -453,6 +453,7 @@ async fn forward(
     worker.out_buffers.give(out);
     let (mut up, (head, mut response)) = result?;
     extras.served_by(up.addr, endpoints);
+    extras.answered(worker, up.addr, seen.tally.upstream_header);
     if let Some((cors, allow)) = extras.cors {
         for (name, value) in cors.fields(allow) {
             if let Ok(value) = http::HeaderValue::from_bytes(value) {

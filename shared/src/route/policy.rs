@@ -514,6 +514,8 @@ pub struct RouteLimits {
     pub error_pages: Option<Arc<ErrorPages>>,
     /// A sub-request decides who passes (ingress-nginx's `auth-url`).
     pub external_auth: Option<Arc<ExternalAuth>>,
+    /// Endpoints chosen by their response times (ingress-nginx's `load-balance: ewma`), not in turn.
+    pub ewma: bool,
 }
 
 impl RouteLimits {
@@ -553,6 +555,9 @@ impl RouteLimits {
         }
         if let Some(auth) = &self.external_auth {
             auth.hash_into(h);
+        }
+        if self.ewma {
+            h.update(b"ewma");
         }
     }
 }
@@ -596,6 +601,9 @@ impl fmt::Display for RouteLimits {
         }
         if let Some(auth) = &self.external_auth {
             parts.push(auth.to_string());
+        }
+        if self.ewma {
+            parts.push("endpoints by response time (ewma)".into());
         }
         f.write_str(&parts.join(", "))
     }

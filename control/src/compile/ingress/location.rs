@@ -435,6 +435,13 @@ impl PathAnnotations {
             }
         }
         read.limits.next_upstream = next_upstream(annotations, problems);
+        if let Some((key, value)) = given("load-balance") {
+            match value.trim() {
+                "round_robin" => {}
+                "ewma" => read.limits.ewma = true,
+                other => problems.push(format!("{key}: `{other}` is neither round_robin nor ewma")),
+            }
+        }
         if let Some((key, value)) = given("upstream-vhost") {
             match upstream_vhost(value) {
                 Ok(()) => read.upstream_vhost = Some(value.trim().to_string()),
