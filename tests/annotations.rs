@@ -6,6 +6,9 @@
 #[allow(dead_code)]
 mod h2client;
 mod support;
+#[path = "support/tls_backend.rs"]
+#[allow(dead_code)]
+mod tls_backend;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -1350,5 +1353,107 @@ fn load_balance_ewma_behaves_as_in_ingress_nginx() {
     let rr = served("rr.test", 10);
     assert_eq!(rr.iter().filter(|b| *b == "backend=slow").count(), 5, "round robin alternates: {rr:?}");
     assert_eq!(get(addr, "bad.test", "/").status, 404, "a balancer ramjet does not have keeps the Ingress out");
+    d.shutdown();
+}
+
+/// docs ("SSL Passthrough"): with `ssl-passthrough`, a TLS connection for the Ingress's host goes to
+/// its backend unopened — the client sees the backend's own certificate and talks to it end to
+/// end — while connections for other names on the same listener are terminated by ramjet as usual.
+#[test]
+fn ssl_passthrough_behaves_as_in_ingress_nginx() {
+    use std::io::{Read, Write};
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("annotations-passthrough");
+    let backend_cert = pki.leaf("backend", &["passthrough.test"]);
+    let default_cert = pki.leaf("default", &["terminated.test"]);
+    let secure = tls_backend::TlsBackend::start("secure", &pki, "backend", None);
+    let dir = temp_dir("annotations-passthrough");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&service_of("secure", &[secure.addr]));
+    text.push_str(&ingress(
+        "pass",
+        "passthrough.test",
+        &format!("{NGINX}/ssl-passthrough: \"true\""),
+        &[("/", "Prefix", "secure")],
+    ));
+    text.push_str(&ingress("term", "terminated.test", "", &[("/", "Prefix", "a")]));
+    let key = {
+        let chain = std::fs::read(pki.path("default.crt")).unwrap();
+        let key = std::fs::read(pki.path("default.key")).unwrap();
+        ramjet_control::certs::parse_certificate(&chain, &key, "default").unwrap().key.clone()
+    };
+    let d = start_with(&dir, &text, |c| c.default_certificate = Some(key));
+    let https = d.https_addr().expect("an HTTPS listener");
+    let client = pki.client(&[&rustls::version::TLS13, &rustls::version::TLS12]);
+    let fetch = |sni: &str| {
+        let name = rustls::pki_types::ServerName::try_from(sni.to_string()).unwrap();
+        let conn = rustls::ClientConnection::new(client.clone(), name).unwrap();
+        let tcp = std::net::TcpStream::connect(https).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        write!(tls, "GET /hello HTTP/1.1\r\nHost: {sni}\r\nConnection: close\r\n\r\n").unwrap();
+        // One response (the test backend keeps its connections open): the head, then its length.
+        let mut out = Vec::new();
+        let mut byte = [0u8; 1];
+        let complete = |out: &[u8]| {
+            let text = String::from_utf8_lossy(out);
+            let Some((head, body)) = text.split_once("\r\n\r\n") else { return false };
+            let length = head.lines().find_map(|l| {
+                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0))
+            });
+            body.len() >= length.unwrap_or(0)
+        };
+        while !complete(&out) && tls.read(&mut byte).is_ok_and(|n| n == 1) {
+            out.push(byte[0]);
+        }
+        let peer = tls.conn.peer_certificates().map(|c| c[0].clone());
+        (peer, String::from_utf8_lossy(&out).to_string())
+    };
+    let (peer, answer) = fetch("passthrough.test");
+    assert_eq!(peer.as_ref(), Some(&backend_cert), "the backend's own certificate, not ramjet's");
+    assert!(answer.ends_with("secure sni=passthrough.test target=/hello\n"), "{answer}");
+    assert_eq!(secure.snis(), vec![Some("passthrough.test".to_string())], "one end-to-end handshake, with the SNI");
+    let (peer, answer) = fetch("terminated.test");
+    assert_eq!(peer.as_ref(), Some(&default_cert), "other names are terminated by ramjet");
+    assert!(answer.contains("backend=a\n"), "{answer}");
+    // Both kinds, one after the other, over the workers' listeners.
+    for i in 0..8 {
+        let (sni, want) = if i % 2 == 0 {
+            ("passthrough.test", "secure sni=passthrough.test")
+        } else {
+            ("terminated.test", "backend=a")
+        };
+        let answer = fetch(sni).1;
+        assert!(answer.contains(want), "{i}: {answer}");
+    }
+    // A ClientHello sent a byte at a time is read whole before it is judged, and passed on whole.
+    let name = rustls::pki_types::ServerName::try_from("passthrough.test").unwrap();
+    let mut conn = rustls::ClientConnection::new(client.clone(), name).unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    let mut tcp = std::net::TcpStream::connect(https).unwrap();
+    tcp.set_nodelay(true).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for byte in &hello {
+        tcp.write_all(std::slice::from_ref(byte)).unwrap();
+    }
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    while tls.conn.is_handshaking() {
+        tls.conn.complete_io(&mut tls.sock).unwrap();
+    }
+    assert_eq!(tls.conn.peer_certificates().map(|c| c[0].clone()), Some(backend_cert.clone()));
+    // Closing it ends the splice (a spliced connection lasts as long as its two ends).
+    drop(tls);
+    // Not TLS at all: the connection is dropped, and the next ones are served.
+    let mut garbage = std::net::TcpStream::connect(https).unwrap();
+    garbage.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    garbage.write_all(b"GET / HTTP/1.1\r\nHost: passthrough.test\r\n\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = garbage.read_to_end(&mut rest);
+    assert!(!String::from_utf8_lossy(&rest).contains("secure"), "nothing reached the backend");
+    assert!(fetch("passthrough.test").1.contains("secure sni=passthrough.test"));
+    assert!(fetch("terminated.test").1.contains("backend=a\n"));
+    assert!(d.published.current().table.passthrough("PassThrough.Test").is_some());
     d.shutdown();
 }

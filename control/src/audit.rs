@@ -109,6 +109,7 @@ impl AuditTrail {
             https_redirects_removed = c.https_redirects_removed,
             mirrors_added = c.mirrors_added,
             mirrors_removed = c.mirrors_removed,
+            passthrough_changed = c.passthrough_changed,
             default_backend_changed = c.default_backend_changed,
             "{}",
             record.message

@@ -27,6 +27,7 @@ use rustls::{ProtocolVersion, ServerConfig, ServerConnection};
 
 use crate::http1::{self, ConnFacts, TlsSession};
 use crate::http2;
+use crate::passthrough;
 use crate::worker::Worker;
 
 /// Picks the certificate for each handshake from what is published now.
@@ -90,12 +91,37 @@ impl TlsTerminator {
     /// Handshakes within the header timeout, then serves HTTP/2 over the TLS stream if the client
     /// chose it by ALPN, else HTTP/1.1.
     pub async fn serve(&self, worker: &Rc<Worker>, mut stream: TcpStream, peer: SocketAddr, local_port: u16) {
-        let session = match ServerConnection::new(self.config.clone()) {
-            Ok(session) => session,
-            Err(e) => {
-                worker.counters().tls_handshake_failed();
-                tracing::warn!(worker = worker.id, error = %e, "TLS session could not be created");
-                return;
+        let generation = worker.generation();
+        let session = if generation.table.has_passthrough() {
+            // Some server names are passed through: the ClientHello decides, read first.
+            let config = &self.config;
+            let hello = monoio::time::timeout(
+                worker.settings.header_timeout,
+                passthrough::read_hello(&mut stream, config, &generation.table),
+            )
+            .await;
+            drop(generation);
+            match hello {
+                Ok(Ok(passthrough::Hello::Terminate(session))) => *session,
+                Ok(Ok(passthrough::Hello::Pass(backend, hello))) => {
+                    return Box::pin(passthrough::splice(worker, stream, hello, &backend)).await;
+                }
+                Ok(Err(e)) => {
+                    worker.counters().tls_handshake_failed();
+                    tracing::debug!(worker = worker.id, error = %e, "TLS ClientHello refused");
+                    return;
+                }
+                Err(_) => return worker.counters().tls_handshake_failed(),
+            }
+        } else {
+            drop(generation);
+            match ServerConnection::new(self.config.clone()) {
+                Ok(session) => session,
+                Err(e) => {
+                    worker.counters().tls_handshake_failed();
+                    tracing::warn!(worker = worker.id, error = %e, "TLS session could not be created");
+                    return;
+                }
             }
         };
         let session = match monoio::time::timeout(worker.settings.header_timeout, handshake(&mut stream, session)).await

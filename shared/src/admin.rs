@@ -78,6 +78,8 @@ pub struct DiffCounts {
     pub https_redirects_removed: usize,
     pub mirrors_added: usize,
     pub mirrors_removed: usize,
+    /// Server names whose TLS passthrough started, moved to another backend, or stopped.
+    pub passthrough_changed: usize,
     pub default_backend_changed: bool,
 }
 

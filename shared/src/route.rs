@@ -469,6 +469,9 @@ pub struct RouteTable {
     ssl_redirect_wildcard: FxMap<Arc<str>, ()>,
     /// The same hosts as declared (`*.` for a wildcard), sorted: for [`RouteTable::items`].
     ssl_redirect_hosts: Box<[Arc<str>]>,
+    /// Hosts whose TLS connections are passed to a backend unopened (ingress-nginx's
+    /// `ssl-passthrough`), by server name, lower case.
+    passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
     digest: Digest,
 }
 
@@ -535,6 +538,16 @@ impl RouteTable {
 
     /// Whether any host redirects to HTTPS (so the common case skips the host normalization).
     #[inline]
+    pub fn has_passthrough(&self) -> bool {
+        !self.passthrough.is_empty()
+    }
+
+    /// The backend TLS connections for this server name are passed to unopened, if any.
+    pub fn passthrough(&self, server_name: &str) -> Option<&Arc<Backend>> {
+        let mut buf = [0u8; 256];
+        self.passthrough.get(normalize_host(server_name, &mut buf)?)
+    }
+
     pub fn has_ssl_redirects(&self) -> bool {
         !self.ssl_redirect.is_empty() || !self.ssl_redirect_wildcard.is_empty()
     }
@@ -590,6 +603,7 @@ impl RouteTable {
         items.extend(self.default_route.as_ref().map(|r| TableItem::DefaultBackend(&r.backend)));
         items.extend(self.tls.iter().map(|(host, cert)| TableItem::Tls { host, cert: *cert }));
         items.extend(self.ssl_redirect_hosts.iter().map(|host| TableItem::HttpsRedirect { host }));
+        items.extend(self.passthrough.iter().map(|(host, backend)| TableItem::Passthrough { host, backend }));
         items
     }
 
@@ -633,6 +647,8 @@ pub enum TableItem<'a> {
     Tls { host: &'a Arc<str>, cert: CertId },
     /// A host (exact or `*.` wildcard) whose plain-HTTP requests are redirected to HTTPS.
     HttpsRedirect { host: &'a Arc<str> },
+    /// A server name whose TLS connections are passed to this backend unopened.
+    Passthrough { host: &'a Arc<str>, backend: &'a Arc<Backend> },
 }
 
 impl TableItem<'_> {
@@ -685,6 +701,11 @@ impl TableItem<'_> {
                 h.update(host.as_bytes());
                 h.update([0]);
             }
+            TableItem::Passthrough { host, backend } => {
+                h.update(host.as_bytes());
+                h.update([0]);
+                h.update(backend.digest.0);
+            }
         }
     }
 }
@@ -719,6 +740,8 @@ impl TableHasher {
                 TableItem::DefaultBackend(_) => 1,
                 TableItem::Tls { .. } => 2,
                 TableItem::HttpsRedirect { .. } => 3,
+                // Opened only when there is one: tables without passthrough keep their digests.
+                TableItem::Passthrough { .. } => 4,
             };
             self.open_sections(&mut section, kind);
             item.hash_into(&mut self.top);
@@ -734,7 +757,8 @@ impl TableHasher {
             self.top.update(match *section {
                 1 => &b"\0default\0"[..],
                 2 => &b"\0tls\0"[..],
-                _ => &b"\0redirect\0"[..],
+                3 => &b"\0redirect\0"[..],
+                _ => &b"\0passthrough\0"[..],
             });
         }
     }
@@ -819,6 +843,7 @@ pub struct TableBuilder {
     default_route: Option<Arc<Route>>,
     tls: BTreeMap<Arc<str>, CertId>,
     ssl_redirect: Vec<Arc<str>>,
+    passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
 }
 
 impl TableBuilder {
@@ -904,6 +929,17 @@ impl TableBuilder {
         true
     }
 
+    /// Pass TLS connections for the server name `host` to `backend` unopened. The first backend
+    /// given for a host stays: `false` when the host had one already.
+    pub fn add_passthrough(&mut self, host: &str, backend: Arc<Backend>) -> bool {
+        let host: Arc<str> = host.to_ascii_lowercase().into();
+        if self.passthrough.contains_key(&host) {
+            return false;
+        }
+        self.passthrough.insert(host, backend);
+        true
+    }
+
     /// Redirect plain-HTTP requests for `host` to HTTPS.
     pub fn add_ssl_redirect(&mut self, host: &str) {
         self.ssl_redirect.push(host.to_ascii_lowercase().into());
@@ -977,6 +1013,7 @@ impl TableBuilder {
         table.ssl_redirect_hosts = redirects.into_boxed_slice();
         table.default_route = self.default_route;
         table.tls = self.tls;
+        table.passthrough = self.passthrough;
         table.digest = top.finish(table.table_items().iter());
         (table, problems)
     }

@@ -125,6 +125,8 @@ pub enum ItemKey {
     Tls(String),
     /// A host whose plain-HTTP requests are redirected to HTTPS.
     HttpsRedirect(String),
+    /// A server name whose TLS connections are passed to a backend unopened.
+    Passthrough(String),
 }
 
 /// What an item holds.
@@ -192,6 +194,9 @@ impl TableView {
                 }
                 TableItem::Tls { host, cert } => (ItemKey::Tls(host.to_string()), ItemValue::Cert(cert)),
                 TableItem::HttpsRedirect { host } => (ItemKey::HttpsRedirect(host.to_string()), ItemValue::Present),
+                TableItem::Passthrough { host, backend } => {
+                    (ItemKey::Passthrough(host.to_string()), ItemValue::Target(RouteTarget::of(backend)))
+                }
             };
             self.items.insert(key, value);
         }
@@ -236,6 +241,10 @@ pub struct TableDiff {
     /// removed route's removed).
     pub mirrors_added: Vec<String>,
     pub mirrors_removed: Vec<String>,
+    /// Server names passed through to a backend now (new, or another backend or endpoints), and
+    /// those no longer passed through.
+    pub passthrough_added: BTreeMap<String, RouteTarget>,
+    pub passthrough_removed: Vec<String>,
     /// The new default backend (`None` inside means it was removed), when it changed: another
     /// backend, or the same one with other endpoints or another direct response.
     pub default_backend: Option<Option<RouteTarget>>,
@@ -300,6 +309,12 @@ pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
             (ItemKey::Tls(host), None) => d.certs_removed.push(host.clone()),
             (ItemKey::HttpsRedirect(host), Some(_)) => d.https_redirects_added.push(host.clone()),
             (ItemKey::HttpsRedirect(host), None) => d.https_redirects_removed.push(host.clone()),
+            (ItemKey::Passthrough(host), Some(value)) => {
+                if let Some(target) = value.target() {
+                    d.passthrough_added.insert(host.clone(), target.clone());
+                }
+            }
+            (ItemKey::Passthrough(host), None) => d.passthrough_removed.push(host.clone()),
         }
     }
     let (old_hosts, new_hosts) = (old.hosts(), new.hosts());
@@ -323,6 +338,7 @@ impl TableDiff {
             https_redirects_removed: self.https_redirects_removed.len(),
             mirrors_added: self.mirrors_added.len(),
             mirrors_removed: self.mirrors_removed.len(),
+            passthrough_changed: self.passthrough_added.len() + self.passthrough_removed.len(),
             default_backend_changed: self.default_backend.is_some(),
         }
     }
@@ -352,6 +368,7 @@ impl TableDiff {
         count(c.https_redirects_removed, "HTTPS redirect", "HTTPS redirects", "removed");
         count(c.mirrors_added, "mirror", "mirrors", "added");
         count(c.mirrors_removed, "mirror", "mirrors", "removed");
+        count(c.passthrough_changed, "TLS passthrough", "TLS passthroughs", "changed");
         match &self.default_backend {
             Some(Some(now)) if self.default_backend_before.as_deref() == Some(now.backend.as_str()) => {
                 parts.push(format!("default backend {} changed", now.backend))

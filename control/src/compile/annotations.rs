@@ -208,6 +208,12 @@ const LOAD_BALANCE: Support = Checked {
           times (decaying over 10 s) takes the request; averages are kept per worker, as ingress-nginx keeps them \
           per nginx worker",
 };
+const SSL_PASSTHROUGH: Support = Checked {
+    check: boolean,
+    how: "TLS connections for the rules' hosts are passed by server name (SNI) to the first path's backend unopened; \
+          ramjet never sees their requests, so the Ingress's other annotations do not apply to them, as in \
+          ingress-nginx (always on: no --enable-ssl-passthrough needed; docs/ingress.md)",
+};
 const SATISFY: Support = Ignored(
     "a client must pass both the source ranges and basic authentication; with satisfy: any ingress-nginx lets in a \
      client that passes either",
@@ -491,7 +497,7 @@ const NGINX: &[Entry] = &[
     e("session-cookie-samesite", AFFINITY, None),
     e("session-cookie-secure", AFFINITY, None),
     e("ssl-ciphers", Approximated("rustls offers only modern cipher suites, chosen for you"), None),
-    e("ssl-passthrough", Ignored("TLS is terminated by ramjet, not passed through to the backend"), NO),
+    e("ssl-passthrough", SSL_PASSTHROUGH, NO),
     e("ssl-prefer-server-ciphers", Approximated("rustls offers only modern cipher suites, chosen for you"), None),
     e(
         "ssl-redirect",
@@ -591,6 +597,7 @@ const RAMJET: &[Entry] = &[
     e("session-cookie-path", AFFINITY, None),
     e("session-cookie-samesite", AFFINITY, None),
     e("session-cookie-secure", AFFINITY, None),
+    e("ssl-passthrough", SSL_PASSTHROUGH, NO),
     e(
         "ssl-redirect",
         Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),

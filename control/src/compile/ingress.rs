@@ -256,6 +256,14 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
                 }
             }
         }
+        for (host, backend) in plan.passthrough {
+            if !draft.builder.add_passthrough(&host, backend) {
+                draft.warn(
+                    &object,
+                    format!("ssl-passthrough for {host} is ignored: an older Ingress passes it through"),
+                );
+            }
+        }
         for (host, cert) in plan.tls {
             match tls_owner.get(&host) {
                 Some((id, _)) if *id == cert.id => {}
@@ -554,6 +562,8 @@ struct Plan {
     aliases: Vec<String>,
     /// `from-to-www-redirect`: `www.<host>` redirects to `<host>` (or the other way round).
     from_to_www: bool,
+    /// `ssl-passthrough`: server names whose TLS connections go to this backend unopened.
+    passthrough: Vec<(String, Arc<Backend>)>,
     /// Served anyway, but worth telling (an expired certificate).
     warnings: Vec<String>,
 }
@@ -716,6 +726,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
             force_ssl_redirect: false,
             aliases: Vec::new(),
             from_to_www: false,
+            passthrough: Vec::new(),
             warnings: Vec::new(),
         };
         let Some(spec) = &ingress.spec else {
@@ -875,6 +886,24 @@ impl<'s, 'c> Resolver<'s, 'c> {
                         canary: None,
                     }),
                     Err(e) => problems.push(format!("{}.backend: {e}", at())),
+                }
+            }
+        }
+        let passthrough = annotations.get("ssl-passthrough").filter(|(_, v)| v.trim() == "true");
+        if let Some((key, _)) = passthrough {
+            // Each rule's host goes to its first path's backend, as ingress-nginx's passthrough does.
+            for (i, rule) in spec.rules.iter().flatten().enumerate() {
+                let host = rule.host.as_deref().unwrap_or("");
+                let first = rule.http.iter().flat_map(|h| h.paths.iter()).next();
+                match (validate_host(host), first) {
+                    (Ok(host), Some(path)) if !host.starts_with("*.") => match self.backend(namespace, &path.backend) {
+                        Ok(backend) => plan.passthrough.push((host, backend)),
+                        Err(e) => problems.push(format!("{key}: spec.rules[{i}]: {e}")),
+                    },
+                    _ => plan.warnings.push(format!(
+                        "{key}: spec.rules[{i}] needs a host name (not a wildcard) and a path to pass TLS through; it \
+                         is not passed through"
+                    )),
                 }
             }
         }

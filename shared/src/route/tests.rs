@@ -158,6 +158,7 @@ fn the_digest_is_taken_over_the_items_the_table_walks() {
             TableItem::DefaultBackend(_) => "default",
             TableItem::Tls { .. } => "tls",
             TableItem::HttpsRedirect { .. } => "redirect",
+            TableItem::Passthrough { .. } => "passthrough",
         })
         .collect();
     assert_eq!(kinds, ["route", "route", "route", "default", "tls", "redirect"]);

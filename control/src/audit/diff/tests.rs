@@ -162,6 +162,28 @@ fn an_https_redirect_added_or_removed_is_counted() {
 }
 
 #[test]
+fn a_passthrough_added_moved_or_removed_is_counted_and_changes_the_digest() {
+    let plain = one_host(backend(0)).build(None);
+    let passing = |be: u8| {
+        let mut b = one_host(backend(0));
+        assert!(b.add_passthrough("Secure.com", backend(be)));
+        assert!(!b.add_passthrough("secure.com", backend(2)), "the first backend for a name stays");
+        b.build(Some(&plain))
+    };
+    let (one, other) = (passing(0), passing(1));
+    assert_ne!(plain.digest(), one.digest());
+    assert_ne!(one.digest(), other.digest());
+    assert_eq!(one.recompute_digest(), one.digest());
+    let d = diff_tables(&plain, &one);
+    assert_eq!(d.sentence(), "1 TLS passthrough changed");
+    assert_eq!(d.passthrough_added.keys().collect::<Vec<_>>(), ["secure.com"]);
+    assert_eq!(diff_tables(&one, &other).passthrough_added["secure.com"].backend, "b1");
+    assert_eq!(diff_tables(&one, &plain).passthrough_removed, ["secure.com"]);
+    assert_eq!(one.passthrough("SECURE.com:443").map(|b| &*b.name), Some("b0"));
+    assert!(plain.passthrough("secure.com").is_none() && !plain.has_passthrough());
+}
+
+#[test]
 fn new_endpoints_behind_the_default_backend_change_the_default_backend() {
     let with = |n: u16| {
         let addrs = (0..n).map(|p| format!("127.0.0.1:{}", 9000 + p).parse().unwrap()).collect();
