@@ -1140,7 +1140,8 @@ impl AuthServer {
                         }
                         let lower = head.to_ascii_lowercase();
                         let answer = if lower.contains("session=good") {
-                            "HTTP/1.1 200 OK\r\nx-auth-user: alice\r\ncontent-length: 2\r\n\r\nok"
+                            "HTTP/1.1 200 OK\r\nx-auth-user: alice\r\nset-cookie: session=good; Path=/\r\n\
+                             content-length: 2\r\n\r\nok"
                         } else if lower.contains("session=forbidden") {
                             "HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n"
                         } else {
@@ -1224,6 +1225,7 @@ fn external_auth_behaves_as_in_ingress_nginx() {
     assert_eq!(seen(&passed), ("a".to_string(), "/page?id=1".to_string()), "{}", passed.head);
     assert_eq!(header_seen(&passed, "x-auth-user").as_deref(), Some("alice"), "the service's, not the client's");
     assert_eq!(passed.body.matches("x-auth-user").count(), 1, "{}", passed.body);
+    assert_eq!(passed.header("set-cookie"), Some("session=good; Path=/"), "the service's cookie reaches the client");
     assert_eq!(ask("protected.test", "forbidden", "").status, 403);
 
     // A POST's body goes to the backend, never to the service.
@@ -1263,6 +1265,7 @@ fn external_auth_behaves_as_in_ingress_nginx() {
     assert_eq!(h2.get("protected.test", "/").status, 401);
     let r = h2.request("GET", "protected.test", "/h2", &[("cookie", "session=good")], b"", true).unwrap();
     assert!(r.text().contains("backend=a\n") && r.text().contains("x-auth-user: alice"), "{}", r.text());
+    assert_eq!(r.header("set-cookie"), Some("session=good; Path=/"));
 
     // Sub-requests share the worker's pooled connections.
     assert!(

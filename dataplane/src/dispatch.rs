@@ -129,6 +129,8 @@ pub(crate) struct RouteExtras<'t> {
     pub error_head: Option<&'t [u8]>,
     /// Fields the external auth service's answer sets on the upstream head.
     pub auth_fields: &'t [(Box<str>, Vec<u8>)],
+    /// The external auth service's cookies, for the client's response.
+    pub auth_cookies: &'t [Vec<u8>],
 }
 
 impl<'t> RouteExtras<'t> {
@@ -221,6 +223,18 @@ impl<'t> RouteExtras<'t> {
     /// The route's external authentication (`auth-url`), if it has one.
     pub fn external_auth(&self) -> Option<&'t ramjet_shared::ExternalAuth> {
         self.limits.and_then(|l| l.external_auth.as_deref())
+    }
+
+    /// The external auth service's cookies for a response with `status`: on the statuses nginx's
+    /// `add_header` adds fields to, or on every one with `auth-always-set-cookie`.
+    pub fn auth_cookies_for(&self, status: u16) -> &'t [Vec<u8>] {
+        let always = self.external_auth().is_some_and(|a| a.always_set_cookie);
+        let added = matches!(status, 200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308);
+        if always || added {
+            self.auth_cookies
+        } else {
+            &[]
+        }
     }
 
     /// Sets the external auth service's fields on an upstream head.

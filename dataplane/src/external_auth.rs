@@ -56,10 +56,17 @@ pub(crate) struct Asking<'a> {
 
 /// What the service's answer means for the request.
 pub(crate) enum Verdict {
-    /// 2xx: proxy it, with these fields (`auth-response-headers`) set on the upstream head (an
-    /// empty value removes the field).
-    Pass(Vec<(Box<str>, Vec<u8>)>),
+    Pass(Passed),
     Refuse(Refusal),
+}
+
+/// A 2xx answer: the request is proxied.
+pub(crate) struct Passed {
+    /// `auth-response-headers` set on the upstream head (an empty value removes the field).
+    pub fields: Vec<(Box<str>, Vec<u8>)>,
+    /// The answer's `Set-Cookie` values, for the client's response (ingress-nginx's
+    /// `add_header Set-Cookie $auth_cookie`).
+    pub cookies: Vec<Vec<u8>>,
 }
 
 /// The client's answer when the service refuses.
@@ -91,7 +98,8 @@ pub(crate) async fn ask<'f>(
                 // client cannot pass its own off as the service's.
                 .map(|name| (name.clone(), fields.get(&**name).map_or(Vec::new(), |v| v.as_bytes().to_vec())))
                 .collect();
-            Verdict::Pass(pass)
+            let cookies = fields.get_all(http::header::SET_COOKIE).iter().map(|v| v.as_bytes().to_vec()).collect();
+            Verdict::Pass(Passed { fields: pass, cookies })
         }
         Ok((401, _)) if auth.signin.is_some() => {
             let mut location = Vec::new();
@@ -242,6 +250,7 @@ mod tests {
             response_headers: Box::new([]),
             signin: None,
             request_redirect: None,
+            always_set_cookie: false,
         };
         let asking = Asking {
             method: b"POST",

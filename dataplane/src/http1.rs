@@ -33,7 +33,7 @@ use crate::access_log::RequestFields;
 use crate::buf::{write_vec, ReadBuf};
 use crate::dispatch::{decide, Decision, Http1View, RouteExtras};
 use crate::error::{Failure, ProxyError};
-use crate::external_auth::{Asking, Refusal, Verdict};
+use crate::external_auth::{Asking, Passed, Refusal, Verdict};
 use crate::http2;
 use crate::observe::{Done, RequestId, Served, Tally};
 use crate::upstream::UpstreamConn;
@@ -520,7 +520,7 @@ where
                     return (next, Some(served));
                 }
             }
-            let mut passed = Vec::new();
+            let mut passed = Passed { fields: Vec::new(), cookies: Vec::new() };
             if let Some(auth) = extras.external_auth() {
                 let asking = Asking {
                     method: &data[head.method.clone()],
@@ -531,8 +531,8 @@ where
                     request_id: conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes()),
                 };
                 let refused = match crate::external_auth::ask(worker, table, auth, &asking, view.fields()).await {
-                    Verdict::Pass(fields) => {
-                        passed = fields;
+                    Verdict::Pass(answer) => {
+                        passed = answer;
                         None
                     }
                     Verdict::Refuse(refusal) => Some(refusal),
@@ -556,7 +556,8 @@ where
             if let Some(policy) = extras.filters {
                 crate::filters::apply(&mut conn.out, policy, target.as_bytes(), &mut worker.rewrite.borrow_mut());
             }
-            extras.auth_fields = &passed;
+            extras.auth_fields = &passed.fields;
+            extras.auth_cookies = &passed.cookies;
             extras.set_auth_fields(&mut conn.out);
             if edits.changes_request() {
                 let mut edited = worker.out_buffers.take();

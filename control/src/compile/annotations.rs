@@ -164,7 +164,11 @@ const AUTH_OPTION: Support = Honoured("as ingress-nginx, for auth-url's sub-requ
 const AUTH_CACHE: Support = Ignored("the service's answers are not cached: every request asks it");
 const AUTH_KEEPALIVE: Support =
     Approximated("connections to the auth service are pooled per worker like every upstream's");
-const AUTH_COOKIE: Support = Ignored("the auth service's Set-Cookie is not passed on to the client yet");
+const AUTH_COOKIE: Support = Checked {
+    check: boolean,
+    how: "with \"true\", the auth service's Set-Cookie goes on every response, errors included (by default only on \
+          2xx and 3xx ones, as nginx's add_header)",
+};
 const AUTH_PART: Support = Ignored("not available: external authentication works without it");
 const AFFINITY: Support = Honoured(
     "sticky sessions by cookie: a client that comes back with the cookie goes to the endpoint that served it while \
@@ -523,6 +527,7 @@ const RAMJET: &[Entry] = &[
     e("affinity-mode", AFFINITY_MODE, Some("balanced")),
     e("allowlist-source-range", ALLOW_RANGE, None),
     e("app-root", APP_ROOT, None),
+    e("auth-always-set-cookie", AUTH_COOKIE, NO),
     e("auth-method", AUTH_OPTION, None),
     e("auth-realm", AUTH_REALM, None),
     e("auth-request-redirect", AUTH_OPTION, None),

@@ -211,13 +211,21 @@ pub(super) fn finish_response_head<S>(conn: &mut ClientConn<'_, S>, extras: &Rou
     if let Some((cors, allow)) = extras.cors {
         crate::filters::set_cors_fields(&mut conn.out, cors, allow);
     }
-    if extras.sticky.is_some() || extras.new_session.is_some() {
+    // The status, from `HTTP/1.1 NNN`.
+    let status = conn.out.get(9..12).and_then(|d| std::str::from_utf8(d).ok()?.parse().ok()).unwrap_or(0);
+    let auth_cookies = extras.auth_cookies_for(status);
+    if extras.sticky.is_some() || extras.new_session.is_some() || !auth_cookies.is_empty() {
         // Before the blank line that ends the response head.
         conn.out.truncate(conn.out.len() - 2);
         if let Some(draw) = extras.sticky {
             crate::dispatch::push_sticky_cookie(&mut conn.out, draw);
         }
         extras.push_session_cookie(&mut conn.out);
+        for cookie in auth_cookies {
+            conn.out.extend_from_slice(b"set-cookie: ");
+            conn.out.extend_from_slice(cookie);
+            conn.out.extend_from_slice(b"\r\n");
+        }
         conn.out.extend_from_slice(b"\r\n");
     }
 }

@@ -27,7 +27,7 @@ use crate::access_log::RequestFields;
 use crate::buf::write_vec;
 use crate::dispatch::{decide, Decision, RouteExtras};
 use crate::error::{Failure, ProxyError};
-use crate::external_auth::{Asking, Refusal, Verdict};
+use crate::external_auth::{Asking, Passed, Refusal, Verdict};
 use crate::grpc;
 use crate::http1::body::Body;
 use crate::http1::head::ResponseHead;
@@ -197,7 +197,7 @@ async fn handle<'t>(
                     return Ok(answer_or_gone(worker, respond, &answer, is_head, id).await?);
                 }
             }
-            let mut passed = Vec::new();
+            let mut passed = Passed { fields: Vec::new(), cookies: Vec::new() };
             if let Some(auth) = extras.external_auth() {
                 let asking = Asking {
                     method: parts.method.as_str().as_bytes(),
@@ -209,8 +209,8 @@ async fn handle<'t>(
                 };
                 let fields = parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()));
                 let answer = match crate::external_auth::ask(worker, table, auth, &asking, fields).await {
-                    Verdict::Pass(fields) => {
-                        passed = fields;
+                    Verdict::Pass(answer) => {
+                        passed = answer;
                         None
                     }
                     Verdict::Refuse(Refusal::SignIn(location)) => Some((302, location)),
@@ -237,7 +237,8 @@ async fn handle<'t>(
             }
             let to = Upstream { endpoints, tls, index, id };
             extras.response = edits.response;
-            extras.auth_fields = &passed;
+            extras.auth_fields = &passed.fields;
+            extras.auth_cookies = &passed.cookies;
             forward(worker, facts, parts, host, body, respond, to, seen, extras, edits).await
         }
     }
@@ -463,6 +464,11 @@ async fn forward(
     }
     if let Some(edits) = extras.response {
         crate::edit::edit_fields(response.headers_mut(), edits);
+    }
+    for cookie in extras.auth_cookies_for(head.status) {
+        if let Ok(value) = http::HeaderValue::from_bytes(cookie) {
+            response.headers_mut().append(http::header::SET_COOKIE, value);
+        }
     }
     if extras.sticky.is_some() || extras.new_session.is_some() {
         let mut lines = Vec::with_capacity(192);

@@ -40,6 +40,9 @@ pub struct ExternalAuth {
     pub signin: Option<Box<str>>,
     /// `auth-request-redirect`; `None`: the request's target.
     pub request_redirect: Option<Box<str>>,
+    /// `auth-always-set-cookie`: the service's cookies go on every response, not only on
+    /// successful and redirecting ones.
+    pub always_set_cookie: bool,
 }
 
 impl ExternalAuth {
@@ -66,6 +69,9 @@ impl fmt::Display for ExternalAuth {
         }
         if let Some(r) = &self.request_redirect {
             write!(f, ", redirect {r}")?;
+        }
+        if self.always_set_cookie {
+            f.write_str(", cookies always")?;
         }
         Ok(())
     }

@@ -384,6 +384,13 @@ fn parse_md5_crypt(rest: &[u8], apr1: bool) -> Result<Scheme, &'static str> {
     Ok(Scheme::Md5Crypt { apr1, salt: salt.into(), checksum: Box::new(checksum) })
 }
 
+/// The costliest hashes checked: the worker checks a password inline (as nginx does), so a hash
+/// that takes seconds would stall every connection of the worker. Costlier ones are refused when
+/// the file is read, with a warning; bcrypt 14 takes about a second, SHA-crypt's million rounds
+/// half of one.
+const MAX_BCRYPT_COST: u32 = 14;
+const MAX_SHA_ROUNDS: u32 = 1_000_000;
+
 /// `[rounds=N$]salt$checksum`, as musl writes it: N without leading zeros within musl's 1000 to
 /// 9999999 (musl rewrites other values, so they never compare equal), salt at most 16 characters.
 fn parse_sha_crypt(rest: &[u8], sha512: bool) -> Result<Scheme, &'static str> {
@@ -393,6 +400,12 @@ fn parse_sha_crypt(rest: &[u8], sha512: bool) -> Result<Scheme, &'static str> {
             let digits = &r[..dollar];
             let canonical = std::str::from_utf8(digits).ok().filter(|d| !d.starts_with(['0', '+']));
             match canonical.and_then(|d| d.parse::<u32>().ok()) {
+                Some(n) if n > MAX_SHA_ROUNDS && n <= 9_999_999 => {
+                    return Err(
+                        "rounds above 1000000: each check would stall the worker, and every connection on it, for \
+                                seconds",
+                    )
+                }
                 Some(n) if (1000..=9_999_999).contains(&n) => (n, &r[dollar + 1..]),
                 _ => return Err("rounds not a number from 1000 to 9999999"),
             }
@@ -427,6 +440,9 @@ fn parse_bcrypt(b: &[u8]) -> Result<Scheme, &'static str> {
     let cost = u32::from(c1 - b'0') * 10 + u32::from(c2 - b'0');
     if !(4..=31).contains(&cost) {
         return Err("cost not from 04 to 31");
+    }
+    if cost > MAX_BCRYPT_COST {
+        return Err("cost above 14: each check would stall the worker, and every connection on it, for seconds");
     }
     if rest.len() != 53 {
         return Err("salt and digest are not 53 characters");
@@ -964,6 +980,9 @@ mod tests {
             "_J9..Gh48ft177T9919",
             "_....",
             "dP0/sHHMahB2*",
+            // Too costly to check on the worker: bcrypt above 14, SHA-crypt above a million rounds.
+            "$2y$15$lueGBO.8b/mNj6XOF9Ghf.QB51xEE7choYYjUuE6f5gFSP8qE6Hmy",
+            "$6$rounds=1000001$s$Fg6l3vhJ3q0Ve4KdxC2Cb0c6d7Ww7rGd7mVwbpFoG0cd9v9Us5FvqZ0l3g2A6bZzjZo5C6lY0E2n4Ug0lS9ba1",
         ];
         for hash in bad {
             let (set, warnings) = Htpasswd::from_pairs([("u", hash)]);

@@ -136,6 +136,8 @@ impl<'s> Resolver<'s, '_> {
             }
         };
         let request_redirect = given("auth-request-redirect").map(|(_, r)| r.trim().into());
+        let always_set_cookie =
+            given("auth-always-set-cookie").is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case("true"));
         Some(Arc::new(ExternalAuth {
             service,
             url: url.into(),
@@ -144,6 +146,7 @@ impl<'s> Resolver<'s, '_> {
             response_headers: response_headers.into_boxed_slice(),
             signin,
             request_redirect,
+            always_set_cookie,
         }))
     }
 }
