@@ -2,6 +2,8 @@
 //! real backends on loopback, a raw HTTP/1.1 client. Each test is written from ingress-nginx's
 //! documented behaviour (its docs and `test/e2e/annotations`), not from ramjet's code.
 
+#[path = "support/grpc_backend.rs"]
+mod grpc_backend;
 #[path = "support/h2client.rs"]
 #[allow(dead_code)]
 mod h2client;
@@ -799,6 +801,14 @@ fn basic_auth_behaves_as_in_ingress_nginx() {
         ("cors", format!("{}, {NGINX}/enable-cors: \"true\"", auth("basic"))),
         ("digest", format!("{NGINX}/auth-type: digest, {NGINX}/auth-secret: basic")),
     ];
+    let h2c = grpc_backend::GrpcBackend::start();
+    text.push_str(&service_of("h2c", &[h2c.addr]));
+    text.push_str(&ingress(
+        "h2c",
+        "h2c.test",
+        &format!("{}, {NGINX}/backend-protocol: H2C", auth("basic")),
+        &[("/", "Prefix", "h2c")],
+    ));
     for (name, annotations) in &cases {
         text.push_str(&ingress(name, &format!("{name}.test"), annotations, &[("/", "Prefix", "a")]));
     }
@@ -848,6 +858,17 @@ fn basic_auth_behaves_as_in_ingress_nginx() {
     assert_eq!((r.status, r.header("www-authenticate")), (401, Some("Basic realm=\"test auth\"")));
     let r = h2.request("GET", "auth.test", "/", &[("authorization", basic("foo:bar"))], b"", true).unwrap();
     assert_eq!(r.status, 200);
+    // An HTTP/2 backend does not get the credentials either, from either kind of client.
+    let r = h2.request("GET", "h2c.test", "/plain", &[("authorization", basic("foo:bar"))], b"", true).unwrap();
+    assert_eq!((r.status, r.header("x-seen-authorization")), (200, None), "{}", r.text());
+    assert_eq!(h2.get("h2c.test", "/plain").status, 401);
+    let raw = format!(
+        "GET /plain HTTP/1.1\r\nHost: h2c.test\r\nauthorization: {}\r\nconnection: close\r\n\r\n",
+        basic("foo:bar")
+    );
+    let r = request(addr, &raw);
+    assert_eq!((r.status, r.header("x-seen-authorization")), (200, None), "{}", r.head);
+    drop(h2c);
 
     // Attacker then victim on one connection: a refused request's body is not taken for a request,
     // and the connection goes on serving.

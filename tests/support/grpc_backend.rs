@@ -15,7 +15,7 @@
 //!
 //! Paths under `/plain` are plain HTTP over HTTP/2 instead (an `H2C` backend): the answer's body is
 //! `<method> <path> authority=<authority> body=<request body>`, sent in two DATA frames, and the
-//! request's `x-request-id`, `x-forwarded-for`, `te` and `content-length` come back as
+//! request's `x-request-id`, `x-forwarded-for`, `te`, `content-length` and `authorization` come back as
 //! `x-seen-<name>`. In the query, `length` adds a `content-length`, `trailers` ends the answer with
 //! the trailer `x-trailer: relayed`, `status=N` answers N, and `early` answers without reading the
 //! request body. Every request's `<method> <path>` is kept, in order ([`GrpcBackend::requests`]).
@@ -270,7 +270,7 @@ async fn serve_plain(request: Request<RecvStream>, mut respond: SendResponse<Byt
         String::from_utf8_lossy(&received)
     );
     let mut response = Response::builder().status(status);
-    for name in ["x-request-id", "x-forwarded-for", "te", "content-length"] {
+    for name in ["x-request-id", "x-forwarded-for", "te", "content-length", "authorization"] {
         if let Some(value) = parts.headers.get(name) {
             response = response.header(format!("x-seen-{name}"), value);
         }

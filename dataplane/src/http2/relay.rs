@@ -21,6 +21,7 @@ use http::request::Parts;
 use http::{Request, Response, Uri};
 use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 
+use crate::dispatch::RouteExtras;
 use crate::error::{Failure, ProxyError};
 use crate::http1::ConnFacts;
 use crate::observe::{RequestId, Tally};
@@ -36,6 +37,9 @@ pub(super) struct Target<'a> {
     pub addr: SocketAddr,
     pub tls: Option<&'a UpstreamTls>,
     pub grpc: bool,
+    /// The route's request fields (`proxy_set_header`-style filters) and the external auth
+    /// service's: set on the request, or removed when empty.
+    pub extras: &'a RouteExtras<'a>,
 }
 
 /// Body bytes relayed each way, counted as they go (the pumps run concurrently).
@@ -60,7 +64,13 @@ pub(super) async fn forward(
     tally: &mut Tally,
 ) -> Result<u16, Failure> {
     let deadline = if to.grpc { grpc_timeout(&parts.headers) } else { None };
-    let request = || upstream_request(parts, host, facts, id);
+    let extras = to.extras;
+    let request = || {
+        upstream_request(parts, host, facts, id).map(|mut r| {
+            set_fields(r.headers_mut(), extras);
+            r
+        })
+    };
     tally.upstream = Some(to.addr);
     let relayed = Relayed::default();
     let result = exchange(worker, &to, request, body, respond, deadline, id, &relayed, tally).await;
@@ -154,6 +164,28 @@ fn client_side(pumped: Result<(), Failure>) -> Result<(), Failure> {
     match pumped {
         Err(f) if f.error.side() != crate::error::Side::Upstream => Err(f),
         _ => Ok(()),
+    }
+}
+
+/// Sets the route's request fields and the external auth service's on `fields`: each replaces
+/// the client's, and an empty value removes it (basic auth's `Authorization`). The upstream
+/// `Host` is the authority, not a field: `upstream-vhost` is not applied here.
+fn set_fields(fields: &mut http::HeaderMap, extras: &RouteExtras<'_>) {
+    let route = extras.filters.into_iter().flat_map(|p| p.filters.iter()).filter_map(|f| match f {
+        ramjet_shared::Filter::SetRequestHeader { name, value } if &**name != "host" => {
+            Some((&**name, value.as_bytes()))
+        }
+        _ => None,
+    });
+    let auth = extras.auth_fields.iter().map(|(name, value)| (&**name, &value[..]));
+    for (name, value) in route.chain(auth) {
+        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else { continue };
+        fields.remove(&name);
+        if let Ok(value) = HeaderValue::from_bytes(value) {
+            if !value.is_empty() {
+                fields.insert(name, value);
+            }
+        }
     }
 }
 

@@ -230,15 +230,15 @@ async fn handle<'t>(
             }
             let index = extras.endpoint(worker, served.backend.slot, endpoints);
             let tls = served.backend.tls.as_deref();
+            extras.auth_fields = &passed.fields;
+            extras.auth_cookies = &passed.cookies;
             if served.backend.protocol.is_h2() {
                 let grpc = grpc::is_grpc(&parts.headers);
-                let to = relay::Target { addr: endpoints[index], tls, grpc };
+                let to = relay::Target { addr: endpoints[index], tls, grpc, extras: &extras };
                 return relay::forward(worker, facts, parts, host, body, respond, to, id, &mut seen.tally).await;
             }
             let to = Upstream { endpoints, tls, index, id };
             extras.response = edits.response;
-            extras.auth_fields = &passed.fields;
-            extras.auth_cookies = &passed.cookies;
             forward(worker, facts, parts, host, body, respond, to, seen, extras, edits).await
         }
     }
