@@ -186,6 +186,27 @@ fn _assert_bufs() {
     io_buf_mut::<Vec<u8>>();
 }
 
+/// Copies bytes both ways between two connections until either direction's source closes, then
+/// shuts the other side's writing down: a WebSocket tunnel, a TLS passthrough.
+pub(crate) async fn splice<A, B>(a: A, b: B)
+where
+    A: monoio::io::Split + AsyncReadRent + AsyncWriteRent,
+    B: monoio::io::Split + AsyncReadRent + AsyncWriteRent,
+{
+    use monoio::io::Splitable;
+    let (mut a_read, mut a_write) = a.into_split();
+    let (mut b_read, mut b_write) = b.into_split();
+    let to_b = async {
+        let _ = monoio::io::copy(&mut a_read, &mut b_write).await;
+        let _ = b_write.shutdown().await;
+    };
+    let to_a = async {
+        let _ = monoio::io::copy(&mut b_read, &mut a_write).await;
+        let _ = a_write.shutdown().await;
+    };
+    monoio::join!(to_b, to_a);
+}
+
 #[cfg(test)]
 mod tests {
     use super::BufferPool;

@@ -26,7 +26,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split, Splitable};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Split};
 use ramjet_shared::{Generation, HashInput, RequestView, RouteTable};
 
 use crate::access_log::RequestFields;
@@ -617,15 +617,5 @@ where
     if up.buf.forward(pending_down, &mut client).await.is_err() {
         return;
     }
-    let (mut client_read, mut client_write) = client.into_split();
-    let (mut up_read, mut up_write) = up.stream.into_split();
-    let upstream_bound = async {
-        let _ = monoio::io::copy(&mut client_read, &mut up_write).await;
-        let _ = up_write.shutdown().await;
-    };
-    let client_bound = async {
-        let _ = monoio::io::copy(&mut up_read, &mut client_write).await;
-        let _ = client_write.shutdown().await;
-    };
-    monoio::join!(upstream_bound, client_bound);
+    crate::buf::splice(client, up.stream).await;
 }

@@ -9,7 +9,7 @@
 use std::io;
 use std::sync::Arc;
 
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, Splitable};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use ramjet_shared::{Backend, BackendKind, RouteTable};
 use rustls::server::Acceptor;
@@ -108,15 +108,5 @@ pub(crate) async fn splice(worker: &Worker, client: TcpStream, hello: Vec<u8>, b
     if sent.is_err() {
         return;
     }
-    let (mut client_read, mut client_write) = client.into_split();
-    let (mut up_read, mut up_write) = upstream.into_split();
-    let upstream_bound = async {
-        let _ = monoio::io::copy(&mut client_read, &mut up_write).await;
-        let _ = up_write.shutdown().await;
-    };
-    let client_bound = async {
-        let _ = monoio::io::copy(&mut up_read, &mut client_write).await;
-        let _ = client_write.shutdown().await;
-    };
-    monoio::join!(upstream_bound, client_bound);
+    crate::buf::splice(client, upstream).await;
 }
