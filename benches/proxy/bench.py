@@ -793,7 +793,7 @@ def callgrind_file_costs(path):
     """(total Ir, is_worker, {source file: self Ir}) of one callgrind output file (events: Ir,
     positions: line). The cost lines after `calls=` are a call's inclusive cost and are skipped; `fi=`
     and `fe=` switch to the source file of inlined code."""
-    names, by_file = {}, {}
+    names, by_file, fnames = {}, {}, {}
     total, worker, fl, cur, skip = None, False, None, None, False
     with open(path, errors="replace") as f:
         for line in f:
@@ -816,10 +816,17 @@ def callgrind_file_costs(path):
                     fl = cur = name
                 elif key in ("fi", "fe"):
                     cur = name
-            elif key == "fn":
-                cur = fl
-                if not worker and "ramjet_dataplane::run_worker" in val:
-                    worker = True
+            elif key in ("fn", "cfn"):
+                # Function names are compressed too: "(id) name" the first time, in fn= or in cfn=
+                # (a callee named first as a call target), "(id)" after.
+                m = re.match(r"\((\d+)\)(?: (.*))?$", val)
+                if m and m.group(2) is not None:
+                    fnames[m.group(1)] = m.group(2)
+                if key == "fn":
+                    cur = fl
+                    name = fnames.get(m.group(1), "") if m else val
+                    if not worker and "ramjet_dataplane::run_worker" in name:
+                        worker = True
             elif key == "calls":
                 skip = True
             elif line.startswith(("totals:", "summary:")):

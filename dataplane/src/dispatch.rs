@@ -143,10 +143,11 @@ impl<'t> RouteExtras<'t> {
 
     /// Reads what chooses the endpoint from the request, when the route has its own way: the
     /// sticky-session cookie (affinity), or the hash key (`upstream-hash-by`).
-    pub fn with_endpoint_choice(
+    #[inline]
+    pub fn with_endpoint_choice<'i>(
         mut self,
         req: &impl RequestView,
-        input: &HashInput<'_>,
+        input: impl FnOnce() -> HashInput<'i>,
         endpoints: &[SocketAddr],
     ) -> Self {
         let Some(limits) = self.limits else { return self };
@@ -156,7 +157,7 @@ impl<'t> RouteExtras<'t> {
         }
         if let Some(by) = limits.hash_by.as_deref() {
             if !endpoints.is_empty() {
-                self.hashed = Some(ramjet_shared::hash_by::pick(by.key(req, input), endpoints));
+                self.hashed = Some(ramjet_shared::hash_by::pick(by.key(req, &input()), endpoints));
             }
         }
         self
@@ -227,7 +228,11 @@ impl<'t> RouteExtras<'t> {
 
     /// The external auth service's cookies for a response with `status`: on the statuses nginx's
     /// `add_header` adds fields to, or on every one with `auth-always-set-cookie`.
+    #[inline]
     pub fn auth_cookies_for(&self, status: u16) -> &'t [Vec<u8>] {
+        if self.auth_cookies.is_empty() {
+            return &[];
+        }
         let always = self.external_auth().is_some_and(|a| a.always_set_cookie);
         let added = matches!(status, 200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308);
         if always || added {

@@ -468,10 +468,10 @@ where
             (conn.finish(302, keep).await, Some(served))
         }
         Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
-            let input =
-                HashInput { target: target.as_bytes(), host: &data[head.host.clone()], peer, tls: conn.facts.tls };
+            let tls = conn.facts.tls;
+            let input = || HashInput { target: target.as_bytes(), host: &data[head.host.clone()], peer, tls };
             let mut extras =
-                RouteExtras::new(served.route, mirror, sticky).with_endpoint_choice(&view, &input, endpoints);
+                RouteExtras::new(served.route, mirror, sticky).with_endpoint_choice(&view, input, endpoints);
             // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
             let mut origin = Vec::new();
             if let Some(cors) = extras.route_cors() {

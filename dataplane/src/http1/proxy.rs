@@ -211,9 +211,13 @@ pub(super) fn finish_response_head<S>(conn: &mut ClientConn<'_, S>, extras: &Rou
     if let Some((cors, allow)) = extras.cors {
         crate::filters::set_cors_fields(&mut conn.out, cors, allow);
     }
-    // The status, from `HTTP/1.1 NNN`.
-    let status = conn.out.get(9..12).and_then(|d| std::str::from_utf8(d).ok()?.parse().ok()).unwrap_or(0);
-    let auth_cookies = extras.auth_cookies_for(status);
+    let auth_cookies = if extras.auth_cookies.is_empty() {
+        &[][..]
+    } else {
+        // The status, from `HTTP/1.1 NNN`.
+        let status = conn.out.get(9..12).and_then(|d| std::str::from_utf8(d).ok()?.parse().ok()).unwrap_or(0);
+        extras.auth_cookies_for(status)
+    };
     if extras.sticky.is_some() || extras.new_session.is_some() || !auth_cookies.is_empty() {
         // Before the blank line that ends the response head.
         conn.out.truncate(conn.out.len() - 2);

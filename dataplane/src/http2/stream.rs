@@ -172,9 +172,9 @@ async fn handle<'t>(
         }
         Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
             seen.served = Some(served);
-            let input = HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls: facts.tls };
+            let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls: facts.tls };
             let mut extras =
-                RouteExtras::new(served.route, mirror, sticky).with_endpoint_choice(&view, &input, endpoints);
+                RouteExtras::new(served.route, mirror, sticky).with_endpoint_choice(&view, input, endpoints);
             if let Some(cors) = extras.route_cors() {
                 if let Some(allow) = cors.allow_origin(ramjet_shared::RequestView::header(&view, "origin")) {
                     if parts.method == Method::OPTIONS {
