@@ -144,13 +144,13 @@ impl<'t> RouteExtras<'t> {
     /// Reads what chooses the endpoint from the request, when the route has its own way: the
     /// sticky-session cookie (affinity), or the hash key (`upstream-hash-by`).
     #[inline]
-    pub fn with_endpoint_choice<'i>(
-        mut self,
+    pub fn choose_endpoint<'i>(
+        &mut self,
         req: &impl RequestView,
         input: impl FnOnce() -> HashInput<'i>,
         endpoints: &[SocketAddr],
-    ) -> Self {
-        let Some(limits) = self.limits else { return self };
+    ) {
+        let Some(limits) = self.limits else { return };
         if let Some(affinity) = limits.affinity.as_deref() {
             let named = req.cookie(&affinity.cookie).and_then(|v| Affinity::endpoint(v, endpoints));
             self.affinity = Some((affinity, named));
@@ -160,7 +160,6 @@ impl<'t> RouteExtras<'t> {
                 self.hashed = Some(ramjet_shared::hash_by::pick(by.key(req, &input()), endpoints));
             }
         }
-        self
     }
 
     /// The endpoint to try first: the one the sticky cookie names, else the request's hash, else

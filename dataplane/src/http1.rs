@@ -470,8 +470,8 @@ where
         Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
             let tls = conn.facts.tls;
             let input = || HashInput { target: target.as_bytes(), host: &data[head.host.clone()], peer, tls };
-            let mut extras =
-                RouteExtras::new(served.route, mirror, sticky).with_endpoint_choice(&view, input, endpoints);
+            let mut extras = RouteExtras::new(served.route, mirror, sticky);
+            extras.choose_endpoint(&view, input, endpoints);
             // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
             let mut origin = Vec::new();
             if let Some(cors) = extras.route_cors() {
@@ -577,7 +577,7 @@ where
                 extras.error_head = Some(&error_head[..]);
             }
             conn.buf.consume(head.head_len);
-            let next = match proxy::forward(conn, head, served.backend, endpoints, keep_alive, extras).await {
+            let next = match proxy::forward(conn, head, served.backend, endpoints, keep_alive, &mut extras).await {
                 Ok((status, next)) => {
                     conn.status = status;
                     next

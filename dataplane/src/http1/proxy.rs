@@ -33,7 +33,7 @@ pub(crate) async fn forward<S>(
     backend: &Backend,
     endpoints: &[SocketAddr],
     keep_alive: bool,
-    mut extras: RouteExtras<'_>,
+    extras: &mut RouteExtras<'_>,
 ) -> Result<(u16, Next), Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
@@ -64,7 +64,7 @@ where
     if backend.protocol.is_h2() {
         extras.served_by(endpoints[index], endpoints);
         let to = super::h2_backend::Target { addr: endpoints[index], tls, buffered };
-        return super::h2_backend::forward(conn, head, to, plan, &extras, timeouts).await;
+        return super::h2_backend::forward(conn, head, to, plan, extras, timeouts).await;
     }
     let mut tally = Tally::default();
     let replayable = buffered.is_some();
@@ -125,7 +125,7 @@ where
             (up, (response, keep_client)) = error_exchange(conn, pages, error_head, response.status, &plan).await?;
         }
     }
-    finish_response_head(conn, &extras);
+    finish_response_head(conn, extras);
     let status = response.status;
     // From here the status is the one the client was sent, whatever happens to the body.
     conn.status = status;

@@ -173,8 +173,8 @@ async fn handle<'t>(
         Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
             seen.served = Some(served);
             let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls: facts.tls };
-            let mut extras =
-                RouteExtras::new(served.route, mirror, sticky).with_endpoint_choice(&view, input, endpoints);
+            let mut extras = RouteExtras::new(served.route, mirror, sticky);
+            extras.choose_endpoint(&view, input, endpoints);
             if let Some(cors) = extras.route_cors() {
                 if let Some(allow) = cors.allow_origin(ramjet_shared::RequestView::header(&view, "origin")) {
                     if parts.method == Method::OPTIONS {
@@ -239,7 +239,7 @@ async fn handle<'t>(
             }
             let to = Upstream { endpoints, tls, index, id };
             extras.response = edits.response;
-            forward(worker, facts, parts, host, body, respond, to, seen, extras, edits).await
+            forward(worker, facts, parts, host, body, respond, to, seen, &mut extras, edits).await
         }
     }
 }
@@ -369,7 +369,7 @@ async fn forward(
     respond: &mut SendResponse<Bytes>,
     to: Upstream<'_>,
     seen: &mut Seen<'_>,
-    mut extras: RouteExtras<'_>,
+    extras: &mut RouteExtras<'_>,
     edits: Edits<'_>,
 ) -> Result<u16, Failure> {
     let Upstream { endpoints, tls, index, id } = to;
