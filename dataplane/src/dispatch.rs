@@ -164,7 +164,11 @@ impl<'t> RouteExtras<'t> {
 
     /// The endpoint to try first: the one the sticky cookie names, else the request's hash, else
     /// the next in turn (ingress-nginx: affinity before `upstream-hash-by` before the balancer).
+    #[inline]
     pub fn endpoint(&self, worker: &crate::worker::Worker, slot: u32, endpoints: &[SocketAddr]) -> usize {
+        if self.limits.is_none() {
+            return worker.next_endpoint(slot, endpoints.len());
+        }
         match (self.affinity, self.hashed) {
             (Some((_, Some(named))), _) => named,
             (_, Some(hashed)) => hashed,
@@ -180,6 +184,7 @@ impl<'t> RouteExtras<'t> {
     }
 
     /// Notes the response time of an endpoint of an EWMA route.
+    #[inline]
     pub fn answered(&self, worker: &crate::worker::Worker, endpoint: SocketAddr, took: Option<std::time::Duration>) {
         if let (true, Some(took)) = (self.ewma(), took) {
             worker.ewma.observe(endpoint, took, std::time::Instant::now());
@@ -221,6 +226,7 @@ impl<'t> RouteExtras<'t> {
     }
 
     /// The route's external authentication (`auth-url`), if it has one.
+    #[inline]
     pub fn external_auth(&self) -> Option<&'t ramjet_shared::ExternalAuth> {
         self.limits.and_then(|l| l.external_auth.as_deref())
     }
@@ -242,23 +248,30 @@ impl<'t> RouteExtras<'t> {
     }
 
     /// Sets the external auth service's fields on an upstream head.
+    #[inline]
     pub fn set_auth_fields(&self, head: &mut Vec<u8>) {
+        if self.auth_fields.is_empty() {
+            return;
+        }
         for (name, value) in self.auth_fields {
             crate::filters::set_field(head, name.as_bytes(), value);
         }
     }
 
     /// The route's error pages (`custom-http-errors`), if it has them.
+    #[inline]
     pub fn error_pages(&self) -> Option<&'t ramjet_shared::ErrorPages> {
         self.limits.and_then(|l| l.error_pages.as_deref())
     }
 
     /// The route's `proxy-next-upstream`, if it has one.
+    #[inline]
     pub fn next_upstream(&self) -> Option<&'t ramjet_shared::NextUpstream> {
         self.limits.and_then(|l| l.next_upstream.as_ref())
     }
 
     /// The route's basic authentication, if any.
+    #[inline]
     pub fn basic_auth(&self) -> Option<&'t ramjet_shared::BasicAuth> {
         self.limits.and_then(|l| l.auth.as_deref())
     }
