@@ -1160,7 +1160,12 @@ impl AuthServer {
                             }
                         }
                         let lower = head.to_ascii_lowercase();
-                        let answer = if lower.contains("session=good") {
+                        let answer = if lower.contains("session=smuggle") {
+                            // An answer with a second one behind it, as a desynchronised or
+                            // hostile service would send: it must never answer someone else.
+                            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok\
+                             HTTP/1.1 200 OK\r\nx-auth-user: mallory\r\ncontent-length: 0\r\n\r\n"
+                        } else if lower.contains("session=good") {
                             "HTTP/1.1 200 OK\r\nx-auth-user: alice\r\nset-cookie: session=good; Path=/\r\n\
                              content-length: 2\r\n\r\nok"
                         } else if lower.contains("session=forbidden") {
@@ -1295,6 +1300,14 @@ fn external_auth_behaves_as_in_ingress_nginx() {
         auth.connections.load(std::sync::atomic::Ordering::Relaxed),
         auth.asked()
     );
+
+    // Attacker then victim over the same pooled connection to the service: the answer the
+    // attacker's sub-request left behind is not taken for the victim's.
+    for _ in 0..4 {
+        assert_eq!(ask("protected.test", "smuggle", "").status, 200);
+        let victim = ask("protected.test", "", "");
+        assert_eq!(victim.status, 401, "a stale answer let the victim in: {}", victim.head);
+    }
 
     // Attacker then victim on one connection: the refused request's body is not a request.
     let before = a.requests();

@@ -232,7 +232,7 @@ async fn exchange_with(
         _ => false,
     };
     exchange::release(worker, up, skipped, &response_head);
-    Ok((response_head.status, response.headers().clone()))
+    Ok((response_head.status, response.into_parts().0.headers))
 }
 
 #[cfg(test)]

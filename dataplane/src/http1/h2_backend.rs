@@ -121,7 +121,7 @@ where
     // A body the client is still sending (the backend answered early) is not read: close after.
     let keep = plan.keep_alive && !conn.body_pending;
     let (framing, keep_client) = client_head(&parts, up_body.is_end_stream(), &plan, keep, &mut conn.out);
-    finish_response_head(conn, extras);
+    finish_response_head(conn, extras, status);
     // From here the status is the one the client was sent, whatever happens to the body.
     conn.status = status;
     let relayed = relay_body(conn, &mut up_body, framing, timeouts.read).await;

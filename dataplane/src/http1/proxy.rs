@@ -125,8 +125,8 @@ where
             (up, (response, keep_client)) = error_exchange(conn, pages, error_head, response.status, &plan).await?;
         }
     }
-    finish_response_head(conn, extras);
     let status = response.status;
+    finish_response_head(conn, extras, status);
     // From here the status is the one the client was sent, whatever happens to the body.
     conn.status = status;
     up.buf.consume(response.head_len);
@@ -195,9 +195,9 @@ async fn error_exchange<S>(
 }
 
 /// Completes the client's response head in `conn.out` (an HTTP/1.1 head, whatever the backend
-/// spoke): the route's response header edits, the request's id, CORS fields and a new user's
-/// sticky cookie.
-pub(super) fn finish_response_head<S>(conn: &mut ClientConn<'_, S>, extras: &RouteExtras<'_>) {
+/// spoke, answering `status`): the route's response header edits, the request's id, CORS fields,
+/// a new user's sticky cookie and the auth service's cookies.
+pub(super) fn finish_response_head<S>(conn: &mut ClientConn<'_, S>, extras: &RouteExtras<'_>, status: u16) {
     let worker = conn.worker;
     if let Some(edits) = extras.response {
         let mut edited = worker.out_buffers.take();
@@ -211,13 +211,7 @@ pub(super) fn finish_response_head<S>(conn: &mut ClientConn<'_, S>, extras: &Rou
     if let Some((cors, allow)) = extras.cors {
         crate::filters::set_cors_fields(&mut conn.out, cors, allow);
     }
-    let auth_cookies = if extras.auth_cookies.is_empty() {
-        &[][..]
-    } else {
-        // The status, from `HTTP/1.1 NNN`.
-        let status = conn.out.get(9..12).and_then(|d| std::str::from_utf8(d).ok()?.parse().ok()).unwrap_or(0);
-        extras.auth_cookies_for(status)
-    };
+    let auth_cookies = extras.auth_cookies_for(status);
     if extras.sticky.is_some() || extras.new_session.is_some() || !auth_cookies.is_empty() {
         // Before the blank line that ends the response head.
         conn.out.truncate(conn.out.len() - 2);
