@@ -130,6 +130,11 @@ impl<'a> Annotations<'a> {
         })
     }
 
+    /// [`Annotations::get`], when the value is not blank (a blank annotation asks for nothing).
+    pub fn given(&self, name: &str) -> Option<(String, &'a str)> {
+        self.get(name).filter(|(_, v)| !v.trim().is_empty())
+    }
+
     /// Whether the Ingress is marked as a canary (`canary: "true"`).
     pub fn is_canary(&self) -> bool {
         self.get("canary").is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case("true"))

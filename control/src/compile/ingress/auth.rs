@@ -33,7 +33,7 @@ impl<'s> Resolver<'s, '_> {
         namespace: &'s str,
         warnings: &mut Vec<String>,
     ) -> AuthPlan {
-        let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+        let given = |name| annotations.given(name);
         if given("auth-type").is_none_or(|(_, v)| v.trim() != "basic") {
             return AuthPlan::None;
         }

@@ -61,7 +61,7 @@ impl<'s> Resolver<'s, '_> {
         namespace: &'s str,
         warnings: &mut Vec<String>,
     ) -> Option<ErrorBackend> {
-        let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+        let given = |name| annotations.given(name);
         let codes = match given("custom-http-errors") {
             None => Vec::new(),
             Some((key, value)) => parse_codes(value).unwrap_or_else(|e| {

@@ -64,7 +64,7 @@ impl<'s> Resolver<'s, '_> {
         namespace: &'s str,
         problems: &mut Vec<String>,
     ) -> Option<Arc<ExternalAuth>> {
-        let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+        let given = |name| annotations.given(name);
         let (key, url) = given("auth-url")?;
         let url = url.trim();
         let (_, authority, path) = split_url(url).map_err(|e| problems.push(format!("{key}: {e}"))).ok()?;

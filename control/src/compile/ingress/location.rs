@@ -100,7 +100,7 @@ pub(super) fn client_limits(
 /// for none); any of the three asks for nginx's rules, with the list `error timeout` when only the
 /// others are given. Without any, ramjet's default stays (a refused connection moves on once).
 pub(super) fn next_upstream(annotations: &Annotations<'_>, problems: &mut Vec<String>) -> Option<NextUpstream> {
-    let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+    let given = |name| annotations.given(name);
     let (list, tries, within) =
         (given("proxy-next-upstream"), given("proxy-next-upstream-tries"), given("proxy-next-upstream-timeout"));
     if list.is_none() && tries.is_none() && within.is_none() {
@@ -169,7 +169,7 @@ pub(super) fn hash_by(
 /// [`Affinity::path`]); `None` without `affinity`. `affinity-mode` may be `balanced` (the
 /// default) or `persistent`: both keep a session on its endpoint while that endpoint exists.
 pub(super) fn affinity(annotations: &Annotations<'_>, problems: &mut Vec<String>) -> Option<Affinity> {
-    let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+    let given = |name| annotations.given(name);
     let (key, value) = given("affinity")?;
     if value.trim() != "cookie" {
         problems.push(format!("{key}: `{}` is not an affinity ramjet knows (only \"cookie\")", value.trim()));
@@ -393,7 +393,7 @@ impl PathAnnotations {
                 Err(e) => problems.push(format!("{key}: {e}")),
             }
         }
-        let given = |name| annotations.get(name).filter(|(_, v)| !v.trim().is_empty());
+        let given = |name| annotations.given(name);
         if let Some((key, value)) = given("rewrite-target") {
             match rewrite_target(value) {
                 Ok(()) => read.rewrite_target = Some(value.trim().to_string()),
