@@ -140,6 +140,9 @@ impl RequestView for Fields {
     fn query(&self) -> &[u8] {
         b""
     }
+    fn path(&self) -> &[u8] {
+        b"/"
+    }
 }
 
 const PLAIN: Fields = Fields(&[
@@ -173,7 +176,7 @@ fn same_run(c: &mut Criterion) {
                         draw = draw.wrapping_add(0x9E37_79B9);
                         draw
                     });
-                    black_box((pick.backend.slot, pick.rule.map(|r| r.mirror().is_some())))
+                    black_box((pick.backend.slot, pick.rule.map(|r| r.has_mirrors())))
                 })
             });
         }

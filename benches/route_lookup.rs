@@ -67,6 +67,9 @@ impl RequestView for Fields {
     fn query(&self) -> &[u8] {
         b"verbose=1"
     }
+    fn path(&self) -> &[u8] {
+        b"/api/orders"
+    }
 }
 
 fn lookup_canary(c: &mut Criterion) {

@@ -163,11 +163,24 @@ impl Suite {
         }
     }
 
+    /// Waits for a copy of a request for `path` to reach `infra/<backend>`, as the suite's
+    /// `ExpectMirroredRequest` reads the mirror backend's log.
+    fn expect_mirrored(&self, backend: &str, path: &str) {
+        let backend = &self.backends[&format!("{INFRA}/{backend}")];
+        let line = format!("GET {path} HTTP/1.1\r\n");
+        let copied = support::eventually(Duration::from_secs(5), || backend.received().contains(&line));
+        assert!(copied, "no copy of {path} reached the mirror; it received:\n{}", backend.received());
+    }
+
     /// Sends a GET and checks the redirect: status and `Location` (`host` `None`: the request's).
     fn expect_redirect(&self, path: &str, status: u16, host: Option<&str>, want_path: &str) {
+        self.expect_location(path, status, &format!("http://{}{want_path}", host.unwrap_or("example.com")));
+    }
+
+    /// Sends a GET and checks the redirect: status and the whole `Location`.
+    fn expect_location(&self, path: &str, status: u16, location: &str) {
         let resp = self.send("GET", "example.com", path, &[]);
-        let location = format!("http://{}{want_path}", host.unwrap_or("example.com"));
-        assert_eq!((resp.status, resp.header("location")), (status, Some(location.as_str())), "{path}");
+        assert_eq!((resp.status, resp.header("location")), (status, Some(location)), "{path}");
     }
 }
 
@@ -395,4 +408,52 @@ fn httproute_redirect_path() {
     s.expect_redirect("/path-and-status", 301, None, "/replacement-prefix");
     s.expect_redirect("/full-path-and-host", 302, Some("example.org"), "/replacement-full");
     s.expect_redirect("/full-path-and-status", 301, None, "/replacement-full");
+}
+
+#[test]
+fn httproute_request_multiple_mirrors() {
+    let s = Suite::start("httproute-request-multiple-mirrors.yaml");
+    s.expect_request("/multi-mirror", &[], "/multi-mirror", &[], &[]);
+    for mirror in ["infra-backend-v2", "infra-backend-v3"] {
+        s.expect_mirrored(mirror, "/multi-mirror");
+    }
+    let path = "/multi-mirror-and-modify-request-headers";
+    s.expect_request(
+        path,
+        &[("X-Header-Remove", "remove-val"), ("X-Header-Add-Append", "append-val-1")],
+        path,
+        &[
+            ("X-Header-Add", "header-val-1"),
+            ("X-Header-Add-Append", "append-val-1,header-val-2"),
+            ("X-Header-Set", "set-overwrites-values"),
+        ],
+        &["X-Header-Remove"],
+    );
+    for mirror in ["infra-backend-v2", "infra-backend-v3"] {
+        s.expect_mirrored(mirror, path);
+    }
+}
+
+#[test]
+fn httproute_redirect_host_and_status() {
+    let s = Suite::start("httproute-redirect-host-and-status.yaml");
+    s.expect_redirect("/hostname-redirect", 302, Some("example.org"), "/hostname-redirect");
+    s.expect_redirect("/host-and-status", 301, Some("example.org"), "/host-and-status");
+}
+
+/// The suite's `http-listener-on-80` cases; the route on the 8080 listener and the one on the
+/// HTTPS listener need a listener port ramjet does not have here and the suite's certificates.
+#[test]
+fn httproute_redirect_port_and_scheme_on_the_port_80_listener() {
+    let s = Suite::start("httproute-redirect-port-and-scheme.yaml");
+    for (path, location) in [
+        ("/scheme-nil-and-port-nil", "http://example.org/scheme-nil-and-port-nil"),
+        ("/scheme-nil-and-port-80", "http://example.org/scheme-nil-and-port-80"),
+        ("/scheme-nil-and-port-8080", "http://example.org:8080/scheme-nil-and-port-8080"),
+        ("/scheme-https-and-port-nil", "https://example.org/scheme-https-and-port-nil"),
+        ("/scheme-https-and-port-443", "https://example.org/scheme-https-and-port-443"),
+        ("/scheme-https-and-port-8443", "https://example.org:8443/scheme-https-and-port-8443"),
+    ] {
+        s.expect_location(path, 302, location);
+    }
 }

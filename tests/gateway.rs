@@ -290,6 +290,71 @@ fn redirects_rewrites_and_header_edits_apply_over_http1_and_http2() {
     }
 }
 
+const PATTERNS: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: patterns, namespace: shop }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }]
+  hostnames: [api.shop.test]
+  rules:
+    - matches: [{ path: { type: RegularExpression, value: "/orders/[0-9]+" } }]
+      filters:
+        - type: RequestMirror
+          requestMirror: { backendRef: { name: shadow, port: 80 } }
+        - type: RequestMirror
+          requestMirror: { backendRef: { name: audit, port: 80 } }
+      backendRefs: [{ name: beta, port: 80 }]
+    - matches: [{ path: { type: PathPrefix, value: / } }]
+      backendRefs: [{ name: stable, port: 80 }]
+"#;
+
+#[test]
+fn a_regular_expression_path_routes_and_each_of_several_mirrors_gets_a_copy_over_http1_and_http2() {
+    let backends = ["stable", "beta", "shadow", "audit"].map(Backend::start);
+    let dir = temp_dir("gateway-patterns");
+    let services: String = backends.iter().map(|b| service("shop", &b.name, b.addr)).collect();
+    write(&dir.join("shop.yaml"), format!("{GATEWAY}{services}{PATTERNS}"));
+    let [_, _, shadow, audit] = &backends;
+    for driver in DRIVERS {
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let addr = d.http_addr();
+        let copies = || (shadow.requests(), audit.requests());
+        let before = copies();
+        let mut conn = Conn::open(addr);
+        for (target, want) in [
+            ("/orders/42", "beta"),
+            ("/orders/42?page=2", "beta"),
+            ("/orders/42/items", "stable"),
+            ("/orders/x", "stable"),
+            ("/shop/orders/42", "stable"),
+        ] {
+            let resp = conn.get("api.shop.test", target);
+            assert_eq!((resp.status, served_by(&resp)), (200, want.to_string()), "{driver:?} {target}");
+        }
+        let mut h2 = H2Client::connect(addr);
+        for (target, want) in [("/orders/7", "beta"), ("/orders/7/items", "stable")] {
+            let resp = h2.get("api.shop.test", target);
+            assert_eq!((resp.status, served_by_h2(&resp)), (200, want.to_string()), "{driver:?} h2 {target}");
+        }
+        // Three requests matched the pattern (two over HTTP/1.1, one over HTTP/2): each mirror
+        // gets a copy of each, and only of those.
+        let want = (before.0 + 3, before.1 + 3);
+        assert!(eventually(Duration::from_secs(5), || copies() == want), "{driver:?}: {:?}, want {want:?}", copies());
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(copies(), want, "{driver:?}: no copy of the other requests");
+        assert!(last_head(shadow).starts_with("GET /orders/7 HTTP/1.1\r\n"), "{}", last_head(shadow));
+        d.shutdown();
+    }
+}
+
+fn served_by_h2(resp: &h2client::H2Response) -> String {
+    let text = resp.text();
+    text.lines().find_map(|l| l.strip_prefix("backend=")).unwrap_or(text.trim()).to_string()
+}
+
 #[test]
 fn an_attacker_on_an_edited_route_cannot_reach_the_next_request_on_the_pooled_upstream() {
     let stable = Backend::start("stable");

@@ -5,8 +5,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ramjet_shared::{
-    normalize_host, Affinity, BackendKind, Cors, DirectResponse, Edits, HashInput, HeaderEdits, Mirror, Redirect,
-    RequestView, Route, RouteLimits, RoutePolicy, RouteTable,
+    normalize_host, Affinity, BackendKind, Cors, DirectResponse, Edits, HashInput, HeaderEdits, Redirect,
+    RequestView, Route, RouteLimits, RoutePolicy, RouteTable, Rule,
 };
 
 use crate::observe::Served;
@@ -33,8 +33,9 @@ pub(crate) enum Decision<'t, 'b> {
         /// talk to it, and whose series counts the request.
         served: Served<'t>,
         endpoints: &'t [SocketAddr],
-        /// Also send a copy of the request here (the share was drawn already).
-        mirror: Option<&'t Mirror>,
+        /// The rule that decided, when it copies its requests to mirrors (each copy's share is
+        /// drawn when the request is sent).
+        mirrors: Option<&'t Rule>,
         /// A sticky split drew a number for a new user: answer with it in the sticky cookie.
         sticky: Option<u32>,
         /// The rule's header edits and rewrite.
@@ -95,20 +96,18 @@ pub(crate) fn decide<'t, 'b>(
     match &pick.backend.kind {
         BackendKind::Respond(response) => Decision::Direct { served, response },
         BackendKind::Endpoints(endpoints) => {
-            let mirror = pick
-                .rule
-                .and_then(|r| r.mirror())
-                .filter(|m| m.percent >= 100 || m.percent > 0 && random() % 100 < m.percent as u32);
-            Decision::Proxy { served, endpoints, mirror, sticky: pick.new_sticky, edits }
+            let mirrors = pick.rule.filter(|r| r.has_mirrors());
+            Decision::Proxy { served, endpoints, mirrors, sticky: pick.new_sticky, edits }
         }
     }
 }
 
-/// What a proxied request carries beyond its backend: a mirror to copy it to, a sticky draw to
+/// What a proxied request carries beyond its backend: mirrors to copy it to, a sticky draw to
 /// answer with, the route's filters for the upstream head, header edits for the response.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct RouteExtras<'t> {
-    pub mirror: Option<&'t Mirror>,
+    /// The rule whose mirrors get a copy.
+    pub mirrors: Option<&'t Rule>,
     pub sticky: Option<u32>,
     /// The route's policy when it has filters for every request (rewrite, request fields).
     pub filters: Option<&'t RoutePolicy>,
@@ -134,11 +133,11 @@ pub(crate) struct RouteExtras<'t> {
 }
 
 impl<'t> RouteExtras<'t> {
-    pub fn new(route: &'t Route, mirror: Option<&'t Mirror>, sticky: Option<u32>) -> Self {
+    pub fn new(route: &'t Route, mirrors: Option<&'t Rule>, sticky: Option<u32>) -> Self {
         let policy = route.policy.as_deref();
         let filters = policy.filter(|p| !p.filters.is_empty());
         let limits = policy.map(|p| &p.limits);
-        RouteExtras { mirror, sticky, filters, limits, ..RouteExtras::default() }
+        RouteExtras { mirrors, sticky, filters, limits, ..RouteExtras::default() }
     }
 
     /// Reads what chooses the endpoint from the request, when the route has its own way: the
@@ -344,6 +343,11 @@ impl RequestView for Http1View<'_> {
             Some(i) => &self.target[i + 1..],
             None => &[],
         }
+    }
+
+    fn path(&self) -> &[u8] {
+        let end = self.target.iter().position(|&b| b == b'?').unwrap_or(self.target.len());
+        &self.target[..end]
     }
 }
 

@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
-use ramjet_shared::{BackendKind, Mirror, WorkerCounters, WorkerStats};
+use ramjet_shared::{BackendKind, Mirror, Rule, WorkerCounters, WorkerStats};
 
 use crate::worker::Worker;
 
@@ -74,10 +74,19 @@ pub const MIRROR_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a mirror endpoint that could not be connected to is left alone.
 pub const MIRROR_REST: Duration = Duration::from_secs(1);
 
+/// Sends a copy of the request to each of `rule`'s mirrors whose share this request draws.
+pub(crate) fn send_all(worker: &Worker, rule: &Rule, head: &[u8], body: Option<&[u8]>) {
+    for mirror in rule.mirrors() {
+        if mirror.percent >= 100 || mirror.percent > 0 && worker.random() % 100 < mirror.percent as u32 {
+            send(worker, mirror, head, body);
+        }
+    }
+}
+
 /// Sends a copy of the request whose upstream head is `head` (as written for the real backend) and
 /// whose buffered body is `body` (`None`: the body is streamed and cannot be copied). Returns at
 /// once; the copy runs as a task on this worker.
-pub(crate) fn send(worker: &Worker, mirror: &Mirror, head: &[u8], body: Option<&[u8]>) {
+fn send(worker: &Worker, mirror: &Mirror, head: &[u8], body: Option<&[u8]>) {
     let state = &worker.mirrors;
     let BackendKind::Endpoints(endpoints) = &mirror.backend.kind else {
         state.counters().mirror_dropped();

@@ -73,7 +73,7 @@ impl RouteTarget {
         };
         target.other_backends = targets(&mut policy.backends().map(|b| &**b));
         target.mirrors = policy.mirrors();
-        target.mirror_backends = targets(&mut policy.rules.iter().filter_map(|r| r.mirror()).map(|m| &*m.backend));
+        target.mirror_backends = targets(&mut policy.rules.iter().flat_map(|r| r.mirrors()).map(|m| &*m.backend));
         target
     }
 

@@ -533,6 +533,8 @@ enum PathClaim {
     Exact(String),
     /// Without its trailing `/` (the root is `""`).
     Prefix(String),
+    /// A `RegularExpression`: every path (its condition decides).
+    Pattern(String),
 }
 
 impl PathClaim {
@@ -543,6 +545,7 @@ impl PathClaim {
             PathClaim::Prefix(p) => {
                 p.is_empty() || path == p || path.starts_with(p.as_str()) && path.as_bytes()[p.len()] == b'/'
             }
+            PathClaim::Pattern(_) => true,
         }
     }
 
@@ -550,12 +553,14 @@ impl PathClaim {
         match self {
             PathClaim::Exact(p) => (PathKind::Exact, p),
             PathClaim::Prefix(p) => (PathKind::Prefix, p),
+            PathClaim::Pattern(_) => (PathKind::Prefix, ""),
         }
     }
 }
 
-/// A match's place in the spec's precedence, first to last field: Exact before PathPrefix, longer
-/// prefix, a method given, more headers, more query parameters, older route (then namespace/name:
+/// A match's place in the spec's precedence, first to last field: Exact, then RegularExpression
+/// (its place is the implementation's to choose; Envoy Gateway's order), then PathPrefix; a longer
+/// path or pattern; a method given, more headers, more query parameters, older route (then namespace/name:
 /// the routes are numbered in that order), rule order, match order. Sorts ascending.
 type Rank = (u8, Reverse<usize>, bool, Reverse<usize>, Reverse<usize>, usize, usize, usize);
 
@@ -606,8 +611,21 @@ fn compile_rules(
             };
             let (exactness, length) = match &claim {
                 PathClaim::Exact(p) => (0, p.len()),
-                PathClaim::Prefix(p) => (1, p.len()),
+                PathClaim::Pattern(p) => (1, p.len()),
+                PathClaim::Prefix(p) => (2, p.len()),
             };
+            let prefix_rewrite = |f: &Filter| match f {
+                Filter::Rewrite(r) => matches!(r.path, Some(PathRewrite::Prefix { .. })),
+                Filter::Redirect(r) => matches!(r.path, Some(PathRewrite::Prefix { .. })),
+                _ => false,
+            };
+            if matches!(claim, PathClaim::Pattern(_)) && filters.iter().any(prefix_rewrite) {
+                draft.warn(
+                    object,
+                    format!("spec.rules[{r}].matches[{m}]: ReplacePrefixMatch needs a PathPrefix match; this match is ignored"),
+                );
+                continue;
+            }
             let rank = (
                 exactness,
                 Reverse(length),
@@ -787,6 +805,8 @@ fn path_rewrite(given: &crate::gateway_api::PathModifier) -> Result<PathRewrite,
 fn for_match(filters: &[Filter], claim: &PathClaim) -> Vec<Filter> {
     let matched: &str = match claim {
         PathClaim::Exact(p) | PathClaim::Prefix(p) => p.trim_end_matches('/'),
+        // Refused with a prefix rewrite (compile_rules).
+        PathClaim::Pattern(_) => "",
     };
     let fill = |path: &mut Option<PathRewrite>| {
         if let Some(PathRewrite::Prefix { matched: m, .. }) = path {
@@ -889,15 +909,23 @@ fn respond(status: u16, body: &'static str) -> DirectResponse {
 fn compile_match(found: &HttpRouteMatch) -> Result<(PathClaim, Vec<Condition>), String> {
     let path = found.path.as_ref();
     let value = path.and_then(|p| p.value.as_deref()).unwrap_or("/");
-    if !value.starts_with('/') || value.bytes().any(|b| b.is_ascii_whitespace() || b == b'?' || b == b'#') {
+    let pattern = path.and_then(|p| p.type_.as_deref()) == Some("RegularExpression");
+    if !pattern && (!value.starts_with('/') || value.bytes().any(|b| b.is_ascii_whitespace() || b == b'?' || b == b'#'))
+    {
         return Err(format!("path `{value}` must start with `/` and hold no whitespace, `?` or `#`"));
     }
+    let mut conditions = Vec::new();
     let claim = match path.and_then(|p| p.type_.as_deref()).unwrap_or("PathPrefix") {
         "Exact" => PathClaim::Exact(value.to_string()),
         "PathPrefix" => PathClaim::Prefix(value.trim_end_matches('/').to_string()),
-        other => return Err(format!("path type {other} is not supported (Exact and PathPrefix are)")),
+        "RegularExpression" => {
+            // The table's keys are exact paths and prefixes: a pattern claims every path of its
+            // hosts, and its condition decides.
+            conditions.push(Condition::Path(matcher(Some("RegularExpression"), value)?));
+            PathClaim::Pattern(value.to_string())
+        }
+        other => return Err(format!("path type {other} is not supported")),
     };
-    let mut conditions = Vec::new();
     if let Some(method) = &found.method {
         conditions.push(Condition::Method(method.as_str().into()));
     }
@@ -938,11 +966,10 @@ fn add_routes(mut entries: Vec<Entry>, resolver: &mut Resolver<'_, '_>, draft: &
     while start < entries.len() {
         let end = start + entries[start..].iter().take_while(|e| e.host == entries[start].host).count();
         let host = &entries[start..end];
-        let keys: BTreeSet<&PathClaim> = host.iter().map(|e| &e.claim).collect();
-        for claim in keys {
-            let (kind, path) = claim.key();
+        let keys: BTreeSet<(PathKind, &str)> = host.iter().map(|e| e.claim.key()).collect();
+        for (kind, path) in keys {
             let rules: Vec<Rule> = host.iter().filter(|e| e.claim.covers(kind, path)).map(|e| e.rule.clone()).collect();
-            let source = host.iter().find(|e| &e.claim == claim).map_or("", |e| e.source.as_str());
+            let source = host.iter().find(|e| e.claim.key() == (kind, path)).map_or("", |e| e.source.as_str());
             let policy = Some(Arc::new(RoutePolicy::new(rules)));
             let route_path = if path.is_empty() { "/" } else { path };
             let added = draft.builder.add_route_with_policy(

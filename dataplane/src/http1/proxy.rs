@@ -52,8 +52,8 @@ where
     let timeouts = extras.timeouts(&worker.settings);
     // `Some(n)`: the whole body (n bytes) is buffered and the request can be sent again as it is.
     let buffered = buffer_body(conn, head, limit).await?;
-    if let Some(mirror) = extras.mirror {
-        crate::mirror::send(worker, mirror, &conn.out, buffered.map(|len| &conn.buf.data()[..len]));
+    if let Some(rule) = extras.mirrors {
+        crate::mirror::send_all(worker, rule, &conn.out, buffered.map(|len| &conn.buf.data()[..len]));
     }
     let index = extras.endpoint(worker, backend.slot, endpoints);
     let plan = ResponsePlan { is_head: head.is_head, client_minor: head.minor, keep_alive };

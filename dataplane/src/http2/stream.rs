@@ -170,10 +170,10 @@ async fn handle<'t>(
             seen.served = Some(served);
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
-        Decision::Proxy { served, endpoints, mirror, sticky, edits } => {
+        Decision::Proxy { served, endpoints, mirrors, sticky, edits } => {
             seen.served = Some(served);
             let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls: facts.tls };
-            let mut extras = RouteExtras::new(served.route, mirror, sticky);
+            let mut extras = RouteExtras::new(served.route, mirrors, sticky);
             extras.choose_endpoint(&view, input, endpoints);
             if let Some(cors) = extras.route_cors() {
                 if let Some(allow) = cors.allow_origin(ramjet_shared::RequestView::header(&view, "origin")) {
@@ -297,6 +297,10 @@ impl ramjet_shared::RequestView for H2View<'_> {
     fn query(&self) -> &[u8] {
         self.0.uri.query().unwrap_or("").as_bytes()
     }
+
+    fn path(&self) -> &[u8] {
+        self.0.uri.path().as_bytes()
+    }
 }
 
 async fn answer_or_gone(
@@ -402,9 +406,9 @@ async fn forward(
     extras.set_auth_fields(&mut out);
     // Without a body the request can be sent again as it is, should a pooled connection be stale.
     let replayable = !framing.has_body();
-    if let Some(mirror) = extras.mirror {
+    if let Some(rule) = extras.mirrors {
         // An HTTP/2 body is streamed, never buffered whole: only a request without one is copied whole.
-        crate::mirror::send(worker, mirror, &out, replayable.then_some(&[][..]));
+        crate::mirror::send_all(worker, rule, &out, replayable.then_some(&[][..]));
     }
     let is_head = parts.method == Method::HEAD;
     let mut sent = 0u64;

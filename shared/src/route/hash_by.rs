@@ -255,6 +255,9 @@ mod tests {
         fn query(&self) -> &[u8] {
             b"id=7"
         }
+        fn path(&self) -> &[u8] {
+            b"/"
+        }
     }
 
     fn input(target: &'static str, host: &'static str) -> HashInput<'static> {

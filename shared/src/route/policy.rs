@@ -139,6 +139,9 @@ pub enum Condition {
     Query { name: Box<str>, value: Matcher },
     /// The request method, exactly (`GET`).
     Method(Box<str>),
+    /// The request path as sent (before any rewrite, without the query): Gateway API's
+    /// `RegularExpression` path match, which the route table's prefix and exact keys cannot express.
+    Path(Matcher),
 }
 
 impl Condition {
@@ -148,6 +151,7 @@ impl Condition {
             Condition::Cookie { name, value } => (b"C", name, Some(value)),
             Condition::Query { name, value } => (b"Q", name, Some(value)),
             Condition::Method(m) => (b"M", m, None),
+            Condition::Path(value) => (b"P", "", Some(value)),
         };
         h.update(tag);
         h.update(name.as_bytes());
@@ -165,6 +169,7 @@ impl fmt::Display for Condition {
             Condition::Cookie { name, value } => write!(f, "cookie {name} {value}"),
             Condition::Query { name, value } => write!(f, "query {name} {value}"),
             Condition::Method(m) => write!(f, "method {m}"),
+            Condition::Path(value) => write!(f, "path {value}"),
         }
     }
 }
@@ -380,11 +385,18 @@ impl Rule {
         self.backends.iter().filter(|b| b.weight > 0).count() > 1
     }
 
-    pub fn mirror(&self) -> Option<&Mirror> {
-        self.filters.iter().find_map(|f| match f {
+    /// The mirrors that get a copy of the rule's requests (Gateway API allows several).
+    pub fn mirrors(&self) -> impl Iterator<Item = &Mirror> {
+        self.filters.iter().filter_map(|f| match f {
             Filter::Mirror(m) => Some(m),
             _ => None,
         })
+    }
+
+    /// Whether the rule copies its requests anywhere.
+    #[inline]
+    pub fn has_mirrors(&self) -> bool {
+        self.filters.iter().any(|f| matches!(f, Filter::Mirror(_)))
     }
 
     /// The redirect this rule answers with, if it has one.
@@ -685,7 +697,7 @@ impl RoutePolicy {
 
     /// Every mirror of these rules, deduplicated, as `backend percent%` descriptions.
     pub fn mirrors(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.rules.iter().filter_map(|r| r.mirror()).map(|m| m.to_string()).collect();
+        let mut out: Vec<String> = self.rules.iter().flat_map(|r| r.mirrors()).map(|m| m.to_string()).collect();
         out.sort();
         out.dedup();
         out
@@ -707,6 +719,8 @@ pub trait RequestView {
     fn method(&self) -> &[u8];
     /// The query string, without the `?` (empty when there is none).
     fn query(&self) -> &[u8];
+    /// The path as sent, without the query.
+    fn path(&self) -> &[u8];
 }
 
 impl Condition {
@@ -718,6 +732,7 @@ impl Condition {
             Condition::Cookie { name, value } => req.cookie(name).is_some_and(|v| value.matches(v)),
             Condition::Query { name, value } => find_pair(req.query(), b'&', name).is_some_and(|v| value.matches(v)),
             Condition::Method(m) => req.method() == m.as_bytes(),
+            Condition::Path(value) => value.matches(req.path()),
         }
     }
 }

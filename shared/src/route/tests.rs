@@ -201,6 +201,10 @@ impl RequestView for View {
     fn query(&self) -> &[u8] {
         self.query.as_bytes()
     }
+
+    fn path(&self) -> &[u8] {
+        b"/api/v2/orders"
+    }
 }
 
 fn get(headers: Vec<(&'static str, &'static str)>) -> View {

@@ -59,6 +59,7 @@ fn compile(yaml: &str) -> (Generation, Report) {
 struct Request<'a> {
     method: &'a str,
     headers: &'a [(&'a str, &'a str)],
+    path: &'a str,
     query: &'a str,
 }
 
@@ -75,12 +76,15 @@ impl RequestView for Request<'_> {
     fn query(&self) -> &[u8] {
         self.query.as_bytes()
     }
+    fn path(&self) -> &[u8] {
+        self.path.as_bytes()
+    }
 }
 
 /// Which endpoint port (the test's backend id) or direct status answers the request.
 fn answer(generation: &Generation, host: &str, path: &str, method: &str, headers: &[(&str, &str)]) -> String {
-    let query = path.split_once('?').map_or("", |(_, q)| q);
-    let req = Request { method, headers, query };
+    let (path_only, query) = path.split_once('?').unwrap_or((path, ""));
+    let req = Request { method, headers, path: path_only, query };
     let Some(route) = generation.table.route(host, path) else { return "404 (no route)".into() };
     let pick = route.pick(&req, &mut || 0);
     match &pick.backend.kind {
@@ -144,6 +148,48 @@ spec:
 }
 
 #[test]
+fn a_regular_expression_path_matches_the_whole_path_between_exact_and_prefix_matches() {
+    let yaml = format!(
+        "{BASE}{}{}{}{}\n---\n{}",
+        service("app", "prefix", 1),
+        service("app", "exact", 2),
+        service("app", "pattern", 3),
+        service("app", "longer", 4),
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: web, namespace: app }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }]
+  hostnames: [web.test]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /orders } }]
+      backendRefs: [{ name: prefix, port: 80 }]
+    - matches: [{ path: { type: Exact, value: /orders/42 } }]
+      backendRefs: [{ name: exact, port: 80 }]
+    - matches: [{ path: { type: RegularExpression, value: "/orders/[0-9]+" } }]
+      backendRefs: [{ name: pattern, port: 80 }]
+    - matches: [{ path: { type: RegularExpression, value: "/orders/[0-9]+/items" } }]
+      backendRefs: [{ name: longer, port: 80 }]
+    - matches: [{ path: { type: RegularExpression, value: "/broken(" } }]
+      backendRefs: [{ name: prefix, port: 80 }]
+"#
+    );
+    let (g, _) = compile(&yaml);
+    let warnings: Vec<&str> = g.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert_eq!(get(&g, "web.test", "/orders/42"), "2", "Exact before a pattern");
+    assert_eq!(get(&g, "web.test", "/orders/7"), "3", "a pattern before a prefix");
+    assert_eq!(get(&g, "web.test", "/orders/7?x=1"), "3", "the query is not part of the path");
+    assert_eq!(get(&g, "web.test", "/orders/7/items"), "4", "the longer pattern first");
+    assert_eq!(get(&g, "web.test", "/orders/7x"), "1", "the whole path must match");
+    assert_eq!(get(&g, "web.test", "/shop/orders/7"), "404", "anchored at the start too");
+    assert_eq!(get(&g, "web.test", "/orders"), "1");
+    assert!(
+        warnings.iter().any(|w| w.contains("spec.rules[4].matches[0]") && w.contains("regular expression")),
+        "the bad pattern is reported: {warnings:?}"
+    );
+}
+
+#[test]
 fn a_failed_condition_falls_back_to_a_shorter_prefix_and_then_404() {
     let yaml = format!(
         "{BASE}{}{}\n---\n{}",
@@ -204,7 +250,7 @@ spec:
     let rule = &route.policy.as_ref().unwrap().rules[0];
     assert_eq!((rule.backends[0].weight, rule.backends[1].weight, rule.total), (3, 1, 4));
     assert_eq!(answer(&g, "web.test", "/split", "GET", &[]), "1");
-    let req = Request { method: "GET", headers: &[], query: "" };
+    let req = Request { method: "GET", headers: &[], path: "/", query: "" };
     assert_eq!(route.pick(&req, &mut || u32::MAX).backend.name.as_ref(), "other/far:80");
     let resolved = report.routes[0].parents[0].conditions.iter().find(|c| c.type_ == "ResolvedRefs").unwrap();
     assert_eq!((resolved.status, resolved.reason), (false, "BackendNotFound"), "/missing still");
