@@ -245,7 +245,7 @@ impl Daemon {
     pub fn shutdown(mut self) {
         // Another replica takes over writing status at once, not after the lease expires.
         if let Some(cluster) = &mut self.cluster {
-            cluster.release_lease(Duration::from_secs(2));
+            cluster.release_lease(Duration::from_secs(5));
         }
         self.dataplane.join();
         self.control.shutdown();

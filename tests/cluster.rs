@@ -1412,7 +1412,12 @@ fn two_replicas_one_writer_and_takeover() {
         three.log()
     );
     let released = stopped.elapsed();
-    assert!(released < SLACK, "takeover after SIGTERM took {released:?}");
+    assert!(
+        released < SLACK,
+        "takeover after SIGTERM took {released:?}; the stopped leader's log:\n{}\nthree's log:\n{}",
+        follower.log(),
+        three.log()
+    );
     eprintln!("leader SIGTERM → takeover {released:.1?}");
     assert!(follower.wait_exit(PATIENCE));
 }

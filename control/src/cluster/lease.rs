@@ -86,7 +86,13 @@ pub async fn elect(
         if Instant::now() >= next_round {
             tried = Instant::now();
             next_round = tried + options.retry;
-            match try_lead(&api, &options, &mut observed).await {
+            // A shutdown does not wait for a round stuck on a slow API server: the release re-reads
+            // the Lease, whatever became of this round's write (a takeover's too).
+            let round = tokio::select! {
+                round = try_lead(&api, &options, &mut observed) => round,
+                done = &mut stop => return give_up(&api, &options, &leader, true, done).await,
+            };
+            match round {
                 Ok(true) => {
                     renewed = Some(Instant::now());
                     if leader.send_if_modified(|l| !std::mem::replace(l, true)) {
@@ -140,34 +146,52 @@ pub async fn elect(
                     }
                 }
             },
-            done = &mut stop => {
-                let was_leading = leader.send_replace(false);
-                if was_leading {
-                    match release(&api, &options).await {
-                        Ok(()) => tracing::info!(lease = %options.name, "released the lease"),
-                        Err(e) => tracing::warn!(lease = %options.name, error = %e, "cannot release the lease; it expires by itself"),
-                    }
-                }
-                if let Ok(done) = done {
-                    let _ = done.send(());
-                }
-                return;
-            }
+            done = &mut stop => return give_up(&api, &options, &leader, false, done).await,
         }
     }
 }
 
-/// Gives the Lease up if this replica holds it: no holder, and a renew time of now, so a replica
-/// watching the Lease takes it at once (one that only polls, at its next round).
-async fn release(api: &Api<Lease>, options: &LeaseOptions) -> Result<(), kube::Error> {
-    let Some(mut lease) = api.get_opt(&options.name).await? else { return Ok(()) };
-    let spec = lease.spec.get_or_insert_with(Default::default);
-    if spec.holder_identity.as_deref() != Some(options.identity.as_str()) {
-        return Ok(());
+/// Stops leading and releases the Lease when this replica held it (or may have: `mid_round`, a
+/// write cut short), then tells the sender `stop` carried.
+async fn give_up(
+    api: &Api<Lease>,
+    options: &LeaseOptions,
+    leader: &watch::Sender<bool>,
+    mid_round: bool,
+    done: Result<std::sync::mpsc::Sender<()>, oneshot::error::RecvError>,
+) {
+    if leader.send_replace(false) || mid_round {
+        match release(api, options).await {
+            Ok(true) => tracing::info!(lease = %options.name, "released the lease"),
+            Ok(false) => tracing::debug!(lease = %options.name, "the lease is not ours to release"),
+            Err(e) => tracing::warn!(lease = %options.name, error = %e, "cannot release the lease; it expires by itself"),
+        }
     }
-    spec.holder_identity = None;
-    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-    conflict_is_false(api.replace(&options.name, &PostParams::default(), &lease).await).map(|_| ())
+    if let Ok(done) = done {
+        let _ = done.send(());
+    }
+}
+
+/// Gives the Lease up if this replica holds it: no holder, and a renew time of now, so a replica
+/// watching the Lease takes it at once (one that only polls, at its next round). `Ok(false)` when
+/// another replica holds it. A conflict (the Lease changed between the read and the write, as when
+/// a renewal cut short by the shutdown landed late) reads it again.
+async fn release(api: &Api<Lease>, options: &LeaseOptions) -> Result<bool, kube::Error> {
+    let mut attempts = 3;
+    loop {
+        let Some(mut lease) = api.get_opt(&options.name).await? else { return Ok(false) };
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        if spec.holder_identity.as_deref() != Some(options.identity.as_str()) {
+            return Ok(false);
+        }
+        spec.holder_identity = None;
+        spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+        match api.replace(&options.name, &PostParams::default(), &lease).await {
+            Ok(_) => return Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempts > 1 => attempts -= 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// One round: `Ok(true)` when this replica holds the Lease afterwards.
