@@ -2414,6 +2414,104 @@ spec:
     admin.delete("GatewayClass", None, name);
 }
 
+/// How long after the CRDs are served an HTTPRoute may take to reach traffic when ramjet started
+/// without them: its re-check of discovery comes every 10 s (`control/src/cluster/watch/gateway.rs`),
+/// and 30 s more covers the first lists, the compile and the publish on a loaded 2-core machine.
+const PICK_UP: Duration = Duration::from_secs(40);
+
+#[test]
+fn gateway_api_crds_installed_after_start_are_picked_up_without_a_restart() {
+    // An API server of its own: the shared one may already serve the CRDs (other tests install them).
+    let plane = ControlPlane::start("gw-late");
+    let name = "gw-late";
+    let controller = format!("ramjet.dev/{name}-gateway");
+    let values = json!({
+        "ingressClass": { "name": name, "controllerValue": format!("ramjet.dev/{name}") },
+        "gatewayAPI": { "controllerName": controller },
+    });
+    let install = Install::apply_on(&plane, name, render(name, &format!("t-{name}"), &values));
+    let (ns, admin) = (install.ns.clone(), &install.admin);
+    let web = Backend::start("web");
+    install.service("web", &[&web]);
+    install.ingress("web", "web.gw-late.test", "web");
+
+    // No Gateway API at start: one warning, and Ingresses are served as usual.
+    let mut ramjet = install.ramjet("gw-late-0");
+    ramjet.wait_ready();
+    ramjet.wait_served("web.gw-late.test", "web");
+    let log = ramjet.full_log();
+    assert!(log.contains("gateway.networking.k8s.io/v1) is not served"), "no warning at start:\n{log}");
+    assert!(!log.contains("until ramjet restarts"), "the warning still asks for a restart:\n{log}");
+    assert!(!log.contains("Gateway API CRDs found"), "picked up with no CRDs:\n{log}");
+    // Past the first re-check (2 s after start): the pick-up comes from the periodic one.
+    std::thread::sleep(Duration::from_secs(3));
+
+    let installed_since = Instant::now();
+    install_gateway_crds(admin);
+    let served_since = Instant::now();
+    let crds_served = installed_since.elapsed();
+    admin.apply(&format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{ name: {name} }}
+spec: {{ controllerName: {controller} }}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{ name: edge, namespace: {ns} }}
+spec:
+  gatewayClassName: {name}
+  listeners: [{{ name: http, port: 80, protocol: HTTP, hostname: "*.gw-late.test" }}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: store, namespace: {ns} }}
+spec:
+  parentRefs: [{{ name: edge, sectionName: http }}]
+  hostnames: [shop.gw-late.test]
+  rules: [{{ backendRefs: [{{ name: web, port: 80 }}] }}]
+"#
+    ));
+    // Served through ramjet's real HTTP port, with no restart.
+    assert!(
+        eventually(PICK_UP, || ramjet.served("shop.gw-late.test") == "web"),
+        "the HTTPRoute was not served within {PICK_UP:?} of the CRDs being served (now: {}); log:\n{}",
+        ramjet.served("shop.gw-late.test"),
+        ramjet.log()
+    );
+    let picked_up = (served_since.elapsed(), installed_since.elapsed());
+    ramjet.assert_running();
+
+    // And its status is written, by the status writer that had nothing to watch at start.
+    let ours = || -> Option<Value> {
+        let route = admin.get("HTTPRoute", Some(&ns), "store")?;
+        route["status"]["parents"].as_array()?.iter().find(|p| p["controllerName"] == controller.as_str()).cloned()
+    };
+    assert!(
+        eventually(PATIENCE, || ours().is_some_and(
+            |p| has(&p, "Accepted", "True", "Accepted") && has(&p, "ResolvedRefs", "True", "ResolvedRefs")
+        )),
+        "route status: {:?}\nlog:\n{}",
+        ours(),
+        ramjet.log()
+    );
+    let status_written = served_since.elapsed();
+    let gateway = admin.get("Gateway", Some(&ns), "edge").unwrap();
+    assert!(has(&gateway["status"], "Programmed", "True", "Programmed"), "{:#}", gateway["status"]);
+    let class = admin.get("GatewayClass", None, name).unwrap();
+    assert!(has(&class["status"], "Accepted", "True", "Accepted"), "{:#}", class["status"]);
+
+    let found = ramjet.full_log().matches("Gateway API CRDs found: watching Gateways and HTTPRoutes").count();
+    assert_eq!(found, 1, "the pick-up is logged once; log:\n{}", ramjet.log());
+    assert_eq!(ramjet.served("web.gw-late.test"), "web", "the Ingress is still served");
+    eprintln!(
+        "Gateway API CRDs installed after start: served by the API server {crds_served:.1?} after they were \
+         applied; the HTTPRoute served {:.1?} after that ({:.1?} after the CRDs were applied), its status \
+         written {status_written:.1?} after",
+        picked_up.0, picked_up.1
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // 10. TLS to backends, as ingress-nginx's annotations ask.
 // ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  reflectors (IngressClass, Ingress, Service, EndpointSlice, tls Secrets; GatewayClass, Gateway,
-//!  HTTPRoute, ReferenceGrant, Namespace when the cluster serves the Gateway API)
+//!  HTTPRoute, ReferenceGrant, Namespace once the cluster serves the Gateway API, at start or later)
 //!        │                                                       ──▶ snapshot ──▶ Input::Objects
 //!        │ (nothing is submitted before every first list is done)                  (rebuild loop)
 //!        ▼

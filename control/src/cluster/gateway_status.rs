@@ -25,9 +25,11 @@ use super::{ClusterOptions, FIELD_MANAGER};
 use crate::compile::gateway::{self, GatewayReport, ParentReport, StatusCondition};
 use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, GROUP};
 
-/// Keeps Gateway API status right while this replica leads.
+/// Keeps Gateway API status right while this replica leads. Until the Gateway API stores exist
+/// (`--gateway-api` on, the CRDs installed after ramjet started) each wake-up finds nothing to do;
+/// the stores' arrival wakes it.
 pub async fn run(client: Client, stores: Stores, options: Arc<ClusterOptions>, mut leader: watch::Receiver<bool>) {
-    if stores.gateway.is_none() {
+    if !options.gateway_api {
         return;
     }
     stores.ready().await;
@@ -43,7 +45,7 @@ pub async fn run(client: Client, stores: Stores, options: Arc<ClusterOptions>, m
 }
 
 async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions) {
-    let Some(g) = &stores.gateway else { return };
+    let Some(g) = stores.gateway.get() else { return };
     let snapshot = stores.snapshot(options);
     let report = gateway::report(&snapshot);
     let controller = options.ingress.gateway_controller_name.as_str();

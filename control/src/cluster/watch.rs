@@ -9,6 +9,12 @@
 //! An Ingress whose status alone changed (ramjet's own status writes among them) wakes only the
 //! status writer, not the compiler: at 5,000 Ingresses, recompiling after each of the leader's
 //! 5,000 status writes made writing them all take many minutes.
+//!
+//! The Gateway API kinds are watched only when the API server serves their CRDs; without them,
+//! discovery is looked at again (2 s after start, then every 10 s) and the kinds are picked up
+//! once it serves them ([`gateway`]).
+
+mod gateway;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -17,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::reflector::{self, Store};
@@ -30,8 +36,9 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use super::{ClusterOptions, StatusAddresses, FIELD_MANAGER};
 use crate::compile::ingress::{ClusterSnapshot, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
-use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
 use crate::Input;
+
+pub use gateway::{GatewayCell, GatewayStores};
 
 /// The reflector stores, and a notification for every change to any of them.
 #[derive(Clone)]
@@ -51,8 +58,9 @@ pub struct Stores {
     pub changed: Arc<Notify>,
     /// Any change to Ingresses, IngressClasses or the `--publish-service` Service (what status depends on).
     pub status_changed: Arc<Notify>,
-    /// The Gateway API kinds, when the cluster serves their CRDs.
-    pub gateway: Option<GatewayStores>,
+    /// The Gateway API kinds, once the cluster serves their CRDs: set at start, or later when a
+    /// look at discovery finds them; empty for good with `--gateway-api=false`.
+    pub gateway: GatewayCell,
     /// Any change to a Gateway API object or what its status depends on.
     pub gateway_changed: Arc<Notify>,
     /// Turns true once every store has finished its first list.
@@ -61,21 +69,12 @@ pub struct Stores {
 
 impl Stores {
     /// Starts one watcher per kind; the Gateway API kinds only when the API server serves
-    /// `gateway.networking.k8s.io/v1` (a cluster without the CRDs is told once, and Ingresses are
-    /// served as ever).
+    /// `gateway.networking.k8s.io/v1`. A cluster without the CRDs is told once, Ingresses are
+    /// served as ever, and the Gateway API kinds are picked up when the CRDs appear.
     pub async fn start(client: &Client, options: &ClusterOptions) -> Self {
         let changed = Arc::new(Notify::new());
         let gateway_changed = Arc::new(Notify::new());
-        let gateway = match gateway_api_usable(client, options).await {
-            Ok(true) => Some(GatewayStores::start(client, options, [changed.clone(), gateway_changed.clone()])),
-            Ok(false) => None,
-            Err(why) => {
-                tracing::warn!(
-                    "{why}: Gateways and HTTPRoutes are ignored until ramjet restarts; Ingresses are served as usual"
-                );
-                None
-            }
-        };
+        let gateway = gateway::start(client, options, [changed.clone(), gateway_changed.clone()]).await;
         let status_changed = Arc::new(Notify::new());
         let ns = options.watch_namespace.as_deref();
         let both = [changed.clone(), status_changed.clone()];
@@ -116,7 +115,8 @@ impl Stores {
             opaque_secrets.clone(),
         );
         let status_service_store = status_service.clone();
-        let gateway_stores = gateway.clone();
+        // Gateway API stores that start later are waited for before they are shown (gateway.rs).
+        let gateway_stores = gateway.get().cloned();
         tokio::spawn(async move {
             if let Some(g) = gateway_stores {
                 g.ready().await;
@@ -159,6 +159,7 @@ impl Stores {
 
     /// What the stores hold now.
     pub fn snapshot(&self, options: &ClusterOptions) -> ClusterSnapshot {
+        let gateway = self.gateway.get();
         ClusterSnapshot {
             options: Arc::new(options.ingress.clone()),
             ingress_classes: self.classes.state(),
@@ -166,11 +167,11 @@ impl Stores {
             services: self.services.state(),
             endpoint_slices: self.slices.state(),
             secrets: self.secrets.state().into_iter().chain(self.opaque_secrets.state()).collect(),
-            namespaces: self.gateway.as_ref().map(|g| g.namespaces.state()).unwrap_or_default(),
-            gateway_classes: self.gateway.as_ref().map(|g| g.classes.state()).unwrap_or_default(),
-            gateways: self.gateway.as_ref().map(|g| g.gateways.state()).unwrap_or_default(),
-            http_routes: self.gateway.as_ref().map(|g| g.http_routes.state()).unwrap_or_default(),
-            reference_grants: self.gateway.as_ref().map(|g| g.grants.state()).unwrap_or_default(),
+            namespaces: gateway.map(|g| g.namespaces.state()).unwrap_or_default(),
+            gateway_classes: gateway.map(|g| g.classes.state()).unwrap_or_default(),
+            gateways: gateway.map(|g| g.gateways.state()).unwrap_or_default(),
+            http_routes: gateway.map(|g| g.http_routes.state()).unwrap_or_default(),
+            reference_grants: gateway.map(|g| g.grants.state()).unwrap_or_default(),
             diagnostics: Vec::new(),
         }
     }
@@ -194,97 +195,6 @@ impl Stores {
             tokio::time::sleep(options.debounce).await;
         }
     }
-}
-
-/// Whether the Gateway API kinds can be watched: asked for (`--gateway-api`), served by the API
-/// server (its CRDs installed) and readable by ramjet. A watcher on a kind that cannot be listed
-/// would never finish its first list, and nothing would ever be published: so it is asked once.
-async fn gateway_api_usable(client: &Client, options: &ClusterOptions) -> Result<bool, String> {
-    if !options.gateway_api {
-        return Ok(false);
-    }
-    if let Err(e) = client.list_api_group_resources("gateway.networking.k8s.io/v1").await {
-        return Err(format!(
-            "the Gateway API (gateway.networking.k8s.io/v1) is not served by this cluster ({e}); install its CRDs"
-        ));
-    }
-    let probe = kube::api::ListParams::default().limit(1);
-    let classes: Api<GatewayClass> = Api::all(client.clone());
-    let routes: Api<HttpRoute> = api(client, options.watch_namespace.as_deref());
-    if let Err(e) = classes.list_metadata(&probe).await {
-        return Err(format!("cannot list GatewayClasses ({e}); see the chart's RBAC"));
-    }
-    if let Err(e) = routes.list_metadata(&probe).await {
-        return Err(format!("cannot list HTTPRoutes ({e}); see the chart's RBAC"));
-    }
-    Ok(true)
-}
-
-/// The Gateway API stores, and the Namespaces that listeners may select routes by.
-#[derive(Clone)]
-pub struct GatewayStores {
-    pub classes: Store<GatewayClass>,
-    pub gateways: Store<Gateway>,
-    pub http_routes: Store<HttpRoute>,
-    pub grants: Store<ReferenceGrant>,
-    pub namespaces: Store<Namespace>,
-}
-
-impl GatewayStores {
-    /// `notify[0]` hears what the compiler reads (not status-only changes), `notify[1]` every change.
-    fn start(client: &Client, options: &ClusterOptions, notify: [Arc<Notify>; 2]) -> Self {
-        let ns = options.watch_namespace.as_deref();
-        let [compile, any] = notify;
-        let both = [compile.clone(), any.clone()];
-        let status_only = std::slice::from_ref(&any);
-        GatewayStores {
-            classes: reflect_compiled(
-                Api::all(client.clone()),
-                watcher::Config::default(),
-                status_only,
-                Some((compile.clone(), spec_fingerprint)),
-            ),
-            gateways: reflect_compiled(
-                api(client, ns),
-                watcher::Config::default(),
-                status_only,
-                Some((compile.clone(), spec_fingerprint)),
-            ),
-            http_routes: reflect_compiled(
-                api(client, ns),
-                watcher::Config::default(),
-                status_only,
-                Some((compile.clone(), spec_fingerprint)),
-            ),
-            grants: reflect(api(client, ns), watcher::Config::default(), &both),
-            namespaces: reflect(Api::all(client.clone()), watcher::Config::default(), &both),
-        }
-    }
-
-    async fn ready(&self) {
-        let _ = futures::join!(
-            self.classes.wait_until_ready(),
-            self.gateways.wait_until_ready(),
-            self.http_routes.wait_until_ready(),
-            self.grants.wait_until_ready(),
-            self.namespaces.wait_until_ready(),
-        );
-    }
-}
-
-/// What the compiler reads of a Gateway API object: its labels, annotations and spec (its status
-/// is ramjet's own output).
-fn spec_fingerprint<K: Resource + serde::Serialize>(object: &K) -> u64 {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    let meta = object.meta();
-    (&meta.annotations, &meta.labels, &meta.generation).hash(&mut hasher);
-    let mut value = serde_json::to_value(object).unwrap_or_default();
-    if let Some(o) = value.as_object_mut() {
-        o.remove("status");
-        o.remove("metadata");
-    }
-    value.to_string().hash(&mut hasher);
-    hasher.finish()
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
