@@ -143,6 +143,9 @@ impl RequestView for Fields {
     fn path(&self) -> &[u8] {
         b"/"
     }
+    fn tls(&self) -> bool {
+        false
+    }
 }
 
 const PLAIN: Fields = Fields(&[

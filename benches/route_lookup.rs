@@ -70,6 +70,9 @@ impl RequestView for Fields {
     fn path(&self) -> &[u8] {
         b"/api/orders"
     }
+    fn tls(&self) -> bool {
+        false
+    }
 }
 
 fn lookup_canary(c: &mut Criterion) {

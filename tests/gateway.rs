@@ -355,6 +355,81 @@ fn served_by_h2(resp: &h2client::H2Response) -> String {
     text.lines().find_map(|l| l.strip_prefix("backend=")).unwrap_or(text.trim()).to_string()
 }
 
+/// The usual pair: a route on the HTTP listener redirects to HTTPS, the route on the HTTPS listener
+/// serves. Both are for the same host, so each must answer only on its own listener's port.
+const SCOPED: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: both, namespace: shop }
+spec:
+  gatewayClassName: ramjet
+  listeners:
+    - { name: http, port: 80, protocol: HTTP, hostname: secure.test }
+    - name: https
+      port: 443
+      protocol: HTTPS
+      hostname: secure.test
+      tls: { certificateRefs: [{ name: secure-cert }] }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: to-https, namespace: shop, creationTimestamp: "2026-01-01T00:00:00Z" }
+spec:
+  parentRefs: [{ name: both, sectionName: http }]
+  rules:
+    - filters: [{ type: RequestRedirect, requestRedirect: { scheme: https, statusCode: 301 } }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: app, namespace: shop, creationTimestamp: "2026-01-02T00:00:00Z" }
+spec:
+  parentRefs: [{ name: both, sectionName: https }]
+  rules:
+    - backendRefs: [{ name: stable, port: 80 }]
+"#;
+
+#[test]
+fn a_route_attached_to_one_listener_answers_only_on_that_listeners_port() {
+    use std::io::{Read, Write};
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("gateway-scoped");
+    pki.leaf("secure", &["secure.test"]);
+    // The PEM files as YAML block scalars (`stringData`, as a user would write them).
+    let block = |f: &str| std::fs::read_to_string(pki.path(f)).unwrap().lines().map(|l| format!("    {l}\n")).collect::<String>();
+    let secret = format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: secure-cert, namespace: shop }}\n\
+         type: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
+        block("secure.crt"),
+        block("secure.key")
+    );
+    let stable = Backend::start("stable");
+    let dir = temp_dir("gateway-scoped");
+    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{secret}{SCOPED}", service("shop", "stable", stable.addr)));
+    let client = pki.client(&[&rustls::version::TLS13]);
+    for driver in DRIVERS {
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let mut conn = Conn::open(d.http_addr());
+        let resp = conn.get("secure.test", "/cart?id=1");
+        assert_eq!(resp.status, 301, "{driver:?}: plain HTTP is redirected");
+        assert_eq!(resp.header("location"), Some("https://secure.test/cart?id=1"));
+
+        let https = d.https_addr().expect("an HTTPS listener");
+        let name = rustls::pki_types::ServerName::try_from("secure.test").unwrap();
+        let tcp = std::net::TcpStream::connect(https).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = rustls::StreamOwned::new(rustls::ClientConnection::new(client.clone(), name).unwrap(), tcp);
+        write!(tls, "GET /cart?id=1 HTTP/1.1\r\nHost: secure.test\r\nConnection: close\r\n\r\n").unwrap();
+        let mut answer = Vec::new();
+        let _ = tls.read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{driver:?}: HTTPS is served, not redirected again:\n{answer}");
+        assert!(answer.contains("backend=stable"), "{answer}");
+        d.shutdown();
+    }
+}
+
 #[test]
 fn an_attacker_on_an_edited_route_cannot_reach_the_next_request_on_the_pooled_upstream() {
     let stable = Backend::start("stable");

@@ -305,6 +305,7 @@ pub(crate) struct Timeouts {
 pub(crate) struct Http1View<'a> {
     pub head: &'a [u8],
     pub target: &'a [u8],
+    pub tls: bool,
 }
 
 impl Http1View<'_> {
@@ -348,6 +349,10 @@ impl RequestView for Http1View<'_> {
     fn path(&self) -> &[u8] {
         let end = self.target.iter().position(|&b| b == b'?').unwrap_or(self.target.len());
         &self.target[..end]
+    }
+
+    fn tls(&self) -> bool {
+        self.tls
     }
 }
 

@@ -407,7 +407,7 @@ where
     let target = std::str::from_utf8(&data[head.target.clone()]).unwrap_or("/");
     let target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
-    let view = Http1View { head: &data[..head.head_len], target: target.as_bytes() };
+    let view = Http1View { head: &data[..head.head_len], target: target.as_bytes(), tls: conn.facts.tls };
     let peer = conn.facts.peer.ip();
     match decide(table, host, target, conn.facts.tls, peer, &mut host_buf, &view, &mut || worker.random()) {
         Decision::Redirect(h) => {

@@ -171,7 +171,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         let name = route.metadata.name.as_deref().unwrap_or("");
         let object = ObjectRef::new(HTTP_ROUTE, Some(namespace), name);
         let mut parents = Vec::new();
-        let mut hosts = BTreeSet::new();
+        let mut hosts: BTreeMap<String, Listening> = BTreeMap::new();
         for parent in &route.spec.parent_refs {
             let Some(attached) = attach(route, parent, &listeners, &namespaces, &mut report) else { continue };
             match attached {
@@ -180,7 +180,12 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
                         if let Some(cert) = &listener.certificate {
                             tls_hosts.push((host.clone(), cert.clone()));
                         }
-                        hosts.insert(host);
+                        let listening = hosts.entry(host).or_default();
+                        if listener.listener.protocol == "HTTPS" {
+                            listening.tls = true;
+                        } else {
+                            listening.plain = true;
+                        }
                     }
                     parents.push(ParentReport {
                         parent_ref: parent.clone(),
@@ -564,6 +569,26 @@ impl PathClaim {
 /// the routes are numbered in that order), rule order, match order. Sorts ascending.
 type Rank = (u8, Reverse<usize>, bool, Reverse<usize>, Reverse<usize>, usize, usize, usize);
 
+/// Which kinds of listener a route is attached to for one host.
+#[derive(Debug, Clone, Copy, Default)]
+struct Listening {
+    plain: bool,
+    tls: bool,
+}
+
+impl Listening {
+    /// The condition that keeps the route to the listeners it is attached to: the table serves a
+    /// host on both ports, and a route attached only to an HTTP listener (often a redirect to
+    /// HTTPS) must not answer requests that came over TLS, nor the other way round.
+    fn scope(self) -> Option<Condition> {
+        match (self.plain, self.tls) {
+            (true, false) => Some(Condition::Tls(false)),
+            (false, true) => Some(Condition::Tls(true)),
+            _ => None,
+        }
+    }
+}
+
 /// One match of one rule, compiled, with its place in the spec's precedence.
 struct Entry {
     host: String,
@@ -578,7 +603,7 @@ struct Entry {
 fn compile_rules(
     route: &HttpRoute,
     order: usize,
-    hosts: &BTreeSet<String>,
+    hosts: &BTreeMap<String, Listening>,
     grants: &Grants<'_>,
     resolver: &mut Resolver<'_, '_>,
     object: &ObjectRef,
@@ -637,16 +662,12 @@ fn compile_rules(
                 m,
             );
             let total = backends.iter().map(|b| b.weight).sum();
-            let compiled =
-                Rule::split(conditions, backends.clone(), total, false).with_filters(for_match(&filters, &claim));
-            for host in hosts {
-                entries.push(Entry {
-                    host: host.clone(),
-                    claim: claim.clone(),
-                    rank,
-                    rule: compiled.clone(),
-                    source: source.clone(),
-                });
+            let filters = for_match(&filters, &claim);
+            for (host, listening) in hosts {
+                let mut conditions = conditions.clone();
+                conditions.extend(listening.scope());
+                let rule = Rule::split(conditions, backends.clone(), total, false).with_filters(filters.clone());
+                entries.push(Entry { host: host.clone(), claim: claim.clone(), rank, rule, source: source.clone() });
             }
         }
     }

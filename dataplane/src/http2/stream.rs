@@ -137,7 +137,7 @@ async fn handle<'t>(
     let route_target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
     let is_head = parts.method == Method::HEAD;
-    let view = H2View(parts);
+    let view = H2View(parts, facts.tls);
     let peer = facts.peer.ip();
     match decide(table, host, route_target, facts.tls, peer, &mut host_buf, &view, &mut || worker.random()) {
         Decision::Redirect(h) => {
@@ -273,8 +273,9 @@ async fn error_exchange(
     .await
 }
 
-/// The request view canary and match conditions read, over the stream's decoded head.
-struct H2View<'a>(&'a Parts);
+/// The request view canary and match conditions read, over the stream's decoded head (and whether
+/// the connection is TLS).
+struct H2View<'a>(&'a Parts, bool);
 
 impl ramjet_shared::RequestView for H2View<'_> {
     fn header(&self, name: &str) -> Option<&[u8]> {
@@ -300,6 +301,10 @@ impl ramjet_shared::RequestView for H2View<'_> {
 
     fn path(&self) -> &[u8] {
         self.0.uri.path().as_bytes()
+    }
+
+    fn tls(&self) -> bool {
+        self.1
     }
 }
 

@@ -258,6 +258,9 @@ mod tests {
         fn path(&self) -> &[u8] {
             b"/"
         }
+        fn tls(&self) -> bool {
+            false
+        }
     }
 
     fn input(target: &'static str, host: &'static str) -> HashInput<'static> {

@@ -142,6 +142,9 @@ pub enum Condition {
     /// The request path as sent (before any rewrite, without the query): Gateway API's
     /// `RegularExpression` path match, which the route table's prefix and exact keys cannot express.
     Path(Matcher),
+    /// The request came over TLS (`true`) or in plain text: a Gateway API route attached only to
+    /// HTTPS listeners, or only to HTTP ones, for a host the other kind serves too.
+    Tls(bool),
 }
 
 impl Condition {
@@ -152,6 +155,7 @@ impl Condition {
             Condition::Query { name, value } => (b"Q", name, Some(value)),
             Condition::Method(m) => (b"M", m, None),
             Condition::Path(value) => (b"P", "", Some(value)),
+            Condition::Tls(tls) => (b"T", if *tls { "tls" } else { "plain" }, None),
         };
         h.update(tag);
         h.update(name.as_bytes());
@@ -170,6 +174,8 @@ impl fmt::Display for Condition {
             Condition::Query { name, value } => write!(f, "query {name} {value}"),
             Condition::Method(m) => write!(f, "method {m}"),
             Condition::Path(value) => write!(f, "path {value}"),
+            Condition::Tls(true) => f.write_str("over TLS"),
+            Condition::Tls(false) => f.write_str("in plain text"),
         }
     }
 }
@@ -721,6 +727,8 @@ pub trait RequestView {
     fn query(&self) -> &[u8];
     /// The path as sent, without the query.
     fn path(&self) -> &[u8];
+    /// Whether the request came over TLS.
+    fn tls(&self) -> bool;
 }
 
 impl Condition {
@@ -733,6 +741,7 @@ impl Condition {
             Condition::Query { name, value } => find_pair(req.query(), b'&', name).is_some_and(|v| value.matches(v)),
             Condition::Method(m) => req.method() == m.as_bytes(),
             Condition::Path(value) => value.matches(req.path()),
+            Condition::Tls(tls) => req.tls() == *tls,
         }
     }
 }

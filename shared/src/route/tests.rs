@@ -205,6 +205,9 @@ impl RequestView for View {
     fn path(&self) -> &[u8] {
         b"/api/v2/orders"
     }
+    fn tls(&self) -> bool {
+        false
+    }
 }
 
 fn get(headers: Vec<(&'static str, &'static str)>) -> View {

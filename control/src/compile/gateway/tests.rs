@@ -79,6 +79,9 @@ impl RequestView for Request<'_> {
     fn path(&self) -> &[u8] {
         self.path.as_bytes()
     }
+    fn tls(&self) -> bool {
+        false
+    }
 }
 
 /// Which endpoint port (the test's backend id) or direct status answers the request.
