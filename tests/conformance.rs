@@ -457,3 +457,19 @@ fn httproute_redirect_port_and_scheme_on_the_port_80_listener() {
         s.expect_location(path, 302, location);
     }
 }
+
+#[test]
+fn httproute_request_timeout() {
+    let s = Suite::start("httproute-timeout-request.yaml");
+    s.get("/request-timeout", "infra-backend-v1");
+    s.get("/request-timeout?delay=1s", "504");
+    s.get("/disable-request-timeout?delay=1s", "infra-backend-v1");
+}
+
+#[test]
+fn httproute_backend_request_timeout() {
+    let s = Suite::start("httproute-timeout-backend-request.yaml");
+    s.get("/backend-timeout", "infra-backend-v1");
+    s.get("/backend-timeout?delay=1s", "504");
+    s.get("/disable-backend-timeout?delay=1s", "infra-backend-v1");
+}

@@ -396,7 +396,9 @@ fn a_route_attached_to_one_listener_answers_only_on_that_listeners_port() {
     let pki = support::pki::Pki::new("gateway-scoped");
     pki.leaf("secure", &["secure.test"]);
     // The PEM files as YAML block scalars (`stringData`, as a user would write them).
-    let block = |f: &str| std::fs::read_to_string(pki.path(f)).unwrap().lines().map(|l| format!("    {l}\n")).collect::<String>();
+    let block = |f: &str| {
+        std::fs::read_to_string(pki.path(f)).unwrap().lines().map(|l| format!("    {l}\n")).collect::<String>()
+    };
     let secret = format!(
         "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: secure-cert, namespace: shop }}\n\
          type: kubernetes.io/tls\nstringData:\n  tls.crt: |\n{}  tls.key: |\n{}",
@@ -426,6 +428,55 @@ fn a_route_attached_to_one_listener_answers_only_on_that_listeners_port() {
         let answer = String::from_utf8_lossy(&answer);
         assert!(answer.starts_with("HTTP/1.1 200"), "{driver:?}: HTTPS is served, not redirected again:\n{answer}");
         assert!(answer.contains("backend=stable"), "{answer}");
+        d.shutdown();
+    }
+}
+
+const TIMED: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: timed, namespace: shop }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }]
+  hostnames: [api.shop.test]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /slow } }]
+      timeouts: { request: 300ms }
+      backendRefs: [{ name: stable, port: 80 }]
+    - backendRefs: [{ name: stable, port: 80 }]
+"#;
+
+/// A rule's `timeouts`: a late answer is 504 (over HTTP/1.1 and HTTP/2), and the late answer that
+/// arrives afterwards on the upstream connection never reaches the next request, whoever sends it.
+#[test]
+fn a_rule_timeout_answers_504_and_the_late_answer_reaches_nobody() {
+    let stable = Backend::start("stable");
+    let dir = temp_dir("gateway-timeouts");
+    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{TIMED}", service("shop", "stable", stable.addr)));
+    for driver in DRIVERS {
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let addr = d.http_addr();
+        let mut attacker = Conn::open(addr);
+        let started = std::time::Instant::now();
+        let resp = attacker.get("api.shop.test", "/slow/900");
+        let waited = started.elapsed();
+        assert_eq!(resp.status, 504, "{driver:?}");
+        assert!(waited < Duration::from_millis(800), "{driver:?}: 504 after {waited:?}");
+        assert_eq!(attacker.get("api.shop.test", "/slow/10").status, 200, "{driver:?}: within the deadline");
+        // The backend answers the first request ~600 ms later; the victim's requests on the one
+        // worker's pool meanwhile and after get their own answers.
+        let mut victim = Conn::open(addr);
+        for i in 0..12 {
+            let resp = victim.get("api.shop.test", &format!("/victim/{i}"));
+            assert_eq!(resp.status, 200, "{driver:?}");
+            assert!(resp.body.contains(&format!("/victim/{i}")), "{driver:?}: someone else's answer: {}", resp.body);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let mut h2 = H2Client::connect(addr);
+        assert_eq!(h2.get("api.shop.test", "/slow/900").status, 504, "{driver:?} h2");
+        assert_eq!(h2.get("api.shop.test", "/after").status, 200, "{driver:?} h2");
         d.shutdown();
     }
 }

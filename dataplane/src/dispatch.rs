@@ -5,8 +5,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use ramjet_shared::{
-    normalize_host, Affinity, BackendKind, Cors, DirectResponse, Edits, HashInput, HeaderEdits, Redirect,
-    RequestView, Route, RouteLimits, RoutePolicy, RouteTable, Rule,
+    normalize_host, Affinity, BackendKind, Cors, DirectResponse, Edits, HashInput, HeaderEdits, Redirect, RequestView,
+    Route, RouteLimits, RoutePolicy, RouteTable, Rule,
 };
 
 use crate::observe::Served;
@@ -33,9 +33,9 @@ pub(crate) enum Decision<'t, 'b> {
         /// talk to it, and whose series counts the request.
         served: Served<'t>,
         endpoints: &'t [SocketAddr],
-        /// The rule that decided, when it copies its requests to mirrors (each copy's share is
-        /// drawn when the request is sent).
-        mirrors: Option<&'t Rule>,
+        /// The rule that decided, if the route has rules: its mirrors (each copy's share is drawn
+        /// when the request is sent) and its deadline.
+        rule: Option<&'t Rule>,
         /// A sticky split drew a number for a new user: answer with it in the sticky cookie.
         sticky: Option<u32>,
         /// The rule's header edits and rewrite.
@@ -96,8 +96,7 @@ pub(crate) fn decide<'t, 'b>(
     match &pick.backend.kind {
         BackendKind::Respond(response) => Decision::Direct { served, response },
         BackendKind::Endpoints(endpoints) => {
-            let mirrors = pick.rule.filter(|r| r.has_mirrors());
-            Decision::Proxy { served, endpoints, mirrors, sticky: pick.new_sticky, edits }
+            Decision::Proxy { served, endpoints, rule: pick.rule, sticky: pick.new_sticky, edits }
         }
     }
 }
@@ -106,8 +105,8 @@ pub(crate) fn decide<'t, 'b>(
 /// answer with, the route's filters for the upstream head, header edits for the response.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct RouteExtras<'t> {
-    /// The rule whose mirrors get a copy.
-    pub mirrors: Option<&'t Rule>,
+    /// The rule that decided: its mirrors get a copy, its deadline bounds the exchange.
+    pub rule: Option<&'t Rule>,
     pub sticky: Option<u32>,
     /// The route's policy when it has filters for every request (rewrite, request fields).
     pub filters: Option<&'t RoutePolicy>,
@@ -133,11 +132,11 @@ pub(crate) struct RouteExtras<'t> {
 }
 
 impl<'t> RouteExtras<'t> {
-    pub fn new(route: &'t Route, mirrors: Option<&'t Rule>, sticky: Option<u32>) -> Self {
+    pub fn new(route: &'t Route, rule: Option<&'t Rule>, sticky: Option<u32>) -> Self {
         let policy = route.policy.as_deref();
         let filters = policy.filter(|p| !p.filters.is_empty());
         let limits = policy.map(|p| &p.limits);
-        RouteExtras { mirrors, sticky, filters, limits, ..RouteExtras::default() }
+        RouteExtras { rule, sticky, filters, limits, ..RouteExtras::default() }
     }
 
     /// Reads what chooses the endpoint from the request, when the route has its own way: the
@@ -209,14 +208,22 @@ impl<'t> RouteExtras<'t> {
     /// The upstream timeouts for this request: the route's, else the daemon's.
     pub fn timeouts(&self, settings: &crate::Settings) -> Timeouts {
         let default = settings.upstream_timeout;
+        let deadline = self.rule.and_then(|r| r.deadline);
         let Some(limits) = self.limits else {
-            return Timeouts { connect: default, send: default, read: default };
+            return Timeouts { connect: default, send: default, read: default, deadline };
         };
         Timeouts {
             connect: limits.connect_timeout.unwrap_or(default),
             send: limits.send_timeout.unwrap_or(default),
             read: limits.read_timeout.unwrap_or(default),
+            deadline,
         }
+    }
+
+    /// The rule that decided, when it copies requests to mirrors.
+    #[inline]
+    pub fn mirrors(&self) -> Option<&'t Rule> {
+        self.rule.filter(|r| r.has_mirrors())
     }
 
     /// The route's per-client limits, if any.
@@ -297,6 +304,9 @@ pub(crate) struct Timeouts {
     pub connect: std::time::Duration,
     pub send: std::time::Duration,
     pub read: std::time::Duration,
+    /// The whole exchange, from the first byte sent upstream to the last byte of the answer
+    /// ([`Rule::deadline`]).
+    pub deadline: Option<std::time::Duration>,
 }
 
 /// A request view over an HTTP/1 head as received: `head` is the whole head (request line and

@@ -467,10 +467,10 @@ where
             conn.tally.bytes_in += body as u64;
             (conn.finish(302, keep).await, Some(served))
         }
-        Decision::Proxy { served, endpoints, mirrors, sticky, edits } => {
+        Decision::Proxy { served, endpoints, rule, sticky, edits } => {
             let tls = conn.facts.tls;
             let input = || HashInput { target: target.as_bytes(), host: &data[head.host.clone()], peer, tls };
-            let mut extras = RouteExtras::new(served.route, mirrors, sticky);
+            let mut extras = RouteExtras::new(served.route, rule, sticky);
             extras.choose_endpoint(&view, input, endpoints);
             // CORS: the allowed origin is kept in a pooled buffer (the read buffer moves on).
             let mut origin = Vec::new();

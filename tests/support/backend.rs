@@ -1,6 +1,7 @@
 //! A real HTTP/1.1 backend on loopback (std threads), answering with its name and what it saw.
 //!
-//! Paths: `/slow/<ms>` sleeps first; `/chunked` answers chunked; `/close` answers without a length
+//! Paths: `/slow/<ms>` sleeps first, as does any path with a `delay=<n>ms` or `delay=<n>s` query
+//! parameter (the Gateway API conformance echo server's); `/chunked` answers chunked; `/close` answers without a length
 //! and closes; `/ws` accepts a WebSocket-style upgrade and echoes bytes; `/nobody/<status>` answers
 //! that status with no body; anything else answers 200 with `name`, the method, the target, the
 //! headers and the request body. `/big/<bytes>` answers that many bytes. Every byte a backend
@@ -155,6 +156,15 @@ fn serve(stream: Recorder, name: &str, requests: &AtomicUsize, idle: Option<Dura
         }
         if let Some(ms) = target.strip_prefix("/slow/") {
             std::thread::sleep(Duration::from_millis(ms.parse().unwrap_or(100)));
+        }
+        if let Some(delay) =
+            target.split_once('?').and_then(|(_, q)| q.split('&').find_map(|p| p.strip_prefix("delay=")))
+        {
+            let ms = match delay.strip_suffix("ms") {
+                Some(ms) => ms.parse().unwrap_or(0),
+                None => delay.strip_suffix('s').and_then(|s| s.parse::<u64>().ok()).unwrap_or(0) * 1000,
+            };
+            std::thread::sleep(Duration::from_millis(ms));
         }
         if let Some(size) = target.strip_prefix("/big/") {
             let size: usize = size.parse().unwrap_or(0);

@@ -615,6 +615,10 @@ fn compile_rules(
     let mut resolved = StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "");
     let default_match = [HttpRouteMatch::default()];
     for (r, rule) in route.spec.rules.iter().enumerate() {
+        let deadline = rule_deadline(rule.timeouts.as_ref()).unwrap_or_else(|e| {
+            draft.warn(object, format!("spec.rules[{r}].timeouts: {e}; ramjet's upstream timeouts apply"));
+            None
+        });
         let (backends, filters) = match rule_action(rule, namespace, grants, resolver) {
             Ok(action) => action,
             Err(problem) => {
@@ -666,12 +670,65 @@ fn compile_rules(
             for (host, listening) in hosts {
                 let mut conditions = conditions.clone();
                 conditions.extend(listening.scope());
-                let rule = Rule::split(conditions, backends.clone(), total, false).with_filters(filters.clone());
+                let rule = Rule::split(conditions, backends.clone(), total, false)
+                    .with_filters(filters.clone())
+                    .with_deadline(deadline);
                 entries.push(Entry { host: host.clone(), claim: claim.clone(), rank, rule, source: source.clone() });
             }
         }
     }
     resolved
+}
+
+/// A rule's `timeouts` as one deadline for the exchange with the backend: the shorter of `request`
+/// and `backendRequest` (ramjet tries a second endpoint only after a refused connect, so one
+/// deadline covers both); `0s` turns a timeout off, and none given is `None`.
+fn rule_deadline(timeouts: Option<&BTreeMap<String, String>>) -> Result<Option<std::time::Duration>, String> {
+    let mut deadline = None;
+    let mut given = BTreeMap::new();
+    for (name, value) in timeouts.into_iter().flatten() {
+        if name != "request" && name != "backendRequest" {
+            return Err(format!("`{name}` is not a timeout (request, backendRequest)"));
+        }
+        let d = gateway_duration(value)
+            .ok_or_else(|| format!("{name} `{value}` is not a Gateway API duration (1h, 30s, 500ms, 1m30s)"))?;
+        given.insert(name.as_str(), d);
+        if !d.is_zero() {
+            deadline = Some(deadline.map_or(d, |e: std::time::Duration| e.min(d)));
+        }
+    }
+    if let (Some(request), Some(backend)) = (given.get("request"), given.get("backendRequest")) {
+        if !request.is_zero() && (backend.is_zero() || backend > request) {
+            return Err("backendRequest must not be longer than request".into());
+        }
+    }
+    Ok(deadline)
+}
+
+/// A Gateway API duration (GEP-2257): one to four pieces of up to five digits and a unit (`h`,
+/// `m`, `s`, `ms`), as `1h`, `500ms`, `1m30s`.
+fn gateway_duration(text: &str) -> Option<std::time::Duration> {
+    let mut rest = text.as_bytes();
+    let (mut total, mut pieces) = (std::time::Duration::ZERO, 0);
+    while !rest.is_empty() {
+        let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 || digits > 5 {
+            return None;
+        }
+        let n: u64 = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+        rest = &rest[digits..];
+        let (unit, len) = match rest {
+            [b'm', b's', ..] => (std::time::Duration::from_millis(1), 2),
+            [b'h', ..] => (std::time::Duration::from_secs(3600), 1),
+            [b'm', ..] => (std::time::Duration::from_secs(60), 1),
+            [b's', ..] => (std::time::Duration::from_secs(1), 1),
+            _ => return None,
+        };
+        rest = &rest[len..];
+        total += unit * n as u32;
+        pieces += 1;
+    }
+    (pieces >= 1 && pieces <= 4).then_some(total)
 }
 
 /// Why a rule's backends or filters cannot be used: its requests get 500.

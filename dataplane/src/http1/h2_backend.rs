@@ -64,7 +64,9 @@ where
     let Target { addr, tls, buffered } = to;
     let first = upstream_request(&conn.out, tls.is_some())?;
     let grpc = crate::grpc::is_grpc(first.headers());
-    let deadline = if grpc { grpc_timeout(first.headers()) } else { None };
+    // The client's gRPC deadline and the rule's, whichever ends first, bound the wait for the head.
+    let grpc_deadline = if grpc { grpc_timeout(first.headers()) } else { None };
+    let deadline = grpc_deadline.into_iter().chain(timeouts.deadline).min();
     // The buffered body without its HTTP/1.1 framing.
     let body = buffered.map(|len| payload(head.body, &conn.buf.data()[..len]));
     let end = matches!(&body, Some(b) if b.is_empty());

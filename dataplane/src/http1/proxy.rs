@@ -52,7 +52,7 @@ where
     let timeouts = extras.timeouts(&worker.settings);
     // `Some(n)`: the whole body (n bytes) is buffered and the request can be sent again as it is.
     let buffered = buffer_body(conn, head, limit).await?;
-    if let Some(rule) = extras.mirrors {
+    if let Some(rule) = extras.mirrors() {
         crate::mirror::send_all(worker, rule, &conn.out, buffered.map(|len| &conn.buf.data()[..len]));
     }
     let index = extras.endpoint(worker, backend.slot, endpoints);
@@ -79,7 +79,8 @@ where
         copy.extend_from_slice(&conn.out);
         copy
     });
-    let attempted = exchange::attempt(
+    let deadline = exchange::deadline_from_now(timeouts.deadline);
+    let attempt = exchange::attempt(
         worker,
         endpoints,
         tls,
@@ -103,8 +104,8 @@ where
             let out = &mut conn.out;
             exchange::read_response_head(up, timeouts.read, |data| parse_response(data, &plan, out)).await
         },
-    )
-    .await;
+    );
+    let attempted = exchange::within(deadline, attempt).await;
     if let Some(copy) = request_head {
         worker.out_buffers.give(copy);
     }
@@ -139,14 +140,15 @@ where
         conn.write_out().await.map_err(|e| Failure::from(e).started())?;
         return Ok((status, Next::Tunnel(up)));
     }
-    let complete = match relay_response(conn, &mut up, &response, head.minor == 0, timeouts.read).await {
+    let relayed = exchange::within(deadline, relay_response(conn, &mut up, &response, head.minor == 0, timeouts.read));
+    let complete = match relayed.await {
         Ok((complete, bytes)) => {
             conn.tally.bytes_out += bytes;
             complete
         }
         Err(failure) => {
             worker.upstream_buffers.give(up.buf.into_inner());
-            return Err(failure);
+            return Err(failure.started());
         }
     };
     exchange::release(worker, up, complete, &response);

@@ -63,8 +63,10 @@ pub(super) async fn forward(
     id: &RequestId,
     tally: &mut Tally,
 ) -> Result<u16, Failure> {
-    let deadline = if to.grpc { grpc_timeout(&parts.headers) } else { None };
     let extras = to.extras;
+    // The client's gRPC deadline and the rule's, whichever ends first, bound the wait for the head.
+    let grpc = if to.grpc { grpc_timeout(&parts.headers) } else { None };
+    let deadline = grpc.into_iter().chain(extras.rule.and_then(|r| r.deadline)).min();
     let request = || {
         upstream_request(parts, host, facts, id).map(|mut r| {
             set_fields(r.headers_mut(), extras);

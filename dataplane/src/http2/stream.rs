@@ -170,10 +170,10 @@ async fn handle<'t>(
             seen.served = Some(served);
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
-        Decision::Proxy { served, endpoints, mirrors, sticky, edits } => {
+        Decision::Proxy { served, endpoints, rule, sticky, edits } => {
             seen.served = Some(served);
             let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls: facts.tls };
-            let mut extras = RouteExtras::new(served.route, mirrors, sticky);
+            let mut extras = RouteExtras::new(served.route, rule, sticky);
             extras.choose_endpoint(&view, input, endpoints);
             if let Some(cors) = extras.route_cors() {
                 if let Some(allow) = cors.allow_origin(ramjet_shared::RequestView::header(&view, "origin")) {
@@ -411,7 +411,7 @@ async fn forward(
     extras.set_auth_fields(&mut out);
     // Without a body the request can be sent again as it is, should a pooled connection be stale.
     let replayable = !framing.has_body();
-    if let Some(rule) = extras.mirrors {
+    if let Some(rule) = extras.mirrors() {
         // An HTTP/2 body is streamed, never buffered whole: only a request without one is copied whole.
         crate::mirror::send_all(worker, rule, &out, replayable.then_some(&[][..]));
     }
@@ -420,7 +420,8 @@ async fn forward(
     let tally = &mut seen.tally;
     let connect = timeouts.connect;
     let retry = Retry { next: extras.next_upstream(), idempotent: is_idempotent(parts.method.as_str().as_bytes()) };
-    let upstream = exchange::attempt(
+    let deadline = exchange::deadline_from_now(timeouts.deadline);
+    let attempt = exchange::attempt(
         worker,
         endpoints,
         tls,
@@ -435,6 +436,7 @@ async fn forward(
             exchange::read_response_head(up, timeouts.read, |data| response_head(data, is_head)).await
         },
     );
+    let upstream = exchange::within(deadline, attempt);
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
     let result = monoio::select! {
         r = upstream => r,
@@ -513,7 +515,8 @@ async fn forward(
         true
     } else {
         seen.status = status;
-        match relay_body(worker, &mut up, head.body, &mut send, &mut seen.tally.bytes_out, timeouts.read).await {
+        let relayed = relay_body(worker, &mut up, head.body, &mut send, &mut seen.tally.bytes_out, timeouts.read);
+        match exchange::within(deadline, relayed).await {
             Ok(complete) => complete,
             Err(failure) => {
                 let addr = up.addr;

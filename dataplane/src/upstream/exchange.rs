@@ -162,6 +162,27 @@ fn passes_on(next: &NextUpstream, error: ProxyError) -> bool {
     }
 }
 
+/// When a rule's deadline ([`crate::dispatch::Timeouts::deadline`]) ends, counted from now.
+#[inline]
+pub(crate) fn deadline_from_now(deadline: Option<Duration>) -> Option<monoio::time::Instant> {
+    deadline.map(|d| monoio::time::Instant::now() + d)
+}
+
+/// Runs `exchange` until `deadline` at most: past it the exchange is dropped — its upstream
+/// connection with it, closed, never pooled — and the request fails with a timeout (504 before
+/// the response head was sent, the client connection closed after).
+pub(crate) async fn within<T>(
+    deadline: Option<monoio::time::Instant>,
+    exchange: impl std::future::Future<Output = Result<T, Failure>>,
+) -> Result<T, Failure> {
+    match deadline {
+        None => exchange.await,
+        Some(at) => monoio::time::timeout_at(at, exchange)
+            .await
+            .unwrap_or_else(|_| Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into())),
+    }
+}
+
 /// Ends an exchange: the connection goes back to the pool only if the response was `complete`,
 /// the backend allows reuse, and nothing unexpected follows it; otherwise it is closed.
 pub(crate) fn release(worker: &Worker, up: UpstreamConn, complete: bool, head: &ResponseHead) {

@@ -342,6 +342,10 @@ pub struct Rule {
     /// their weights grow).
     pub sticky: bool,
     pub filters: Box<[Filter]>,
+    /// The answer must have come within this long of ramjet starting to send the request upstream,
+    /// its body included (Gateway API's `timeouts`): 504 when the head is late, the connection
+    /// closed when the body is. `None`: only the per-operation upstream timeouts apply.
+    pub deadline: Option<Duration>,
 }
 
 /// The cookie that carries a user's draw for sticky weighted rules: a number below
@@ -365,11 +369,17 @@ impl Rule {
             total: total.max(sum).max(1),
             sticky,
             filters: Box::new([]),
+            deadline: None,
         }
     }
 
     pub fn with_filters(mut self, filters: Vec<Filter>) -> Self {
         self.filters = filters.into_boxed_slice();
+        self
+    }
+
+    pub fn with_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.deadline = deadline;
         self
     }
 
@@ -447,6 +457,10 @@ impl Rule {
         for filter in self.filters.iter() {
             filter.hash_into(h);
         }
+        if let Some(d) = self.deadline {
+            h.update(b"deadline");
+            h.update(d.as_nanos().to_be_bytes());
+        }
         h.update([0]);
     }
 }
@@ -456,6 +470,9 @@ impl fmt::Display for Rule {
         self.describe(f)?;
         for filter in self.filters.iter() {
             write!(f, ", {filter}")?;
+        }
+        if let Some(d) = self.deadline {
+            write!(f, ", within {d:?}")?;
         }
         Ok(())
     }

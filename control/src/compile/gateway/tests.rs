@@ -320,3 +320,54 @@ spec:
     assert_eq!(intersect(Some("shop.example.com"), &["*.example.com".into()]), ["shop.example.com"]);
     assert_eq!(intersect(None, &[]), [""]);
 }
+
+#[test]
+fn timeouts_become_one_deadline_and_bad_ones_are_reported() {
+    use std::time::Duration;
+    assert_eq!(gateway_duration("500ms"), Some(Duration::from_millis(500)));
+    assert_eq!(gateway_duration("1h2m3s4ms"), Some(Duration::from_millis(3_723_004)));
+    assert_eq!(gateway_duration("0s"), Some(Duration::ZERO));
+    for bad in ["", "1", "1.5s", "100000s", "1s1s1s1s1s", "-1s", "1d", "s"] {
+        assert_eq!(gateway_duration(bad), None, "{bad:?}");
+    }
+    let map = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let deadline = |pairs: &[(&str, &str)]| rule_deadline(Some(&map(pairs)));
+    assert_eq!(deadline(&[]), Ok(None));
+    assert_eq!(deadline(&[("request", "2s")]), Ok(Some(Duration::from_secs(2))));
+    assert_eq!(deadline(&[("request", "2s"), ("backendRequest", "500ms")]), Ok(Some(Duration::from_millis(500))));
+    assert_eq!(deadline(&[("request", "0s")]), Ok(None), "0s turns it off");
+    assert_eq!(deadline(&[("request", "0s"), ("backendRequest", "1s")]), Ok(Some(Duration::from_secs(1))));
+    assert!(deadline(&[("request", "1s"), ("backendRequest", "2s")]).is_err());
+    assert!(deadline(&[("request", "soon")]).is_err());
+    assert!(deadline(&[("idle", "1s")]).is_err());
+
+    // On a route: the rule carries it; a bad one is reported and the rule still serves.
+    let yaml = format!(
+        "{BASE}{}\n---\n{}",
+        service("app", "a", 1),
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: web, namespace: app }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }]
+  hostnames: [web.test]
+  rules:
+    - matches: [{ path: { value: /quick } }]
+      timeouts: { request: 1s, backendRequest: 250ms }
+      backendRefs: [{ name: a, port: 80 }]
+    - matches: [{ path: { value: /odd } }]
+      timeouts: { request: soon }
+      backendRefs: [{ name: a, port: 80 }]
+"#
+    );
+    let (g, _) = compile(&yaml);
+    let rule = |path: &str| g.table.route("web.test", path).unwrap().policy.as_ref().unwrap().rules[0].clone();
+    assert_eq!(rule("/quick").deadline, Some(Duration::from_millis(250)));
+    assert_eq!(rule("/odd").deadline, None);
+    assert_eq!(get(&g, "web.test", "/odd"), "1");
+    assert!(
+        g.diagnostics.iter().any(|d| d.message.contains("spec.rules[1].timeouts: request `soon`")),
+        "{:?}",
+        g.diagnostics
+    );
+}
