@@ -164,7 +164,9 @@ async fn give_up(
         match release(api, options).await {
             Ok(true) => tracing::info!(lease = %options.name, "released the lease"),
             Ok(false) => tracing::debug!(lease = %options.name, "the lease is not ours to release"),
-            Err(e) => tracing::warn!(lease = %options.name, error = %e, "cannot release the lease; it expires by itself"),
+            Err(e) => {
+                tracing::warn!(lease = %options.name, error = %e, "cannot release the lease; it expires by itself")
+            }
         }
     }
     if let Ok(done) = done {
