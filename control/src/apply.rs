@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 pub use ramjet_shared::admin::PinState;
 use ramjet_shared::{CertId, Generation, Published};
 
-use crate::audit::diff::diff_tables;
+use crate::audit::diff::{diff_tables, diff_tables_among, TableView};
 use crate::audit::{AuditRecord, AuditTrail, Reason};
 use crate::history::{Entry, History};
 use crate::metrics::ControlMetrics;
@@ -88,7 +88,9 @@ impl Applier {
     pub fn apply(&self, generation: Generation) {
         let generation = Arc::new(generation);
         let newest = self.lock().newest.clone();
-        let d = diff_tables(&newest.table, &generation.table);
+        // One walk of the host groups finds the ones that changed; the diff looks at those only.
+        let changed_hosts: Arc<[Arc<str>]> = TableView::changed_hosts(&newest.table, &generation.table).into();
+        let d = diff_tables_among(&newest.table, &generation.table, changed_hosts.iter().map(|h| &**h));
         let mut state = self.lock();
         let published = state.pinned.is_none();
         let previous = state.newest.number;
@@ -101,6 +103,7 @@ impl Applier {
             published,
             summary: d.sentence(),
             counts: d.counts(),
+            changed_hosts,
         });
         state.newest = generation.clone();
         self.metrics.applied();
@@ -155,8 +158,9 @@ impl Applier {
         state.pinned = Some(number);
         self.metrics.set_pinned(true);
         let pin = pin_state(&state);
+        let changed = state.history.changed_between(before.number, number);
         drop(state);
-        let d = diff_tables(&before.table, &target.table);
+        let d = diff_between(&before, &target, changed);
         self.audit.record(AuditRecord::new(Reason::ConfigPinned, before.number, number, true, d));
         Ok(pin)
     }
@@ -177,8 +181,9 @@ impl Applier {
         }
         self.prune_certificates(&mut state);
         let pin = pin_state(&state);
+        let changed = state.history.changed_between(before.number, newest.number);
         drop(state);
-        let d = diff_tables(&before.table, &newest.table);
+        let d = diff_between(&before, &newest, changed);
         self.audit.record(AuditRecord::new(Reason::ConfigResumed, before.number, newest.number, true, d));
         (true, pin)
     }
@@ -243,6 +248,16 @@ impl Applier {
         let serving = state.serving.number;
         let entries = state.history.iter().map(|e| (e.clone(), e.generation.number == serving)).collect();
         (pin_state(&state), state.history.capacity(), entries)
+    }
+}
+
+/// The diff from one generation of the ring to another: only the host groups that changed at some
+/// step between them are compared (`changed`), so a pin or release costs what differs, not the
+/// table's size; all of them when a generation left the ring.
+fn diff_between(from: &Generation, to: &Generation, changed: Option<Vec<Arc<str>>>) -> crate::audit::diff::TableDiff {
+    match changed {
+        Some(hosts) => diff_tables_among(&from.table, &to.table, hosts.iter().map(|h| &**h)),
+        None => diff_tables(&from.table, &to.table),
     }
 }
 

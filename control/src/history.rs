@@ -18,6 +18,9 @@ pub struct Entry {
     /// The diff sentence against the generation compiled before it.
     pub summary: String,
     pub counts: DiffCounts,
+    /// The host groups that differ from the generation applied before it (the entry before it in
+    /// the ring): what a rollback across this entry has to compare.
+    pub changed_hosts: Arc<[Arc<str>]>,
 }
 
 pub struct History {
@@ -61,5 +64,14 @@ impl History {
 
     pub fn numbers(&self) -> Vec<u64> {
         self.iter().map(|e| e.generation.number).collect()
+    }
+
+    /// Every host group that changed at some step between generations `a` and `b` (either order):
+    /// the only groups in which their tables can differ. `None` when either is no longer in the ring.
+    pub fn changed_between(&self, a: u64, b: u64) -> Option<Vec<Arc<str>>> {
+        let at = |n: u64| self.entries.iter().position(|e| e.generation.number == n);
+        let (i, j) = (at(a)?, at(b)?);
+        let steps = self.entries.range(i.min(j) + 1..=i.max(j));
+        Some(steps.flat_map(|e| e.changed_hosts.iter().cloned()).collect())
     }
 }

@@ -473,6 +473,9 @@ pub struct RouteTable {
     /// `ssl-passthrough`), by server name, lower case.
     passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
     digest: Digest,
+    /// The digest of the table items alone ([`RouteTable::table_items`]): equal digests, equal
+    /// items, so a diff can skip them.
+    items_digest: Digest,
 }
 
 impl RouteTable {
@@ -587,6 +590,12 @@ impl RouteTable {
     /// backend. Equal digests mean the data plane would behave identically.
     pub fn digest(&self) -> Digest {
         self.digest
+    }
+
+    /// The digest of the items outside host groups: default backend, TLS hosts, HTTPS redirects,
+    /// passthrough hosts.
+    pub fn items_digest(&self) -> Digest {
+        self.items_digest
     }
 
     /// Every host group, sorted by host as declared (the any-host group, `""`, first).
@@ -1014,7 +1023,12 @@ impl TableBuilder {
         table.default_route = self.default_route;
         table.tls = self.tls;
         table.passthrough = self.passthrough;
-        table.digest = top.finish(table.table_items().iter());
+        let (digest, items_digest) = {
+            let items = table.table_items();
+            (top.finish(items.iter()), TableHasher::default().finish(items.iter()))
+        };
+        table.digest = digest;
+        table.items_digest = items_digest;
         (table, problems)
     }
 }

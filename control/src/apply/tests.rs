@@ -110,3 +110,63 @@ fn certificates_of_forgotten_generations_are_dropped_after_the_grace_period() {
     assert_eq!(store.len(), 2);
     assert!(store.contains(&CertId([3; 32])) && store.contains(&CertId([4; 32])));
 }
+
+/// Records every audit record's diff.
+#[derive(Default)]
+struct Diffs(Mutex<Vec<(Reason, crate::audit::diff::TableDiff)>>);
+
+impl crate::audit::EventSink for Diffs {
+    fn record(&self, record: &AuditRecord) {
+        self.0.lock().unwrap().push((record.reason, record.diff.clone()));
+    }
+}
+
+/// A pin across several generations compares only the host groups that changed at some step
+/// between them, and says exactly what the whole diff says; so does its release, and so does a pin
+/// to a generation that left the ring (the whole diff, then).
+#[test]
+fn a_pin_and_its_release_carry_the_whole_diff_across_several_generations() {
+    let published = Arc::new(Published::new());
+    let diffs = Arc::new(Diffs::default());
+    let audit = AuditTrail { sinks: vec![diffs.clone()], ..AuditTrail::default() };
+    let applier = Applier::new(published.clone(), 4, audit, Arc::default());
+    let table = |changed: &[(&str, &str)]| {
+        let mut b = TableBuilder::new();
+        for host in ["a.test", "b.test", "c.test", "d.test"] {
+            let body = changed.iter().find(|(h, _)| *h == host).map_or("same", |(_, body)| *body);
+            let backend = Arc::new(Backend::respond(&format!("{host}-{body}"), 0, 200, body.to_string()));
+            b.add_route(host, "/", PathKind::Prefix, backend, "t").unwrap();
+        }
+        b.build(None)
+    };
+    let steps: [&[(&str, &str)]; 5] = [
+        &[],
+        &[("a.test", "one")],
+        &[("a.test", "one"), ("b.test", "two")],
+        &[("a.test", "three"), ("b.test", "two")],
+        &[("a.test", "three"), ("b.test", "two"), ("c.test", "four")],
+    ];
+    let whole = |from: usize, to: usize| diff_tables(&table(steps[from]), &table(steps[to]));
+    for (n, step) in steps.iter().enumerate() {
+        applier.apply(Generation::new(n as u64 + 1, table(step), vec![], vec![]));
+    }
+    let last = |reason: Reason| {
+        let recorded = diffs.0.lock().unwrap();
+        let (r, d) = recorded.last().unwrap().clone();
+        assert_eq!(r, reason);
+        d
+    };
+    // The ring holds generations 2..=5 (of 1..=5).
+    applier.rollback(2).unwrap();
+    assert_eq!(last(Reason::ConfigPinned), whole(4, 1));
+    assert!(applier.release().0);
+    assert_eq!(last(Reason::ConfigResumed), whole(1, 4));
+    applier.rollback(4).unwrap();
+    assert_eq!(last(Reason::ConfigPinned), whole(4, 3));
+    assert_eq!(
+        applier.rollback(1).unwrap_err(),
+        RollbackError::NotInHistory { wanted: 1, available: vec![5, 4, 3, 2] }
+    );
+    applier.rollback(3).unwrap();
+    assert_eq!(last(Reason::ConfigPinned), whole(3, 2));
+}

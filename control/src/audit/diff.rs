@@ -154,25 +154,61 @@ pub struct TableView {
 
 impl TableView {
     /// Views of only what differs between two tables: host groups that are the same in both
-    /// (shared, or equal by digest) are left out of both, so the diff costs time for what changed,
-    /// not for the size of the table. The items outside host groups are always included.
+    /// (shared, or equal by digest) are left out of both, and so are the items outside host groups
+    /// when their digests are equal. Every host group of both tables is looked at; see
+    /// [`TableView::changed_parts_among`] for a diff that need not.
     pub fn changed_parts(old: &RouteTable, new: &RouteTable) -> (TableView, TableView) {
-        let same = |a: &HostRoutes, b: Option<&Arc<HostRoutes>>| b.is_some_and(|b| b.digest() == a.digest());
+        let hosts = old.hosts().chain(new.hosts()).map(|g| &*g.host);
+        TableView::changed_parts_among(old, new, hosts)
+    }
+
+    /// As [`TableView::changed_parts`], looking only at the host groups named in `hosts` (any
+    /// order, repeats allowed): every other group is known to be the same in both tables, as when
+    /// `hosts` are the groups that changed at each step between them. Costs time for `hosts`, not
+    /// for the size of the tables.
+    pub fn changed_parts_among<'h>(
+        old: &RouteTable,
+        new: &RouteTable,
+        hosts: impl IntoIterator<Item = &'h str>,
+    ) -> (TableView, TableView) {
         let mut old_view = TableView::default();
         let mut new_view = TableView::default();
-        for group in new.hosts() {
-            if !same(group, old.host_group(&group.host)) {
+        let mut seen = std::collections::HashSet::new();
+        for host in hosts {
+            if !seen.insert(host) {
+                continue;
+            }
+            let (before, after) = (old.host_group(host), new.host_group(host));
+            if before.zip(after).is_some_and(|(a, b)| Arc::ptr_eq(a, b) || a.digest() == b.digest()) {
+                continue;
+            }
+            if let Some(group) = before {
+                old_view.extend(group.items());
+            }
+            if let Some(group) = after {
                 new_view.extend(group.items());
             }
         }
-        for group in old.hosts() {
-            if !same(group, new.host_group(&group.host)) {
-                old_view.extend(group.items());
-            }
+        if old.items_digest() != new.items_digest() {
+            old_view.extend(old.table_items());
+            new_view.extend(new.table_items());
         }
-        old_view.extend(old.table_items());
-        new_view.extend(new.table_items());
         (old_view, new_view)
+    }
+
+    /// The hosts (as declared: `*.` for a wildcard group, `""` for any host) whose groups differ
+    /// between two tables.
+    pub fn changed_hosts(old: &RouteTable, new: &RouteTable) -> Vec<Arc<str>> {
+        let differs = |a: &Arc<HostRoutes>, b: Option<&Arc<HostRoutes>>| !b.is_some_and(|b| b.digest() == a.digest());
+        let mut hosts: Vec<Arc<str>> = new
+            .hosts()
+            .filter(|g| differs(g, old.host_group(&g.host)))
+            .chain(old.hosts().filter(|g| new.host_group(&g.host).is_none()))
+            .map(|g| g.host.clone())
+            .collect();
+        hosts.sort();
+        hosts.dedup();
+        hosts
     }
 
     /// The whole table (tests and tools; the applier uses [`TableView::changed_parts`]).
@@ -217,6 +253,13 @@ impl TableView {
 /// The diff between two compiled tables.
 pub fn diff_tables(old: &RouteTable, new: &RouteTable) -> TableDiff {
     let (old, new) = TableView::changed_parts(old, new);
+    diff(&old, &new)
+}
+
+/// The diff between two compiled tables that differ at most in the host groups named in `hosts`
+/// (and in the items outside host groups, which are compared by digest).
+pub fn diff_tables_among<'h>(old: &RouteTable, new: &RouteTable, hosts: impl IntoIterator<Item = &'h str>) -> TableDiff {
+    let (old, new) = TableView::changed_parts_among(old, new, hosts);
     diff(&old, &new)
 }
 

@@ -95,6 +95,19 @@ proptest! {
         prop_assert_eq!(diff_tables(&build(&a), &build(&b)), d);
     }
 
+    /// A pin's diff looks only at the groups that changed at each step between two generations,
+    /// and it is the whole diff.
+    #[test]
+    fn the_diff_among_the_groups_changed_at_each_step_is_the_whole_diff(a in spec(), b in spec(), c in spec()) {
+        let tables = [build(&a), build(&b), build(&c)];
+        let step = |i: usize| TableView::changed_hosts(&tables[i], &tables[i + 1]);
+        let changed: Vec<Arc<str>> = step(0).into_iter().chain(step(1)).collect();
+        let among = diff_tables_among(&tables[0], &tables[2], changed.iter().map(|h| &**h));
+        prop_assert_eq!(&among, &diff_tables(&tables[0], &tables[2]));
+        let back = diff_tables_among(&tables[2], &tables[0], changed.iter().map(|h| &**h));
+        prop_assert_eq!(back, diff_tables(&tables[2], &tables[0]));
+    }
+
     /// The diff and the digest see the same table: a new digest always comes with a non-empty
     /// diff, and the same digest with an empty one.
     #[test]
