@@ -9,9 +9,12 @@
 #   benches/proxy/run.sh --sections h2  # HTTP/2 clients (h2load) through ramjet and nginx
 #   benches/proxy/run.sh --sections mirror        # a down and a slow mirror against no mirror
 #   benches/proxy/run.sh --sections instructions  # callgrind: instructions per request, plain vs canary
+#   benches/proxy/run.sh --sections gateway       # docs/gateway-api.md's migration example as Ingresses
+#                                                 # and as an HTTPRoute: callgrind and wrk, per request kind
+#   benches/proxy/run.sh --no-build --sections gateway --rounds 4 --duration 5 --insn-rounds 4 --insn-requests 10000  # ~9 min
 #
 # It installs what is missing (apt-get: wrk, nginx, haproxy, openssl, gcc, python3, h2load; valgrind for
-# the instructions section), builds
+# the instructions and gateway sections), builds
 # target/release/ramjet, and runs bench.py. Results: target/bench-proxy/<timestamp>/results.md.
 # Only 127.0.0.1 is used; every process started is stopped at the end, also on Ctrl-C.
 set -euo pipefail
@@ -40,7 +43,7 @@ command -v taskset >/dev/null || need+=(util-linux)
 command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v sha256sum >/dev/null || need+=(coreutils)
 if [[ " $* " == *" --profile "* ]] && ! command -v perf >/dev/null; then need+=(linux-perf); fi
-if [[ " $* " == *instructions* ]] && ! command -v valgrind >/dev/null; then need+=(valgrind); fi
+if [[ " $* " == *instructions* || " $* " == *gateway* ]] && ! command -v valgrind >/dev/null; then need+=(valgrind); fi
 if ((${#need[@]})); then
   echo "run.sh: installing ${need[*]}" >&2
   sudo=""
