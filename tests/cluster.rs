@@ -2218,7 +2218,7 @@ fn install_gateway_crds(admin: &Kube) {
         let yaml = std::fs::read_to_string(dir.join(format!("gateway.networking.k8s.io_{kind}.yaml"))).unwrap();
         admin.try_apply_as(&yaml, "test").unwrap_or_else(|e| panic!("installing the {kind} CRD: {e}"));
     }
-    for kind in ["GatewayClass", "Gateway", "HTTPRoute", "ReferenceGrant"] {
+    for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant"] {
         assert!(eventually(PATIENCE, || admin.try_list(kind, None).is_ok()), "the {kind} CRD is never served");
     }
 }
@@ -2410,6 +2410,22 @@ spec:
         route_status()["status"]
     );
     assert_eq!(ask("GET /cart HTTP/1.1\r\nHost: shop.gw.test\r\n\r\n").status, 500);
+
+    // A GRPCRoute on the same listener: its status too, with the spec's reasons.
+    admin.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GRPCRoute\nmetadata: {{ name: rpc, namespace: {ns} }}\n\
+         spec:\n  parentRefs: [{{ name: edge, sectionName: http }}]\n  hostnames: [rpc.gw.test]\n  \
+         rules: [{{ matches: [{{ method: {{ service: demo.Echo }} }}], backendRefs: [{{ name: stable, port: 80 }}] }}]\n"
+    ));
+    let grpc_status = || admin.get("GRPCRoute", Some(&ns), "rpc").unwrap();
+    assert!(
+        eventually(PATIENCE, || ours(&grpc_status()).is_some_and(|p| has(&p, "Accepted", "True", "Accepted")
+            && has(&p, "ResolvedRefs", "True", "ResolvedRefs")
+            && p["conditions"][0]["observedGeneration"] == grpc_status()["metadata"]["generation"])),
+        "GRPCRoute status: {:#}\nlog:\n{}",
+        grpc_status()["status"],
+        ramjet.log()
+    );
     drop(second);
     admin.delete("GatewayClass", None, name);
 }
@@ -2510,6 +2526,211 @@ spec:
          written {status_written:.1?} after",
         picked_up.0, picked_up.1
     );
+}
+
+/// Two auto-promoting HTTPRoutes on one Gateway, through the real API server with the chart's
+/// RBAC: `shop` (its canary `beta` healthy) steps 25 → 50 → 75 and is promoted, every request then
+/// going to `beta`; `cart` (its canary answering 500) fails its checks and is aborted, every
+/// request going back to the primary. The state is `ramjet.dev/canary-state` on each HTTPRoute,
+/// written by server-side apply (ramjet owns that annotation alone, the user's re-apply leaves it),
+/// and read back by the compile that serves the weight. The decisions are Events regarding the
+/// HTTPRoutes and audit records, and the route's status says where promotion stands. Once both
+/// are done, nothing more is written.
+#[test]
+fn gateway_api_httproute_canaries_promote_or_abort_themselves() {
+    let name = "gw-canary";
+    let plane = ControlPlane::shared();
+    let admin = Kube::new(&plane.admin_kubeconfig);
+    install_gateway_crds(&admin);
+    let controller = format!("ramjet.dev/{name}-gateway");
+    let values = json!({
+        "ingressClass": { "name": name, "controllerValue": format!("ramjet.dev/{name}") },
+        "gatewayAPI": { "controllerName": controller, "gatewayClass": { "create": true, "name": name } },
+    });
+    let mut docs = render(name, &format!("t-{name}"), &values);
+    let class = docs.iter().find(|d| d["kind"] == "GatewayClass").expect("the chart renders the GatewayClass").clone();
+    admin.apply_value(&class, "helm").unwrap();
+    docs.retain(|d| d["kind"] != "GatewayClass");
+    let install = Install::apply(name, docs);
+    let ns = install.ns.clone();
+    let (stable, beta, broken) = (Backend::start("stable"), Backend::start("beta"), Backend::answering("broken", 500));
+    install.service("stable", &[&stable]);
+    install.service("beta", &[&beta]);
+    install.service("broken", &[&broken]);
+    let route_yaml = |route: &str, canary: &str, settings: &[(&str, &str)]| {
+        let mut annotations = vec!["team: shop".to_string(), "ramjet.dev/canary-auto-promote: \"true\"".to_string()];
+        annotations.extend(settings.iter().map(|(k, v)| format!("ramjet.dev/canary-{k}: \"{v}\"")));
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: {route}\n  namespace: {ns}\n  \
+             annotations: {{ {} }}\nspec:\n  parentRefs: [{{ name: edge, sectionName: http }}]\n  \
+             hostnames: [{route}.{name}.test]\n  rules:\n    - backendRefs: [{{ name: stable, port: 80, weight: 100 }}, \
+             {{ name: {canary}, port: 80, weight: 0 }}]\n",
+            annotations.join(", ")
+        )
+    };
+    let shop_settings =
+        [("step-weight", "25"), ("max-weight", "75"), ("interval", "2s"), ("min-requests", "5"), ("max-p99", "5s")];
+    let shop = route_yaml("shop", "beta", &shop_settings);
+    let cart_settings = [("step-weight", "50"), ("interval", "1s"), ("min-requests", "3"), ("failure-threshold", "2")];
+    admin.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: {ns} }}\n\
+         spec:\n  gatewayClassName: {name}\n  listeners: [{{ name: http, port: 80, protocol: HTTP, hostname: \
+         \"*.{name}.test\" }}]\n---\n{shop}---\n{}",
+        route_yaml("cart", "broken", &cart_settings)
+    ));
+    let webhook = Webhook::start();
+    let extra = [format!("--audit-webhook={}", webhook.url), "--access-log-errors-only".to_string()];
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut ramjet = install.ramjet_with(name, &install.kubeconfig, &extra);
+    ramjet.wait_ready();
+    let (shop_host, cart_host) = (format!("shop.{name}.test"), format!("cart.{name}.test"));
+    ramjet.wait_served(&shop_host, "stable");
+
+    // Requests to both hosts until dropped, one connection each; what answered, by host.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, String)>::new()));
+    let traffic = {
+        let (stop, seen, addr) = (stop.clone(), seen.clone(), ramjet.http);
+        let hosts = [shop_host.clone(), cart_host.clone()];
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for host in &hosts {
+                    let answer = match http(addr, host, "/") {
+                        Some((status, body)) => format!("{status} {}", body.trim()),
+                        None => "down".to_string(),
+                    };
+                    seen.lock().unwrap().push((host.clone(), answer));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    // Waits until the last 20 answers for `host` since the call are all `want`.
+    let all_answers = |host: &str, want: &str| {
+        seen.lock().unwrap().clear();
+        let mut last = Vec::new();
+        let ok = eventually(PATIENCE, || {
+            std::thread::sleep(Duration::from_millis(300));
+            last = seen.lock().unwrap().drain(..).filter(|(h, _)| h == host).map(|(_, a)| a).collect();
+            last.len() >= 20 && last.iter().all(|a| a == want)
+        });
+        assert!(ok, "{host}: never all `{want}`; the last answers: {last:?}");
+    };
+    let state = |route: &str| -> Option<Value> {
+        let object = admin.get("HTTPRoute", Some(&ns), route)?;
+        serde_json::from_str(object["metadata"]["annotations"]["ramjet.dev/canary-state"].as_str()?).ok()
+    };
+
+    // shop: from the start weight to promoted, one step per window.
+    let mut weights = Vec::new();
+    let mut reapplied = false;
+    let promoted = eventually(PATIENCE, || {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = state("shop");
+        let w = now.as_ref().and_then(|s| s["weight"].as_u64());
+        if w.is_some() && weights.last() != Some(&w) {
+            weights.push(w);
+        }
+        if w.is_some() && !reapplied {
+            // The user re-applies their route (their field manager, without ramjet's annotation).
+            admin.apply(&shop);
+            reapplied = true;
+        }
+        now.is_some_and(|s| s["phase"] == "Promoted")
+    });
+    assert!(promoted, "shop never promoted: {weights:?} {:?}; log:\n{}", state("shop"), ramjet.log());
+    assert_eq!(weights, [Some(25), Some(50), Some(75), Some(100)], "the weights written, in order");
+    all_answers(&shop_host, "200 backend=beta");
+    let route = admin.get("HTTPRoute", Some(&ns), "shop").unwrap();
+    assert_eq!(route["metadata"]["annotations"]["team"], "shop", "{route:#}");
+    assert_eq!(route["spec"]["rules"][0]["backendRefs"][1]["weight"], 0, "the user's weights are theirs: {route:#}");
+    let owned: Vec<&str> = route["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["manager"] == "ramjet" && m["subresource"].is_null())
+        .flat_map(|m| m["fieldsV1"]["f:metadata"]["f:annotations"].as_object().unwrap().keys())
+        .map(String::as_str)
+        .collect();
+    assert_eq!(owned, ["f:ramjet.dev/canary-state"], "ramjet owns exactly its annotation: {route:#}");
+    assert_eq!(install.events("CanaryStarted", "shop").len(), 1, "{:#?}", install.events("CanaryStarted", "shop"));
+    let stepped = install.events("CanaryStepped", "shop");
+    assert_eq!(stepped.len(), 2, "{stepped:#?}");
+    assert_eq!(stepped[0]["regarding"]["kind"], "HTTPRoute");
+    assert_eq!(stepped[0]["regarding"]["apiVersion"], "gateway.networking.k8s.io/v1");
+    assert!(stepped[0]["note"].as_str().unwrap().contains("requests, success rate 100.00%, p99"), "{stepped:#?}");
+    let promoted = install.events("CanaryPromoted", "shop");
+    assert_eq!(promoted.len(), 1, "{promoted:#?}");
+    assert!(promoted[0]["note"].as_str().unwrap().contains("Make the canary the only backendRef"), "{promoted:#?}");
+
+    // cart: its canary fails the checks and is aborted to weight 0.
+    assert!(
+        eventually(PATIENCE, || {
+            std::thread::sleep(Duration::from_millis(100));
+            state("cart").is_some_and(|s| s["phase"] == "Aborted")
+        }),
+        "cart never aborted: {:?}; log:\n{}",
+        state("cart"),
+        ramjet.log()
+    );
+    assert_eq!(state("cart").unwrap()["weight"], 0);
+    assert_eq!(state("cart").unwrap()["backend"], format!("{ns}/broken:80"));
+    let failed = install.events("CanaryCheckFailed", "cart");
+    assert_eq!((failed.len(), &failed[0]["type"]), (1, &json!("Warning")), "{failed:#?}");
+    assert!(failed[0]["note"].as_str().unwrap().contains("success rate 0.00% is below 99%"), "{failed:#?}");
+    let aborted = install.events("CanaryAborted", "cart");
+    assert_eq!(aborted.len(), 1, "{aborted:#?}");
+    assert!(aborted[0]["note"].as_str().unwrap().contains("aborted to weight 0 after 2 failed checks"));
+    all_answers(&cart_host, "200 backend=stable");
+
+    // Status says where each stands.
+    let condition = |route: &str| -> Option<(String, String)> {
+        let object = admin.get("HTTPRoute", Some(&ns), route)?;
+        let parents = object["status"]["parents"].as_array()?.clone();
+        let ours = parents.iter().find(|p| p["controllerName"] == controller.as_str())?;
+        let c = ours["conditions"].as_array()?.iter().find(|c| c["type"] == "ramjet.dev/CanaryAutoPromote")?.clone();
+        Some((c["status"].as_str()?.to_string(), c["reason"].as_str()?.to_string()))
+    };
+    let want = |status: &str, reason: &str| Some((status.to_string(), reason.to_string()));
+    assert!(
+        eventually(PATIENCE, || {
+            std::thread::sleep(Duration::from_millis(100));
+            condition("shop") == want("True", "Promoted") && condition("cart") == want("True", "Aborted")
+        }),
+        "status: {:?} {:?}",
+        condition("shop"),
+        condition("cart")
+    );
+
+    // The same decisions went down the audit webhook, naming each route.
+    let records: Vec<(String, String)> = webhook
+        .bodies
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|b| b["event"] == "canary")
+        .map(|b| (b["ingress"].as_str().unwrap().to_string(), b["reason"].as_str().unwrap().to_string()))
+        .collect();
+    for (route, reason) in [
+        ("shop", "CanaryStarted"),
+        ("shop", "CanaryStepped"),
+        ("shop", "CanaryPromoted"),
+        ("cart", "CanaryCheckFailed"),
+        ("cart", "CanaryAborted"),
+    ] {
+        assert!(records.contains(&(format!("{ns}/{route}"), reason.to_string())), "{route} {reason}: {records:?}");
+    }
+
+    // Done: with traffic still flowing, ramjet writes the routes no more.
+    let since = audit_len(plane);
+    std::thread::sleep(Duration::from_secs(3));
+    let writes: Vec<String> =
+        writes_by(plane, &install.user(), since).into_iter().filter(|w| w.contains("httproutes")).collect();
+    assert!(writes.is_empty(), "{writes:?}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    traffic.join().unwrap();
+    ramjet.assert_running();
+    admin.delete("GatewayClass", None, name);
 }
 
 // ---------------------------------------------------------------------------------------------

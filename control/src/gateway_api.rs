@@ -1,5 +1,5 @@
 //! The Gateway API objects ramjet reads, from the standard channel (v1.4): `GatewayClass`, `Gateway`,
-//! `HTTPRoute` (gateway.networking.k8s.io/v1) and `ReferenceGrant` (v1beta1).
+//! `HTTPRoute`, `GRPCRoute` (gateway.networking.k8s.io/v1) and `ReferenceGrant` (v1beta1).
 //!
 //! Written by hand, not generated: the maintained crate (`gateway-api`, kopium output) is built on
 //! kube 4 / k8s-openapi 0.28 and cannot live beside this workspace's kube 5, and the generated types
@@ -348,6 +348,69 @@ pub struct HttpBackendRef {
     pub weight: Option<i32>,
     #[serde(default)]
     pub filters: Vec<HttpRouteFilter>,
+}
+
+/// gRPC routing rules attached to Gateways by `parentRefs`: matches on the gRPC service and
+/// method (the request path `/<service>/<method>`) and headers; the backends speak HTTP/2.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GrpcRoute {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: GrpcRouteSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+resource!(GrpcRoute, "GRPCRoute", "v1", "grpcroutes", NamespaceResourceScope);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteSpec {
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    #[serde(default)]
+    pub rules: Vec<GrpcRouteRule>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteRule {
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Empty: every request.
+    #[serde(default)]
+    pub matches: Vec<GrpcRouteMatch>,
+    /// `RequestHeaderModifier`, `ResponseHeaderModifier`, `RequestMirror` (the fields are
+    /// HTTPRoute's).
+    #[serde(default)]
+    pub filters: Vec<HttpRouteFilter>,
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcRouteMatch {
+    #[serde(default)]
+    pub method: Option<GrpcMethodMatch>,
+    #[serde(default)]
+    pub headers: Vec<ValueMatch>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcMethodMatch {
+    /// `Exact` (the default) or `RegularExpression`.
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    /// The fully qualified service (`helloworld.Greeter`); any when not given.
+    #[serde(default)]
+    pub service: Option<String>,
+    /// The method (`SayHello`); any when not given.
+    #[serde(default)]
+    pub method: Option<String>,
 }
 
 /// Permission for objects of one namespace to be referenced from other namespaces.

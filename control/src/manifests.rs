@@ -3,7 +3,8 @@
 //!
 //! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively, in name order) is
 //! read as one or more YAML documents. IngressClass, Ingress, Service, EndpointSlice, Secret and
-//! Namespace objects and the Gateway API's GatewayClass, Gateway, HTTPRoute and ReferenceGrant are kept (a `kind: List` is opened); other kinds are skipped silently, so a directory of
+//! Namespace objects and the Gateway API's GatewayClass, Gateway, HTTPRoute, GRPCRoute and
+//! ReferenceGrant are kept (a `kind: List` is opened); other kinds are skipped silently, so a directory of
 //! real application manifests works as it is. A document that is not valid YAML or not a valid
 //! object of its kind becomes a diagnostic naming the file and the document; the rest still
 //! compiles. Objects without a namespace are in `default`; a Secret's `stringData` is merged into
@@ -27,7 +28,7 @@ use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::compile::ingress::{ClusterSnapshot, IngressOptions};
-use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 
 /// The kind diagnostics give a file, or a document in one, that holds no readable object.
 pub const FILE: &str = "File";
@@ -184,6 +185,11 @@ fn add(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) {
         ("gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1", "HTTPRoute") => {
             if let Some(o) = namespaced::<HttpRoute>(value, at, snapshot) {
                 snapshot.http_routes.push(Arc::new(o));
+            }
+        }
+        ("gateway.networking.k8s.io/v1", "GRPCRoute") => {
+            if let Some(o) = namespaced::<GrpcRoute>(value, at, snapshot) {
+                snapshot.grpc_routes.push(Arc::new(o));
             }
         }
         ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant") => {

@@ -514,7 +514,7 @@ def test_clusterrole_grants():
 def test_gateway_api_rbac_and_gatewayclass():
     rules = one("default", "ClusterRole", FULLNAME)["rules"]
     group = "gateway.networking.k8s.io"
-    for resource in ("gatewayclasses", "gateways", "httproutes", "referencegrants"):
+    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"):
         for verb in ("list", "watch"):
             assert rules_grant(rules, group, resource, verb), (resource, verb)
         assert not rules_grant(rules, group, resource, "get"), resource
@@ -522,8 +522,8 @@ def test_gateway_api_rbac_and_gatewayclass():
     # list shared with other controllers, so it is replaced whole (an update), never applied.
     for resource in ("gatewayclasses/status", "gateways/status"):
         assert rules_grant(rules, group, resource, "patch") and not rules_grant(rules, group, resource, "update")
-    assert rules_grant(rules, group, "httproutes/status", "update")
-    assert not rules_grant(rules, group, "httproutes/status", "patch")
+    for resource in ("httproutes/status", "grpcroutes/status"):
+        assert rules_grant(rules, group, resource, "update") and not rules_grant(rules, group, resource, "patch")
     assert rules_grant(rules, "", "namespaces", "list") and rules_grant(rules, "", "namespaces", "watch")
     assert flag("default", "gateway-controller-name") == "ramjet.dev/gateway-controller"
     assert not find("default", "GatewayClass")

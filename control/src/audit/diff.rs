@@ -258,7 +258,11 @@ pub fn diff_tables(old: &RouteTable, new: &RouteTable) -> TableDiff {
 
 /// The diff between two compiled tables that differ at most in the host groups named in `hosts`
 /// (and in the items outside host groups, which are compared by digest).
-pub fn diff_tables_among<'h>(old: &RouteTable, new: &RouteTable, hosts: impl IntoIterator<Item = &'h str>) -> TableDiff {
+pub fn diff_tables_among<'h>(
+    old: &RouteTable,
+    new: &RouteTable,
+    hosts: impl IntoIterator<Item = &'h str>,
+) -> TableDiff {
     let (old, new) = TableView::changed_parts_among(old, new, hosts);
     diff(&old, &new)
 }

@@ -1,6 +1,8 @@
-//! Canary auto-promotion, the pure part: the settings an Ingress asks for
+//! Canary auto-promotion, the pure part: the settings a canary Ingress or an HTTPRoute asks for
 //! (`ramjet.dev/canary-auto-promote` and Flagger's vocabulary), the state ramjet keeps in the
-//! `ramjet.dev/canary-state` annotation, the figures of one window, and the decision they make.
+//! `ramjet.dev/canary-state` annotation on that object, the figures of one window, and the
+//! decision they make. Both kinds share all of it: only what the canary is (a canary Ingress's
+//! backends; an HTTPRoute rule's second backendRef) is the compilers' business.
 //!
 //! ```text
 //!  (no state) ──start──▶ Progressing weight=step ──check passes──▶ weight += step (≤ max)
@@ -24,8 +26,19 @@ use serde::{Deserialize, Serialize};
 pub const STATE_ANNOTATION: &str = "ramjet.dev/canary-state";
 /// ramjet's own annotations for auto-promotion (ingress-nginx has none).
 const PREFIX: &str = "ramjet.dev/";
+/// The settings [`AutoPromote::from_annotations`] reads, under [`PREFIX`].
+pub const SETTINGS: [&str; 8] = [
+    "canary-auto-promote",
+    "canary-step-weight",
+    "canary-max-weight",
+    "canary-interval",
+    "canary-min-requests",
+    "canary-min-success-rate",
+    "canary-max-p99",
+    "canary-failure-threshold",
+];
 
-/// What an Ingress asks of auto-promotion. Weights are out of the canary's weight total (100 by
+/// What a canary asks of auto-promotion. Weights are out of the canary's weight total (100 by
 /// default, so percent).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AutoPromote {
@@ -60,8 +73,8 @@ impl Default for AutoPromote {
 }
 
 impl AutoPromote {
-    /// The settings of an Ingress that opts in (`ramjet.dev/canary-auto-promote: "true"`), `None`
-    /// when it does not. A value that cannot be used is pushed to `problems` and turns promotion
+    /// The settings of a canary Ingress or an HTTPRoute that opts in
+    /// (`ramjet.dev/canary-auto-promote: "true"`), `None` when it does not. A value that cannot be used is pushed to `problems` and turns promotion
     /// off for this canary (`None`): it then serves its `canary-weight` as written.
     pub fn from_annotations(
         map: Option<&BTreeMap<String, String>>,
@@ -157,10 +170,41 @@ pub enum Phase {
     Aborted,
 }
 
-/// A canary Ingress that auto-promotes, as the last compile saw it: what the deciding replica
-/// needs to judge it.
+/// The kind of object that carries a canary's annotations (and gets its state and Events).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CanaryKind {
+    /// A canary Ingress (`canary: "true"`) attached to a primary Ingress's routes.
+    Ingress,
+    /// An HTTPRoute whose rules with exactly two `backendRefs` split between the first (the
+    /// primary) and the second (the canary).
+    HttpRoute,
+}
+
+impl CanaryKind {
+    /// The Kubernetes kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CanaryKind::Ingress => "Ingress",
+            CanaryKind::HttpRoute => "HTTPRoute",
+        }
+    }
+
+    /// What the user does once the canary is promoted: ramjet never edits what they declared.
+    fn after_promotion(self) -> &'static str {
+        match self {
+            CanaryKind::Ingress => "Make the primary Ingress's backend match the canary, then delete the canary Ingress",
+            CanaryKind::HttpRoute => {
+                "Make the canary the only backendRef of the HTTPRoute's rules, then remove the ramjet.dev/canary-* annotations (the state too)"
+            }
+        }
+    }
+}
+
+/// A canary that auto-promotes (a canary Ingress, or an HTTPRoute), as the last compile saw it:
+/// what the deciding replica needs to judge it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CanaryPlan {
+    pub kind: CanaryKind,
     pub namespace: String,
     pub name: String,
     pub settings: AutoPromote,
@@ -425,10 +469,11 @@ pub fn start(settings: &AutoPromote, backend: &str, now: &str) -> (CanaryState, 
 }
 
 /// The decision at the end of a window of a canary that is progressing: the new state, what it was
-/// and the Event's note. `total` is the canary's weight total; `primary` names what the user
-/// should make match the canary once it is promoted.
+/// and the Event's note. `total` is the canary's weight total; `kind` says what the note tells the
+/// user to change once the canary is promoted.
 pub fn decide(
     settings: &AutoPromote,
+    kind: CanaryKind,
     total: u32,
     state: &CanaryState,
     figures: &Figures,
@@ -442,8 +487,9 @@ pub fn decide(
             next.weight = total;
             next.last = "promoted".into();
             let note = format!(
-                "promoted at weight {} ({figures}): the canary now takes every request by weight. Make the primary Ingress's backend match the canary, then delete the canary Ingress",
-                state.weight
+                "promoted at weight {} ({figures}): the canary now takes every request by weight. {}",
+                state.weight,
+                kind.after_promotion()
             );
             (next, Outcome::CanaryPromoted, note)
         }
@@ -542,7 +588,7 @@ mod tests {
         assert_eq!((state.phase, state.weight, state.step), (Phase::Progressing, 20, 1));
         let mut seen = Vec::new();
         for _ in 0..3 {
-            let (next, outcome, _) = decide(&s, 100, &state, &figures(50, 100.0, 20), "t");
+            let (next, outcome, _) = decide(&s, CanaryKind::Ingress, 100, &state, &figures(50, 100.0, 20), "t");
             seen.push((outcome, next.weight));
             state = next;
         }
@@ -555,13 +601,13 @@ mod tests {
     fn failed_checks_count_and_abort_at_the_threshold() {
         let s = AutoPromote { failure_threshold: 2, min_requests: 10, ..AutoPromote::default() };
         let (state, _) = start(&s, "b", "t0");
-        let (state, outcome, note) = decide(&s, 100, &state, &figures(100, 90.0, 10), "t1");
+        let (state, outcome, note) = decide(&s, CanaryKind::Ingress, 100, &state, &figures(100, 90.0, 10), "t1");
         assert_eq!((outcome, state.weight, state.failures), (Outcome::CanaryCheckFailed, 10, 1));
         assert!(note.contains("success rate 90.00% is below 99%"), "{note}");
-        let (state, outcome, note) = decide(&s, 100, &state, &figures(3, 100.0, 10), "t2");
+        let (state, outcome, note) = decide(&s, CanaryKind::Ingress, 100, &state, &figures(3, 100.0, 10), "t2");
         assert_eq!((outcome, state.phase, state.weight), (Outcome::CanaryAborted, Phase::Aborted, 0));
         assert!(note.contains("3 requests, fewer than the 10 needed"), "{note}");
-        let slow = decide(&s, 100, &start(&s, "b", "t").0, &figures(100, 100.0, 900), "t").2;
+        let slow = decide(&s, CanaryKind::Ingress, 100, &start(&s, "b", "t").0, &figures(100, 100.0, 900), "t").2;
         assert!(slow.contains("p99 900.0ms is above 500.0ms"), "{slow}");
     }
 

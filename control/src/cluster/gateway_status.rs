@@ -1,19 +1,21 @@
 //! Gateway API status, written by the elected replica as a fixed point: what
 //! [`gateway::report`](crate::compile::gateway::report) says about our GatewayClasses, Gateways and
-//! the HTTPRoutes attached to them, compared with what is there (ignoring `lastTransitionTime`,
-//! which is kept while a condition's status holds), and written only when different.
+//! the HTTPRoutes and GRPCRoutes attached to them, compared with what is there (ignoring
+//! `lastTransitionTime`, which is kept while a condition's status holds), and written only when
+//! different.
 //!
 //! How each list merges decides how it is written (from the standard-channel CRDs):
 //! * GatewayClass and Gateway status belong to the class's controller alone (conditions and
 //!   listeners are maps keyed by type and name): server-side apply, field manager `ramjet`.
-//! * An HTTPRoute's `status.parents` is `x-kubernetes-list-type: atomic`: an apply would replace the
-//!   whole list, entries of other controllers included. So it is read, modified and replaced: the
-//!   entries whose `controllerName` is not ours stay as they are, ours are replaced, and the write
-//!   carries the resourceVersion it was computed from (a conflict waits for the watch's newer copy).
+//! * An HTTPRoute's (and a GRPCRoute's) `status.parents` is `x-kubernetes-list-type: atomic`: an
+//!   apply would replace the whole list, entries of other controllers included. So it is read,
+//!   modified and replaced: the entries whose `controllerName` is not ours stay as they are, ours
+//!   are replaced, and the write carries the resourceVersion it was computed from (a conflict waits
+//!   for the watch's newer copy).
 
 use std::sync::Arc;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{json, Value};
@@ -22,8 +24,8 @@ use tokio::sync::watch;
 use super::status::{desired, Address};
 use super::watch::Stores;
 use super::{ClusterOptions, FIELD_MANAGER};
-use crate::compile::gateway::{self, GatewayReport, ParentReport, StatusCondition};
-use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, GROUP};
+use crate::compile::gateway::{self, GatewayReport, ParentReport, RouteReport, StatusCondition};
+use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, GROUP};
 
 /// Keeps Gateway API status right while this replica leads. Until the Gateway API stores exist
 /// (`--gateway-api` on, the CRDs installed after ramjet started) each wake-up finds nothing to do;
@@ -100,54 +102,77 @@ async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions) {
     }
 
     for route in g.http_routes.state() {
-        let (Some(namespace), Some(name)) = (route.metadata.namespace.as_deref(), route.metadata.name.as_deref())
-        else {
-            continue;
-        };
-        let ours = report.routes.iter().find(|r| r.namespace == namespace && r.name == name);
-        let parents: &[ParentReport] = ours.map_or(&[], |r| &r.parents);
-        let generation = route.metadata.generation;
-        let current: Vec<Value> = route
-            .status
-            .as_ref()
-            .and_then(|s| s.get("parents"))
-            .and_then(|p| p.as_array())
-            .cloned()
-            .unwrap_or_default();
-        let (mine, others): (Vec<Value>, Vec<Value>) =
-            current.into_iter().partition(|p| p.get("controllerName").and_then(|c| c.as_str()) == Some(controller));
-        let want: Vec<Value> = parents
-            .iter()
-            .map(|p| {
-                let before = mine.iter().find(|m| m.get("parentRef") == Some(&json!(p.parent_ref)));
-                json!({
-                    "parentRef": p.parent_ref,
-                    "controllerName": controller,
-                    "conditions": conditions(&p.conditions, generation, before.and_then(|b| b.get("conditions"))),
-                })
+        let ours = about(&report.routes, &route.metadata);
+        write_parents::<HttpRoute>(client, controller, &route.metadata, route.status.as_ref(), ours).await;
+    }
+    for route in g.grpc_routes.iter().flat_map(|s| s.state()) {
+        let ours = about(&report.grpc_routes, &route.metadata);
+        write_parents::<GrpcRoute>(client, controller, &route.metadata, route.status.as_ref(), ours).await;
+    }
+}
+
+/// What the report says about the route with this metadata.
+fn about<'r>(reports: &'r [RouteReport], meta: &ObjectMeta) -> Option<&'r RouteReport> {
+    let (namespace, name) = (meta.namespace.as_deref(), meta.name.as_deref());
+    reports.iter().find(|r| namespace == Some(r.namespace.as_str()) && name == Some(r.name.as_str()))
+}
+
+/// Writes a route's `status.parents` when ramjet's entries in it are not what `ours` says (none
+/// when ramjet has nothing to say about the route), keeping every other controller's entry as it is.
+async fn write_parents<K>(
+    client: &Client,
+    controller: &str,
+    metadata: &ObjectMeta,
+    status: Option<&Value>,
+    ours: Option<&RouteReport>,
+) where
+    K: kube::Resource<DynamicType = ()>,
+{
+    let kind = K::kind(&());
+    let (Some(namespace), Some(name)) = (metadata.namespace.as_deref(), metadata.name.as_deref()) else {
+        return;
+    };
+    let parents: &[ParentReport] = ours.map_or(&[], |r| &r.parents);
+    let generation = metadata.generation;
+    let current: Vec<Value> =
+        status.and_then(|s| s.get("parents")).and_then(|p| p.as_array()).cloned().unwrap_or_default();
+    let (mine, others): (Vec<Value>, Vec<Value>) =
+        current.into_iter().partition(|p| p.get("controllerName").and_then(|c| c.as_str()) == Some(controller));
+    let want: Vec<Value> = parents
+        .iter()
+        .map(|p| {
+            let before = mine.iter().find(|m| m.get("parentRef") == Some(&json!(p.parent_ref)));
+            json!({
+                "parentRef": p.parent_ref,
+                "controllerName": controller,
+                "conditions": conditions(&p.conditions, generation, before.and_then(|b| b.get("conditions"))),
             })
-            .collect();
-        if mine.len() == want.len() && mine.iter().zip(&want).all(|(a, b)| same_parent(a, b)) {
-            continue;
+        })
+        .collect();
+    if mine.len() == want.len() && mine.iter().zip(&want).all(|(a, b)| same_parent(a, b)) {
+        return;
+    }
+    let mut all = others;
+    all.extend(want);
+    // The status, with the metadata (and so the resourceVersion) it was computed from: the
+    // status subresource takes nothing else from the body, and a newer object makes the write a
+    // conflict. The metadata is the object's own, managedFields aside (left out, the server
+    // keeps them): the API server tracks field ownership against the body, so metadata missing
+    // from it would be taken from every manager (the user's annotations and labels, ramjet's
+    // canary state) though the object keeps it, and a later apply could no longer remove it.
+    let mut updated = DynamicObject::new(name, &ApiResource::erase::<K>(&())).within(namespace);
+    updated.metadata = metadata.clone();
+    updated.metadata.managed_fields = None;
+    updated.data = json!({ "status": { "parents": all } });
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<K>(&()));
+    match api.replace_status(name, &PostParams::default(), &updated).await {
+        Ok(_) => tracing::info!(route = %format!("{namespace}/{name}"), "{kind} status written"),
+        // Our view was older than the object: the watch brings the newer one and we try again.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            tracing::debug!(route = %format!("{namespace}/{name}"), "{kind} changed while writing its status")
         }
-        let mut all = others;
-        all.extend(want);
-        // The status alone, with the resourceVersion it was computed from: the status subresource
-        // takes nothing else from the body, and a newer object makes the write a conflict.
-        let mut updated = DynamicObject::new(name, &ApiResource::erase::<HttpRoute>(&())).within(namespace);
-        updated.metadata.resource_version = route.metadata.resource_version.clone();
-        updated.data = json!({ "status": { "parents": all } });
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<HttpRoute>(&()));
-        match api.replace_status(name, &PostParams::default(), &updated).await {
-            Ok(_) => tracing::info!(route = %format!("{namespace}/{name}"), "HTTPRoute status written"),
-            // Our view was older than the object: the watch brings the newer one and we try again.
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                tracing::debug!(route = %format!("{namespace}/{name}"), "HTTPRoute changed while writing its status")
-            }
-            Err(e) => {
-                tracing::warn!(route = %format!("{namespace}/{name}"), error = %e, "cannot write HTTPRoute status")
-            }
+        Err(e) => {
+            tracing::warn!(route = %format!("{namespace}/{name}"), error = %e, "cannot write {kind} status")
         }
     }
 }

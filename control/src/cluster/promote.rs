@@ -1,5 +1,6 @@
 //! Canary auto-promotion, the I/O around [`crate::canary::promotion`]: only the Lease holder
-//! decides. Every quarter second it looks at each auto-promoting canary of the last compile:
+//! decides. Every quarter second it looks at each auto-promoting canary of the last compile — a
+//! canary Ingress or an HTTPRoute, handled alike, each on its own object:
 //!
 //! * pinned (a rollback): nothing moves and nothing is written; one `CanaryPaused` Event. After
 //!   the release the window starts afresh;
@@ -7,8 +8,8 @@
 //! * a window of `canary-interval` has passed: the canary's figures since the last decision —
 //!   from this replica's data plane, per backend, plus every other replica's when `--peers`
 //!   names them ([`super::peers`]) — step it, count a failed check, promote or abort it
-//!   ([`decide`]), with an Event on the canary Ingress and a record on the audit log target and
-//!   webhook;
+//!   ([`decide`]), with an Event on the canary Ingress (or the HTTPRoute) and a record on the
+//!   audit log target and webhook;
 //! * its state differs from the `ramjet.dev/canary-state` annotation: written by server-side
 //!   apply as field manager `ramjet` (that annotation alone, so the user's own are never touched).
 //!
@@ -22,10 +23,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use ramjet_shared::WorkerStats;
 use serde_json::json;
 use tokio::sync::watch;
@@ -37,8 +40,9 @@ use super::FIELD_MANAGER;
 use crate::apply::Applier;
 use crate::audit::{AuditTrail, CanaryRecord};
 use crate::canary::promotion::{
-    decide, start, CanaryPlan, CanaryState, Figures, FleetTotals, Outcome, Phase, STATE_ANNOTATION,
+    decide, start, CanaryKind, CanaryPlan, CanaryState, Figures, FleetTotals, Outcome, Phase, STATE_ANNOTATION,
 };
+use crate::gateway_api::HttpRoute;
 
 /// Changes by another writer to ramjet's annotation, after which ramjet stops promoting.
 pub const MAX_REVERTS: u32 = 3;
@@ -102,7 +106,7 @@ pub async fn run(
         };
         tokio::spawn(super::peers::run(poll, peers_tx));
     }
-    let mut trackers: HashMap<(String, String), Tracker> = HashMap::new();
+    let mut trackers: HashMap<(CanaryKind, String, String), Tracker> = HashMap::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
@@ -113,7 +117,9 @@ pub async fn run(
             continue;
         }
         let plans = context.plans.borrow_and_update().clone();
-        trackers.retain(|(ns, name), _| plans.iter().any(|p| p.namespace == *ns && p.name == *name));
+        trackers.retain(|(kind, ns, name), _| {
+            plans.iter().any(|p| p.kind == *kind && p.namespace == *ns && p.name == *name)
+        });
         if plans.is_empty() {
             continue;
         }
@@ -121,10 +127,10 @@ pub async fn run(
         let fleet = peers.borrow().clone();
         let pinned = context.applier.pin_state().pinned.is_some();
         for plan in plans.iter() {
-            let found = stores.ingresses.get(&ObjectRef::new(&plan.name).within(&plan.namespace));
-            let Some(ingress) = found else { continue };
+            let Some(object) = Object::find(&stores, plan) else { continue };
             let totals = FleetTotals::of(&snapshot, &fleet, &plan.series);
-            let tracker = trackers.entry((plan.namespace.clone(), plan.name.clone())).or_insert_with(|| Tracker {
+            let key = (plan.kind, plan.namespace.clone(), plan.name.clone());
+            let tracker = trackers.entry(key).or_insert_with(|| Tracker {
                 state: None,
                 baseline: totals.clone(),
                 since: Instant::now(),
@@ -134,8 +140,52 @@ pub async fn run(
                 paused: false,
                 next_write: Instant::now(),
             });
-            let canary = Canary { client: &client, context: &context, events: &events, plan, ingress: &ingress };
+            let canary = Canary { client: &client, context: &context, events: &events, plan, object: &object };
             canary.look(tracker, totals, pinned).await;
+        }
+    }
+}
+
+/// The object that carries a canary's annotations, as the watch last saw it.
+enum Object {
+    Ingress(Arc<Ingress>),
+    HttpRoute(Arc<HttpRoute>),
+}
+
+impl Object {
+    /// The plan's object in the watch's stores (HTTPRoutes once the Gateway API is watched).
+    fn find(stores: &Stores, plan: &CanaryPlan) -> Option<Object> {
+        match plan.kind {
+            CanaryKind::Ingress => {
+                stores.ingresses.get(&ObjectRef::new(&plan.name).within(&plan.namespace)).map(Object::Ingress)
+            }
+            CanaryKind::HttpRoute => {
+                let routes = &stores.gateway.get()?.http_routes;
+                routes.get(&ObjectRef::new(&plan.name).within(&plan.namespace)).map(Object::HttpRoute)
+            }
+        }
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Object::Ingress(i) => &i.metadata,
+            Object::HttpRoute(r) => &r.metadata,
+        }
+    }
+
+    /// What its Events are about.
+    fn reference(&self) -> ObjectReference {
+        match self {
+            Object::Ingress(i) => ingress_reference(i),
+            Object::HttpRoute(r) => ObjectReference {
+                api_version: Some(HttpRoute::api_version(&()).into()),
+                kind: Some(HttpRoute::kind(&()).into()),
+                namespace: r.metadata.namespace.clone(),
+                name: r.metadata.name.clone(),
+                uid: r.metadata.uid.clone(),
+                resource_version: r.metadata.resource_version.clone(),
+                ..Default::default()
+            },
         }
     }
 }
@@ -146,7 +196,7 @@ struct Canary<'a> {
     context: &'a PromotionContext,
     events: &'a EventWriter,
     plan: &'a CanaryPlan,
-    ingress: &'a Ingress,
+    object: &'a Object,
 }
 
 impl Canary<'_> {
@@ -168,9 +218,9 @@ impl Canary<'_> {
             tracker.baseline = totals.clone();
             tracker.since = now;
         }
-        let annotations = self.ingress.metadata.annotations.as_ref();
-        let current = annotations.and_then(|a| a.get(STATE_ANNOTATION)).map(String::as_str);
-        let version = self.ingress.metadata.resource_version.clone();
+        let meta = self.object.meta();
+        let current = meta.annotations.as_ref().and_then(|a| a.get(STATE_ANNOTATION)).map(String::as_str);
+        let version = meta.resource_version.clone();
         if let Some(w) = &tracker.written {
             let caught_up = version == w.before || version == w.after;
             if !caught_up && current != Some(w.value.as_str()) {
@@ -214,7 +264,8 @@ impl Canary<'_> {
         let Some(state) = tracker.state.clone() else { return };
         if state.phase == Phase::Progressing && now.duration_since(tracker.since) >= self.plan.settings.interval {
             let figures = totals.since(&tracker.baseline);
-            let (next, outcome, note) = decide(&self.plan.settings, self.plan.total, &state, &figures, &timestamp());
+            let plan = self.plan;
+            let (next, outcome, note) = decide(&plan.settings, plan.kind, plan.total, &state, &figures, &timestamp());
             tracker.state = Some(next);
             tracker.baseline = totals;
             tracker.since = now;
@@ -237,26 +288,40 @@ impl Canary<'_> {
             }
         }
         let (namespace, name) = (&self.plan.namespace, &self.plan.name);
-        let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
-        let patch = json!({
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "Ingress",
-            "metadata": { "name": name, "namespace": namespace, "annotations": { STATE_ANNOTATION: value } },
-        });
-        match api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await {
-            Ok(updated) => {
-                tracing::debug!(ingress = %format!("{namespace}/{name}"), state = %value, "canary state written");
-                tracker.written = Some(Written { value, before: version, after: updated.metadata.resource_version });
+        let metadata = json!({ "name": name, "namespace": namespace, "annotations": { STATE_ANNOTATION: value } });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        // The apply names that one annotation: the user's own fields are never touched.
+        let written = match self.plan.kind {
+            CanaryKind::Ingress => {
+                let api: Api<Ingress> = Api::namespaced(self.client.clone(), namespace);
+                let patch = json!({ "apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": metadata });
+                api.patch(name, &params, &Patch::Apply(&patch)).await.map(|o| o.metadata.resource_version)
+            }
+            CanaryKind::HttpRoute => {
+                let api: Api<HttpRoute> = Api::namespaced(self.client.clone(), namespace);
+                let patch = json!({
+                    "apiVersion": HttpRoute::api_version(&()),
+                    "kind": HttpRoute::kind(&()),
+                    "metadata": metadata,
+                });
+                api.patch(name, &params, &Patch::Apply(&patch)).await.map(|o| o.metadata.resource_version)
+            }
+        };
+        let object = format!("{} {namespace}/{name}", self.plan.kind.as_str());
+        match written {
+            Ok(after) => {
+                tracing::debug!(%object, state = %value, "canary state written");
+                tracker.written = Some(Written { value, before: version, after });
             }
             Err(e) => {
                 tracker.next_write = Instant::now() + WRITE_RETRY;
-                tracing::warn!(ingress = %format!("{namespace}/{name}"), error = %e, "cannot write the canary state; retrying in 5 s");
+                tracing::warn!(%object, error = %e, "cannot write the canary state; retrying in 5 s");
             }
         }
     }
 
-    /// One decision down every channel: an Event on the canary Ingress, the audit log target and
-    /// the webhook.
+    /// One decision down every channel: an Event on the canary's object (the canary Ingress, or
+    /// the HTTPRoute), the audit log target and the webhook.
     async fn tell(
         &self,
         reason: &'static str,
@@ -269,6 +334,7 @@ impl Canary<'_> {
         self.context.audit.record_canary(CanaryRecord {
             event: "canary",
             reason,
+            // namespace/name of the canary Ingress or of the HTTPRoute (the Event says which kind).
             ingress: format!("{}/{}", self.plan.namespace, self.plan.name),
             weight: state.map_or(0, |s| s.served_weight(self.plan.total)),
             total: self.plan.total,
@@ -278,7 +344,7 @@ impl Canary<'_> {
             p99_ms: figures.map(|f| f.p99.as_secs_f64() * 1000.0),
             message: note.clone(),
         });
-        let event = NewEvent { regarding: ingress_reference(self.ingress), warning, reason, action: "Promote", note };
+        let event = NewEvent { regarding: self.object.reference(), warning, reason, action: "Promote", note };
         self.events.create(event).await;
     }
 }

@@ -171,6 +171,7 @@ impl Stores {
             gateway_classes: gateway.map(|g| g.classes.state()).unwrap_or_default(),
             gateways: gateway.map(|g| g.gateways.state()).unwrap_or_default(),
             http_routes: gateway.map(|g| g.http_routes.state()).unwrap_or_default(),
+            grpc_routes: gateway.and_then(|g| g.grpc_routes.as_ref()).map(|s| s.state()).unwrap_or_default(),
             reference_grants: gateway.map(|g| g.grants.state()).unwrap_or_default(),
             diagnostics: Vec::new(),
         }

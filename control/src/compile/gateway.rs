@@ -12,7 +12,11 @@
 //!    the rule's filters;
 //! 4. for every path key of a host, the rules of every match that covers that key, in the spec's
 //!    precedence order (Exact, longest prefix, method, most headers, most query parameters, oldest
-//!    route, route name, rule order), form the route's policy; a request no rule accepts gets 404.
+//!    route, route name, rule order), form the route's policy; a request no rule accepts gets 404;
+//! 5. an HTTPRoute with `ramjet.dev/canary-auto-promote` becomes a [`CanaryPlan`] for the deciding
+//!    replica: its rules with two `backendRefs` split between the first (primary) and the second
+//!    (canary), at the weight `ramjet.dev/canary-state` holds once ramjet has written one
+//!    ([`promotion`]; `docs/canaries.md`).
 //!
 //! The [`Report`] holds what status says about each object (conditions with the spec's reasons); the
 //! cluster's status writer and the diagnostics both come from it.
@@ -25,15 +29,17 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use ramjet_shared::{
-    Backend, BackendKind, Certificate, Condition, DirectResponse, Filter, HeaderEdits, Matcher, Mirror, ObjectRef,
-    PathKind, PathRewrite, Redirect, Rewrite, RoutePolicy, Rule, WeightedBackend,
+    Backend, BackendKind, BackendProtocol, Certificate, Condition, DirectResponse, Filter, HeaderEdits, Matcher,
+    Mirror, ObjectRef, PathKind, PathRewrite, Redirect, Rewrite, RoutePolicy, Rule, WeightedBackend,
 };
 
 use super::ingress::{namespace_of, ClusterSnapshot, PortRef, Resolver};
 use super::Draft;
+use crate::canary::effective_total;
+use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, CanaryState, Phase, SETTINGS, STATE_ANNOTATION};
 use crate::gateway_api::{
-    Gateway, HttpBackendRef, HttpRoute, HttpRouteFilter, HttpRouteMatch, Listener, ParentReference, ReferenceGrant,
-    GROUP,
+    Gateway, GrpcRoute, HttpBackendRef, HttpRoute, HttpRouteFilter, HttpRouteMatch, Listener, ParentReference,
+    ReferenceGrant, GROUP,
 };
 use crate::routes_file::validate_host;
 
@@ -103,10 +109,13 @@ pub struct RouteReport {
 pub struct Report {
     pub classes: Vec<ClassReport>,
     pub gateways: Vec<GatewayReport>,
+    /// HTTPRoutes.
     pub routes: Vec<RouteReport>,
+    pub grpc_routes: Vec<RouteReport>,
 }
 
 const HTTP_ROUTE: &str = "HTTPRoute";
+const GRPC_ROUTE: &str = "GRPCRoute";
 
 /// A listener ramjet serves, with what routes need from it.
 struct ServedListener<'s> {
@@ -164,16 +173,37 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         snapshot.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, &**n))).collect();
     let mut routes: Vec<&HttpRoute> = snapshot.http_routes.iter().map(|r| &**r).collect();
     routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
+    let mut grpc_routes: Vec<&GrpcRoute> = snapshot.grpc_routes.iter().map(|r| &**r).collect();
+    grpc_routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
+    // Each GRPCRoute as the HTTPRoute it means, its refused matches reported.
+    let converted: Vec<(HttpRoute, &GrpcRoute)> = grpc_routes
+        .into_iter()
+        .map(|g| {
+            let (route, problems) = grpc::as_http_route(g);
+            let object = ObjectRef::new(
+                GRPC_ROUTE,
+                Some(namespace_of(&g.metadata.namespace)),
+                g.metadata.name.as_deref().unwrap_or(""),
+            );
+            for (r, m, problem) in problems {
+                draft.warn(&object, format!("spec.rules[{r}].matches[{m}]: {problem}; this match is ignored"));
+            }
+            (route, g)
+        })
+        .collect();
+    let all = routes.into_iter().enumerate().map(|(order, r)| (HTTP_ROUTE, r, None, order));
+    let all = all.chain(converted.iter().enumerate().map(|(order, (r, g))| (GRPC_ROUTE, r, Some(*g), order)));
     let mut entries = Vec::new();
+    let mut promotions = Vec::new();
     let mut tls_hosts: Vec<(String, Arc<Certificate>)> = Vec::new();
-    for (order, route) in routes.into_iter().enumerate() {
+    for (kind, route, grpc, order) in all {
         let namespace = namespace_of(&route.metadata.namespace);
         let name = route.metadata.name.as_deref().unwrap_or("");
-        let object = ObjectRef::new(HTTP_ROUTE, Some(namespace), name);
+        let object = ObjectRef::new(kind, Some(namespace), name);
         let mut parents = Vec::new();
         let mut hosts: BTreeMap<String, Listening> = BTreeMap::new();
         for parent in &route.spec.parent_refs {
-            let Some(attached) = attach(route, parent, &listeners, &namespaces, &mut report) else { continue };
+            let Some(attached) = attach(kind, route, parent, &listeners, &namespaces, &mut report) else { continue };
             match attached {
                 Ok(found) => {
                     for (listener, host) in found {
@@ -201,16 +231,14 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         if parents.is_empty() {
             continue;
         }
-        let resolved = compile_rules(route, order, &hosts, &grants, resolver, &object, draft, &mut entries);
+        let reports = if grpc.is_some() { &mut report.grpc_routes } else { &mut report.routes };
+        let target = Target { kind, grpc, order, hosts: &hosts, object: &object, report: reports.len() };
+        let resolved = compile_rules(route, &target, &grants, resolver, draft, &mut entries, &mut promotions);
         for parent in &mut parents {
             parent.conditions.push(resolved.clone());
         }
-        report.routes.push(RouteReport {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            generation: route.metadata.generation,
-            parents,
-        });
+        let generation = route.metadata.generation;
+        reports.push(RouteReport { namespace: namespace.to_string(), name: name.to_string(), generation, parents });
     }
     // A listener without a hostname whose routes have none either serves any host: no SNI name to
     // pick its certificate by, so only named hosts get it.
@@ -219,7 +247,13 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
             draft.certificates.push(cert);
         }
     }
-    add_routes(entries, resolver, draft);
+    add_routes(entries, resolver, draft, &mut promotions);
+    for promotion in promotions {
+        let condition = promotion.finish(draft);
+        for parent in &mut report.routes[promotion.report].parents {
+            parent.conditions.push(condition.clone());
+        }
+    }
     report
 }
 
@@ -295,16 +329,18 @@ fn judge_gateway<'s>(
             reports.push(listener_report(listener, Vec::new(), conditions));
             continue;
         }
-        // Kinds: HTTPRoute is the one kind ramjet serves on HTTP and HTTPS listeners.
+        // Kinds: HTTPRoute and GRPCRoute are the kinds ramjet serves on HTTP and HTTPS listeners.
         let mut kinds = Vec::new();
         let mut resolved = Ok(());
         match listener.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
-            None => kinds.push(HTTP_ROUTE),
+            None => kinds.extend([HTTP_ROUTE, GRPC_ROUTE]),
             Some(asked) => {
                 for kind in asked {
                     let group = kind.group.as_deref().unwrap_or(GROUP);
-                    if group == GROUP && kind.kind == HTTP_ROUTE {
-                        kinds.push(HTTP_ROUTE);
+                    if let Some(served) =
+                        [HTTP_ROUTE, GRPC_ROUTE].into_iter().find(|k| group == GROUP && kind.kind == *k)
+                    {
+                        kinds.push(served);
                     } else {
                         resolved = Err((
                             "InvalidRouteKinds",
@@ -403,6 +439,7 @@ fn listener_certificate<'s>(
 /// `Accepted: False` condition when it is ours but nothing attaches.
 #[allow(clippy::type_complexity)]
 fn attach<'l, 's>(
+    kind: &str,
     route: &HttpRoute,
     parent: &ParentReference,
     listeners: &'l [ServedListener<'s>],
@@ -430,7 +467,7 @@ fn attach<'l, 's>(
         )));
     }
     let allowed: Vec<&ServedListener<'s>> =
-        candidates.into_iter().filter(|l| admits(l, route_namespace, namespaces, report)).collect();
+        candidates.into_iter().filter(|l| admits(l, kind, route_namespace, namespaces, report)).collect();
     if allowed.is_empty() {
         return Some(Err(StatusCondition::new(
             "Accepted",
@@ -458,15 +495,16 @@ fn attach<'l, 's>(
     Some(Ok(found))
 }
 
-/// Whether a listener's `allowedRoutes` admits an HTTPRoute from `namespace`.
+/// Whether a listener's `allowedRoutes` admits a route of `kind` from `namespace`.
 fn admits(
     listener: &ServedListener<'_>,
+    kind: &str,
     namespace: &str,
     namespaces: &HashMap<&str, &Namespace>,
     report: &Report,
 ) -> bool {
     let kinds = &report.gateways[listener.at.0].listeners[listener.at.1].supported_kinds;
-    if !kinds.contains(&HTTP_ROUTE) {
+    if !kinds.contains(&kind) {
         return false;
     }
     let from = listener.listener.allowed_routes.as_ref().and_then(|a| a.namespaces.as_ref());
@@ -596,39 +634,82 @@ struct Entry {
     rank: Rank,
     rule: Rule,
     source: String,
+    /// The rule is the canary split of an auto-promoting route: the index of its [`Promotion`]
+    /// and the canary's backend (whose requests on the table's route judge it).
+    canary: Option<(usize, Arc<str>)>,
 }
 
-/// Compiles a route's rules into entries for each of its hosts; returns its `ResolvedRefs`.
-#[allow(clippy::too_many_arguments)]
+/// Where a route compiles to: its place among the routes, its hosts, its object and its index in
+/// the report's routes.
+struct Target<'a> {
+    /// `HTTPRoute` or `GRPCRoute`.
+    kind: &'static str,
+    /// The GRPCRoute the route was made from ([`grpc::as_http_route`]): its matches rank as its
+    /// spec orders them.
+    grpc: Option<&'a GrpcRoute>,
+    order: usize,
+    hosts: &'a BTreeMap<String, Listening>,
+    object: &'a ObjectRef,
+    report: usize,
+}
+
+/// One rule's deadline and what it does, before its matches become entries.
+struct Action {
+    deadline: Option<std::time::Duration>,
+    backends: Vec<WeightedBackend>,
+    filters: Vec<Filter>,
+    /// Its backends and filters could be used (otherwise it answers 500).
+    served: bool,
+}
+
+/// Compiles a route's rules into entries for each of its hosts; returns its `ResolvedRefs`. A route
+/// that asks for auto-promotion adds its [`Promotion`] to `promotions`.
 fn compile_rules(
     route: &HttpRoute,
-    order: usize,
-    hosts: &BTreeMap<String, Listening>,
+    target: &Target<'_>,
     grants: &Grants<'_>,
     resolver: &mut Resolver<'_, '_>,
-    object: &ObjectRef,
     draft: &mut Draft,
     entries: &mut Vec<Entry>,
+    promotions: &mut Vec<Promotion>,
 ) -> StatusCondition {
+    let (order, object) = (target.order, target.object);
     let namespace = namespace_of(&route.metadata.namespace);
     let source = format!("{namespace}/{}", route.metadata.name.as_deref().unwrap_or(""));
     let mut resolved = StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "");
     let default_match = [HttpRouteMatch::default()];
+    let mut actions = Vec::with_capacity(route.spec.rules.len());
     for (r, rule) in route.spec.rules.iter().enumerate() {
         let deadline = rule_deadline(rule.timeouts.as_ref()).unwrap_or_else(|e| {
             draft.warn(object, format!("spec.rules[{r}].timeouts: {e}; ramjet's upstream timeouts apply"));
             None
         });
-        let (backends, filters) = match rule_action(rule, namespace, grants, resolver) {
-            Ok(action) => action,
+        let from = From { kind: target.kind, namespace };
+        actions.push(match rule_action(rule, from, grants, resolver) {
+            Ok((backends, filters)) => Action { deadline, backends, filters, served: true },
             Err(problem) => {
                 draft.warn(object, format!("spec.rules[{r}]: {}; its requests get 500", problem.message));
                 if resolved.status {
                     resolved = problem.condition();
                 }
-                (vec![WeightedBackend::new(error_backend(resolver), 1)], Vec::new())
+                let backends = vec![WeightedBackend::new(error_backend(resolver), 1)];
+                Action { deadline, backends, filters: Vec::new(), served: false }
             }
-        };
+        });
+    }
+    let at = promotions.len();
+    // Auto-promotion is for HTTPRoutes (its state is written on one).
+    let promoted = if target.grpc.is_none() { promotion(route, target, &mut actions, draft) } else { None };
+    let canaries = match promoted {
+        Some((promotion, canaries)) => {
+            promotions.push(promotion);
+            canaries
+        }
+        None => Vec::new(),
+    };
+    for (r, (rule, action)) in route.spec.rules.iter().zip(actions).enumerate() {
+        let Action { deadline, backends, filters, .. } = action;
+        let canary = canaries.get(r).cloned().flatten().map(|name| (at, name));
         let matches = if rule.matches.is_empty() { &default_match[..] } else { &rule.matches[..] };
         for (m, found) in matches.iter().enumerate() {
             let (claim, conditions) = match compile_match(found) {
@@ -638,10 +719,11 @@ fn compile_rules(
                     continue;
                 }
             };
+            // 0 is the GRPCRoutes': on a host both kinds claim, gRPC calls match theirs first.
             let (exactness, length) = match &claim {
-                PathClaim::Exact(p) => (0, p.len()),
-                PathClaim::Pattern(p) => (1, p.len()),
-                PathClaim::Prefix(p) => (2, p.len()),
+                PathClaim::Exact(p) => (1, p.len()),
+                PathClaim::Pattern(p) => (2, p.len()),
+                PathClaim::Prefix(p) => (3, p.len()),
             };
             let prefix_rewrite = |f: &Filter| match f {
                 Filter::Rewrite(r) => matches!(r.path, Some(PathRewrite::Prefix { .. })),
@@ -655,29 +737,214 @@ fn compile_rules(
                 );
                 continue;
             }
-            let rank = (
-                exactness,
-                Reverse(length),
-                found.method.is_none(),
-                Reverse(found.headers.len()),
-                Reverse(found.query_params.len()),
-                order,
-                r,
-                m,
-            );
+            let rank = match target.grpc {
+                // The GRPCRoute spec's order: the longest service, the longest method, the most
+                // header matches.
+                Some(grpc) => {
+                    let method =
+                        grpc.spec.rules.get(r).and_then(|rule| rule.matches.get(m)).and_then(|m| m.method.as_ref());
+                    let (service, method) = grpc::rank(method);
+                    (0, Reverse(service), false, Reverse(method), Reverse(found.headers.len()), order, r, m)
+                }
+                None => (
+                    exactness,
+                    Reverse(length),
+                    found.method.is_none(),
+                    Reverse(found.headers.len()),
+                    Reverse(found.query_params.len()),
+                    order,
+                    r,
+                    m,
+                ),
+            };
             let total = backends.iter().map(|b| b.weight).sum();
             let filters = for_match(&filters, &claim);
-            for (host, listening) in hosts {
+            for (host, listening) in target.hosts {
                 let mut conditions = conditions.clone();
                 conditions.extend(listening.scope());
                 let rule = Rule::split(conditions, backends.clone(), total, false)
                     .with_filters(filters.clone())
                     .with_deadline(deadline);
-                entries.push(Entry { host: host.clone(), claim: claim.clone(), rank, rule, source: source.clone() });
+                let (host, claim, source, canary) = (host.clone(), claim.clone(), source.clone(), canary.clone());
+                entries.push(Entry { host, claim, rank, rule, source, canary });
             }
         }
     }
     resolved
+}
+
+/// The HTTPRoute status condition (on each of our parents) of a route that asks for auto-promotion:
+/// `True` while ramjet moves its weights (the reason is where promotion stands), `False` with what
+/// keeps it from doing so.
+pub const AUTO_PROMOTE_CONDITION: &str = "ramjet.dev/CanaryAutoPromote";
+/// The weight total of an HTTPRoute's auto-promotion (as `canary-weight-total` on a canary Ingress).
+const WEIGHT_TOTAL: &str = "ramjet.dev/canary-weight-total";
+
+/// An HTTPRoute's auto-promotion as its rules compiled: the plan for the deciding replica (its
+/// series filled in as the table's routes are added), or why there is none.
+struct Promotion {
+    /// The route's index in the report's routes.
+    report: usize,
+    object: ObjectRef,
+    plan: Option<CanaryPlan>,
+    condition: StatusCondition,
+}
+
+impl Promotion {
+    /// The plan goes to the draft, when some canary rule is served; the condition for the status.
+    fn finish(&self, draft: &mut Draft) -> StatusCondition {
+        let Some(plan) = &self.plan else { return self.condition.clone() };
+        if plan.series.is_empty() {
+            let message = "none of the canary rules is served (their paths are routed by other objects); the route is not auto-promoted";
+            draft.warn(&self.object, message);
+            return StatusCondition::new(AUTO_PROMOTE_CONDITION, false, "NotServed", message);
+        }
+        let mut plan = plan.clone();
+        plan.series.sort();
+        plan.series.dedup();
+        draft.canaries.push(plan);
+        self.condition.clone()
+    }
+}
+
+/// What an HTTPRoute's `ramjet.dev/` canary annotations ask: `None` when it does not ask for
+/// auto-promotion. The canary rules are those with exactly two `backendRefs`: the first is the
+/// primary, the second the canary. A rule with more, or a Service that is the canary of one rule
+/// and the primary of another, leaves the whole route unpromoted (reported, and said in status);
+/// so does a route without such a rule. When `ramjet.dev/canary-state` holds a state for these
+/// canaries, the canary rules serve its weight (the primary the rest of the total) in place of
+/// their written weights, so every replica serves what the deciding replica wrote. Returns the
+/// promotion and, per rule, its canary's backend.
+fn promotion(
+    route: &HttpRoute,
+    target: &Target<'_>,
+    actions: &mut [Action],
+    draft: &mut Draft,
+) -> Option<(Promotion, Vec<Option<Arc<str>>>)> {
+    let object = target.object;
+    let annotations = route.metadata.annotations.as_ref();
+    let get = |key: &str| annotations.and_then(|a| a.get(key)).map(|v| v.trim());
+    for key in annotations.into_iter().flat_map(|a| a.keys()) {
+        let Some(name) = key.strip_prefix("ramjet.dev/").filter(|n| n.starts_with("canary-") || *n == "canary") else {
+            continue;
+        };
+        if !SETTINGS.contains(&name) && key != WEIGHT_TOTAL && key != STATE_ANNOTATION {
+            draft.warn(
+                object,
+                format!("{key} is not read on an HTTPRoute (its backendRefs' weights and matches say what a canary Ingress's annotations do); it is ignored"),
+            );
+        }
+    }
+    let asked = get("ramjet.dev/canary-auto-promote").is_some_and(|v| v != "false");
+    if !asked {
+        return None;
+    }
+    let mut weight_total = 100;
+    if let Some(v) = get(WEIGHT_TOTAL) {
+        match v.parse::<u32>() {
+            Ok(n) if n > 0 => weight_total = n,
+            _ => draft.warn(object, format!("{WEIGHT_TOTAL}: `{v}` is not a whole number above 0; 100 is used")),
+        }
+    }
+    let total = effective_total(weight_total);
+    let refused = |draft: &mut Draft, problems: Vec<String>| {
+        for problem in &problems {
+            draft.warn(object, format!("{problem}; the route is not auto-promoted"));
+        }
+        let message = format!("not auto-promoted: {}", problems.join("; "));
+        let condition = StatusCondition::new(AUTO_PROMOTE_CONDITION, false, "Invalid", message);
+        Some((Promotion { report: target.report, object: object.clone(), plan: None, condition }, Vec::new()))
+    };
+    let mut problems = Vec::new();
+    let settings = AutoPromote::from_annotations(annotations, total, &mut problems);
+    let Some(settings) = settings else {
+        // The settings' own messages say "the canary is not auto-promoted".
+        let problems =
+            problems.into_iter().map(|p| p.trim_end_matches("; the canary is not auto-promoted").to_string());
+        return refused(draft, problems.collect());
+    };
+    // The canary rules: (rule, primary, canary).
+    let mut pairs: Vec<(usize, Arc<str>, Arc<str>)> = Vec::new();
+    for (r, (rule, action)) in route.spec.rules.iter().zip(actions.iter()).enumerate() {
+        match rule.backend_refs.len() {
+            0 | 1 => {}
+            // A rule that cannot be served (already reported) or that redirects uses no backend.
+            2 if !action.served || action.backends.len() != 2 => {}
+            2 => {
+                let (primary, canary) = (&action.backends[0].backend.name, &action.backends[1].backend.name);
+                if primary == canary {
+                    problems.push(format!("spec.rules[{r}]: both backendRefs are {primary}, so there is no canary"));
+                } else {
+                    pairs.push((r, primary.clone(), canary.clone()));
+                }
+            }
+            n => problems.push(format!(
+                "spec.rules[{r}] has {n} backendRefs; the rules of an auto-promoted route have one, or two (the primary first, then the canary)"
+            )),
+        }
+    }
+    for (r, _, canary) in &pairs {
+        if let Some((other, _, _)) = pairs.iter().find(|(_, primary, _)| primary == canary) {
+            problems.push(format!("{canary} is the canary of spec.rules[{r}] and the primary of spec.rules[{other}]"));
+        }
+    }
+    if pairs.is_empty() && problems.is_empty() {
+        problems.push("no rule that can be served has two backendRefs (the primary first, then the canary)".into());
+    }
+    if !problems.is_empty() {
+        problems.dedup();
+        return refused(draft, problems);
+    }
+    let canaries: BTreeSet<&str> = pairs.iter().map(|(_, _, c)| &**c).collect();
+    let backend = canaries.into_iter().collect::<Vec<_>>().join(",");
+    let state = get(STATE_ANNOTATION).and_then(CanaryState::parse).filter(|s| s.backend == backend);
+    let mut marks = vec![None; actions.len()];
+    for (r, _, canary) in &pairs {
+        if let Some(state) = &state {
+            let weight = state.served_weight(total);
+            let backends = &mut actions[*r].backends;
+            backends[0].weight = total - weight;
+            backends[1].weight = weight;
+        }
+        marks[*r] = Some(canary.clone());
+    }
+    let condition = match &state {
+        None => StatusCondition::new(
+            AUTO_PROMOTE_CONDITION,
+            true,
+            "Pending",
+            format!("auto-promotion of {backend} starts when the Lease holder writes {STATE_ANNOTATION}; until then the backendRefs' weights are served"),
+        ),
+        Some(s) => {
+            let (reason, message) = match s.phase {
+                Phase::Progressing => (
+                    "Progressing",
+                    format!("{backend} at weight {}/{total} (step {}, {} failed checks)", s.weight.min(total), s.step, s.failures),
+                ),
+                Phase::Promoted => (
+                    "Promoted",
+                    format!("{backend} is promoted: it takes every request by weight; make it the rules' only backendRef, then remove the ramjet.dev/canary-* annotations"),
+                ),
+                Phase::Aborted => (
+                    "Aborted",
+                    format!("{backend} was aborted after {} failed checks: the primary takes every request by weight", s.failures),
+                ),
+            };
+            StatusCondition::new(AUTO_PROMOTE_CONDITION, true, reason, message)
+        }
+    };
+    let namespace = namespace_of(&route.metadata.namespace);
+    let plan = CanaryPlan {
+        kind: CanaryKind::HttpRoute,
+        namespace: namespace.to_string(),
+        name: route.metadata.name.clone().unwrap_or_default(),
+        settings,
+        total,
+        backend,
+        series: Vec::new(),
+    };
+    let promotion = Promotion { report: target.report, object: object.clone(), plan: Some(plan), condition };
+    Some((promotion, marks))
 }
 
 /// A rule's `timeouts` as one deadline for the exchange with the backend: the shorter of `request`
@@ -728,7 +995,7 @@ fn gateway_duration(text: &str) -> Option<std::time::Duration> {
         total += unit * n as u32;
         pieces += 1;
     }
-    (pieces >= 1 && pieces <= 4).then_some(total)
+    (1..=4).contains(&pieces).then_some(total)
 }
 
 /// Why a rule's backends or filters cannot be used: its requests get 500.
@@ -752,13 +1019,13 @@ impl RuleProblem {
 /// A rule's weighted backends and filters.
 fn rule_action(
     rule: &crate::gateway_api::HttpRouteRule,
-    namespace: &str,
+    from: From<'_>,
     grants: &Grants<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<(Vec<WeightedBackend>, Vec<Filter>), RuleProblem> {
     let mut filters = Vec::new();
     for filter in &rule.filters {
-        filters.push(compile_filter(filter, namespace, grants, resolver)?);
+        filters.push(compile_filter(filter, from, grants, resolver)?);
     }
     let redirects = filters.iter().any(|f| matches!(f, Filter::Redirect(_)));
     if redirects && filters.iter().any(|f| matches!(f, Filter::Rewrite(_))) {
@@ -777,7 +1044,12 @@ fn rule_action(
             return Err(RuleProblem::new("UnsupportedValue", "filters on a backendRef are not supported"));
         }
         let weight = reference.weight.unwrap_or(1).max(0) as u32;
-        backends.push(WeightedBackend::new(backend(reference, namespace, grants, resolver)?, weight));
+        let mut target = backend(reference, from, grants, resolver)?;
+        if from.kind == GRPC_ROUTE {
+            // A GRPCRoute's backends speak gRPC: HTTP/2 (h2c), errors answered the gRPC way.
+            target = resolver.compiler.speaking(&target, BackendProtocol::Grpc, None);
+        }
+        backends.push(WeightedBackend::new(target, weight));
     }
     if backends.iter().all(|b| b.weight == 0) {
         // Every weight 0: the spec answers 500.
@@ -788,7 +1060,7 @@ fn rule_action(
 
 fn compile_filter(
     filter: &HttpRouteFilter,
-    namespace: &str,
+    from: From<'_>,
     grants: &Grants<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<Filter, RuleProblem> {
@@ -798,7 +1070,7 @@ fn compile_filter(
                 return Err(RuleProblem::new("UnsupportedValue", "RequestMirror without requestMirror"));
             };
             let reference = HttpBackendRef { backend: mirror.backend_ref.clone(), ..HttpBackendRef::default() };
-            let target = backend(&reference, namespace, grants, resolver)?;
+            let target = backend(&reference, from, grants, resolver)?;
             let percent = match (&mirror.percent, &mirror.fraction) {
                 (Some(p), _) => (*p).clamp(0, 100) as u8,
                 (None, Some(f)) => {
@@ -940,32 +1212,45 @@ fn header_edits(given: &crate::gateway_api::HeaderModifier) -> Result<HeaderEdit
     })
 }
 
+/// The route a reference is made from: its kind (what a ReferenceGrant names) and namespace.
+#[derive(Clone, Copy)]
+struct From<'a> {
+    kind: &'static str,
+    namespace: &'a str,
+}
+
 /// A backendRef: a Service port, in another namespace only where a ReferenceGrant allows it.
 fn backend(
     reference: &HttpBackendRef,
-    namespace: &str,
+    from: From<'_>,
     grants: &Grants<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<Arc<Backend>, RuleProblem> {
+    let namespace = from.namespace;
     let b = &reference.backend;
     let (group, kind) = (b.group.as_deref().unwrap_or(""), b.kind.as_deref().unwrap_or("Service"));
     if !group.is_empty() || kind != "Service" {
         return Err(RuleProblem::new("InvalidKind", format!("backendRef {group}/{kind} {} is not a Service", b.name)));
     }
     let target = b.namespace.as_deref().unwrap_or(namespace);
-    if target != namespace && !grants.allows(GROUP, HTTP_ROUTE, namespace, "", "Service", target, &b.name) {
+    if target != namespace && !grants.allows(GROUP, from.kind, namespace, "", "Service", target, &b.name) {
         return Err(RuleProblem::new(
             "RefNotPermitted",
-            format!("no ReferenceGrant in {target} lets HTTPRoutes of {namespace} use Service {}", b.name),
+            format!("no ReferenceGrant in {target} lets {}s of {namespace} use Service {}", from.kind, b.name),
         ));
     }
     let Some(port) = b.port else {
         return Err(RuleProblem::new("UnsupportedValue", format!("backendRef {} names no port", b.name)));
     };
     let service = IngressServiceBackend { name: b.name.clone(), port: None };
-    resolver
+    let resolved = resolver
         .resolve_backend(target, &service, PortRef::Number(port))
-        .map_err(|e| RuleProblem::new("BackendNotFound", e))
+        .map_err(|e| RuleProblem::new("BackendNotFound", e))?;
+    // The Service port's `appProtocol` (GEP-1911): `kubernetes.io/h2c` is HTTP/2 by prior knowledge.
+    Ok(match resolver.app_protocol(target, &b.name, port) {
+        Some("kubernetes.io/h2c") => resolver.compiler.speaking(&resolved, BackendProtocol::H2c, None),
+        _ => resolved,
+    })
 }
 
 /// The answer for requests whose rule cannot be served (a missing backend, an unsupported filter).
@@ -1036,8 +1321,14 @@ fn matcher(type_: Option<&str>, value: &str) -> Result<Matcher, String> {
 }
 
 /// Puts the entries in the table: for each host and path key claimed, every entry covering that key,
-/// in precedence order, and 404 when none holds.
-fn add_routes(mut entries: Vec<Entry>, resolver: &mut Resolver<'_, '_>, draft: &mut Draft) {
+/// in precedence order, and 404 when none holds. A canary rule that is served names, in its
+/// promotion's plan, the table route (and so the counters) its requests are counted under.
+fn add_routes(
+    mut entries: Vec<Entry>,
+    resolver: &mut Resolver<'_, '_>,
+    draft: &mut Draft,
+    promotions: &mut [Promotion],
+) {
     entries.sort_by(|a, b| a.host.cmp(&b.host).then(a.rank.cmp(&b.rank)));
     let not_found = not_found_backend(resolver);
     let mut start = 0;
@@ -1058,12 +1349,22 @@ fn add_routes(mut entries: Vec<Entry>, resolver: &mut Resolver<'_, '_>, draft: &
                 policy,
                 source,
             );
-            if let Err(conflict) = added {
-                let (namespace, name) = source.split_once('/').unwrap_or(("", source));
-                draft.warn(
-                    &ObjectRef::new(HTTP_ROUTE, Some(namespace), name),
-                    format!("{} is already routed by {}; this path is ignored", conflict.key, conflict.kept),
-                );
+            match added {
+                Ok(()) => {
+                    let canaries = host.iter().filter(|e| e.claim.covers(kind, path)).filter_map(|e| e.canary.as_ref());
+                    for (at, backend) in canaries {
+                        if let Some(plan) = &mut promotions[*at].plan {
+                            plan.series.push((source.to_string(), backend.to_string()));
+                        }
+                    }
+                }
+                Err(conflict) => {
+                    let (namespace, name) = source.split_once('/').unwrap_or(("", source));
+                    draft.warn(
+                        &ObjectRef::new(HTTP_ROUTE, Some(namespace), name),
+                        format!("{} is already routed by {}; this path is ignored", conflict.key, conflict.kept),
+                    );
+                }
             }
         }
         start = end;
@@ -1112,5 +1413,6 @@ impl<'s> Grants<'s> {
     }
 }
 
+mod grpc;
 #[cfg(test)]
 mod tests;

@@ -45,7 +45,7 @@ use super::{Compiler, Draft};
 use crate::canary::promotion::{AutoPromote, CanaryPlan, CanaryState, STATE_ANNOTATION};
 use crate::canary::{effective_total, Annotations, MirrorTarget};
 use crate::certs::{is_expired, parse_certificate};
-use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 use crate::routes_file::validate_host;
 use auth::AuthPlan;
 use location::{regex_location, PathAnnotations, RegexSource};
@@ -111,6 +111,7 @@ pub struct ClusterSnapshot {
     pub gateway_classes: Vec<Arc<GatewayClass>>,
     pub gateways: Vec<Arc<Gateway>>,
     pub http_routes: Vec<Arc<HttpRoute>>,
+    pub grpc_routes: Vec<Arc<GrpcRoute>>,
     pub reference_grants: Vec<Arc<ReferenceGrant>>,
     /// Problems found while reading the objects (a manifest that is not valid YAML); they are
     /// carried into the generation's diagnostics.
@@ -128,6 +129,7 @@ impl fmt::Debug for ClusterSnapshot {
             .field("secrets", &self.secrets.len())
             .field("gateways", &self.gateways.len())
             .field("http_routes", &self.http_routes.len())
+            .field("grpc_routes", &self.grpc_routes.len())
             .field("diagnostics", &self.diagnostics.len())
             .finish()
     }
@@ -526,6 +528,7 @@ fn merge_canaries<'s>(
             series.sort();
             series.dedup();
             draft.canaries.push(CanaryPlan {
+                kind: crate::canary::promotion::CanaryKind::Ingress,
                 namespace: namespace.to_string(),
                 name: name.to_string(),
                 settings,
@@ -1234,6 +1237,13 @@ impl<'s, 'c> Resolver<'s, 'c> {
         endpoints.dedup();
         let backend_name = format!("{namespace}/{name}:{}", service_port.port);
         Ok(self.compiler.backend(&backend_name, BackendKind::Endpoints(endpoints.into_boxed_slice())))
+    }
+
+    /// The `appProtocol` of a Service's port (by number), if it names one.
+    pub(super) fn app_protocol(&self, namespace: &str, name: &str, port: i32) -> Option<&'s str> {
+        let service = self.services.get(&(namespace, name))?;
+        let ports = service.spec.as_ref()?.ports.as_deref()?;
+        ports.iter().find(|p| p.port == port)?.app_protocol.as_deref()
     }
 
     pub(super) fn certificate(&mut self, namespace: &'s str, name: &'s str) -> Result<Arc<Certificate>, String> {

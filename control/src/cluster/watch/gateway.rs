@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 use super::{api, reflect, reflect_compiled};
 use crate::cluster::ClusterOptions;
-use crate::gateway_api::{Gateway, GatewayClass, HttpRoute, ReferenceGrant};
+use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 
 /// The Gateway API stores once they exist: set once, never replaced, cheap to clone.
 pub type GatewayCell = Arc<OnceLock<GatewayStores>>;
@@ -70,7 +70,7 @@ pub(super) async fn start(client: &Client, options: &ClusterOptions, notify: [Ar
     }
     let ns = options.watch_namespace.as_deref();
     match usable(client, ns).await {
-        Ok(()) => Arc::new(OnceLock::from(GatewayStores::start(client, ns, notify))),
+        Ok(grpc) => Arc::new(OnceLock::from(GatewayStores::start(client, ns, grpc, notify))),
         Err(why) => {
             tracing::warn!(
                 "{why}: Ingresses are served as usual, Gateways and HTTPRoutes once the Gateway API \
@@ -86,15 +86,29 @@ pub(super) async fn start(client: &Client, options: &ClusterOptions, notify: [Ar
 /// Whether the Gateway API kinds can be watched: served by the API server (its CRDs installed)
 /// and readable by ramjet. A watcher on a kind that cannot be listed would never finish its first
 /// list, and nothing would ever be published: so this is asked before any watcher starts.
-async fn usable(client: &Client, namespace: Option<&str>) -> Result<(), Unusable> {
-    client.list_api_group_resources("gateway.networking.k8s.io/v1").await.map_err(Unusable::NotServed)?;
+/// `Ok(true)` when GRPCRoutes can be watched too: they are optional (CRDs older than v1.1 serve no
+/// `grpcroutes` in v1, and an older chart's RBAC grants none), and without them HTTPRoutes are
+/// served all the same.
+async fn usable(client: &Client, namespace: Option<&str>) -> Result<bool, Unusable> {
+    let served = client.list_api_group_resources("gateway.networking.k8s.io/v1").await.map_err(Unusable::NotServed)?;
     let probe = kube::api::ListParams::default().limit(1);
     let classes: Api<GatewayClass> = Api::all(client.clone());
     let routes: Api<HttpRoute> = api(client, namespace);
     let cannot_list = |kind| move |source| Unusable::CannotList { kind, source };
     classes.list_metadata(&probe).await.map_err(cannot_list("GatewayClasses"))?;
     routes.list_metadata(&probe).await.map_err(cannot_list("HTTPRoutes"))?;
-    Ok(())
+    if !served.resources.iter().any(|r| r.name == "grpcroutes") {
+        tracing::info!("the cluster serves no GRPCRoutes in gateway.networking.k8s.io/v1 (Gateway API CRDs older than v1.1): only HTTPRoutes are watched");
+        return Ok(false);
+    }
+    let grpc: Api<GrpcRoute> = api(client, namespace);
+    match grpc.list_metadata(&probe).await {
+        Ok(_) => Ok(true),
+        Err(e) => {
+            tracing::warn!("cannot list GRPCRoutes ({e}); see the chart's RBAC: only HTTPRoutes are watched");
+            Ok(false)
+        }
+    }
 }
 
 /// Looks at discovery every [`RECHECK`] (the first time after [`FIRST_RECHECK`]) until the Gateway
@@ -109,9 +123,9 @@ async fn pick_up_later(
     mut why: Unusable,
 ) {
     tokio::time::sleep(FIRST_RECHECK).await;
-    loop {
+    let grpc = loop {
         match usable(&client, namespace.as_deref()).await {
-            Ok(()) => break,
+            Ok(grpc) => break grpc,
             Err(now) if now.same_reason(&why) => tracing::debug!("{now}"),
             Err(now) => {
                 tracing::warn!("{now}: Gateways and HTTPRoutes are still ignored (checked every {RECHECK:?})");
@@ -119,8 +133,8 @@ async fn pick_up_later(
             }
         }
         tokio::time::sleep(RECHECK).await;
-    }
-    let stores = GatewayStores::start(&client, namespace.as_deref(), notify.clone());
+    };
+    let stores = GatewayStores::start(&client, namespace.as_deref(), grpc, notify.clone());
     stores.ready().await;
     // This task is the cell's only writer, and it was empty at start: this sets it.
     cell.get_or_init(|| stores);
@@ -136,13 +150,16 @@ pub struct GatewayStores {
     pub classes: Store<GatewayClass>,
     pub gateways: Store<Gateway>,
     pub http_routes: Store<HttpRoute>,
+    /// When the cluster serves GRPCRoutes and ramjet may list them.
+    pub grpc_routes: Option<Store<GrpcRoute>>,
     pub grants: Store<ReferenceGrant>,
     pub namespaces: Store<Namespace>,
 }
 
 impl GatewayStores {
     /// `notify[0]` hears what the compiler reads (not status-only changes), `notify[1]` every change.
-    pub(super) fn start(client: &Client, ns: Option<&str>, notify: [Arc<Notify>; 2]) -> Self {
+    /// `grpc`: GRPCRoutes are watched too.
+    pub(super) fn start(client: &Client, ns: Option<&str>, grpc: bool, notify: [Arc<Notify>; 2]) -> Self {
         let [compile, any] = notify;
         let both = [compile.clone(), any.clone()];
         let status_only = std::slice::from_ref(&any);
@@ -165,6 +182,14 @@ impl GatewayStores {
                 status_only,
                 Some((compile.clone(), spec_fingerprint)),
             ),
+            grpc_routes: grpc.then(|| {
+                reflect_compiled(
+                    api(client, ns),
+                    watcher::Config::default(),
+                    status_only,
+                    Some((compile.clone(), spec_fingerprint)),
+                )
+            }),
             grants: reflect(api(client, ns), watcher::Config::default(), &both),
             namespaces: reflect(Api::all(client.clone()), watcher::Config::default(), &both),
         }
@@ -176,6 +201,11 @@ impl GatewayStores {
             self.classes.wait_until_ready(),
             self.gateways.wait_until_ready(),
             self.http_routes.wait_until_ready(),
+            async {
+                if let Some(grpc) = &self.grpc_routes {
+                    let _ = grpc.wait_until_ready().await;
+                }
+            },
             self.grants.wait_until_ready(),
             self.namespaces.wait_until_ready(),
         );

@@ -4,6 +4,7 @@
 use ramjet_shared::{Generation, RequestView};
 
 use super::*;
+use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, STATE_ANNOTATION};
 use crate::compile::{ingress, Compiler};
 use crate::manifests;
 
@@ -370,4 +371,264 @@ spec:
         "{:?}",
         g.diagnostics
     );
+}
+
+/// [`compile`], with the plans of the auto-promoting canaries.
+fn compile_with_plans(yaml: &str) -> (Generation, Report, Vec<CanaryPlan>) {
+    let mut snapshot = ingress::ClusterSnapshot::default();
+    manifests::parse(yaml, "test.yaml", &mut snapshot);
+    assert!(snapshot.diagnostics.is_empty(), "{:?}", snapshot.diagnostics);
+    let mut compiler = Compiler::new();
+    let mut draft = ingress::compile(&snapshot, &mut compiler);
+    let plans = std::mem::take(&mut draft.canaries);
+    (compiler.finish(draft).expect("a generation"), report(&snapshot), plans)
+}
+
+/// `web` for web.test: a header match to the canary, and a split of `/` between `stable` (the
+/// primary, first) and `beta` (the canary, second), with these annotations.
+fn auto_route(annotations: &[(&str, &str)]) -> String {
+    let annotations: Vec<String> = annotations.iter().map(|(k, v)| format!("{k}: '{v}'")).collect();
+    format!(
+        "{BASE}{}{}\n---\n{}",
+        service("app", "stable", 1),
+        service("app", "beta", 2),
+        format_args!(
+            r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: web
+  namespace: app
+  annotations: {{ {} }}
+spec:
+  parentRefs: [{{ name: edge, namespace: infra }}]
+  hostnames: [web.test]
+  rules:
+    - matches: [{{ path: {{ value: / }}, headers: [{{ name: x-beta, value: "yes" }}] }}]
+      backendRefs: [{{ name: beta, port: 80 }}]
+    - backendRefs: [{{ name: stable, port: 80, weight: 100 }}, {{ name: beta, port: 80, weight: 0 }}]
+"#,
+            annotations.join(", ")
+        )
+    )
+}
+
+/// The weights of the split of `/` (the rule without a header condition), and its total.
+fn split_weights(g: &Generation) -> (u32, u32, u32) {
+    let route = g.table.route("web.test", "/").unwrap();
+    let rules = &route.policy.as_ref().unwrap().rules;
+    let rule = rules.iter().find(|r| !r.conditions.iter().any(|c| matches!(c, Condition::Header { .. }))).unwrap();
+    assert_eq!(rule.backends.len(), 2, "{rule:?}");
+    assert_eq!((&*rule.backends[0].backend.name, &*rule.backends[1].backend.name), ("app/stable:80", "app/beta:80"));
+    (rule.backends[0].weight, rule.backends[1].weight, rule.total)
+}
+
+/// The route's auto-promotion condition on its (one) parent.
+fn promotion_condition(report: &Report) -> Option<StatusCondition> {
+    let parent = &report.routes[0].parents[0];
+    parent.conditions.iter().find(|c| c.type_ == AUTO_PROMOTE_CONDITION).cloned()
+}
+
+/// The diagnostics about HTTPRoutes (the base Gateway has listeners of its own to report).
+fn route_diagnostics(g: &Generation) -> Vec<&str> {
+    g.diagnostics.iter().filter(|d| d.object.kind == HTTP_ROUTE).map(|d| d.message.as_str()).collect()
+}
+
+fn state(phase: &str, weight: u32, backend: &str) -> String {
+    format!(
+        r#"{{"phase":"{phase}","weight":{weight},"step":2,"failures":1,"last":"stepped","at":"2026-12-01T05:00:00Z","backend":"{backend}"}}"#
+    )
+}
+
+#[test]
+fn an_auto_promoting_route_is_planned_and_serves_the_weight_of_its_state() {
+    let settings = [
+        ("ramjet.dev/canary-auto-promote", "true"),
+        ("ramjet.dev/canary-step-weight", "20"),
+        ("ramjet.dev/canary-interval", "2s"),
+    ];
+    // No state yet: the plan, and the backendRefs' weights as written.
+    let (g, report, plans) = compile_with_plans(&auto_route(&settings));
+    assert!(route_diagnostics(&g).is_empty(), "{:?}", g.diagnostics);
+    assert_eq!(
+        plans,
+        [CanaryPlan {
+            kind: CanaryKind::HttpRoute,
+            namespace: "app".into(),
+            name: "web".into(),
+            settings: AutoPromote {
+                step_weight: 20,
+                interval: std::time::Duration::from_secs(2),
+                ..AutoPromote::default()
+            },
+            total: 100,
+            backend: "app/beta:80".into(),
+            series: vec![("app/web".into(), "app/beta:80".into())],
+        }]
+    );
+    assert_eq!(split_weights(&g), (100, 0, 100));
+    assert_eq!(answer(&g, "web.test", "/", "GET", &[("x-beta", "yes")]), "2", "the header rule is the user's");
+    let pending = promotion_condition(&report).unwrap();
+    assert_eq!((pending.status, pending.reason), (true, "Pending"), "{pending:?}");
+    assert!(report.routes[0].parents[0].conditions.iter().all(|c| c.status), "{report:?}");
+
+    // The state ramjet wrote decides the weight, out of the total; the plan stays the same.
+    let progressing = state("Progressing", 30, "app/beta:80");
+    let (g, report, again) =
+        compile_with_plans(&auto_route(&[settings[0], settings[1], settings[2], (STATE_ANNOTATION, &progressing)]));
+    assert_eq!(again, plans);
+    assert_eq!(split_weights(&g), (70, 30, 100));
+    let c = promotion_condition(&report).unwrap();
+    assert_eq!((c.status, c.reason), (true, "Progressing"));
+    assert_eq!(c.message, "app/beta:80 at weight 30/100 (step 2, 1 failed checks)");
+    // Promoted: every request by weight to the canary; aborted: none.
+    let promoted = state("Promoted", 50, "app/beta:80");
+    let (g, report, _) = compile_with_plans(&auto_route(&[settings[0], (STATE_ANNOTATION, &promoted)]));
+    assert_eq!(split_weights(&g), (0, 100, 100));
+    assert_eq!(answer(&g, "web.test", "/", "GET", &[]), "2");
+    assert_eq!(promotion_condition(&report).unwrap().reason, "Promoted");
+    let aborted = state("Aborted", 0, "app/beta:80");
+    let (g, report, _) = compile_with_plans(&auto_route(&[settings[0], (STATE_ANNOTATION, &aborted)]));
+    assert_eq!(split_weights(&g), (100, 0, 100));
+    assert_eq!(promotion_condition(&report).unwrap().reason, "Aborted");
+    // A state about another canary (an older version) is not this one's: the weights as written.
+    let other = state("Promoted", 100, "app/alpha:80");
+    let (g, report, _) = compile_with_plans(&auto_route(&[settings[0], (STATE_ANNOTATION, &other)]));
+    assert_eq!(split_weights(&g), (100, 0, 100));
+    assert_eq!(promotion_condition(&report).unwrap().reason, "Pending");
+    // Finer steps out of another total, as `canary-weight-total` on a canary Ingress.
+    let fine = state("Progressing", 25, "app/beta:80");
+    let yaml = auto_route(&[settings[0], ("ramjet.dev/canary-weight-total", "1000"), (STATE_ANNOTATION, &fine)]);
+    let (g, _, plans) = compile_with_plans(&yaml);
+    assert_eq!(plans[0].total, 1000);
+    assert_eq!(split_weights(&g), (975, 25, 1000));
+}
+
+#[test]
+fn a_route_that_cannot_be_auto_promoted_says_why_and_serves_its_weights() {
+    let on = ("ramjet.dev/canary-auto-promote", "true");
+    let refused = |yaml: &str, why: &str| {
+        let (g, report, plans) = compile_with_plans(yaml);
+        assert!(plans.is_empty(), "{plans:?}");
+        let c = promotion_condition(&report).expect("a condition");
+        assert_eq!((c.status, c.reason), (false, "Invalid"), "{c:?}");
+        assert!(c.message.starts_with("not auto-promoted: ") && c.message.contains(why), "{c:?}");
+        assert!(
+            g.diagnostics
+                .iter()
+                .any(|d| d.message.contains(why) && d.message.ends_with("the route is not auto-promoted")),
+            "{:?}",
+            g.diagnostics
+        );
+        g
+    };
+    // A setting that cannot be used, as on a canary Ingress.
+    let g = refused(&auto_route(&[on, ("ramjet.dev/canary-step-weight", "0")]), "ramjet.dev/canary-step-weight: `0`");
+    assert_eq!(split_weights(&g), (100, 0, 100));
+    // Three backendRefs: which is the canary is not for ramjet to guess.
+    let three = auto_route(&[on]).replace(
+        "{ name: beta, port: 80, weight: 0 }]",
+        "{ name: beta, port: 80, weight: 0 }, { name: stable, port: 80, weight: 1 }]",
+    );
+    refused(&three, "spec.rules[1] has 3 backendRefs");
+    // No rule with two.
+    let single = auto_route(&[on]).replace(", { name: beta, port: 80, weight: 0 }]", "]");
+    refused(&single, "no rule that can be served has two backendRefs");
+    // The canary of one rule is the primary of another.
+    let crossed = format!(
+        "{}    - matches: [{{ path: {{ value: /other }} }}]\n      backendRefs: [{{ name: beta, port: 80 }}, {{ name: stable, port: 80 }}]\n",
+        auto_route(&[on])
+    );
+    refused(&crossed, "app/beta:80 is the canary of spec.rules[1] and the primary of spec.rules[2]");
+    // An Ingress canary's annotation is reported and ignored; promotion goes on.
+    let (g, report, plans) = compile_with_plans(&auto_route(&[on, ("ramjet.dev/canary-weight", "50")]));
+    assert_eq!(plans.len(), 1);
+    assert!(
+        g.diagnostics.iter().any(|d| d.message.starts_with("ramjet.dev/canary-weight is not read on an HTTPRoute")),
+        "{:?}",
+        g.diagnostics
+    );
+    assert_eq!(promotion_condition(&report).unwrap().reason, "Pending");
+    // Without the annotation (or with "false"), no plan and no condition.
+    for annotations in [&[][..], &[("ramjet.dev/canary-auto-promote", "false")][..]] {
+        let (g, report, plans) = compile_with_plans(&auto_route(annotations));
+        assert!(plans.is_empty() && route_diagnostics(&g).is_empty(), "{plans:?} {:?}", g.diagnostics);
+        assert_eq!(promotion_condition(&report), None);
+    }
+}
+
+/// The canary rule's requests are counted under the table route that serves them: when a longer
+/// prefix of another route falls back to the canary rule, that route's series is the canary's too.
+#[test]
+fn a_canary_rule_is_judged_on_every_table_route_that_serves_it() {
+    let yaml = format!(
+        "{}{}\n---\n{}",
+        auto_route(&[("ramjet.dev/canary-auto-promote", "true")]),
+        service("app", "api", 3),
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: api, namespace: app }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }]
+  hostnames: [web.test]
+  rules:
+    - matches: [{ path: { value: /api }, method: POST }]
+      backendRefs: [{ name: api, port: 80 }]
+"#
+    );
+    let (_, _, plans) = compile_with_plans(&yaml);
+    assert_eq!(
+        plans[0].series,
+        [("app/api".to_string(), "app/beta:80".to_string()), ("app/web".to_string(), "app/beta:80".to_string())]
+    );
+}
+
+#[test]
+fn a_grpcroute_compiles_to_grpc_backends_in_its_specs_precedence_and_reports_its_status() {
+    let yaml = format!(
+        "{BASE}{}{}{}\n---\n{}",
+        service("app", "svc", 1),
+        service("app", "unary", 2),
+        service("app", "any", 3),
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: GRPCRoute
+metadata: { name: echo, namespace: app }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }, { name: theirs, namespace: infra }]
+  hostnames: [grpc.test]
+  rules:
+    - matches: [{ method: { method: Unary } }]
+      backendRefs: [{ name: any, port: 80 }]
+    - matches: [{ method: { service: demo.Echo } }]
+      backendRefs: [{ name: svc, port: 80 }]
+    - matches: [{ method: { service: demo.Echo, method: Unary } }, { method: {} }]
+      backendRefs: [{ name: unary, port: 80 }]
+    - matches: [{ method: { service: demo.Echo } }]
+      filters: [{ type: RequestMirror, requestMirror: { backendRef: { name: any, port: 80 } } }]
+      backendRefs: [{ name: svc, port: 80 }]
+"#
+    );
+    let (g, report) = compile(&yaml);
+    let post = |path: &str| answer(&g, "grpc.test", path, "POST", &[("content-type", "application/grpc")]);
+    assert_eq!(post("/demo.Echo/Unary"), "2", "service and method before the service alone");
+    assert_eq!(post("/demo.Echo/Stream"), "1");
+    assert_eq!(post("/other.Svc/Unary"), "3", "the method of any service");
+    assert_eq!(post("/other.Svc/Stream"), "404");
+    let route = g.table.route("grpc.test", "/demo.Echo/Unary").unwrap();
+    let rule = &route.policy.as_ref().unwrap().rules[0];
+    assert_eq!(rule.backends[0].backend.protocol, ramjet_shared::BackendProtocol::Grpc, "gRPC backends");
+    assert!(report.routes.is_empty(), "a GRPCRoute is reported as one");
+    let parents = &report.grpc_routes[0].parents;
+    assert_eq!(parents.len(), 1, "only our Gateway's parentRef gets an entry: {parents:?}");
+    let accepted = parents[0].conditions.iter().find(|c| c.type_ == "Accepted").unwrap();
+    assert!(accepted.status, "{parents:?}");
+    let resolved = parents[0].conditions.iter().find(|c| c.type_ == "ResolvedRefs").unwrap();
+    assert_eq!((resolved.status, resolved.reason), (false, "UnsupportedValue"), "the mirror is refused: {resolved:?}");
+    let messages: Vec<&str> = g.diagnostics.iter().map(|d| d.message.as_str()).collect();
+    assert!(
+        messages.iter().any(|m| m.contains("spec.rules[2].matches[1]") && m.contains("needs a service")),
+        "{messages:?}"
+    );
+    assert!(g.diagnostics.iter().all(|d| d.object.kind != "HTTPRoute"), "reported as a GRPCRoute: {:?}", g.diagnostics);
+    assert_eq!(report.gateways[0].listeners[0].attached_routes, 1);
+    assert!(report.gateways[0].listeners[0].supported_kinds.contains(&"GRPCRoute"));
 }
