@@ -2,6 +2,8 @@
 //! `--manifests` directory, compiled into the same table as Ingresses, served to a real client by
 //! real backends.
 
+#[path = "support/h2_echo.rs"]
+mod h2_echo;
 #[path = "support/h2client.rs"]
 #[allow(dead_code)]
 mod h2client;
@@ -520,6 +522,195 @@ fn an_attacker_on_an_edited_route_cannot_reach_the_next_request_on_the_pooled_up
         // A request ramjet took for one would have been rewritten to /api/...; a body stays as sent.
         assert!(!received.contains("/api/smuggled"), "{driver:?}: a smuggled request went upstream as a request");
         assert!(!received.to_ascii_lowercase().contains("x-secret"), "{driver:?}");
+        d.shutdown();
+    }
+}
+
+/// A rule with every edit, one with a full-path rewrite only, and one without edits, all to the
+/// same Service, whose endpoint speaks h2c.
+const H2_EDITS: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: h2-edits, namespace: shop }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }]
+  hostnames: [h2.shop.test]
+  rules:
+    - matches: [{ path: { type: PathPrefix, value: /v1 } }]
+      filters:
+        - type: URLRewrite
+          urlRewrite: { hostname: internal.test, path: { type: ReplacePrefixMatch, replacePrefixMatch: /api } }
+        - type: RequestHeaderModifier
+          requestHeaderModifier:
+            set: [{ name: X-Env, value: prod }]
+            add: [{ name: X-Via-Gateway, value: ramjet }]
+            remove: [x-secret]
+        - type: ResponseHeaderModifier
+          responseHeaderModifier:
+            set: [{ name: X-Env, value: edge }]
+            add: [{ name: X-Served-By-Route, value: h2-edits }]
+            remove: [x-backend-secret]
+      backendRefs: [{ name: echo, port: 80 }]
+    - matches: [{ path: { type: Exact, value: /full } }]
+      filters:
+        - type: URLRewrite
+          urlRewrite: { path: { type: ReplaceFullPath, replaceFullPath: /replaced } }
+      backendRefs: [{ name: echo, port: 80 }]
+    - backendRefs: [{ name: echo, port: 80 }]
+"#;
+
+/// A Service and its EndpointSlice as [`service`] writes them, the port marked
+/// `appProtocol: kubernetes.io/h2c`: its backend speaks HTTP/2 by prior knowledge.
+fn h2c_service(namespace: &str, name: &str, endpoint: SocketAddr) -> String {
+    service(namespace, name, endpoint).replace(
+        "ports: [{ name: http, port: 80 }]",
+        "ports: [{ name: http, port: 80, appProtocol: kubernetes.io/h2c }]",
+    )
+}
+
+/// What the h2c echo backend received (the answer's body) and the answer's fields, over either
+/// client protocol: checks the edits of the `/v1` rule of [`H2_EDITS`] for `GET /v1/items?id=7`
+/// sent with `x-secret: s`, `x-env: dev` and `x-via-gateway: client`.
+fn assert_edited(seen: &str, header: impl Fn(&str) -> Option<String>, how: &str) {
+    assert!(seen.starts_with("GET /api/items?id=7\nauthority=internal.test\n"), "{how}: {seen}");
+    assert!(seen.contains("\nx-env: prod\n") && !seen.contains("x-env: dev"), "{how}: {seen}");
+    assert!(!seen.contains("x-secret"), "{how}: {seen}");
+    // `add` appends to the client's own field.
+    assert!(seen.contains("\nx-via-gateway: client\n") && seen.contains("\nx-via-gateway: ramjet\n"), "{how}: {seen}");
+    assert!(seen.contains("\nx-forwarded-host: h2.shop.test\n"), "{how}: the client's host is forwarded: {seen}");
+    assert!(!seen.contains("\nhost:"), "{how}: HTTP/2 has no Host field: {seen}");
+    assert_eq!(header("x-echo-path").as_deref(), Some("/api/items?id=7"), "{how}");
+    assert_eq!(header("x-env").as_deref(), Some("edge"), "{how}: set replaces the backend's");
+    assert_eq!(header("x-served-by-route").as_deref(), Some("h2-edits"), "{how}");
+    assert_eq!(header("x-backend-secret"), None, "{how}: removed");
+}
+
+/// The same for a request on the rule without edits, `GET <path>` with `x-secret: s`: it goes as
+/// it came, and its answer too.
+fn assert_unedited(seen: &str, header: impl Fn(&str) -> Option<String>, path: &str, how: &str) {
+    assert!(seen.starts_with(&format!("GET {path}\nauthority=h2.shop.test\n")), "{how}: {seen}");
+    assert!(seen.contains("\nx-secret: s\n"), "{how}: {seen}");
+    for edited in ["x-env", "x-via-gateway", "internal.test", "/api/"] {
+        assert!(!seen.contains(edited), "{how}: {edited} in {seen}");
+    }
+    assert_eq!(header("x-echo-path").as_deref(), Some(path), "{how}: its own answer");
+    assert_eq!(header("x-env").as_deref(), Some("backend"), "{how}");
+    assert_eq!(header("x-backend-secret").as_deref(), Some("s"), "{how}");
+    assert_eq!(header("x-served-by-route"), None, "{how}");
+}
+
+/// A rule's RequestHeaderModifier, URLRewrite (hostname, ReplacePrefixMatch, ReplaceFullPath) and
+/// ResponseHeaderModifier reach an HTTP/2 (h2c) backend over `:authority`, `:path` and HTTP/2
+/// fields, whether the client speaks HTTP/2 (relayed stream) or HTTP/1.1 (a stream made from the
+/// upstream head); a rule without edits changes nothing.
+#[test]
+fn a_rules_header_edits_and_rewrite_reach_an_h2c_backend_from_http2_and_http1_clients() {
+    let echo = h2_echo::H2Echo::start();
+    let dir = temp_dir("gateway-h2-edits");
+    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{H2_EDITS}", h2c_service("shop", "echo", echo.addr)));
+    for driver in DRIVERS {
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let addr = d.http_addr();
+        let before = echo.connections();
+
+        let mut h2 = H2Client::connect(addr);
+        let fields = [("x-secret", "s"), ("x-env", "dev"), ("x-via-gateway", "client")];
+        let resp = h2.request("GET", "h2.shop.test", "/v1/items?id=7", &fields, b"", false).unwrap();
+        assert_eq!(resp.status, 200, "{driver:?}");
+        assert_edited(&resp.text(), |n| resp.header(n).map(str::to_string), &format!("{driver:?} h2"));
+        let resp = h2.get("h2.shop.test", "/full?q=1");
+        assert!(resp.text().starts_with("GET /replaced?q=1\nauthority=h2.shop.test\n"), "{}", resp.text());
+        let resp = h2.request("GET", "h2.shop.test", "/other?x=1", &[("x-secret", "s")], b"", false).unwrap();
+        assert_unedited(&resp.text(), |n| resp.header(n).map(str::to_string), "/other?x=1", &format!("{driver:?} h2"));
+
+        let mut conn = Conn::open(addr);
+        conn.send(
+            b"GET /v1/items?id=7 HTTP/1.1\r\nHost: h2.shop.test\r\nX-Secret: s\r\nX-Env: dev\r\n\
+              X-Via-Gateway: client\r\n\r\n",
+        );
+        let resp = conn.read_response();
+        assert_eq!(resp.status, 200, "{driver:?}");
+        assert_edited(&resp.body, |n| resp.header(n).map(str::to_string), &format!("{driver:?} h1"));
+        let resp = conn.get("h2.shop.test", "/full?q=1");
+        assert!(resp.body.starts_with("GET /replaced?q=1\nauthority=h2.shop.test\n"), "{}", resp.body);
+        let resp = conn.get_with("h2.shop.test", "/other?x=1", "X-Secret: s\r\n");
+        assert_unedited(&resp.body, |n| resp.header(n).map(str::to_string), "/other?x=1", &format!("{driver:?} h1"));
+        assert_eq!(echo.connections() - before, 1, "{driver:?}: one HTTP/2 connection carried every request");
+        d.shutdown();
+    }
+}
+
+/// Attackers on the edited rule and victims on the same worker's one HTTP/2 connection to the
+/// backend, interleaved: whatever an attacker sends (fields the rule removes or sets, repeated,
+/// folded, framing-looking values, a body that is a request), a victim's request carries none of
+/// the edits nor the attacker's fields, and the victim gets its own answer.
+#[test]
+fn an_attacker_on_an_edited_route_cannot_reach_a_victim_on_the_shared_h2c_upstream() {
+    let echo = h2_echo::H2Echo::start();
+    let dir = temp_dir("gateway-h2-attack");
+    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{H2_EDITS}", h2c_service("shop", "echo", echo.addr)));
+    for driver in DRIVERS {
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let addr = d.http_addr();
+        let before = echo.connections();
+        let attacks: [&[u8]; 4] = [
+            // A field the filter removes, folded onto the next line (obs-fold is refused).
+            b"GET /v1/a HTTP/1.1\r\nHost: h2.shop.test\r\nX-Secret: a\r\n x-env: dev\r\n\r\n",
+            // A header the filter sets, twice, with framing-looking values.
+            b"GET /v1/b HTTP/1.1\r\nHost: h2.shop.test\r\nX-Env: 0\r\nX-Env: Content-Length: 0\r\nX-Attacker: 1\r\n\r\n",
+            // A body that looks like a request: on HTTP/2 it is DATA, never a request.
+            b"POST /v1/c HTTP/1.1\r\nHost: h2.shop.test\r\nX-Attacker: 1\r\nContent-Length: 52\r\n\r\nGET /other/smuggled HTTP/1.1\r\nHost: h2.shop.test\r\n\r\n",
+            // Ambiguous framing: refused before anything goes upstream.
+            b"POST /v1/d HTTP/1.1\r\nHost: h2.shop.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /other/smuggled HTTP/1.1\r\nHost: h2.shop.test\r\n\r\n",
+        ];
+        let mut h2_attacker = H2Client::connect(addr);
+        let mut h2_victim = H2Client::connect(addr);
+        for (i, attack) in attacks.iter().enumerate() {
+            let mut attacker = Conn::open(addr);
+            attacker.send(attack);
+            let answer = attacker.read_response_to(false);
+            if attack.starts_with(b"POST /v1/c") {
+                let body = answer.map(|a| a.body).unwrap_or_default();
+                assert!(body.starts_with("POST /api/c\n"), "{driver:?}: the body stayed a body: {body}");
+            }
+            let fields = [("x-secret", "a"), ("x-secret", "b"), ("x-env", "0"), ("x-attacker", "1")];
+            let resp = h2_attacker.request("GET", "h2.shop.test", "/v1/h2", &fields, b"", false).unwrap();
+            assert_eq!(resp.header("x-served-by-route"), Some("h2-edits"), "{driver:?}");
+
+            let path = format!("/other/victim-{i}");
+            let resp = Conn::open(addr).get_with("h2.shop.test", &path, "X-Secret: s\r\n");
+            assert_eq!(resp.status, 200, "{driver:?}");
+            assert!(!resp.body.contains("x-attacker"), "{driver:?}: {}", resp.body);
+            assert_unedited(&resp.body, |n| resp.header(n).map(str::to_string), &path, &format!("{driver:?} h1 {i}"));
+            let resp = h2_victim.request("GET", "h2.shop.test", &path, &[("x-secret", "s")], b"", false).unwrap();
+            assert!(!resp.text().contains("x-attacker"), "{driver:?}: {}", resp.text());
+            let how = format!("{driver:?} h2 {i}");
+            assert_unedited(&resp.text(), |n| resp.header(n).map(str::to_string), &path, &how);
+            // A victim on the edited rule gets its own request edited, nothing of the attacker's.
+            let resp = h2_victim.get("h2.shop.test", &format!("/v1/victim-{i}"));
+            let seen = resp.text();
+            assert!(seen.starts_with(&format!("GET /api/victim-{i}\nauthority=internal.test\n")), "{how}: {seen}");
+            assert!(!seen.contains("x-attacker") && !seen.contains("x-secret"), "{how}: {seen}");
+            assert_eq!(seen.matches("x-env:").count(), 1, "{how}: {seen}");
+        }
+        // Concurrent attacker streams while the victim's requests go.
+        let attacker = std::thread::spawn(move || {
+            let paths: Vec<String> = (0..40).map(|i| format!("/v1/flood-{i}")).collect();
+            h2_attacker.concurrent_gets("h2.shop.test", &paths).iter().filter(|r| r.is_ok()).count()
+        });
+        for i in 0..20 {
+            let path = format!("/other/during-{i}");
+            let resp = h2_victim.request("GET", "h2.shop.test", &path, &[("x-secret", "s")], b"", false).unwrap();
+            let how = format!("{driver:?} during {i}");
+            assert_unedited(&resp.text(), |n| resp.header(n).map(str::to_string), &path, &how);
+        }
+        assert_eq!(attacker.join().unwrap(), 40, "{driver:?}");
+        assert_eq!(echo.connections() - before, 1, "{driver:?}: attackers and victims shared one upstream connection");
+        let requests = echo.requests();
+        assert!(!requests.iter().any(|r| r.contains("smuggled")), "{driver:?}: {requests:?}");
         d.shutdown();
     }
 }

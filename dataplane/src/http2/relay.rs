@@ -1,7 +1,9 @@
 //! A stream proxied to a backend over HTTP/2 (`H2C`, `GRPC`, `GRPCS`): the request and the response are
 //! relayed frame by frame on one of the worker's multiplexed upstream connections
 //! ([`crate::upstream::H2Pool`]), both directions at once (so gRPC's client, server and
-//! bidirectional streaming work), with trailers both ways.
+//! bidirectional streaming work), with trailers both ways. The rule's header edits and rewrite
+//! apply as on HTTP/1.1: to the request's fields, `:path` and `:authority`, and to the response's
+//! fields.
 //!
 //! Memory stays bounded as on the HTTP/1.1 path: a piece of body is released to the sender's
 //! flow-control window only once the other side's window took it. A gRPC request's `grpc-timeout`
@@ -18,8 +20,9 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::header::{HeaderName, HeaderValue, HOST};
 use http::request::Parts;
+use http::uri::PathAndQuery;
 use http::{Request, Response, Uri};
-use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
+use ramjet_shared::{Edits, UpstreamErrorKind, UpstreamTls};
 
 use crate::dispatch::RouteExtras;
 use crate::error::{Failure, ProxyError};
@@ -40,6 +43,8 @@ pub(super) struct Target<'a> {
     /// The route's request fields (`proxy_set_header`-style filters) and the external auth
     /// service's: set on the request, or removed when empty.
     pub extras: &'a RouteExtras<'a>,
+    /// The rule's header edits (request and response) and its rewrite of `:path` and `:authority`.
+    pub edits: Edits<'a>,
 }
 
 /// Body bytes relayed each way, counted as they go (the pumps run concurrently).
@@ -67,9 +72,32 @@ pub(super) async fn forward(
     // The client's gRPC deadline and the rule's, whichever ends first, bound the wait for the head.
     let grpc = if to.grpc { grpc_timeout(&parts.headers) } else { None };
     let deadline = grpc.into_iter().chain(extras.rule.and_then(|r| r.deadline)).min();
+    let edits = to.edits;
+    let target = parts.uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
+    // The rule's rewrite, made once: the request may be made again on a fresh connection.
+    let (authority, target) = match edits.rewrite {
+        None => (host, target),
+        Some(rewrite) => {
+            let target = match &rewrite.path {
+                None => target,
+                Some(path) => {
+                    let mut buf = worker.out_buffers.take();
+                    let rewritten =
+                        crate::edit::rewrite_path(target.as_str(), path, &mut worker.rewrite.borrow_mut(), &mut buf);
+                    worker.out_buffers.give(buf);
+                    rewritten.ok_or(ProxyError::BadRequest("invalid :path"))?
+                }
+            };
+            (rewrite.host.as_deref().unwrap_or(host), target)
+        }
+    };
+    let upstream = Upstream { authority, target: &target, forwarded_host: host };
     let request = || {
-        upstream_request(parts, host, facts, id).map(|mut r| {
+        upstream_request(parts, &upstream, facts, id).map(|mut r| {
             set_fields(r.headers_mut(), extras);
+            if let Some(edits) = edits.request {
+                crate::edit::edit_fields(r.headers_mut(), edits);
+            }
             r
         })
     };
@@ -135,6 +163,9 @@ async fn exchange(
     let mut out = Response::new(());
     *out.status_mut() = head.status;
     *out.headers_mut() = head.headers;
+    if let Some(edits) = to.edits.response {
+        crate::edit::edit_fields(out.headers_mut(), edits);
+    }
     // The client learns the request's id, as on every other path.
     if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
         out.headers_mut().insert(X_REQUEST_ID, value);
@@ -191,15 +222,27 @@ fn set_fields(fields: &mut http::HeaderMap, extras: &RouteExtras<'_>) {
     }
 }
 
-/// The request for the backend: the client's method, target and fields, the routed authority, the
-/// forwarded fields ramjet writes (a client's own `x-forwarded-*` and `x-real-ip` are dropped, as
-/// on HTTP/1.1) and the request id (the client's own when it sent one).
-fn upstream_request(parts: &Parts, host: &str, facts: &ConnFacts, id: &RequestId) -> Result<Request<()>, ProxyError> {
-    let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
+/// Where the upstream request points: its `:authority` and `:path` (the routed host and the
+/// client's target, or the rule's rewrite of them), and the client's host for `x-forwarded-host`.
+struct Upstream<'a> {
+    authority: &'a str,
+    target: &'a PathAndQuery,
+    forwarded_host: &'a str,
+}
+
+/// The request for the backend: the client's method and fields, the `:authority` and `:path` of
+/// `to`, the forwarded fields ramjet writes (a client's own `x-forwarded-*` and `x-real-ip` are
+/// dropped, as on HTTP/1.1) and the request id (the client's own when it sent one).
+fn upstream_request(
+    parts: &Parts,
+    to: &Upstream<'_>,
+    facts: &ConnFacts,
+    id: &RequestId,
+) -> Result<Request<()>, ProxyError> {
     let uri = Uri::builder()
         .scheme("http")
-        .authority(host)
-        .path_and_query(target)
+        .authority(to.authority)
+        .path_and_query(to.target.clone())
         .build()
         .map_err(|_| ProxyError::BadRequest("invalid :path"))?;
     let mut request = Request::new(());
@@ -223,7 +266,7 @@ fn upstream_request(parts: &Parts, host: &str, facts: &ConnFacts, id: &RequestId
             fields.append(name, value);
         }
     }
-    if let Ok(value) = HeaderValue::from_str(host) {
+    if let Ok(value) = HeaderValue::from_str(to.forwarded_host) {
         fields.append("x-forwarded-host", value);
     }
     if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {

@@ -168,6 +168,16 @@ async fn handle<'t>(
         }
         Decision::Direct { served, response } => {
             seen.served = Some(served);
+            if response.status >= 400 && grpc::is_grpc(&parts.headers) {
+                // A configured error (no rule of the route matched, its backend unusable) is
+                // answered the gRPC way, as ramjet's own failures are.
+                let mut answer = grpc::trailers_only(response.status);
+                with_id(&mut answer, id);
+                return match respond.send_response(answer, true) {
+                    Ok(_) => Ok(response.status),
+                    Err(_) => Err(ProxyError::ClientGone.into()),
+                };
+            }
             Ok(answer_or_gone(worker, respond, &Answer::Direct(response), is_head, id).await?)
         }
         Decision::Proxy { served, endpoints, rule, sticky, edits } => {
@@ -234,7 +244,7 @@ async fn handle<'t>(
             extras.auth_cookies = &passed.cookies;
             if served.backend.protocol.is_h2() {
                 let grpc = grpc::is_grpc(&parts.headers);
-                let to = relay::Target { addr: endpoints[index], tls, grpc, extras: &extras };
+                let to = relay::Target { addr: endpoints[index], tls, grpc, extras: &extras, edits };
                 return relay::forward(worker, facts, parts, host, body, respond, to, id, &mut seen.tally).await;
             }
             let to = Upstream { endpoints, tls, index, id };
