@@ -684,7 +684,7 @@ fn compile_rules(
             draft.warn(object, format!("spec.rules[{r}].timeouts: {e}; ramjet's upstream timeouts apply"));
             None
         });
-        let from = From { kind: target.kind, namespace };
+        let from = Referrer { kind: target.kind, namespace };
         actions.push(match rule_action(rule, from, grants, resolver) {
             Ok((backends, filters)) => Action { deadline, backends, filters, served: true },
             Err(problem) => {
@@ -1019,7 +1019,7 @@ impl RuleProblem {
 /// A rule's weighted backends and filters.
 fn rule_action(
     rule: &crate::gateway_api::HttpRouteRule,
-    from: From<'_>,
+    from: Referrer<'_>,
     grants: &Grants<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<(Vec<WeightedBackend>, Vec<Filter>), RuleProblem> {
@@ -1060,7 +1060,7 @@ fn rule_action(
 
 fn compile_filter(
     filter: &HttpRouteFilter,
-    from: From<'_>,
+    from: Referrer<'_>,
     grants: &Grants<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<Filter, RuleProblem> {
@@ -1214,7 +1214,7 @@ fn header_edits(given: &crate::gateway_api::HeaderModifier) -> Result<HeaderEdit
 
 /// The route a reference is made from: its kind (what a ReferenceGrant names) and namespace.
 #[derive(Clone, Copy)]
-struct From<'a> {
+struct Referrer<'a> {
     kind: &'static str,
     namespace: &'a str,
 }
@@ -1222,7 +1222,7 @@ struct From<'a> {
 /// A backendRef: a Service port, in another namespace only where a ReferenceGrant allows it.
 fn backend(
     reference: &HttpBackendRef,
-    from: From<'_>,
+    from: Referrer<'_>,
     grants: &Grants<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<Arc<Backend>, RuleProblem> {
