@@ -105,7 +105,7 @@ where
             exchange::read_response_head(up, timeouts.read, |data| parse_response(data, &plan, out)).await
         },
     );
-    let attempted = exchange::within(deadline, attempt).await;
+    let attempted = exchange::within(deadline, false, attempt).await;
     if let Some(copy) = request_head {
         worker.out_buffers.give(copy);
     }
@@ -140,7 +140,8 @@ where
         conn.write_out().await.map_err(|e| Failure::from(e).started())?;
         return Ok((status, Next::Tunnel(up)));
     }
-    let relayed = exchange::within(deadline, relay_response(conn, &mut up, &response, head.minor == 0, timeouts.read));
+    let relay = relay_response(conn, &mut up, &response, head.minor == 0, timeouts.read);
+    let relayed = exchange::within(deadline, true, relay);
     let complete = match relayed.await {
         Ok((complete, bytes)) => {
             conn.tally.bytes_out += bytes;
@@ -148,7 +149,7 @@ where
         }
         Err(failure) => {
             worker.upstream_buffers.give(up.buf.into_inner());
-            return Err(failure.started());
+            return Err(failure);
         }
     };
     exchange::release(worker, up, complete, &response);

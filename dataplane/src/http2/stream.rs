@@ -446,7 +446,7 @@ async fn forward(
             exchange::read_response_head(up, timeouts.read, |data| response_head(data, is_head)).await
         },
     );
-    let upstream = exchange::within(deadline, attempt);
+    let upstream = exchange::within(deadline, false, attempt);
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
     let result = monoio::select! {
         r = upstream => r,
@@ -526,7 +526,7 @@ async fn forward(
     } else {
         seen.status = status;
         let relayed = relay_body(worker, &mut up, head.body, &mut send, &mut seen.tally.bytes_out, timeouts.read);
-        match exchange::within(deadline, relayed).await {
+        match exchange::within(deadline, true, relayed).await {
             Ok(complete) => complete,
             Err(failure) => {
                 let addr = up.addr;

@@ -169,18 +169,19 @@ pub(crate) fn deadline_from_now(deadline: Option<Duration>) -> Option<monoio::ti
 }
 
 /// Runs `exchange` until `deadline` at most: past it the exchange is dropped — its upstream
-/// connection with it, closed, never pooled — and the request fails with a timeout (504 before
-/// the response head was sent, the client connection closed after).
+/// connection with it, closed, never pooled — and the request fails with a timeout: 504, or, when
+/// the exchange was relaying the answer (`relaying`: part of it may be out), the client connection
+/// closed. The exchange's own failures are its own.
 pub(crate) async fn within<T>(
     deadline: Option<monoio::time::Instant>,
+    relaying: bool,
     exchange: impl std::future::Future<Output = Result<T, Failure>>,
 ) -> Result<T, Failure> {
-    match deadline {
-        None => exchange.await,
-        Some(at) => monoio::time::timeout_at(at, exchange)
-            .await
-            .unwrap_or_else(|_| Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into())),
-    }
+    let Some(at) = deadline else { return exchange.await };
+    monoio::time::timeout_at(at, exchange).await.unwrap_or_else(|_| {
+        let timeout = Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout));
+        Err(if relaying { timeout.started() } else { timeout })
+    })
 }
 
 /// Ends an exchange: the connection goes back to the pool only if the response was `complete`,
