@@ -12,6 +12,8 @@
 mod control_plane;
 #[path = "support/kube_api.rs"]
 mod kube_api;
+#[path = "support/netns.rs"]
+mod netns;
 mod support;
 #[allow(dead_code)]
 #[path = "support/tls_backend.rs"]
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use control_plane::{base64, ControlPlane};
 use kube_api::Kube;
+use netns::bind_backend;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use serde_json::{json, Value};
 use support::client::{get, request, served_by};
@@ -418,61 +421,6 @@ fn http(addr: SocketAddr, host: &str, path: &str) -> Option<(u16, String)> {
     let status = text.split(' ').nth(1)?.parse().ok()?;
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
     Some((status, body))
-}
-
-/// The network namespace the backends live in. The API server refuses loopback addresses in
-/// EndpointSlices ("may not be in the loopback range"), and test traffic must stay on loopback or on
-/// test hosts of our own: so the backends listen inside a network namespace the tests make, joined
-/// to this one by a veth pair (10.231.0.1 here, 10.231.0.2 there). Set up once per machine
-/// (idempotent, under a lock; iproute2 is installed when missing) and reused by every run;
-/// `ip netns del ramjet-test` removes it.
-const BACKEND_NETNS: &str = "ramjet-test";
-const BACKEND_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 231, 0, 2);
-
-fn backend_netns() {
-    static READY: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    READY.get_or_init(|| {
-        let script = r#"
-set -e
-command -v ip >/dev/null || { apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null; }
-exec 9>/tmp/ramjet-test-netns.lock
-flock 9
-ip netns list | grep -qw ramjet-test || ip netns add ramjet-test
-if ! ip link show rjt-host >/dev/null 2>&1; then
-  ip link add rjt-host type veth peer name rjt-ns
-  ip link set rjt-ns netns ramjet-test
-fi
-ip addr replace 10.231.0.1/30 dev rjt-host
-ip link set rjt-host up
-ip netns exec ramjet-test ip addr replace 10.231.0.2/30 dev rjt-ns
-ip netns exec ramjet-test ip link set rjt-ns up
-ip netns exec ramjet-test ip link set lo up
-"#;
-        let out = Command::new("bash").args(["-c", script]).output().expect("run ip(8)");
-        assert!(
-            out.status.success(),
-            "the cluster tests put their backends in a network namespace (root and iproute2 needed): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    });
-}
-
-/// A listener on [`BACKEND_IP`], inside [`BACKEND_NETNS`]: bound from a thread that joins the
-/// namespace, so only that socket lives there.
-#[allow(unsafe_code)]
-fn bind_backend() -> std::net::TcpListener {
-    use std::os::fd::AsRawFd;
-    backend_netns();
-    std::thread::spawn(|| {
-        let ns = std::fs::File::open(format!("/var/run/netns/{BACKEND_NETNS}")).expect("the backend namespace");
-        // SAFETY: setns(2) with an open namespace fd changes only this thread's network namespace;
-        // the thread ends right after binding.
-        let joined = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(joined, 0, "setns: {}", std::io::Error::last_os_error());
-        std::net::TcpListener::bind((BACKEND_IP, 0)).expect("bind in the backend namespace")
-    })
-    .join()
-    .expect("the binding thread")
 }
 
 /// A real HTTP/1.1 backend on [`BACKEND_IP`] that answers every request with `backend=NAME`.

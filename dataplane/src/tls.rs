@@ -47,20 +47,26 @@ impl SniResolver {
         SniResolver { published, default }
     }
 
-    /// The certificate for an SNI name, if the serving table has one for it.
-    pub fn lookup(&self, sni: &str) -> Option<Arc<CertifiedKey>> {
-        let mut buf = [0u8; 256];
-        let host = normalize_host(sni, &mut buf)?;
-        let id = self.published.generation().load().table.certificate_for(host)?;
+    /// The certificate for an SNI name (`None`: the client sent none), if the serving table has
+    /// one for it.
+    pub fn lookup(&self, sni: Option<&str>) -> Option<Arc<CertifiedKey>> {
+        let table = &self.published.generation().load().table;
+        let id = match sni {
+            Some(sni) => {
+                let mut buf = [0u8; 256];
+                table.certificate_for(normalize_host(sni, &mut buf)?)?
+            }
+            None => table.any_certificate()?,
+        };
         self.published.certs().load().get(&id).map(|c| c.key.clone())
     }
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        // No SNI, or a host without a certificate: the default certificate, else the handshake
+        // A host without a certificate in the table: the default certificate, else the handshake
         // fails with an alert.
-        hello.server_name().and_then(|sni| self.lookup(sni)).or_else(|| self.default.clone())
+        self.lookup(hello.server_name()).or_else(|| self.default.clone())
     }
 }
 

@@ -460,10 +460,15 @@ pub struct RouteTable {
     exact_hosts: FxMap<Arc<str>, Arc<HostRoutes>>,
     /// Keyed by the suffix after `*.`: `*.example.com` is stored as `example.com`.
     wildcard_hosts: FxMap<Arc<str>, Arc<HostRoutes>>,
+    /// Wildcards that match any number of labels (`**.example.com`, a Gateway API `*.example.com`:
+    /// `a.b.example.com` too), keyed by the suffix after `**.`.
+    deep_wildcard_hosts: FxMap<Arc<str>, Arc<HostRoutes>>,
     any_host: Option<Arc<HostRoutes>>,
     default_route: Option<Arc<Route>>,
-    /// TLS certificate per host as declared (exact or `*.` wildcard).
+    /// TLS certificate per host as declared (exact, `*.` or `**.` wildcard, `""` for any name).
     tls: BTreeMap<Arc<str>, CertId>,
+    /// Whether `tls` has a `**.` wildcard (only then are an SNI name's further suffixes looked up).
+    deep_tls: bool,
     /// Hosts whose plain-HTTP requests are redirected to HTTPS; wildcards by their suffix.
     ssl_redirect: FxMap<Arc<str>, ()>,
     ssl_redirect_wildcard: FxMap<Arc<str>, ()>,
@@ -503,11 +508,14 @@ impl RouteTable {
         if let Some(hr) = self.exact_hosts.get(host) {
             return Some(hr);
         }
-        if !self.wildcard_hosts.is_empty() {
+        if !self.wildcard_hosts.is_empty() || !self.deep_wildcard_hosts.is_empty() {
             if let Some((label, suffix)) = host.split_once('.') {
                 if !label.is_empty() {
                     if let Some(hr) = self.wildcard_hosts.get(suffix) {
                         return Some(hr);
+                    }
+                    if !self.deep_wildcard_hosts.is_empty() {
+                        return self.deep_wildcard(suffix).or(self.any_host.as_ref());
                     }
                 }
             }
@@ -515,19 +523,53 @@ impl RouteTable {
         self.any_host.as_ref()
     }
 
-    /// The certificate for an SNI name (normalized, lower case): exact host, then wildcard.
+    /// The any-depth wildcard with the longest suffix of `suffix` (itself included).
+    #[cold]
+    fn deep_wildcard(&self, mut suffix: &str) -> Option<&Arc<HostRoutes>> {
+        loop {
+            if let Some(hr) = self.deep_wildcard_hosts.get(suffix) {
+                return Some(hr);
+            }
+            suffix = suffix.split_once('.')?.1;
+        }
+    }
+
+    /// The certificate for an SNI name (normalized, lower case): exact host, then the wildcard one
+    /// label up, then any-depth wildcards (longest suffix first), then the one for any name.
     pub fn certificate_for(&self, sni: &str) -> Option<CertId> {
         if let Some(id) = self.tls.get(sni) {
             return Some(*id);
         }
-        let (label, suffix) = sni.split_once('.')?;
+        self.wildcard_certificate(sni).or_else(|| self.any_certificate())
+    }
+
+    fn wildcard_certificate(&self, sni: &str) -> Option<CertId> {
+        let (label, mut suffix) = sni.split_once('.')?;
         if label.is_empty() {
             return None;
         }
-        let mut wildcard = String::with_capacity(suffix.len() + 2);
+        let mut wildcard = String::with_capacity(suffix.len() + 3);
         wildcard.push_str("*.");
         wildcard.push_str(suffix);
-        self.tls.get(wildcard.as_str()).copied()
+        if let Some(id) = self.tls.get(wildcard.as_str()) {
+            return Some(*id);
+        }
+        while self.deep_tls {
+            wildcard.clear();
+            wildcard.push_str("**.");
+            wildcard.push_str(suffix);
+            if let Some(id) = self.tls.get(wildcard.as_str()) {
+                return Some(*id);
+            }
+            suffix = suffix.split_once('.')?.1;
+        }
+        None
+    }
+
+    /// The certificate for any server name (a Gateway listener without a hostname), also for
+    /// clients that send no SNI.
+    pub fn any_certificate(&self) -> Option<CertId> {
+        self.tls.get("").copied()
     }
 
     /// Whether plain-HTTP requests for this normalized host are redirected to HTTPS.
@@ -561,7 +603,8 @@ impl RouteTable {
 
     /// Every host group (exact, wildcard, any-host).
     pub fn hosts(&self) -> impl Iterator<Item = &Arc<HostRoutes>> {
-        self.exact_hosts.values().chain(self.wildcard_hosts.values()).chain(self.any_host.iter())
+        let wildcards = self.wildcard_hosts.values().chain(self.deep_wildcard_hosts.values());
+        self.exact_hosts.values().chain(wildcards).chain(self.any_host.iter())
     }
 
     pub fn tls_hosts(&self) -> &BTreeMap<Arc<str>, CertId> {
@@ -574,7 +617,7 @@ impl RouteTable {
 
     /// Number of distinct named hosts (rules without a host are not a host).
     pub fn host_count(&self) -> usize {
-        self.exact_hosts.len() + self.wildcard_hosts.len()
+        self.exact_hosts.len() + self.wildcard_hosts.len() + self.deep_wildcard_hosts.len()
     }
 
     /// Distinct certificates referenced by this table.
@@ -845,7 +888,8 @@ pub struct RegexHostProblem {
 }
 
 /// Collects rules, then builds an immutable [`RouteTable`]. Hosts are given as declared (lower case,
-/// `*.` for a wildcard, `""` for any host); the compilers validate them before they get here.
+/// `*.` for a wildcard one label deep as Ingress has them, `**.` for one of any depth as Gateway
+/// API has them, `""` for any host); the compilers validate them before they get here.
 #[derive(Default)]
 pub struct TableBuilder {
     hosts: BTreeMap<Arc<str>, HostDraft>,
@@ -1004,6 +1048,8 @@ impl TableBuilder {
             debug_assert_eq!(group_digest(&group.host, group.items().iter()), digest);
             if host.is_empty() {
                 table.any_host = Some(group);
+            } else if let Some(suffix) = host.strip_prefix("**.") {
+                table.deep_wildcard_hosts.insert(suffix.into(), group);
             } else if let Some(suffix) = host.strip_prefix("*.") {
                 table.wildcard_hosts.insert(suffix.into(), group);
             } else {
@@ -1021,6 +1067,7 @@ impl TableBuilder {
         }
         table.ssl_redirect_hosts = redirects.into_boxed_slice();
         table.default_route = self.default_route;
+        table.deep_tls = self.tls.keys().any(|h| h.starts_with("**."));
         table.tls = self.tls;
         table.passthrough = self.passthrough;
         let (digest, items_digest) = {
@@ -1038,6 +1085,8 @@ impl RouteTable {
     pub fn host_group(&self, host: &str) -> Option<&Arc<HostRoutes>> {
         if host.is_empty() {
             self.any_host.as_ref()
+        } else if let Some(suffix) = host.strip_prefix("**.") {
+            self.deep_wildcard_hosts.get(suffix)
         } else if let Some(suffix) = host.strip_prefix("*.") {
             self.wildcard_hosts.get(suffix)
         } else {

@@ -4,7 +4,9 @@
 //! parameter (the Gateway API conformance echo server's); `/chunked` answers chunked; `/close` answers without a length
 //! and closes; `/ws` accepts a WebSocket-style upgrade and echoes bytes; `/nobody/<status>` answers
 //! that status with no body; anything else answers 200 with `name`, the method, the target, the
-//! headers and the request body. `/big/<bytes>` answers that many bytes. Every byte a backend
+//! headers and the request body, with the response fields an `X-Echo-Set-Header: Name:value,…`
+//! field asks for (as the Gateway API conformance echo server does). `/big/<bytes>` answers that
+//! many bytes. Every byte a backend
 //! receives is recorded ([`Backend::received`]), so attack tests can see exactly what went upstream.
 //!
 //! [`ScriptedBackend`] answers each request head with the next response of a script, byte for byte,
@@ -47,7 +49,11 @@ impl Backend {
     /// A backend that closes idle keep-alive connections after `idle` (to exercise stale pooled
     /// connections).
     pub fn start_with(name: &str, idle: Option<Duration>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::on_listener(name, TcpListener::bind("127.0.0.1:0").unwrap(), idle)
+    }
+
+    /// A backend on a listener of the caller's (one on an address other than loopback).
+    pub fn on_listener(name: &str, listener: TcpListener, idle: Option<Duration>) -> Self {
         let addr = listener.local_addr().unwrap();
         let backend = Backend {
             addr,
@@ -223,7 +229,20 @@ fn serve(stream: Recorder, name: &str, requests: &AtomicUsize, idle: Option<Dura
         } else if let Some(status) = target.strip_prefix("/nobody/") {
             format!("HTTP/1.1 {status} X\r\nContent-Length: 0\r\n\r\n")
         } else {
-            format!("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{text}", text.len())
+            // `X-Echo-Set-Header: Name:value,Name:value`: the conformance echo server's response headers.
+            let echoed: String = header("x-echo-set-header")
+                .into_iter()
+                .flat_map(|v| {
+                    v.split(',')
+                        .filter_map(|f| f.split_once(':'))
+                        .map(|(n, v)| format!("{n}: {v}\r\n"))
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n{echoed}Content-Length: {}\r\n\r\n{text}",
+                text.len()
+            )
         };
         if method == "HEAD" {
             let head_only = response.split("\r\n\r\n").next().unwrap().to_string() + "\r\n\r\n";

@@ -195,7 +195,6 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     let all = all.chain(converted.iter().enumerate().map(|(order, (r, g))| (GRPC_ROUTE, r, Some(*g), order)));
     let mut entries = Vec::new();
     let mut promotions = Vec::new();
-    let mut tls_hosts: Vec<(String, Arc<Certificate>)> = Vec::new();
     for (kind, route, grpc, order) in all {
         let namespace = namespace_of(&route.metadata.namespace);
         let name = route.metadata.name.as_deref().unwrap_or("");
@@ -207,9 +206,6 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
             match attached {
                 Ok(found) => {
                     for (listener, host) in found {
-                        if let Some(cert) = &listener.certificate {
-                            tls_hosts.push((host.clone(), cert.clone()));
-                        }
                         let listening = hosts.entry(host).or_default();
                         if listener.listener.protocol == "HTTPS" {
                             listening.tls = true;
@@ -240,11 +236,14 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         let generation = route.metadata.generation;
         reports.push(RouteReport { namespace: namespace.to_string(), name: name.to_string(), generation, parents });
     }
-    // A listener without a hostname whose routes have none either serves any host: no SNI name to
-    // pick its certificate by, so only named hosts get it.
-    for (host, cert) in tls_hosts.into_iter().filter(|(h, _)| !h.is_empty()) {
+    // An HTTPS listener's certificate serves its hostname whether or not a route is attached (a
+    // request for a host without routes gets its 404 over TLS); one without a hostname serves any
+    // server name (`""`). The first listener to claim a name keeps it.
+    for listener in &listeners {
+        let Some(cert) = &listener.certificate else { continue };
+        let host = any_depth(listener.hostname.clone().unwrap_or_default());
         if draft.builder.add_tls_host(&host, cert.id) {
-            draft.certificates.push(cert);
+            draft.certificates.push(cert.clone());
         }
     }
     add_routes(entries, resolver, draft, &mut promotions);
@@ -482,7 +481,7 @@ fn attach<'l, 's>(
         if !hosts.is_empty() {
             report.gateways[listener.at.0].listeners[listener.at.1].attached_routes += 1;
         }
-        found.extend(hosts.into_iter().map(|h| (listener, h)));
+        found.extend(hosts.into_iter().map(|h| (listener, any_depth(h))));
     }
     if found.is_empty() {
         return Some(Err(StatusCondition::new(
@@ -535,8 +534,19 @@ fn selects(selector: &LabelSelector, labels: Option<&BTreeMap<String, String>>) 
     by_label && by_expression
 }
 
+/// A Gateway API wildcard as the table declares it: `*.example.com` matches `a.b.example.com` too
+/// (the spec's "one or more labels"), which the table spells `**.example.com`; an Ingress wildcard
+/// matches one label only.
+fn any_depth(host: String) -> String {
+    if host.starts_with("*.") {
+        format!("*{host}")
+    } else {
+        host
+    }
+}
+
 /// The hosts a route serves on a listener: its hostnames intersected with the listener's (`""`: any
-/// host). A wildcard matches names with one more label, as the table's wildcards do.
+/// host). A wildcard covers names with one or more labels in its place.
 fn intersect(listener: Option<&str>, route: &[String]) -> Vec<String> {
     let route: Vec<String> = route.iter().filter_map(|h| validate_host(h).ok()).collect();
     match listener {

@@ -140,6 +140,54 @@ fn certificate_for_exact_then_wildcard() {
 }
 
 #[test]
+fn any_depth_wildcards_match_more_labels_longest_suffix_first() {
+    let t = table(&[
+        ("**.example.com", "/", PathKind::Prefix, "deep"),
+        ("**.b.example.com", "/", PathKind::Prefix, "deeper"),
+        ("*.one.example.com", "/", PathKind::Prefix, "one-label"),
+        ("*.ingress.test", "/", PathKind::Prefix, "ingress"),
+        ("", "/", PathKind::Prefix, "any"),
+    ]);
+    for (host, want) in [
+        ("a.example.com", "deep"),
+        ("a.b.c.example.com", "deep"),
+        ("x.b.example.com", "deeper"),
+        ("x.y.b.example.com", "deeper"),
+        ("b.example.com", "deep"),
+        ("x.one.example.com", "one-label"),
+        ("x.y.one.example.com", "deep"),
+        ("example.com", "any"),
+        ("a.ingress.test", "ingress"),
+        // An Ingress wildcard stays one label deep.
+        ("a.b.ingress.test", "any"),
+    ] {
+        assert_eq!(target(&t, host, "/").as_deref(), Some(want), "{host}");
+    }
+    assert_eq!(t.host_group("**.example.com").map(|g| &*g.host), Some("**.example.com"));
+    assert_eq!(t.host_count(), 4);
+}
+
+#[test]
+fn certificates_for_any_depth_wildcards_and_for_any_name() {
+    let (deep, exact, any) = (CertId([1; 32]), CertId([2; 32]), CertId([3; 32]));
+    let mut b = TableBuilder::new();
+    b.add_tls_host("**.example.com", deep);
+    b.add_tls_host("shop.example.com", exact);
+    let t = b.build(None);
+    assert_eq!(t.certificate_for("a.b.example.com"), Some(deep));
+    assert_eq!(t.certificate_for("shop.example.com"), Some(exact));
+    assert_eq!(t.certificate_for("example.com"), None);
+    assert_eq!(t.any_certificate(), None);
+    let mut b = TableBuilder::new();
+    b.add_tls_host("", any);
+    b.add_tls_host("shop.example.com", exact);
+    let t = b.build(None);
+    assert_eq!(t.certificate_for("other.test"), Some(any));
+    assert_eq!(t.certificate_for("shop.example.com"), Some(exact));
+    assert_eq!(t.any_certificate(), Some(any));
+}
+
+#[test]
 fn the_digest_is_taken_over_the_items_the_table_walks() {
     let mut b = TableBuilder::new();
     b.add_route("a.com", "/x", PathKind::Exact, backend("a"), "x").unwrap();
