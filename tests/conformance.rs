@@ -16,6 +16,11 @@
 
 #[path = "support/control_plane.rs"]
 mod control_plane;
+#[path = "support/grpc_echo.rs"]
+mod grpc_echo;
+#[path = "support/h2client.rs"]
+#[allow(dead_code)]
+mod h2client;
 #[path = "support/kube_api.rs"]
 mod kube_api;
 #[path = "support/netns.rs"]
@@ -28,7 +33,9 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use control_plane::{base64, ControlPlane};
+use control_plane::{base64, go_tools, ControlPlane};
+use grpc_echo::GrpcEcho;
+use h2client::H2Client;
 use kube_api::Kube;
 use ramjet::{Daemon, DaemonConfig, Source};
 use ramjet_control::cluster::{ClusterOptions, LeaseOptions, StatusAddresses};
@@ -164,21 +171,27 @@ impl Cluster {
         applied
     }
 
-    /// Starts a backend for a Service and names it in an EndpointSlice.
+    /// Starts a backend for a Service and names it in an EndpointSlice: the suite's gRPC echo
+    /// server for a port of `appProtocol: kubernetes.io/h2c`, else an HTTP/1.1 one.
     fn endpoints(&self, service: &Value) -> Value {
         let (ns, name) = name_of(service);
         let listener = netns::bind_backend();
-        let backend: &'static Backend =
-            Box::leak(Box::new(Backend::on_listener(&format!("{ns}/{name}"), listener, None)));
-        self.backends.lock().unwrap().insert(format!("{ns}/{name}"), backend);
+        let addr = if service["spec"]["ports"][0]["appProtocol"] == "kubernetes.io/h2c" {
+            Box::leak(Box::new(GrpcEcho::on_listener(&ns, &name, listener))).addr
+        } else {
+            let backend: &'static Backend =
+                Box::leak(Box::new(Backend::on_listener(&format!("{ns}/{name}"), listener, None)));
+            self.backends.lock().unwrap().insert(format!("{ns}/{name}"), backend);
+            backend.addr
+        };
         let port_name = service["spec"]["ports"][0]["name"].as_str().unwrap_or("");
         let slice = json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": { "name": format!("{name}-local"), "namespace": ns,
                           "labels": { "kubernetes.io/service-name": name } },
             "addressType": "IPv4",
-            "ports": [{ "name": port_name, "port": backend.addr.port() }],
-            "endpoints": [{ "addresses": [backend.addr.ip().to_string()] }],
+            "ports": [{ "name": port_name, "port": addr.port() }],
+            "endpoints": [{ "addresses": [addr.ip().to_string()] }],
         });
         self.admin.apply_value(&slice, "test").unwrap();
         slice
@@ -231,18 +244,28 @@ fn status_until(what: &str, read: impl Fn() -> Value, check: impl Fn(&Value) -> 
 /// One test: its manifest applied to the cluster and ramjet watching it.
 struct Suite {
     daemon: Option<Daemon>,
+    /// The kind of the test's routes: `HTTPRoute`, or `GRPCRoute`.
+    route_kind: &'static str,
     applied: Vec<Value>,
     _serial: MutexGuard<'static, ()>,
 }
 
 impl Suite {
     fn start(test: &str) -> Suite {
+        Self::start_of("HTTPRoute", test)
+    }
+
+    fn start_grpc(test: &str) -> Suite {
+        Self::start_of("GRPCRoute", test)
+    }
+
+    fn start_of(route_kind: &'static str, test: &str) -> Suite {
         static SERIAL: Mutex<()> = Mutex::new(());
         let serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let cluster = cluster();
         let applied = cluster.apply(&documents(&cluster.read(&format!("tests/{test}"))));
         let identity = test.trim_end_matches(".yaml");
-        let mut lease = LeaseOptions::new(&format!("conformance-{identity}"), Some(INFRA.into()), identity);
+        let mut lease = LeaseOptions::new(format!("conformance-{identity}"), Some(INFRA.into()), identity);
         lease.retry = Duration::from_millis(100);
         let mut options = ClusterOptions::new(Some(cluster.kubeconfig.clone()), IngressOptions::default(), lease);
         options.status_addresses = StatusAddresses::Addresses(vec![ADDRESS.into()]);
@@ -251,7 +274,7 @@ impl Suite {
         let mut config = DaemonConfig::with_source(Source::Cluster(options));
         config.io_driver = IoDriver::Auto;
         let daemon = Daemon::start(config).expect("the daemon starts");
-        Suite { daemon: Some(daemon), applied, _serial: serial }
+        Suite { daemon: Some(daemon), route_kind, applied, _serial: serial }
     }
 
     fn daemon(&self) -> &Daemon {
@@ -308,8 +331,11 @@ impl Suite {
         let (ns, name) = split(route);
         let (gw_ns, gw_name) = split(gateway);
         status_until(
-            &format!("HTTPRoute {route} has {count} parent entries for {gateway} with {type_}={status} ({reason})"),
-            || cluster().get("HTTPRoute", ns, name),
+            &format!(
+                "{} {route} has {count} parent entries for {gateway} with {type_}={status} ({reason})",
+                self.route_kind
+            ),
+            || cluster().get(self.route_kind, ns, name),
             |r| {
                 let parents = r["status"]["parents"].as_array().cloned().unwrap_or_default();
                 parents.len() == count
@@ -334,8 +360,8 @@ impl Suite {
         let (ns, name) = split(route);
         let (gw_ns, gw_name) = split(gateway);
         status_until(
-            &format!("HTTPRoute {route} has {type_}={status} ({reason}) for {gateway}"),
-            || c.get("HTTPRoute", ns, name),
+            &format!("{} {route} has {type_}={status} ({reason}) for {gateway}", self.route_kind),
+            || c.get(self.route_kind, ns, name),
             |r| {
                 let parents = r["status"]["parents"].as_array().cloned().unwrap_or_default();
                 parents.iter().all(|p| latest(r, &p["conditions"]))
@@ -352,7 +378,7 @@ impl Suite {
     /// second apart (an empty list may only mean that status has not been written yet).
     fn no_accepted_parents(&self, route: &str) {
         let (ns, name) = split(route);
-        let read = || cluster().get("HTTPRoute", ns, name);
+        let read = || cluster().get(self.route_kind, ns, name);
         let unaccepted = |r: &Value| match r["status"]["parents"].as_array().map(Vec::as_slice) {
             None | Some([]) => true,
             Some([p]) => latest(r, &p["conditions"]) && has_condition(&p["conditions"], "Accepted", "False", ""),
@@ -389,7 +415,7 @@ impl Suite {
 
     /// `MakeRequestAndExpectEventuallyConsistentResponse`: sends until `check` holds for
     /// [`CONSECUTIVE`] answers in a row; panics with the last answer.
-    fn eventually_consistent(&self, what: &str, send: impl Fn() -> Response, check: impl Fn(&Response) -> bool) {
+    fn eventually_consistent<T: std::fmt::Debug>(&self, what: &str, send: impl Fn() -> T, check: impl Fn(&T) -> bool) {
         let deadline = Instant::now() + PATIENCE;
         let mut streak = 0;
         loop {
@@ -402,7 +428,7 @@ impl Suite {
                 continue;
             }
             streak = 0;
-            assert!(Instant::now() < deadline, "{what}: got\n{}\n{}", resp.head, resp.body);
+            assert!(Instant::now() < deadline, "{what}: got {resp:#?}");
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -512,6 +538,43 @@ impl Suite {
             &format!("GET {path} should redirect ({status}) to {location}"),
             || self.send("GET", "example.com", path, &[]),
             |resp| resp.status == status && resp.header("location") == Some(location),
+        );
+    }
+
+    /// The suite's gRPC call (grpcurl, h2c with prior knowledge) of `GrpcEcho/<method>` through
+    /// ramjet: `namespace/pod` of the echo server that answered, or the gRPC code's name.
+    fn grpc(&self, method: &str, authority: Option<&str>, metadata: &[(&str, &str)]) -> String {
+        let mut call = Command::new(go_tools::grpcurl());
+        call.args(["-plaintext", "-max-time", "10", "-proto", "grpcecho.proto", "-import-path"])
+            .arg(cluster().module.join("conformance/echo-basic"));
+        for (name, value) in metadata {
+            call.arg("-H").arg(format!("{name}: {value}"));
+        }
+        if let Some(authority) = authority {
+            call.args(["-authority", authority]);
+        }
+        let out = call
+            .arg(self.daemon().http_addr().to_string())
+            .arg(format!("{}/{method}", grpc_echo::SERVICE))
+            .output()
+            .expect("grpcurl runs");
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return stderr.lines().find_map(|l| l.trim().strip_prefix("Code: ")).unwrap_or(&stderr).to_string();
+        }
+        let answer: Value = serde_json::from_slice(&out.stdout).expect("grpcurl prints the answer as JSON");
+        let context = &answer["assertions"]["context"];
+        format!("{}/{}", context["namespace"].as_str().unwrap_or(""), context["pod"].as_str().unwrap_or(""))
+    }
+
+    /// `grpc.MakeRequestAndExpectEventuallyConsistentResponse`: `want` is an infra backend's name
+    /// (its pods' names start with it) or a gRPC code's name.
+    fn expect_grpc(&self, method: &str, authority: Option<&str>, metadata: &[(&str, &str)], want: &str) {
+        let backend = want.starts_with("grpc-").then(|| format!("{INFRA}/{want}"));
+        self.eventually_consistent(
+            &format!("{method} {authority:?} {metadata:?} should get {want}"),
+            || self.grpc(method, authority, metadata),
+            |got| backend.as_ref().map_or(got == want, |b| got.starts_with(b.as_str())),
         );
     }
 
@@ -1352,4 +1415,94 @@ fn httproute_named_rule() {
             |r| r.status == 200,
         );
     }
+}
+
+#[test]
+fn grpcroute_exact_method_matching() {
+    let s = Suite::start_grpc("grpcroute-exact-method-matching.yaml");
+    s.accepted_on("same-namespace", &[None], &["exact-matching"]);
+    s.expect_grpc("Echo", None, &[], "grpc-infra-backend-v1");
+    s.expect_grpc("EchoTwo", None, &[], "grpc-infra-backend-v2");
+    s.expect_grpc("EchoThree", None, &[], "Unimplemented");
+}
+
+#[test]
+fn grpcroute_header_matching() {
+    let s = Suite::start_grpc("grpcroute-header-matching.yaml");
+    s.accepted_on("same-namespace", &[None], &["grpc-header-matching"]);
+    for (metadata, want) in [
+        (&[("Version", "one")][..], "grpc-infra-backend-v1"),
+        (&[("Version", "two")], "grpc-infra-backend-v2"),
+        (&[("Version", "two"), ("Color", "orange")], "grpc-infra-backend-v1"),
+        (&[("Version", "two"), ("Color", "blue")], "grpc-infra-backend-v2"),
+        (&[("Color", "orange")], "Unimplemented"),
+        (&[("Some-Other-Header", "one")], "Unimplemented"),
+        (&[("Color", "blue")], "grpc-infra-backend-v1"),
+        (&[("Color", "green")], "grpc-infra-backend-v1"),
+        (&[("Color", "red")], "grpc-infra-backend-v2"),
+        (&[("Color", "yellow")], "grpc-infra-backend-v2"),
+        (&[("Color", "purple")], "Unimplemented"),
+    ] {
+        s.expect_grpc("Echo", None, metadata, want);
+    }
+}
+
+#[test]
+fn grpcroute_listener_hostname_matching() {
+    let s = Suite::start_grpc("grpcroute-listener-hostname-matching.yaml");
+    let gateway = "grpcroute-listener-hostname-matching";
+    s.accepted_on(gateway, &[Some("listener-1")], &["backend-v1"]);
+    s.accepted_on(gateway, &[Some("listener-2")], &["backend-v2"]);
+    s.accepted_on(gateway, &[Some("listener-3"), Some("listener-4")], &["backend-v3"]);
+    for (authority, want) in [
+        ("bar.com", "grpc-infra-backend-v1"),
+        ("foo.bar.com", "grpc-infra-backend-v2"),
+        ("baz.bar.com", "grpc-infra-backend-v3"),
+        ("boo.bar.com", "grpc-infra-backend-v3"),
+        ("multiple.prefixes.bar.com", "grpc-infra-backend-v3"),
+        ("multiple.prefixes.foo.com", "grpc-infra-backend-v3"),
+        ("foo.com", "Unimplemented"),
+        ("no.matching.host", "Unimplemented"),
+    ] {
+        s.expect_grpc("Echo", Some(authority), &[], want);
+    }
+}
+
+#[test]
+fn grpcroute_named_rule() {
+    let s = Suite::start_grpc("grpcroute-named-rule.yaml");
+    s.accepted_on("same-namespace", &[None], &["grpc-named-rules"]);
+    s.expect_grpc("Echo", None, &[], "grpc-infra-backend-v1");
+    s.expect_grpc("EchoTwo", None, &[], "grpc-infra-backend-v2");
+}
+
+/// As the suite's `weight.TestWeightedDistribution`: 500 calls must fall within 5 points either
+/// way of 70/30/0, taken again up to 10 times. The calls go over one HTTP/2 connection (the h2
+/// crate's client) rather than a grpcurl process each.
+#[test]
+fn grpcroute_weight() {
+    let s = Suite::start_grpc("grpcroute-weight.yaml");
+    s.accepted_on("same-namespace", &[None], &["weighted-backends"]);
+    s.expect_grpc("Echo", None, &[], "grpc-infra-backend-");
+    let mut client = H2Client::connect(s.daemon().http_addr());
+    let path = format!("/{}/Echo", grpc_echo::SERVICE);
+    let headers = [("content-type", "application/grpc"), ("te", "trailers")];
+    let mut samples = Vec::new();
+    for _ in 0..10 {
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for _ in 0..500 {
+            let answer = client.request("POST", "example.com", &path, &headers, &[0; 5], false).expect("a gRPC answer");
+            let text = answer.text();
+            let backend = ["v1", "v2", "v3"].into_iter().find(|v| text.contains(&format!("grpc-infra-backend-{v}-0")));
+            *seen.entry(backend.unwrap_or("none")).or_default() += 1;
+        }
+        let share = |b: &str| seen.get(b).copied().unwrap_or(0) as f64 / 500.0;
+        assert_eq!((share("v3"), share("none")), (0.0, 0.0), "{seen:?}");
+        let within = (share("v1") - 0.7).abs() <= 0.05 && (share("v2") - 0.3).abs() <= 0.05;
+        samples.push(seen);
+        if within {
+            return;
+        }
+    }
+    panic!("no sample within 5 points of 70/30: {samples:?}");
 }

@@ -554,7 +554,10 @@ impl RouteTable {
         if let Some(id) = self.tls.get(wildcard.as_str()) {
             return Some(*id);
         }
-        while self.deep_tls {
+        if !self.deep_tls {
+            return None;
+        }
+        loop {
             wildcard.clear();
             wildcard.push_str("**.");
             wildcard.push_str(suffix);
@@ -563,7 +566,6 @@ impl RouteTable {
             }
             suffix = suffix.split_once('.')?.1;
         }
-        None
     }
 
     /// The certificate for any server name (a Gateway listener without a hostname), also for

@@ -10,7 +10,7 @@
 #![allow(dead_code)]
 
 #[path = "go_tools.rs"]
-mod go_tools;
+pub mod go_tools;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
