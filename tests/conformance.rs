@@ -786,7 +786,17 @@ fn httproute_rewrite_path() {
 
 #[test]
 fn httproute_request_header_modifier() {
-    let s = Suite::start("httproute-request-header-modifier.yaml");
+    request_header_modifier("httproute-request-header-modifier.yaml");
+}
+
+/// The same cases, with the filters on the rules' backendRefs.
+#[test]
+fn httproute_backend_request_header_modifier() {
+    request_header_modifier("httproute-request-header-modifier-backend.yaml");
+}
+
+fn request_header_modifier(test: &str) {
+    let s = Suite::start(test);
     s.accepted("same-namespace", &["request-header-modifier"]);
     let other = ("Some-Other-Header", "val");
     s.expect_request("/set", &[other], "/set", &[other, ("X-Header-Set", "set-overwrites-values")], &[]);
@@ -1505,4 +1515,24 @@ fn grpcroute_weight() {
         }
     }
     panic!("no sample within 5 points of 70/30: {samples:?}");
+}
+
+/// Each of two equally weighted backendRefs sets `Backend` to its own name: every request must
+/// reach the backend its `Backend` field names.
+#[test]
+fn httproute_request_header_modifier_backend_weights() {
+    let s = Suite::start("httproute-request-header-modifier-backend-weights.yaml");
+    s.accepted("same-namespace", &["request-header-modifier-backend-weights"]);
+    s.eventually_consistent("GET / is served", || s.send("GET", "example.com", "/", &[]), |r| r.status == 200);
+    let mut conn = Conn::open(s.daemon().http_addr());
+    let mut seen = BTreeMap::new();
+    for _ in 0..100 {
+        let resp = conn.get("example.com", "/");
+        let fields = resp.body.lines().filter_map(|l| l.strip_prefix("header=")?.split_once(": "));
+        let set: Vec<&str> = fields.filter(|(n, _)| n.eq_ignore_ascii_case("backend")).map(|(_, v)| v).collect();
+        assert_eq!(set.len(), 1, "one Backend field: {}", resp.body);
+        assert_eq!(served_by(&resp), format!("{INFRA}/{}", set[0]), "{}", resp.body);
+        *seen.entry(set[0].to_string()).or_insert(0) += 1;
+    }
+    assert_eq!(seen.len(), 2, "both backends served: {seen:?}");
 }

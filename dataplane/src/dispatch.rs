@@ -85,11 +85,11 @@ pub(crate) fn decide<'t, 'b>(
     let pick = route.pick(req, random);
     let served = Served { route, backend: pick.backend };
     let edits = match pick.rule {
-        Some(rule) if !rule.filters.is_empty() => {
+        Some(rule) if !pick.filters.is_empty() => {
             if let Some(redirect) = rule.redirect() {
                 return Decision::RuleRedirect { served, redirect };
             }
-            rule.edits()
+            Edits::of(pick.filters)
         }
         _ => Edits::default(),
     };

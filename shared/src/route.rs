@@ -291,8 +291,10 @@ pub struct Route {
 #[derive(Debug)]
 pub struct Pick<'r> {
     pub backend: &'r Arc<Backend>,
-    /// The rule that decided, if one did (its filters apply).
+    /// The rule that decided, if one did.
     pub rule: Option<&'r Rule>,
+    /// The filters that apply: the rule's, or the picked backend's own merged with them.
+    pub filters: &'r [Filter],
     /// A sticky rule drew a new number for this user: send it back in the [`STICKY_COOKIE`].
     pub new_sticky: Option<u32>,
 }
@@ -304,14 +306,19 @@ impl Route {
     #[inline]
     pub fn pick<'r>(&'r self, req: &impl RequestView, random: &mut impl FnMut() -> u32) -> Pick<'r> {
         let Some(policy) = &self.policy else {
-            return Pick { backend: &self.backend, rule: None, new_sticky: None };
+            return Pick { backend: &self.backend, rule: None, filters: &[], new_sticky: None };
         };
         for rule in policy.rules.iter() {
             if !rule.conditions.iter().all(|c| c.holds(req)) {
                 continue;
             }
-            if rule.backends.len() == 1 {
-                return Pick { backend: &rule.backends[0].backend, rule: Some(rule), new_sticky: None };
+            if let [only] = &rule.backends[..] {
+                return Pick {
+                    backend: &only.backend,
+                    rule: Some(rule),
+                    filters: rule.filters_for(only),
+                    new_sticky: None,
+                };
             }
             let (draw, new_sticky) = if rule.sticky {
                 let kept = req
@@ -330,9 +337,10 @@ impl Route {
             } else {
                 (scale(random(), rule.total), None)
             };
-            return Pick { backend: rule.pick(draw), rule: Some(rule), new_sticky };
+            let picked = rule.pick(draw);
+            return Pick { backend: &picked.backend, rule: Some(rule), filters: rule.filters_for(picked), new_sticky };
         }
-        Pick { backend: &self.backend, rule: None, new_sticky: None }
+        Pick { backend: &self.backend, rule: None, filters: &[], new_sticky: None }
     }
 }
 

@@ -737,7 +737,7 @@ fn compile_rules(
             };
             let prefix_rewrite = |f: &Filter| match f {
                 Filter::Rewrite(r) => matches!(r.path, Some(PathRewrite::Prefix { .. })),
-                Filter::Redirect(r) => matches!(r.path, Some(PathRewrite::Prefix { .. })),
+                Filter::Redirect(r) => matches!(r.path(), Some(PathRewrite::Prefix { .. })),
                 _ => false,
             };
             if matches!(claim, PathClaim::Pattern(_)) && filters.iter().any(prefix_rewrite) {
@@ -769,6 +769,15 @@ fn compile_rules(
             };
             let total = backends.iter().map(|b| b.weight).sum();
             let filters = for_match(&filters, &claim);
+            // A backendRef's own filters (carried in `filters` until here) come after the rule's.
+            let backends: Vec<WeightedBackend> = backends
+                .iter()
+                .map(|b| {
+                    let mut b = b.clone();
+                    let own = std::mem::take(&mut b.filters);
+                    b.with_own_filters(&filters, &own)
+                })
+                .collect();
             for (host, listening) in target.hosts {
                 let mut conditions = conditions.clone();
                 conditions.extend(listening.scope());
@@ -1050,8 +1059,16 @@ fn rule_action(
     }
     let mut backends = Vec::new();
     for reference in &rule.backend_refs {
-        if !reference.filters.is_empty() {
-            return Err(RuleProblem::new("UnsupportedValue", "filters on a backendRef are not supported"));
+        // Header edits for this backend only (HTTPRouteBackendRequestHeaderModification); the
+        // other filters are the rule's business.
+        let mut own = Vec::new();
+        for filter in &reference.filters {
+            if !matches!(filter.type_.as_str(), "RequestHeaderModifier" | "ResponseHeaderModifier") {
+                let message =
+                    format!("a {} filter on a backendRef is not supported (only header modifiers)", filter.type_);
+                return Err(RuleProblem::new("UnsupportedValue", message));
+            }
+            own.push(compile_filter(filter, from, grants, resolver)?);
         }
         let weight = reference.weight.unwrap_or(1).max(0) as u32;
         let mut target = backend(reference, from, grants, resolver)?;
@@ -1059,7 +1076,9 @@ fn rule_action(
             // A GRPCRoute's backends speak gRPC: HTTP/2 (h2c), errors answered the gRPC way.
             target = resolver.compiler.speaking(&target, BackendProtocol::Grpc, None);
         }
-        backends.push(WeightedBackend::new(target, weight));
+        let mut weighted = WeightedBackend::new(target, weight);
+        weighted.filters = own.into_boxed_slice();
+        backends.push(weighted);
     }
     if backends.iter().all(|b| b.weight == 0) {
         // Every weight 0: the spec answers 500.

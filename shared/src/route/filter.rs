@@ -37,6 +37,27 @@ impl HeaderEdits {
             || self.set.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
     }
 
+    /// These edits, then `later`'s, as one: what `later` drops goes, whoever appended it; the
+    /// fields both append come in order, these first.
+    pub fn then(&self, later: &HeaderEdits) -> HeaderEdits {
+        let kept = |list: &[(Box<str>, Box<str>)]| -> Vec<(Box<str>, Box<str>)> {
+            list.iter().filter(|(n, _)| !later.drops(n.as_bytes())).cloned().collect()
+        };
+        let (mut set, mut add) = (kept(&self.set), kept(&self.add));
+        set.extend(later.set.iter().cloned());
+        add.extend(later.add.iter().cloned());
+        let mut remove: Vec<Box<str>> = self.remove.to_vec();
+        remove.extend(
+            later
+                .remove
+                .iter()
+                .filter(|n| !remove.iter().any(|r| r.eq_ignore_ascii_case(n)))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        HeaderEdits { set: set.into(), add: add.into(), remove: remove.into() }
+    }
+
     /// The fields appended, in order: `set` then `add`.
     pub fn appended(&self) -> impl Iterator<Item = (&str, &str)> {
         self.set.iter().chain(self.add.iter()).map(|(n, v)| (&**n, &**v))

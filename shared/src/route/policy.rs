@@ -185,11 +185,37 @@ impl fmt::Display for Condition {
 pub struct WeightedBackend {
     pub backend: Arc<Backend>,
     pub weight: u32,
+    /// When not empty, the filters for the requests sent to this backend, in place of the rule's
+    /// (Gateway API filters on a backendRef; [`WeightedBackend::with_own_filters`] merges the
+    /// rule's into them).
+    pub filters: Box<[Filter]>,
 }
 
 impl WeightedBackend {
     pub fn new(backend: Arc<Backend>, weight: u32) -> Self {
-        WeightedBackend { backend, weight }
+        WeightedBackend { backend, weight, filters: Box::default() }
+    }
+
+    /// This backend's own header edits (`own`: request and response header filters) applied after
+    /// the rule's `filters`: the filters its requests get.
+    pub fn with_own_filters(mut self, rule: &[Filter], own: &[Filter]) -> Self {
+        if own.is_empty() {
+            return self;
+        }
+        let mut filters = rule.to_vec();
+        for filter in own {
+            let later = match filter {
+                Filter::RequestHeaders(e) | Filter::ResponseHeaders(e) => e,
+                _ => continue,
+            };
+            let same_kind = filters.iter_mut().find(|f| std::mem::discriminant(*f) == std::mem::discriminant(filter));
+            match same_kind {
+                Some(Filter::RequestHeaders(e) | Filter::ResponseHeaders(e)) => *e = e.then(later),
+                _ => filters.push(filter.clone()),
+            }
+        }
+        self.filters = filters.into_boxed_slice();
+        self
     }
 }
 
@@ -320,7 +346,24 @@ pub struct Edits<'r> {
     pub response: Option<&'r HeaderEdits>,
 }
 
-impl Edits<'_> {
+impl<'r> Edits<'r> {
+    /// The header edits for the request upstream, the path/host rewrite and the header edits for
+    /// the response among `filters` (one walk).
+    #[inline]
+    pub fn of(filters: &'r [Filter]) -> Self {
+        let mut edits = Edits::default();
+        for f in filters.iter() {
+            match f {
+                Filter::RequestHeaders(e) => edits.request = Some(e),
+                Filter::ResponseHeaders(e) => edits.response = Some(e),
+                Filter::Rewrite(r) => edits.rewrite = Some(r),
+                // Redirects answer instead; the rest are route-wide (ingress-nginx annotations).
+                _ => {}
+            }
+        }
+        edits
+    }
+
     /// Whether the request sent upstream changes.
     #[inline]
     pub fn changes_request(&self) -> bool {
@@ -385,15 +428,26 @@ impl Rule {
 
     /// The backend for a draw below `self.total`.
     #[inline]
-    pub fn pick(&self, draw: u32) -> &Arc<Backend> {
+    pub fn pick(&self, draw: u32) -> &WeightedBackend {
         let mut upto = 0;
         for b in self.backends.iter() {
             upto += b.weight;
             if draw < upto {
-                return &b.backend;
+                return b;
             }
         }
-        &self.backends[self.backends.len() - 1].backend
+        &self.backends[self.backends.len() - 1]
+    }
+
+    /// The filters for requests sent to `picked` (one of this rule's backends): its own, merged
+    /// with the rule's, when it has any; else the rule's.
+    #[inline]
+    pub fn filters_for<'r>(&'r self, picked: &'r WeightedBackend) -> &'r [Filter] {
+        if picked.filters.is_empty() {
+            &self.filters
+        } else {
+            &picked.filters
+        }
     }
 
     /// Whether the backends are split (more than one can be picked).
@@ -428,17 +482,7 @@ impl Rule {
     /// the response, when the rule has any (one walk of its filters).
     #[inline]
     pub fn edits(&self) -> Edits<'_> {
-        let mut edits = Edits::default();
-        for f in self.filters.iter() {
-            match f {
-                Filter::RequestHeaders(e) => edits.request = Some(e),
-                Filter::ResponseHeaders(e) => edits.response = Some(e),
-                Filter::Rewrite(r) => edits.rewrite = Some(r),
-                // Redirects answer instead; the rest are route-wide (ingress-nginx annotations).
-                _ => {}
-            }
-        }
-        edits
+        Edits::of(&self.filters)
     }
 
     fn hash_into(&self, h: &mut Sha256) {
@@ -453,6 +497,13 @@ impl Rule {
         for b in self.backends.iter() {
             h.update(b.backend.digest.0);
             h.update(b.weight.to_be_bytes());
+            // Only backends with filters of their own hash them: other rules keep their digests.
+            if !b.filters.is_empty() {
+                h.update(b"own");
+                for filter in b.filters.iter() {
+                    filter.hash_into(h);
+                }
+            }
         }
         for filter in self.filters.iter() {
             filter.hash_into(h);
@@ -463,6 +514,21 @@ impl Rule {
         }
         h.update([0]);
     }
+}
+
+/// A backend's own filters, after its name: ` [set x: 1]`.
+fn describe_own_filters(f: &mut fmt::Formatter<'_>, b: &WeightedBackend) -> fmt::Result {
+    if b.filters.is_empty() {
+        return Ok(());
+    }
+    f.write_str(" [")?;
+    for (i, filter) in b.filters.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{filter}")?;
+    }
+    f.write_str("]")
 }
 
 impl fmt::Display for Rule {
@@ -503,12 +569,14 @@ impl Rule {
         f.write_str(" -> ")?;
         if let [only] = &self.backends[..] {
             f.write_str(&only.backend.name)?;
+            describe_own_filters(f, only)?;
         } else {
             for (i, b) in self.backends.iter().enumerate() {
                 if i > 0 {
                     f.write_str(", ")?;
                 }
                 write!(f, "{} {}/{}", b.backend.name, b.weight, self.total)?;
+                describe_own_filters(f, b)?;
             }
         }
         if self.sticky {

@@ -398,3 +398,44 @@ fn a_regex_host_that_does_not_compile_is_reported() {
     assert_eq!(target(&t, "h", "/a"), None);
     assert_eq!(t.recompute_digest(), t.digest());
 }
+
+fn edits(set: &[(&str, &str)], add: &[(&str, &str)], remove: &[&str]) -> HeaderEdits {
+    let pairs = |l: &[(&str, &str)]| l.iter().map(|(n, v)| (Box::from(*n), Box::from(*v))).collect();
+    HeaderEdits { set: pairs(set), add: pairs(add), remove: remove.iter().map(|n| Box::from(*n)).collect() }
+}
+
+#[test]
+fn header_edits_then_later_ones_is_both_in_order() {
+    let rule = edits(&[("x-set", "rule"), ("x-keep", "rule")], &[("x-add", "rule"), ("x-gone", "rule")], &["x-drop"]);
+    let own = edits(&[("x-set", "own")], &[("x-add", "own")], &["x-gone"]);
+    let both = rule.then(&own);
+    // What the later edits drop goes, whoever appended it; the rest appends in order.
+    assert_eq!(
+        both.appended().collect::<Vec<_>>(),
+        [("x-keep", "rule"), ("x-set", "own"), ("x-add", "rule"), ("x-add", "own")]
+    );
+    for name in ["x-set", "x-keep", "x-drop", "x-gone"] {
+        assert!(both.drops(name.as_bytes()), "{name}");
+    }
+    assert!(!both.drops(b"x-add"));
+}
+
+#[test]
+fn a_backend_with_filters_of_its_own_gets_them_after_the_rule_s() {
+    let rule_filters = vec![Filter::RequestHeaders(edits(&[("x-rule", "1")], &[], &[]))];
+    let own = [
+        Filter::RequestHeaders(edits(&[("x-own", "2")], &[], &[])),
+        Filter::ResponseHeaders(edits(&[], &[("x-r", "3")], &[])),
+    ];
+    let plain = WeightedBackend::new(backend("plain"), 1);
+    let tuned = WeightedBackend::new(backend("tuned"), 1).with_own_filters(&rule_filters, &own);
+    let rule = Rule::split(vec![], vec![plain, tuned], 2, false).with_filters(rule_filters);
+    let (plain, tuned) = (&rule.backends[0], &rule.backends[1]);
+    assert_eq!(rule.filters_for(plain), &rule.filters[..]);
+    let edits = Edits::of(rule.filters_for(tuned));
+    let appended: Vec<_> = edits.request.unwrap().appended().collect();
+    assert_eq!(appended, [("x-rule", "1"), ("x-own", "2")]);
+    assert_eq!(edits.response.unwrap().appended().collect::<Vec<_>>(), [("x-r", "3")]);
+    assert_eq!(rule.pick(1).backend.name.as_ref(), "tuned");
+    assert!(rule.to_string().contains("tuned 1/2 [request"), "{rule}");
+}
