@@ -2188,9 +2188,9 @@ fn has(status: &Value, type_: &str, value: &str, reason: &str) -> bool {
     conditions_of(status).contains(&(type_.into(), value.into(), reason.into()))
 }
 
-#[test]
-fn gateway_api_routes_serve_and_their_status_is_written_once_by_the_leader() {
-    let name = "gw";
+/// The chart installed with its GatewayClass (as `helm install` creates it) and the standard
+/// CRDs on the shared control plane: the admin's client, the install, the controller name.
+fn gateway_install(name: &str) -> (Kube, Install, String) {
     let admin = Kube::new(&ControlPlane::shared().admin_kubeconfig);
     install_gateway_crds(&admin);
     let controller = format!("ramjet.dev/{name}-gateway");
@@ -2199,11 +2199,16 @@ fn gateway_api_routes_serve_and_their_status_is_written_once_by_the_leader() {
         "gatewayAPI": { "controllerName": controller, "gatewayClass": { "create": true, "name": name } },
     });
     let mut docs = render(name, &format!("t-{name}"), &values);
-    // The chart's GatewayClass, as `helm install` creates it.
     let class = docs.iter().find(|d| d["kind"] == "GatewayClass").expect("the chart renders the GatewayClass").clone();
     admin.apply_value(&class, "helm").unwrap();
     docs.retain(|d| d["kind"] != "GatewayClass");
-    let install = Install::apply(name, docs);
+    (admin, Install::apply(name, docs), controller)
+}
+
+#[test]
+fn gateway_api_routes_serve_and_their_status_is_written_once_by_the_leader() {
+    let name = "gw";
+    let (admin, install, controller) = gateway_install(name);
     let ns = install.ns.clone();
     let (stable, beta, shadow) = (Backend::start("stable"), Backend::start("beta"), Backend::start("shadow"));
     install.service("stable", &[&stable]);
@@ -2357,7 +2362,11 @@ spec:
         "route status after the change: {:#}",
         route_status()["status"]
     );
-    assert_eq!(ask("GET /cart HTTP/1.1\r\nHost: shop.gw.test\r\n\r\n").status, 500);
+    // The status may be the other replica's (the leader's): this one serves the change on its own watch.
+    assert!(
+        eventually(PATIENCE, || ask("GET /cart HTTP/1.1\r\nHost: shop.gw.test\r\n\r\n").status == 500),
+        "the route without backends never answered 500"
+    );
 
     // A GRPCRoute on the same listener: its status too, with the spec's reasons.
     admin.apply(&format!(
@@ -2488,18 +2497,7 @@ spec:
 fn gateway_api_httproute_canaries_promote_or_abort_themselves() {
     let name = "gw-canary";
     let plane = ControlPlane::shared();
-    let admin = Kube::new(&plane.admin_kubeconfig);
-    install_gateway_crds(&admin);
-    let controller = format!("ramjet.dev/{name}-gateway");
-    let values = json!({
-        "ingressClass": { "name": name, "controllerValue": format!("ramjet.dev/{name}") },
-        "gatewayAPI": { "controllerName": controller, "gatewayClass": { "create": true, "name": name } },
-    });
-    let mut docs = render(name, &format!("t-{name}"), &values);
-    let class = docs.iter().find(|d| d["kind"] == "GatewayClass").expect("the chart renders the GatewayClass").clone();
-    admin.apply_value(&class, "helm").unwrap();
-    docs.retain(|d| d["kind"] != "GatewayClass");
-    let install = Install::apply(name, docs);
+    let (admin, install, controller) = gateway_install(name);
     let ns = install.ns.clone();
     let (stable, beta, broken) = (Backend::start("stable"), Backend::start("beta"), Backend::answering("broken", 500));
     install.service("stable", &[&stable]);
@@ -2868,4 +2866,75 @@ fn basic_auth_reads_its_users_from_an_opaque_secret_through_the_real_api_server(
     assert_eq!(ramjet.served("private.test"), "503");
     ramjet.wait_served("plain.test", "web");
     ramjet.assert_running();
+}
+
+/// A rollback pin pauses an HTTPRoute's promotion as it does an Ingress's: one CanaryPaused Event
+/// about the route, no step and no write while it holds; after the release it goes on.
+#[test]
+fn gateway_api_a_pin_pauses_httproute_promotion() {
+    let name = "gw-pause";
+    let plane = ControlPlane::shared();
+    let (admin, install, _) = gateway_install(name);
+    let ns = install.ns.clone();
+    let (stable, beta) = (Backend::start("stable"), Backend::start("beta"));
+    install.service("stable", &[&stable]);
+    install.service("beta", &[&beta]);
+    let settings =
+        [("step-weight", "10"), ("max-weight", "90"), ("interval", "1s"), ("min-requests", "1"), ("max-p99", "5s")];
+    let annotations: Vec<String> = std::iter::once("ramjet.dev/canary-auto-promote: \"true\"".to_string())
+        .chain(settings.iter().map(|(k, v)| format!("ramjet.dev/canary-{k}: \"{v}\"")))
+        .collect();
+    let host = format!("shop.{name}.test");
+    admin.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: {ns} }}\n\
+         spec:\n  gatewayClassName: {name}\n  listeners: [{{ name: http, port: 80, protocol: HTTP }}]\n---\n\
+         apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata:\n  name: shop\n  namespace: {ns}\n  \
+         annotations: {{ {} }}\nspec:\n  parentRefs: [{{ name: edge }}]\n  hostnames: [{host}]\n  rules:\n    - \
+         backendRefs: [{{ name: stable, port: 80, weight: 100 }}, {{ name: beta, port: 80, weight: 0 }}]\n",
+        annotations.join(", ")
+    ));
+    let mut ramjet = install.ramjet(name);
+    ramjet.wait_ready();
+    ramjet.wait_served(&host, "stable");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let (stop, addr, host) = (stop.clone(), ramjet.http, host.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = http(addr, &host, "/");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let state = || -> Option<Value> {
+        let route = admin.get("HTTPRoute", Some(&ns), "shop")?;
+        serde_json::from_str(route["metadata"]["annotations"]["ramjet.dev/canary-state"].as_str()?).ok()
+    };
+    let weight = || state().and_then(|s| s["weight"].as_u64());
+    assert!(eventually(PATIENCE, || weight() >= Some(20)), "never stepped: {:?}; log:\n{}", state(), ramjet.log());
+    let serving = ramjet.generations()["serving"].as_u64().unwrap();
+    let (status, body) =
+        http_request(ramjet.admin, "POST", "/admin/rollback", &format!("{{\"generation\": {serving}}}")).unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        eventually(PATIENCE, || install.events("CanaryPaused", "shop").len() == 1),
+        "no CanaryPaused about the route"
+    );
+    let held = state();
+    let since = audit_len(plane);
+    // Several intervals with traffic flowing: nothing moves, nothing is written.
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(state(), held, "the state moved under a pin");
+    let writes: Vec<String> =
+        writes_by(plane, &install.user(), since).into_iter().filter(|w| w.starts_with("patch httproutes")).collect();
+    assert!(writes.is_empty(), "ramjet wrote the route while pinned: {writes:?}");
+    assert_eq!(install.events("CanaryPaused", "shop").len(), 1);
+    let (status, body) = http_request(ramjet.admin, "DELETE", "/admin/rollback", "").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let before = held.as_ref().and_then(|s| s["weight"].as_u64());
+    assert!(eventually(PATIENCE, || weight() > before), "never went on after the release");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    traffic.join().unwrap();
+    ramjet.assert_running();
+    admin.delete("GatewayClass", None, name);
 }
