@@ -18,6 +18,8 @@
 mod control_plane;
 #[path = "support/grpc_echo.rs"]
 mod grpc_echo;
+#[path = "support/h2_echo.rs"]
+mod h2_echo;
 #[path = "support/h2client.rs"]
 #[allow(dead_code)]
 mod h2client;
@@ -35,6 +37,7 @@ use std::time::{Duration, Instant};
 
 use control_plane::{base64, go_tools, ControlPlane};
 use grpc_echo::GrpcEcho;
+use h2_echo::H2Echo;
 use h2client::H2Client;
 use kube_api::Kube;
 use ramjet::{Daemon, DaemonConfig, Source};
@@ -97,6 +100,9 @@ struct Cluster {
     module: PathBuf,
     /// Every backend of every Service applied so far, by `namespace/service`.
     backends: Mutex<BTreeMap<String, &'static Backend>>,
+    /// The h2c backends of Services' other `appProtocol: kubernetes.io/h2c` ports, by
+    /// `namespace/service`.
+    h2c: Mutex<BTreeMap<String, &'static H2Echo>>,
     /// The public key of the HTTPS Gateway's certificate (PEM), pinned by the tests' HTTPS client.
     public_key: PathBuf,
 }
@@ -126,6 +132,7 @@ fn cluster() -> &'static Cluster {
             kubeconfig: plane.admin_kubeconfig.clone(),
             module,
             backends: Mutex::default(),
+            h2c: Mutex::default(),
             public_key,
         };
         let base = documents(&cluster.read("base/manifests.yaml"));
@@ -171,10 +178,13 @@ impl Cluster {
         applied
     }
 
-    /// Starts a backend for a Service and names it in an EndpointSlice: the suite's gRPC echo
-    /// server for a port of `appProtocol: kubernetes.io/h2c`, else an HTTP/1.1 one.
+    /// Starts a backend for a Service and names it in an EndpointSlice: for its first port, the
+    /// suite's gRPC echo server when that port is `appProtocol: kubernetes.io/h2c`, else an
+    /// HTTP/1.1 one; for a later h2c port, an h2c echo server; a later port with the first one's
+    /// `targetPort` (the WebSocket one) goes to the first port's backend.
     fn endpoints(&self, service: &Value) -> Value {
         let (ns, name) = name_of(service);
+        let ports = service["spec"]["ports"].as_array().cloned().unwrap_or_default();
         let listener = netns::bind_backend();
         let addr = if service["spec"]["ports"][0]["appProtocol"] == "kubernetes.io/h2c" {
             Box::leak(Box::new(GrpcEcho::on_listener(&ns, &name, listener))).addr
@@ -184,13 +194,25 @@ impl Cluster {
             self.backends.lock().unwrap().insert(format!("{ns}/{name}"), backend);
             backend.addr
         };
-        let port_name = service["spec"]["ports"][0]["name"].as_str().unwrap_or("");
+        let mut named = vec![json!({ "name": ports[0]["name"].as_str().unwrap_or(""), "port": addr.port() })];
+        for port in &ports[1..] {
+            let port_number = if port["appProtocol"] == "kubernetes.io/h2c" {
+                let echo: &'static H2Echo = Box::leak(Box::new(H2Echo::on_listener(netns::bind_backend())));
+                self.h2c.lock().unwrap().insert(format!("{ns}/{name}"), echo);
+                echo.addr.port()
+            } else if port["targetPort"] == ports[0]["targetPort"] {
+                addr.port()
+            } else {
+                continue;
+            };
+            named.push(json!({ "name": port["name"], "port": port_number }));
+        }
         let slice = json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": { "name": format!("{name}-local"), "namespace": ns,
                           "labels": { "kubernetes.io/service-name": name } },
             "addressType": "IPv4",
-            "ports": [{ "name": port_name, "port": addr.port() }],
+            "ports": named,
             "endpoints": [{ "addresses": [addr.ip().to_string()] }],
         });
         self.admin.apply_value(&slice, "test").unwrap();
@@ -1535,4 +1557,53 @@ fn httproute_request_header_modifier_backend_weights() {
         *seen.entry(set[0].to_string()).or_insert(0) += 1;
     }
     assert_eq!(seen.len(), 2, "both backends served: {seen:?}");
+}
+
+/// An h2c request with prior knowledge reaches the h2c server behind infra-backend-v1's
+/// `appProtocol: kubernetes.io/h2c` port, over HTTP/2.
+#[test]
+fn httproute_backend_protocol_h2c() {
+    let s = Suite::start("httproute-backend-protocol-h2c.yaml");
+    s.accepted_on("same-namespace", &[None], &["backend-protocol-h2c"]);
+    let echo = cluster().h2c.lock().unwrap()[&format!("{INFRA}/infra-backend-v1")];
+    s.eventually_consistent(
+        "an h2c GET / reaches infra-backend-v1's h2c port",
+        || {
+            let before = echo.requests().len();
+            let answer = H2Client::connect(s.daemon().http_addr()).get("example.com", "/");
+            (answer.status, echo.requests().len() > before)
+        },
+        |(status, reached)| *status == 200 && *reached,
+    );
+}
+
+/// A WebSocket upgrade through infra-backend-v1's `appProtocol: kubernetes.io/ws` port is relayed
+/// both ways: the text and the binary message come back. (The local backend accepts the upgrade
+/// and echoes the bytes of the frames as they are, where the suite's echo server parses them.)
+#[test]
+fn httproute_backend_protocol_websocket() {
+    use std::io::{Read, Write};
+    let s = Suite::start("httproute-backend-protocol-websocket.yaml");
+    s.accepted_on("same-namespace", &[None], &["backend-protocol-ws"]);
+    let upgrade = "GET /ws HTTP/1.1\r\nHost: example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+                   Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+    s.eventually_consistent(
+        "the upgrade is relayed and the messages come back",
+        || {
+            let mut conn = Conn::open(s.daemon().http_addr());
+            conn.send(upgrade.as_bytes());
+            let status = conn.read_response().status;
+            let mut echoed = Vec::new();
+            // A masked text frame "Websocket Support!" and a masked binary frame of 1..=7.
+            for (opcode, payload) in [(0x81u8, b"Websocket Support!".to_vec()), (0x82, (1..=7).collect())] {
+                let mut frame = vec![opcode, 0x80 | payload.len() as u8, 1, 2, 3, 4];
+                frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ [1, 2, 3, 4][i % 4]));
+                conn.stream.write_all(&frame).unwrap();
+                let mut back = vec![0; frame.len()];
+                echoed.push(conn.stream.read_exact(&mut back).is_ok() && back == frame);
+            }
+            (status, echoed)
+        },
+        |(status, echoed)| *status == 101 && echoed.iter().all(|e| *e),
+    );
 }

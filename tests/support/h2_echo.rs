@@ -23,7 +23,11 @@ pub struct H2Echo {
 
 impl H2Echo {
     pub fn start() -> H2Echo {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        Self::on_listener(std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+    }
+
+    /// The same on a listener of the caller's (one on an address other than loopback).
+    pub fn on_listener(listener: std::net::TcpListener) -> H2Echo {
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
