@@ -761,22 +761,29 @@ fn httproute_cross_namespace() {
 fn httproute_weight() {
     let s = Suite::start("httproute-weight.yaml");
     s.accepted("same-namespace", &["weighted-backends"]);
-    // As the suite: a sample of 500 requests must fall within 5 points either way of 70/30/0, and
-    // a sample that misses is taken again, up to 10 times (5 points is about 2.4 standard
-    // deviations of a 500-request sample, so one sample in 70 misses by chance). Backend v3, with
-    // weight 0, must never answer in any sample.
     let mut conn = Conn::open(s.daemon().http_addr());
+    weighted_70_30(|| {
+        let resp = conn.get("example.com", "/");
+        assert_eq!(resp.status, 200);
+        served_by(&resp).trim_start_matches(&format!("{INFRA}/infra-backend-")).to_string()
+    });
+}
+
+/// As the suite's `weight.TestWeightedDistribution`: a sample of 500 requests must fall within 5
+/// points either way of 70/30/0 for backends v1/v2/v3, and a sample that misses is taken again, up
+/// to 10 times (5 points is about 2.4 standard deviations of a 500-request sample, so one sample in
+/// 70 misses by chance). v3, with weight 0, must never answer in any sample. `answer` sends one
+/// request and names the backend that answered (`v1`, …).
+fn weighted_70_30(mut answer: impl FnMut() -> String) {
     let mut samples = Vec::new();
     for _ in 0..10 {
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         for _ in 0..500 {
-            let resp = conn.get("example.com", "/");
-            assert_eq!(resp.status, 200);
-            *seen.entry(served_by(&resp)).or_default() += 1;
+            *seen.entry(answer()).or_default() += 1;
         }
-        let share = |b: &str| seen.get(&format!("{INFRA}/{b}")).copied().unwrap_or(0) as f64 / 500.0;
-        assert_eq!(share("infra-backend-v3"), 0.0, "{seen:?}");
-        let within = (share("infra-backend-v1") - 0.7).abs() <= 0.05 && (share("infra-backend-v2") - 0.3).abs() <= 0.05;
+        let share = |b: &str| seen.get(b).copied().unwrap_or(0) as f64 / 500.0;
+        assert_eq!(share("v1") + share("v2"), 1.0, "only v1 and v2 answer: {seen:?}");
+        let within = (share("v1") - 0.7).abs() <= 0.05 && (share("v2") - 0.3).abs() <= 0.05;
         samples.push(seen);
         if within {
             return;
@@ -1519,24 +1526,12 @@ fn grpcroute_weight() {
     let mut client = H2Client::connect(s.daemon().http_addr());
     let path = format!("/{}/Echo", grpc_echo::SERVICE);
     let headers = [("content-type", "application/grpc"), ("te", "trailers")];
-    let mut samples = Vec::new();
-    for _ in 0..10 {
-        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
-        for _ in 0..500 {
-            let answer = client.request("POST", "example.com", &path, &headers, &[0; 5], false).expect("a gRPC answer");
-            let text = answer.text();
-            let backend = ["v1", "v2", "v3"].into_iter().find(|v| text.contains(&format!("grpc-infra-backend-{v}-0")));
-            *seen.entry(backend.unwrap_or("none")).or_default() += 1;
-        }
-        let share = |b: &str| seen.get(b).copied().unwrap_or(0) as f64 / 500.0;
-        assert_eq!((share("v3"), share("none")), (0.0, 0.0), "{seen:?}");
-        let within = (share("v1") - 0.7).abs() <= 0.05 && (share("v2") - 0.3).abs() <= 0.05;
-        samples.push(seen);
-        if within {
-            return;
-        }
-    }
-    panic!("no sample within 5 points of 70/30: {samples:?}");
+    weighted_70_30(|| {
+        let answer = client.request("POST", "example.com", &path, &headers, &[0; 5], false).expect("a gRPC answer");
+        let text = answer.text();
+        let backend = ["v1", "v2", "v3"].into_iter().find(|v| text.contains(&format!("grpc-infra-backend-{v}-0")));
+        backend.unwrap_or("none").to_string()
+    });
 }
 
 /// Each of two equally weighted backendRefs sets `Backend` to its own name: every request must
