@@ -483,6 +483,118 @@ fn a_rule_timeout_answers_504_and_the_late_answer_reaches_nobody() {
     }
 }
 
+/// A backend that answers every request with `backend=stalling`, the connection's number and the
+/// target, on keep-alive connections; for `/slow-body` it sends the head and half the body at once
+/// and the other half 900 ms later.
+fn stalling_backend() -> SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                    loop {
+                        let mut field = String::new();
+                        if reader.read_line(&mut field).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if field.trim_end().is_empty() {
+                            break;
+                        }
+                    }
+                    let body = format!("backend=stalling\nconn={n}\ntarget={target}\n");
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                    let (first, rest) = body.split_at(body.len() / 2);
+                    if writer.write_all(format!("{head}{first}").as_bytes()).is_err() {
+                        return;
+                    }
+                    if target == "/slow-body" {
+                        std::thread::sleep(Duration::from_millis(900));
+                    }
+                    if writer.write_all(rest.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+const TIMED_BODY: &str = r#"
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: timed-body, namespace: shop }
+spec:
+  parentRefs: [{ name: edge, namespace: infra }]
+  hostnames: [body.shop.test]
+  rules:
+    - timeouts: { request: 300ms }
+      backendRefs: [{ name: stalling, port: 80 }]
+"#;
+
+/// A rule's deadline that ends while the answer's body is relayed: the client has the head and
+/// part of the body, and its connection is closed at the deadline (HTTP/1.1) or its stream reset
+/// (HTTP/2, the connection stays). The upstream connection is never pooled: the next request goes
+/// on a new one, and the rest of the late body reaches nobody.
+#[test]
+fn a_rule_timeout_during_the_body_closes_the_client_connection_and_pools_nothing() {
+    use std::io::Read;
+    let stalling = stalling_backend();
+    let dir = temp_dir("gateway-timed-body");
+    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{TIMED_BODY}", service("shop", "stalling", stalling)));
+    for driver in DRIVERS {
+        let d = start(&dir, driver);
+        wait_serving(&d, 1);
+        let addr = d.http_addr();
+        let mut warm = Conn::open(addr);
+        let first = warm.get("body.shop.test", "/warm");
+        assert_eq!(first.status, 200, "{driver:?}");
+
+        let mut attacker = Conn::open(addr);
+        let started = std::time::Instant::now();
+        attacker.send(b"GET /slow-body HTTP/1.1\r\nHost: body.shop.test\r\n\r\n");
+        let mut answer = Vec::new();
+        let _ = attacker.stream.read_to_end(&mut answer);
+        let waited = started.elapsed();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{driver:?}: the head went out: {answer}");
+        assert!(answer.contains("backend=stalling"), "{driver:?}: part of the body went out: {answer}");
+        assert!(!answer.contains("target=/slow-body"), "{driver:?}: the late half is cut: {answer}");
+        assert!(waited < Duration::from_millis(800), "{driver:?}: closed after {waited:?}");
+
+        // The cut connection is not pooled: the victim gets its own, complete answer, never the late
+        // half of the cut one in front of it.
+        let mut victim = Conn::open(addr);
+        for i in 0..4 {
+            let resp = victim.get("body.shop.test", &format!("/victim/{i}"));
+            assert_eq!(resp.status, 200, "{driver:?}");
+            assert!(resp.body.starts_with("backend=stalling\n"), "{driver:?}: {}", resp.body);
+            assert!(resp.body.contains(&format!("target=/victim/{i}\n")), "{driver:?}: {}", resp.body);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        assert_eq!(warm.get("body.shop.test", "/again").status, 200, "{driver:?}");
+
+        let mut h2 = H2Client::connect(addr);
+        let cut = h2.request("GET", "body.shop.test", "/slow-body", &[], b"", false);
+        assert!(cut.is_err(), "{driver:?} h2: the stream is reset, not ended: {cut:?}");
+        let after = h2.get("body.shop.test", "/after");
+        assert_eq!(after.status, 200, "{driver:?} h2: the connection stays");
+        assert!(after.text().contains("target=/after\n"), "{driver:?} h2: {}", after.text());
+        d.shutdown();
+    }
+}
+
 #[test]
 fn an_attacker_on_an_edited_route_cannot_reach_the_next_request_on_the_pooled_upstream() {
     let stable = Backend::start("stable");

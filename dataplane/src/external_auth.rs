@@ -208,6 +208,7 @@ async fn exchange_with(
         index,
         true,
         timeout,
+        exchange::Deadline::NONE,
         retry,
         &mut tally,
         async |up: &mut UpstreamConn| {
@@ -216,7 +217,10 @@ async fn exchange_with(
                 Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
                 Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
             }
-            exchange::read_response_head(up, timeout, |data| crate::http2::head::response_head(data, false)).await
+            exchange::read_response_head(up, timeout, exchange::Deadline::NONE, |data| {
+                crate::http2::head::response_head(data, false)
+            })
+            .await
         },
     )
     .await;

@@ -443,7 +443,7 @@ where
             render(&reply, !keep, &date, id, &mut conn.out);
             conn.buf.consume(head.head_len + body.unwrap_or(0));
             conn.tally.bytes_in += body.unwrap_or(0) as u64;
-            (conn.finish(redirect.status, keep).await, Some(served))
+            (conn.finish(redirect.status(), keep).await, Some(served))
         }
         Decision::Direct { served, response } => {
             conn.buf.consume(head.head_len);

@@ -1155,7 +1155,7 @@ fn compile_filter(
                 other => return Err(unsupported(format!("redirect status {other} (301, 302, 303, 307 or 308)"))),
             };
             let path = given.path.as_ref().map(path_rewrite).transpose()?;
-            Ok(Filter::Redirect(Redirect { scheme, host, port, path, status }))
+            Ok(Filter::Redirect(Redirect::new(scheme, host, port, path, status)))
         }
         other => Err(RuleProblem::new("UnsupportedValue", format!("filter {other} is not supported"))),
     }
@@ -1196,7 +1196,7 @@ fn for_match(filters: &[Filter], claim: &PathClaim) -> Vec<Filter> {
     for filter in &mut filters {
         match filter {
             Filter::Rewrite(r) => fill(&mut r.path),
-            Filter::Redirect(r) => fill(&mut r.path),
+            Filter::Redirect(r) => *r = r.for_prefix(matched),
             _ => {}
         }
     }

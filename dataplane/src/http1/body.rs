@@ -12,6 +12,7 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use super::chunked::ChunkedDecoder;
 use super::head::Framing;
 use crate::buf::{write_vec, ReadBuf};
+use crate::upstream::exchange::Deadline;
 
 /// How much of a body is left, in its framing.
 pub(crate) struct Body {
@@ -93,13 +94,17 @@ pub(crate) enum CopyError {
     SinkFailed(io::ErrorKind),
     /// The destination accepted nothing within the write timeout.
     SinkTimeout,
+    /// The exchange's deadline ended a read or a write.
+    Deadline,
 }
 
-/// Timeouts of one copy: each read from the source, each write to the destination.
+/// Timeouts of one copy: each read from the source, each write to the destination, and the
+/// exchange's deadline, which bounds every one of them.
 #[derive(Clone, Copy)]
 pub(crate) struct Deadlines {
     pub read: Duration,
     pub write: Duration,
+    pub until: Deadline,
 }
 
 /// Copies the body from `src` (starting with what `buf` holds) to `dst` until it ends, and returns
@@ -135,29 +140,33 @@ where
         };
         moved += n as u64;
         let writes = n > 0 || !pending.is_empty();
+        let (wait, cut) = deadlines.until.clamp(deadlines.write);
         let write = if !pending.is_empty() {
             // A pending head goes out in one write with the body bytes that are here already.
             pending.extend_from_slice(&buf.data()[..n]);
             buf.consume(n);
-            let r = monoio::time::timeout(deadlines.write, write_vec(dst, pending)).await;
+            let r = monoio::time::timeout(wait, write_vec(dst, pending)).await;
             pending.clear();
             r
         } else {
-            monoio::time::timeout(deadlines.write, buf.forward(n, dst)).await
+            monoio::time::timeout(wait, buf.forward(n, dst)).await
         };
         match write {
             Ok(Ok(())) => wrote |= writes,
             Ok(Err(e)) => return Err((CopyError::SinkFailed(e.kind()), wrote)),
+            Err(_) if cut => return Err((CopyError::Deadline, wrote)),
             Err(_) => return Err((CopyError::SinkTimeout, wrote)),
         }
         if body.is_done() {
             return Ok(moved);
         }
-        match monoio::time::timeout(deadlines.read, buf.fill(src)).await {
+        let (wait, cut) = deadlines.until.clamp(deadlines.read);
+        match monoio::time::timeout(wait, buf.fill(src)).await {
             Ok(Ok(n)) if n > 0 => {}
             Ok(Ok(_)) if body.framing == Framing::UntilClose => return Ok(moved),
             Ok(Ok(_)) => return Err((CopyError::SourceClosed(None), wrote)),
             Ok(Err(e)) => return Err((CopyError::SourceClosed(Some(e.kind())), wrote)),
+            Err(_) if cut => return Err((CopyError::Deadline, wrote)),
             Err(_) => return Err((CopyError::SourceTimeout, wrote)),
         }
     }

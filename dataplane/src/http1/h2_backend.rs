@@ -35,6 +35,7 @@ use super::{ClientConn, Framing, Next};
 use crate::dispatch::{RouteExtras, Timeouts};
 use crate::error::{Failure, ProxyError};
 use crate::http2::relay::{grpc_timeout, send_bytes, Stalled};
+use crate::upstream::exchange::Deadline;
 use crate::upstream::h2::OpenStream;
 
 /// Where the request goes, and how much of its body is buffered.
@@ -247,9 +248,9 @@ async fn send_piece(up: &mut SendStream<Bytes>, data: Bytes, end: bool, wait: Du
         }
         return Ok(());
     }
-    send_bytes(up, data, end, wait).await.map_err(|stalled| match stalled {
+    send_bytes(up, data, end, wait, Deadline::NONE).await.map_err(|stalled| match stalled {
         Stalled::Gone => upstream(UpstreamErrorKind::Reset),
-        Stalled::Timeout => upstream(UpstreamErrorKind::Timeout),
+        Stalled::Timeout | Stalled::Deadline => upstream(UpstreamErrorKind::Timeout),
     })
 }
 

@@ -18,7 +18,7 @@ use crate::buf::write_vec;
 use crate::dispatch::RouteExtras;
 use crate::error::{Failure, ProxyError};
 use crate::observe::Tally;
-use crate::upstream::exchange::{self, Retry};
+use crate::upstream::exchange::{self, Deadline, Retry};
 use crate::upstream::{UpstreamConn, UpstreamStream};
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -79,14 +79,16 @@ where
         copy.extend_from_slice(&conn.out);
         copy
     });
-    let deadline = exchange::deadline_from_now(timeouts.deadline);
-    let attempt = exchange::attempt(
+    // The rule's deadline bounds every wait from here to the answer's last byte.
+    let deadline = Deadline::from_now(timeouts.deadline);
+    let attempted = exchange::attempt(
         worker,
         endpoints,
         tls,
         index,
         replayable,
         timeouts.connect,
+        deadline,
         retry,
         &mut tally,
         async |up: &mut UpstreamConn| {
@@ -95,17 +97,17 @@ where
                 conn.out.extend_from_slice(copy);
             }
             match buffered {
-                Some(len) => send_buffered(conn, len, up, timeouts.send).await?,
+                Some(len) => send_buffered(conn, len, up, deadline.limit(timeouts.send)).await?,
                 None => {
-                    let sent = send_streaming(conn, head, up, limit, timeouts.send).await?;
+                    let sent = send_streaming(conn, head, up, limit, timeouts.send, deadline).await?;
                     conn.tally.bytes_in += sent;
                 }
             }
             let out = &mut conn.out;
-            exchange::read_response_head(up, timeouts.read, |data| parse_response(data, &plan, out)).await
+            exchange::read_response_head(up, timeouts.read, deadline, |data| parse_response(data, &plan, out)).await
         },
-    );
-    let attempted = exchange::within(deadline, false, attempt).await;
+    )
+    .await;
     if let Some(copy) = request_head {
         worker.out_buffers.give(copy);
     }
@@ -140,9 +142,8 @@ where
         conn.write_out().await.map_err(|e| Failure::from(e).started())?;
         return Ok((status, Next::Tunnel(up)));
     }
-    let relay = relay_response(conn, &mut up, &response, head.minor == 0, timeouts.read);
-    let relayed = exchange::within(deadline, true, relay);
-    let complete = match relayed.await {
+    let relayed = relay_response(conn, &mut up, &response, head.minor == 0, timeouts.read, deadline).await;
+    let complete = match relayed {
         Ok((complete, bytes)) => {
             conn.tally.bytes_out += bytes;
             complete
@@ -181,14 +182,16 @@ async fn error_exchange<S>(
     let retry = Retry { next: None, idempotent: true };
     let mut tally = Tally::default();
     let tls = pages.backend.tls.as_deref();
-    let exchanged = exchange::attempt(worker, endpoints, tls, index, true, timeout, retry, &mut tally, async |up| {
-        conn.out.clear();
-        conn.out.extend_from_slice(&request);
-        send_buffered(conn, 0, up, timeout).await?;
-        let out = &mut conn.out;
-        exchange::read_response_head(up, timeout, |data| parse_response(data, plan, out)).await
-    })
-    .await;
+    let none = Deadline::NONE;
+    let exchanged =
+        exchange::attempt(worker, endpoints, tls, index, true, timeout, none, retry, &mut tally, async |up| {
+            conn.out.clear();
+            conn.out.extend_from_slice(&request);
+            send_buffered(conn, 0, up, timeout).await?;
+            let out = &mut conn.out;
+            exchange::read_response_head(up, timeout, none, |data| parse_response(data, plan, out)).await
+        })
+        .await;
     worker.out_buffers.give(request);
     conn.tally.upstream = tally.upstream;
     conn.tally.upstream_connect = tally.upstream_connect;
@@ -299,19 +302,21 @@ async fn send_buffered<S>(
 }
 
 /// Sends the head in `conn.out` and streams the body as it arrives; never buffered whole. Returns
-/// the body bytes sent.
+/// the body bytes sent. Each wait lasts at most `deadline`'s rest too; its cut is the upstream's
+/// timeout, even while the client's body was awaited.
 async fn send_streaming<S>(
     conn: &mut ClientConn<'_, S>,
     head: &RequestHead,
     up: &mut UpstreamConn,
     limit: Option<u64>,
     timeout: Duration,
+    deadline: Deadline,
 ) -> Result<u64, Failure>
 where
     S: AsyncReadRent + AsyncWriteRent,
 {
     let settings = &conn.worker.settings;
-    let deadlines = Deadlines { read: settings.client_body_timeout, write: timeout };
+    let deadlines = Deadlines { read: settings.client_body_timeout, write: timeout, until: deadline };
     // Over the limit mid-stream, the backend has part of the body: its connection is closed, never
     // reused, and the client gets 413.
     let mut body = Body::with_limit(head.body, limit);
@@ -329,26 +334,29 @@ where
             CopyError::SinkFailed(io) => {
                 Failure { io: Some(io), ..Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)) }
             }
-            CopyError::SinkTimeout => ProxyError::Upstream(UpstreamErrorKind::Timeout).into(),
+            CopyError::SinkTimeout | CopyError::Deadline => ProxyError::Upstream(UpstreamErrorKind::Timeout).into(),
         }),
     }
 }
 
 /// Writes the response head in `conn.out` and streams the body. `Ok((true, _))` when the body was
 /// delimited and relayed completely; the second value counts the bytes written (head and body).
+/// Each wait lasts at most `deadline`'s rest too; its cut closes the client connection (part of the
+/// answer may be out).
 async fn relay_response<S>(
     conn: &mut ClientConn<'_, S>,
     up: &mut UpstreamConn,
     response: &ResponseHead,
     dechunk: bool,
     read_timeout: Duration,
+    deadline: Deadline,
 ) -> Result<(bool, u64), Failure>
 where
     S: AsyncWriteRent,
 {
     let settings = &conn.worker.settings;
     let head_len = conn.out.len() as u64;
-    let deadlines = Deadlines { read: read_timeout, write: settings.client_write_timeout };
+    let deadlines = Deadlines { read: read_timeout, write: settings.client_write_timeout, until: deadline };
     let mut body = Body::new(response.body);
     let dechunk = dechunk && response.body == Framing::Chunked;
     let copied =
@@ -364,6 +372,9 @@ where
                 CopyError::Framing(_) => ProxyError::Upstream(UpstreamErrorKind::Protocol).into(),
                 CopyError::SinkFailed(io) => Failure { io: Some(io), ..Failure::from(ProxyError::ClientGone) },
                 CopyError::SinkTimeout => ProxyError::ClientWriteTimeout.into(),
+                CopyError::Deadline => {
+                    return Err(Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)).at(up.addr).started())
+                }
             };
             let failure = failure.at(up.addr);
             Err(if started { failure.started() } else { failure })

@@ -46,7 +46,7 @@ impl Reply<'_> {
             Reply::CorsPreflight { .. } => 204,
             Reply::Unauthorized { .. } => 401,
             Reply::Found { .. } => 302,
-            Reply::Redirect { redirect, .. } => redirect.status,
+            Reply::Redirect { redirect, .. } => redirect.status(),
         }
     }
 }
@@ -122,13 +122,8 @@ pub(crate) fn render(reply: &Reply<'_>, close: bool, date: &[u8], request_id: &[
             b""
         }
         Reply::Redirect { redirect, tls, host, target, scratch } => {
-            out.extend_from_slice(b"HTTP/1.1 ");
-            super::head::push_decimal(out, u64::from(redirect.status));
-            out.push(b' ');
-            out.extend_from_slice(ramjet_shared::reason_phrase(redirect.status).as_bytes());
-            out.extend_from_slice(b"\r\nlocation: ");
-            redirect.location(*tls, host, target, &mut scratch.borrow_mut(), out);
-            out.extend_from_slice(b"\r\ncontent-length: 0\r\n");
+            // Rendered when the table was built, as far as it does not depend on the request.
+            redirect.head(*tls, host, target, scratch, out);
             b""
         }
         Reply::Direct { response, is_head } => {

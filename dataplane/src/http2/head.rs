@@ -200,12 +200,12 @@ impl Answer<'_> {
             }
             Answer::Redirect { redirect, tls, host, target, scratch } => {
                 let mut location = Vec::with_capacity(16 + host.len() + target.len());
-                redirect.location(*tls, host, target, &mut scratch.borrow_mut(), &mut location);
+                redirect.location(*tls, host, target, scratch, &mut location);
                 if let Ok(location) = HeaderValue::from_bytes(&location) {
                     fields.insert(LOCATION, location);
                 }
                 fields.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
-                (redirect.status, Bytes::new())
+                (redirect.status(), Bytes::new())
             }
             Answer::CorsPreflight { cors, allow } => {
                 for (name, value) in cors.fields(allow) {

@@ -28,6 +28,7 @@ use crate::dispatch::RouteExtras;
 use crate::error::{Failure, ProxyError};
 use crate::http1::ConnFacts;
 use crate::observe::{RequestId, Tally};
+use crate::upstream::exchange::Deadline;
 use crate::upstream::h2::OpenStream;
 use crate::worker::Worker;
 
@@ -310,9 +311,9 @@ async fn pump_request(
             Ok(Some(Err(_))) => return Err(ProxyError::ClientGone.into()),
         };
         let len = piece.len();
-        send_bytes(&mut up, piece, false, settings.upstream_timeout).await.map_err(|e| match e {
+        send_bytes(&mut up, piece, false, settings.upstream_timeout, Deadline::NONE).await.map_err(|e| match e {
             Stalled::Gone => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)),
-            Stalled::Timeout => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
+            Stalled::Timeout | Stalled::Deadline => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
         })?;
         sent.set(sent.get() + len as u64);
         // Taken by the backend's window: the client may send that much more.
@@ -350,9 +351,9 @@ async fn relay_response(
             Ok(Some(Err(_))) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
         };
         let len = piece.len();
-        send_bytes(client, piece, false, settings.client_write_timeout).await.map_err(|e| match e {
+        send_bytes(client, piece, false, settings.client_write_timeout, Deadline::NONE).await.map_err(|e| match e {
             Stalled::Gone => Failure::from(ProxyError::ClientGone),
-            Stalled::Timeout => Failure::from(ProxyError::ClientWriteTimeout),
+            Stalled::Timeout | Stalled::Deadline => Failure::from(ProxyError::ClientWriteTimeout),
         })?;
         sent.set(sent.get() + len as u64);
         let _ = up_body.flow_control().release_capacity(len);
@@ -369,18 +370,22 @@ async fn relay_response(
     sent.map_err(|_| Failure::from(ProxyError::ClientGone))
 }
 
-/// Why a send did not finish: the peer reset the stream (or is gone), or its window stayed shut.
+/// Why a send did not finish: the peer reset the stream (or is gone), or its window stayed shut
+/// (for the wait's own timeout, or until the exchange's deadline).
 pub(crate) enum Stalled {
     Gone,
     Timeout,
+    Deadline,
 }
 
-/// Sends `data` as the peer's window allows, waiting at most `wait` each time for it to open.
+/// Sends `data` as the peer's window allows, waiting at most `wait` (and what is left of `until`)
+/// each time for it to open.
 pub(crate) async fn send_bytes(
     send: &mut SendStream<Bytes>,
     mut data: Bytes,
     end: bool,
     wait: Duration,
+    until: Deadline,
 ) -> Result<(), Stalled> {
     while !data.is_empty() {
         send.reserve_capacity(data.len());
@@ -389,9 +394,11 @@ pub(crate) async fn send_bytes(
             if capacity > 0 {
                 break capacity;
             }
+            let (wait, cut) = until.clamp(wait);
             match monoio::time::timeout(wait, poll_fn(|cx| send.poll_capacity(cx))).await {
                 Ok(Some(Ok(_))) => {}
                 Ok(Some(Err(_)) | None) => return Err(Stalled::Gone),
+                Err(_) if cut => return Err(Stalled::Deadline),
                 Err(_) => return Err(Stalled::Timeout),
             }
         };

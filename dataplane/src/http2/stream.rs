@@ -33,7 +33,7 @@ use crate::http1::body::Body;
 use crate::http1::head::ResponseHead;
 use crate::http1::{ConnFacts, Framing, CLIENT_CLOSED};
 use crate::observe::{Done, RequestId, Served, Tally};
-use crate::upstream::exchange::{self, Retry};
+use crate::upstream::exchange::{self, Deadline, Retry};
 use crate::upstream::UpstreamConn;
 use crate::worker::Worker;
 
@@ -272,14 +272,26 @@ async fn error_exchange(
     let index = worker.next_endpoint(pages.backend.slot, endpoints.len());
     let retry = Retry { next: None, idempotent: true };
     let tls = pages.backend.tls.as_deref();
-    exchange::attempt(worker, endpoints, tls, index, true, timeout, retry, tally, async |up: &mut UpstreamConn| {
-        match monoio::time::timeout(timeout, write_vec(&mut up.stream, request)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
-            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
-        }
-        exchange::read_response_head(up, timeout, |data| response_head(data, is_head)).await
-    })
+    let none = Deadline::NONE;
+    exchange::attempt(
+        worker,
+        endpoints,
+        tls,
+        index,
+        true,
+        timeout,
+        none,
+        retry,
+        tally,
+        async |up: &mut UpstreamConn| {
+            match monoio::time::timeout(timeout, write_vec(&mut up.stream, request)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
+                Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+            }
+            exchange::read_response_head(up, timeout, none, |data| response_head(data, is_head)).await
+        },
+    )
     .await
 }
 
@@ -334,7 +346,7 @@ async fn answer_or_gone(
         Answer::Unauthorized { .. } => 401,
         Answer::Found { .. } => 302,
         Answer::Direct(d) => d.status,
-        Answer::Redirect { redirect, .. } => redirect.status,
+        Answer::Redirect { redirect, .. } => redirect.status(),
     };
     if answer_with(worker, respond, answer, is_head, id).await {
         Ok(status)
@@ -366,7 +378,7 @@ async fn answer_with(
         return true;
     }
     let mut body = BytesMut::from(&body[..]);
-    send_chunk(&mut send, &mut body, true, worker.settings.client_write_timeout).await.is_ok()
+    send_chunk(&mut send, &mut body, true, worker.settings.client_write_timeout, Deadline::NONE).await.is_ok()
 }
 
 /// Where a stream is proxied: `endpoints[index]` (or the next one), with the request's id.
@@ -430,23 +442,24 @@ async fn forward(
     let tally = &mut seen.tally;
     let connect = timeouts.connect;
     let retry = Retry { next: extras.next_upstream(), idempotent: is_idempotent(parts.method.as_str().as_bytes()) };
-    let deadline = exchange::deadline_from_now(timeouts.deadline);
-    let attempt = exchange::attempt(
+    // The rule's deadline bounds every wait from here to the answer's last byte.
+    let deadline = Deadline::from_now(timeouts.deadline);
+    let upstream = exchange::attempt(
         worker,
         endpoints,
         tls,
         index,
         replayable,
         connect,
+        deadline,
         retry,
         tally,
         async |up: &mut UpstreamConn| {
-            let to = Sending { framing, limit, timeout: timeouts.send };
+            let to = Sending { framing, limit, timeout: timeouts.send, until: deadline };
             send_request(worker, up, &mut out, &mut body, to, &mut sent).await?;
-            exchange::read_response_head(up, timeouts.read, |data| response_head(data, is_head)).await
+            exchange::read_response_head(up, timeouts.read, deadline, |data| response_head(data, is_head)).await
         },
     );
-    let upstream = exchange::within(deadline, false, attempt);
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
     let result = monoio::select! {
         r = upstream => r,
@@ -525,8 +538,8 @@ async fn forward(
         true
     } else {
         seen.status = status;
-        let relayed = relay_body(worker, &mut up, head.body, &mut send, &mut seen.tally.bytes_out, timeouts.read);
-        match exchange::within(deadline, true, relayed).await {
+        let relayed = &mut seen.tally.bytes_out;
+        match relay_body(worker, &mut up, head.body, &mut send, relayed, timeouts.read, deadline).await {
             Ok(complete) => complete,
             Err(failure) => {
                 let addr = up.addr;
@@ -539,11 +552,14 @@ async fn forward(
     Ok(status)
 }
 
-/// How a request goes upstream: its body's framing and size limit, each write's timeout.
+/// How a request goes upstream: its body's framing and size limit, each write's timeout, and the
+/// exchange's deadline, which bounds each write and each wait for the client's body (its cut is
+/// the upstream's timeout).
 struct Sending {
     framing: Framing,
     limit: Option<u64>,
     timeout: Duration,
+    until: Deadline,
 }
 
 /// Writes the head in `out` and the request body as it arrives from the client, framed as
@@ -559,9 +575,9 @@ async fn send_request(
     sent: &mut u64,
 ) -> Result<(), Failure> {
     let settings = &worker.settings;
-    let Sending { framing, limit, timeout } = sending;
+    let Sending { framing, limit, timeout, until } = sending;
     if !framing.has_body() {
-        return match write(up, out, timeout).await {
+        return match write(up, out, until.limit(timeout)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(exchange::write_failed(up, Some(e.kind()))),
             Err(_) => Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
@@ -570,7 +586,9 @@ async fn send_request(
     let chunked = framing == Framing::Chunked;
     // The head waits in `out` for the first piece of body, to go out in one write with it.
     loop {
-        let piece = match monoio::time::timeout(settings.client_body_timeout, body.data()).await {
+        let (wait, cut) = until.clamp(settings.client_body_timeout);
+        let piece = match monoio::time::timeout(wait, body.data()).await {
+            Err(_) if cut => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
             Err(_) => return Err(ProxyError::BodyTimeout.into()),
             Ok(None) => None,
             Ok(Some(Ok(piece))) => Some(piece),
@@ -586,7 +604,7 @@ async fn send_request(
             if chunked {
                 out.extend_from_slice(b"0\r\n\r\n");
             }
-            return flush(write(up, out, timeout).await, up, out);
+            return flush(write(up, out, until.limit(timeout)).await, up, out);
         };
         let len = piece.len();
         if len == 0 {
@@ -602,14 +620,14 @@ async fn send_request(
         if len <= COALESCE {
             out.extend_from_slice(&piece);
         } else {
-            flush(write(up, out, timeout).await, up, out)?;
-            let written = monoio::time::timeout(timeout, up.stream.write_all(piece)).await;
+            flush(write(up, out, until.limit(timeout)).await, up, out)?;
+            let written = monoio::time::timeout(until.limit(timeout), up.stream.write_all(piece)).await;
             flush(written.map(|(r, _)| r.map(|_| ())), up, out)?;
         }
         if chunked {
             out.extend_from_slice(b"\r\n");
         }
-        flush(write(up, out, timeout).await, up, out)?;
+        flush(write(up, out, until.limit(timeout)).await, up, out)?;
         // Written upstream: the client may send that much more.
         let _ = body.flow_control().release_capacity(len);
     }
@@ -640,7 +658,8 @@ fn flush(
 }
 
 /// Streams the response body from the backend to the client in its window. `Ok(true)` when the
-/// body was delimited and relayed completely.
+/// body was delimited and relayed completely. Each wait lasts at most what is left of `until` too
+/// (its cut is the upstream's timeout).
 async fn relay_body(
     worker: &Worker,
     up: &mut UpstreamConn,
@@ -648,6 +667,7 @@ async fn relay_body(
     send: &mut SendStream<Bytes>,
     relayed: &mut u64,
     read_timeout: Duration,
+    until: Deadline,
 ) -> Result<bool, Failure> {
     let settings = &worker.settings;
     let mut body = Body::new(framing);
@@ -663,18 +683,19 @@ async fn relay_body(
         up.buf.consume(n);
         *relayed += chunk.len() as u64;
         let done = body.is_done();
-        send_chunk(send, &mut chunk, done, settings.client_write_timeout).await?;
+        send_chunk(send, &mut chunk, done, settings.client_write_timeout, until).await?;
         if done {
             return Ok(true);
         }
+        // A read cut by the deadline is the upstream's timeout too.
         let read = monoio::select! {
-            r = monoio::time::timeout(read_timeout, up.buf.fill(&mut up.stream)) => r,
+            r = monoio::time::timeout(until.limit(read_timeout), up.buf.fill(&mut up.stream)) => r,
             _ = poll_fn(|cx| send.poll_reset(cx)) => return Err(ProxyError::ClientGone.into()),
         };
         match read {
             Ok(Ok(n)) if n > 0 => {}
             Ok(Ok(_)) if framing == Framing::UntilClose => {
-                send_chunk(send, &mut chunk, true, settings.client_write_timeout).await?;
+                send_chunk(send, &mut chunk, true, settings.client_write_timeout, until).await?;
                 return Ok(true);
             }
             Ok(Ok(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
@@ -687,12 +708,13 @@ async fn relay_body(
 }
 
 /// Sends all of `chunk` as the client's window allows (`end`: and ends the stream), waiting at
-/// most `wait` each time for the window to open.
+/// most `wait` (and what is left of `until`) each time for the window to open.
 async fn send_chunk(
     send: &mut SendStream<Bytes>,
     chunk: &mut BytesMut,
     end: bool,
     wait: Duration,
+    until: Deadline,
 ) -> Result<(), Failure> {
     let sent = if chunk.is_empty() {
         if !end {
@@ -700,10 +722,11 @@ async fn send_chunk(
         }
         send.send_data(Bytes::new(), true).map_err(|_| Stalled::Gone)
     } else {
-        relay::send_bytes(send, chunk.split().freeze(), end, wait).await
+        relay::send_bytes(send, chunk.split().freeze(), end, wait, until).await
     };
     sent.map_err(|e| match e {
         Stalled::Gone => Failure::from(ProxyError::ClientGone),
         Stalled::Timeout => Failure::from(ProxyError::ClientWriteTimeout),
+        Stalled::Deadline => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
     })
 }

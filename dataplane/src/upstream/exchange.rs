@@ -38,7 +38,8 @@ impl<X> Answered for (ResponseHead, X) {
 /// connection that turns out to have been closed by the backend is replaced by a fresh one once,
 /// when the request is `replayable` (it can be sent again as it is); a request that cannot be
 /// replayed is sent on a pooled connection only if it still looks open. Each connect lasts at most
-/// `connect_timeout` (the route's, else the daemon's).
+/// `connect_timeout` (the route's, else the daemon's) and what is left of `deadline`; `exchange`
+/// bounds its own waits by it too. Past the deadline no other endpoint is tried.
 ///
 /// When a try fails, `retry` says whether the request moves on to the next endpoint (each is tried
 /// once at most): by default only a refused connection does, once. With the route's
@@ -55,6 +56,7 @@ pub(crate) async fn attempt<T: Answered>(
     mut index: usize,
     replayable: bool,
     connect_timeout: Duration,
+    deadline: Deadline,
     retry: Retry<'_>,
     tally: &mut Tally,
     mut exchange: impl AsyncFnMut(&mut UpstreamConn) -> Result<T, Failure>,
@@ -70,7 +72,9 @@ pub(crate) async fn attempt<T: Answered>(
     let started = Instant::now();
     // Whether another endpoint may be tried now.
     let within = |tries: usize| {
-        tries < max_tries && retry.next.and_then(|n| n.within).is_none_or(|limit| started.elapsed() < limit)
+        tries < max_tries
+            && !deadline.passed()
+            && retry.next.and_then(|n| n.within).is_none_or(|limit| started.elapsed() < limit)
     };
     // Whether a request that was sent (perhaps in part) may be sent to another endpoint.
     let resendable = replayable && (retry.idempotent || retry.next.is_some_and(|n| n.non_idempotent));
@@ -86,7 +90,8 @@ pub(crate) async fn attempt<T: Answered>(
                     worker.upstream_buffers.give(stale.buf.into_inner());
                 }
                 let connecting = Instant::now();
-                let connected = connect(addr, connect_timeout, worker.upstream_buffers.take(), tls).await;
+                let timeout = deadline.limit(connect_timeout);
+                let connected = connect(addr, timeout, worker.upstream_buffers.take(), tls).await;
                 tally.upstream_connect = Some(connecting.elapsed());
                 match connected {
                     Ok(up) => up,
@@ -127,9 +132,12 @@ pub(crate) async fn attempt<T: Answered>(
                 return Ok((up, t));
             }
             Err(e) if e.error == ProxyError::StaleUpstream && replayable && !fresh_only => {
+                worker.upstream_buffers.give(up.buf.into_inner());
+                if deadline.passed() {
+                    return Err(Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)).at(addr));
+                }
                 // The pooled connection had been closed by the backend: once more, on a new one.
                 worker.counters().upstream_retry();
-                worker.upstream_buffers.give(up.buf.into_inner());
                 fresh_only = true;
             }
             Err(e) => {
@@ -162,26 +170,55 @@ fn passes_on(next: &NextUpstream, error: ProxyError) -> bool {
     }
 }
 
-/// When a rule's deadline ([`crate::dispatch::Timeouts::deadline`]) ends, counted from now.
-#[inline]
-pub(crate) fn deadline_from_now(deadline: Option<Duration>) -> Option<monoio::time::Instant> {
-    deadline.map(|d| monoio::time::Instant::now() + d)
-}
+/// A rule's deadline for the whole exchange ([`crate::dispatch::Timeouts::deadline`]): the instant
+/// it ends, if the rule has one. It has no timer of its own: each wait of the exchange — the
+/// connect, each write, each read, in both directions — lasts at most what is left of it
+/// ([`Deadline::clamp`]), so a deadline costs a connection's future no state beyond this instant.
+/// Past it the wait that was cut fails with a timeout: 504 before the answer started, the client
+/// connection closed after (the caller knows which phase it is in); its upstream connection is
+/// closed, never pooled, as after any failed exchange.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Deadline(Option<monoio::time::Instant>);
 
-/// Runs `exchange` until `deadline` at most: past it the exchange is dropped — its upstream
-/// connection with it, closed, never pooled — and the request fails with a timeout: 504, or, when
-/// the exchange was relaying the answer (`relaying`: part of it may be out), the client connection
-/// closed. The exchange's own failures are its own.
-pub(crate) async fn within<T>(
-    deadline: Option<monoio::time::Instant>,
-    relaying: bool,
-    exchange: impl std::future::Future<Output = Result<T, Failure>>,
-) -> Result<T, Failure> {
-    let Some(at) = deadline else { return exchange.await };
-    monoio::time::timeout_at(at, exchange).await.unwrap_or_else(|_| {
-        let timeout = Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout));
-        Err(if relaying { timeout.started() } else { timeout })
-    })
+impl Deadline {
+    /// No deadline: each wait lasts its own timeout.
+    pub const NONE: Deadline = Deadline(None);
+
+    /// A deadline `deadline` from now (none for `None`).
+    #[inline]
+    pub fn from_now(deadline: Option<Duration>) -> Self {
+        Deadline(deadline.map(|d| monoio::time::Instant::now() + d))
+    }
+
+    /// How long a wait that may last `timeout` may last from now, and whether the deadline is what
+    /// ends it (`true`: if it times out, the deadline cut it). Without a deadline it is `timeout`,
+    /// and no clock is read.
+    #[inline]
+    pub fn clamp(self, timeout: Duration) -> (Duration, bool) {
+        match self.0 {
+            None => (timeout, false),
+            Some(at) => {
+                let left = at.saturating_duration_since(monoio::time::Instant::now());
+                if left <= timeout {
+                    (left, true)
+                } else {
+                    (timeout, false)
+                }
+            }
+        }
+    }
+
+    /// [`Deadline::clamp`]'s wait, for a wait whose timeout means the same whoever cut it.
+    #[inline]
+    pub fn limit(self, timeout: Duration) -> Duration {
+        self.clamp(timeout).0
+    }
+
+    /// Whether the deadline has passed (never, without one).
+    #[inline]
+    pub fn passed(self) -> bool {
+        self.0.is_some_and(|at| monoio::time::Instant::now() >= at)
+    }
 }
 
 /// Ends an exchange: the connection goes back to the pool only if the response was `complete`,
@@ -203,11 +240,12 @@ pub(crate) fn write_failed(up: &UpstreamConn, io: Option<std::io::ErrorKind>) ->
 
 /// Reads the response head, skipping interim 1xx responses other than 101. `parse` sees the
 /// unconsumed bytes and returns the head with whatever it made of it (`Ok(None)`: incomplete). Each
-/// wait for bytes lasts at most `timeout`. The head stays in the buffer (its length is in the
-/// [`ResponseHead`]).
+/// wait for bytes lasts at most `timeout` and what is left of `deadline`. The head stays in the
+/// buffer (its length is in the [`ResponseHead`]).
 pub(crate) async fn read_response_head<X>(
     up: &mut UpstreamConn,
     timeout: Duration,
+    deadline: Deadline,
     mut parse: impl FnMut(&[u8]) -> Result<Option<(ResponseHead, X)>, ProxyError>,
 ) -> Result<(ResponseHead, X), Failure> {
     let mut received = false;
@@ -225,7 +263,7 @@ pub(crate) async fn read_response_head<X>(
                 return Err(ProxyError::Upstream(UpstreamErrorKind::Protocol).into());
             }
         }
-        match monoio::time::timeout(timeout, up.buf.fill(&mut up.stream)).await {
+        match monoio::time::timeout(deadline.limit(timeout), up.buf.fill(&mut up.stream)).await {
             Ok(Ok(n)) if n > 0 => {}
             Ok(_) if up.reused && !received => return Err(ProxyError::StaleUpstream.into()),
             Ok(Ok(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),

@@ -333,7 +333,7 @@ impl fmt::Display for Filter {
                 }
                 Ok(())
             }
-            Filter::Redirect(r) => write!(f, "redirect {}", r.status),
+            Filter::Redirect(r) => write!(f, "redirect {}", r.status()),
         }
     }
 }
