@@ -12,6 +12,13 @@
 #   benches/proxy/run.sh --sections gateway       # docs/gateway-api.md's migration example as Ingresses
 #                                                 # and as an HTTPRoute: callgrind and wrk, per request kind
 #   benches/proxy/run.sh --no-build --sections gateway --rounds 4 --duration 5 --insn-rounds 4 --insn-requests 10000  # ~9 min
+#   benches/proxy/run.sh --sections close   # a new connection per request (Connection: close), ramjet vs nginx
+#   benches/proxy/run.sh --sections idle    # 5,000 idle keep-alive connections (--idle-connections): RSS per
+#                                           # connection and after they close, ramjet vs nginx (--idle-rounds 3)
+#   benches/proxy/run.sh --sections pins    # p99 under 20 pins/releases a second (--pin-rate) with 10,000 routes
+#                                           # (--churn-routes) against the same run quiet
+#   benches/proxy/run.sh --no-build --sections close,idle,pins --rounds 3 --duration 5   # ~3 min
+#   --no-build: use the existing target/release/ramjet (or pass --ramjet PATH)
 #
 # It installs what is missing (apt-get: wrk, nginx, haproxy, openssl, gcc, python3, h2load; valgrind for
 # the instructions and gateway sections), builds
