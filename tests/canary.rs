@@ -576,7 +576,9 @@ fn a_mirror_that_is_down_or_sleeps_does_not_slow_the_real_request() {
             let worst = mirrored.iter().map(|l| l.1).max().unwrap();
             let (p, m) = (median(&plain), median(&mirrored));
             eprintln!("mirror {what} {driver:?}: median {p:?} without, {m:?} with; worst with {worst:?}");
-            assert!(m < p * 2 + Duration::from_micros(500), "mirror {what} {driver:?}: median {p:?} -> {m:?}");
+            // What a mirror waiting on would cost is a connect timeout or the 5 s sleep; the 2 ms
+            // margin is this shared VM's scheduling noise (medians of 100 move by ~1 ms with steal).
+            assert!(m < p * 2 + Duration::from_millis(2), "mirror {what} {driver:?}: median {p:?} -> {m:?}");
             assert!(worst < Duration::from_secs(1), "mirror {what} {driver:?}: a request took {worst:?}");
             // 400 copies: with the mirror down every one is dropped; asleep, all past the bound of
             // 64 in flight are.

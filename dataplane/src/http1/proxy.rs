@@ -64,7 +64,9 @@ where
     if backend.protocol.is_h2() {
         extras.served_by(endpoints[index], endpoints);
         let to = super::h2_backend::Target { addr: endpoints[index], tls, buffered };
-        return super::h2_backend::forward(conn, head, to, plan, extras, timeouts).await;
+        // Boxed: its state (~6 KB, the HTTP/2 client's) would otherwise be part of every HTTP/1.1
+        // connection's future, idle or not, for the few requests that go to an HTTP/2 backend.
+        return Box::pin(super::h2_backend::forward(conn, head, to, plan, extras, timeouts)).await;
     }
     let mut tally = Tally::default();
     let replayable = buffered.is_some();
