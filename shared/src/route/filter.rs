@@ -48,14 +48,11 @@ impl HeaderEdits {
         set.extend(later.set.iter().cloned());
         add.extend(later.add.iter().cloned());
         let mut remove: Vec<Box<str>> = self.remove.to_vec();
-        remove.extend(
-            later
-                .remove
-                .iter()
-                .filter(|n| !remove.iter().any(|r| r.eq_ignore_ascii_case(n)))
-                .cloned()
-                .collect::<Vec<_>>(),
-        );
+        for name in later.remove.iter() {
+            if !remove.iter().any(|r| r.eq_ignore_ascii_case(name)) {
+                remove.push(name.clone());
+            }
+        }
         HeaderEdits { set: set.into(), add: add.into(), remove: remove.into() }
     }
 
