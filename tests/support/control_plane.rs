@@ -325,6 +325,22 @@ impl ControlPlane {
         }
     }
 
+    /// Freezes the API server (SIGSTOP) for `pause`, then lets it go on (SIGCONT): its connections
+    /// stay open and every request hangs, as on an overloaded or wedged server.
+    pub fn freeze_apiserver(&self, pause: Duration) {
+        let Some(pid) = self.procs().apiserver.as_ref().map(|c| c.id() as libc::pid_t) else { return };
+        // SAFETY: kill(2) on the PID of a child this process spawned and has not reaped yet.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(pid, libc::SIGSTOP);
+        }
+        std::thread::sleep(pause);
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::kill(pid, libc::SIGCONT);
+        }
+    }
+
     fn stop_all(&self) {
         let mut procs = self.procs();
         if let Some(child) = procs.apiserver.take() {

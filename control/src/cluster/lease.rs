@@ -14,8 +14,9 @@
 //! still reads the Lease every `retry`, and takes over at most one `retry` later than that.
 //!
 //! Updates carry the resourceVersion read, so two replicas racing for the Lease cannot both win:
-//! the loser gets 409 Conflict. A leader that cannot renew for two thirds of `duration` steps down
-//! before anyone else may take over. On shutdown the Lease is released, and a follower watching it
+//! the loser gets 409 Conflict. A round that the API server has not answered within a third of
+//! `duration` is given up, and the next one starts at once with new requests. A leader that cannot
+//! renew for two thirds of `duration` steps down before anyone else may take over. On shutdown the Lease is released, and a follower watching it
 //! takes it at once.
 
 use std::time::Duration;
@@ -87,25 +88,31 @@ pub async fn elect(
             tried = Instant::now();
             next_round = tried + options.retry;
             // A shutdown does not wait for a round stuck on a slow API server: the release re-reads
-            // the Lease, whatever became of this round's write (a takeover's too).
+            // the Lease, whatever became of this round's write (a takeover's too). Nor does the
+            // next round: a request that hangs (a connection that never completes) is given up
+            // after a third of the lease, so a leader still has a second try before it must step
+            // down, and a follower is not held past a release it would otherwise see at once.
             let round = tokio::select! {
-                round = try_lead(&api, &options, &mut observed) => round,
+                round = tokio::time::timeout(options.duration / 3, try_lead(&api, &options, &mut observed)) => round,
                 done = &mut stop => return give_up(&api, &options, &leader, true, done).await,
             };
-            match round {
-                Ok(true) => {
+            tracing::debug!(lease = %options.name, ?round, observed = ?observed.as_ref().map(|o| (&o.record.0, o.expires().saturating_duration_since(Instant::now()))), "election round");
+            let failed = match round {
+                Ok(Ok(true)) => {
                     renewed = Some(Instant::now());
                     if leader.send_if_modified(|l| !std::mem::replace(l, true)) {
                         tracing::info!(lease = %options.name, namespace, identity = %options.identity, "leading: this replica writes Ingress status");
                     }
+                    false
                 }
-                Ok(false) => {
+                Ok(Ok(false)) => {
                     renewed = None;
                     if leader.send_if_modified(|l| std::mem::replace(l, false)) {
                         tracing::info!(lease = %options.name, "lost the lease; another replica writes Ingress status");
                     }
+                    false
                 }
-                Err(e) => {
+                Ok(Err(e)) => {
                     let forbidden = matches!(&e, kube::Error::Api(s) if s.code == 403);
                     if forbidden && !forbidden_logged {
                         tracing::warn!(lease = %options.name, namespace, "not allowed to use the Lease, so this replica never writes Ingress status: {e}");
@@ -113,11 +120,16 @@ pub async fn elect(
                     } else if !forbidden {
                         tracing::warn!(lease = %options.name, error = %e, "cannot read or renew the Lease");
                     }
-                    let stale = renewed.is_none_or(|t| t.elapsed() > options.duration * 2 / 3);
-                    if stale && leader.send_if_modified(|l| std::mem::replace(l, false)) {
-                        tracing::warn!(lease = %options.name, "could not renew the Lease in time; stepping down");
-                    }
+                    true
                 }
+                Err(_) => {
+                    tracing::warn!(lease = %options.name, timeout = ?(options.duration / 3), "the API server did not answer a Lease request in time; trying again");
+                    true
+                }
+            };
+            let stale = renewed.is_none_or(|t| t.elapsed() > options.duration * 2 / 3);
+            if failed && stale && leader.send_if_modified(|l| std::mem::replace(l, false)) {
+                tracing::warn!(lease = %options.name, "could not renew the Lease in time; stepping down");
             }
         }
         // A follower tries again the moment the Lease it saw expires, not at its next round (an
@@ -135,6 +147,7 @@ pub async fn elect(
                         watch_failing = false;
                     }
                     let spec = lease.spec.unwrap_or_default();
+                    tracing::debug!(lease = %options.name, holder = ?spec.holder_identity, renewed = ?spec.renew_time, version = ?lease.metadata.resource_version, "Lease seen");
                     if spec.holder_identity.as_deref() != Some(options.identity.as_str()) {
                         Observed::update(&mut observed, &spec, options.duration);
                     }
