@@ -186,28 +186,19 @@ SYM_LINE = re.compile(r"^\s*([\d.]+)%\s+(\S+)\s+\[(.)\]\s+(.*?)\s*$")
 ONE_KEY_LINE = re.compile(r"^\s*([\d.]+)%\s+(.*?)\s*$")
 
 
+def report_lines(report, pattern):
+    """The matches of `pattern` among a `perf report --stdio` text's lines (comments skipped)."""
+    return (m for line in report.splitlines() if not line.startswith("#") for m in [pattern.match(line)] if m)
+
+
 def parse_symbols(report):
     """[(percent, dso, kernel?, symbol)] from `perf report --sort dso,symbol`."""
-    rows = []
-    for line in report.splitlines():
-        if line.startswith("#"):
-            continue
-        m = SYM_LINE.match(line)
-        if m:
-            sym = re.sub(r"\s+-\s+-$", "", m.group(4))  # perf 6.1's empty IPC columns
-            rows.append((float(m.group(1)), m.group(2), m.group(3) == "k", sym))
-    return rows
+    return [(float(m.group(1)), m.group(2), m.group(3) == "k", re.sub(r"\s+-\s+-$", "", m.group(4)))  # perf 6.1's empty IPC columns
+            for m in report_lines(report, SYM_LINE)]
 
 
 def parse_one_key(report):
-    rows = []
-    for line in report.splitlines():
-        if line.startswith("#"):
-            continue
-        m = ONE_KEY_LINE.match(line)
-        if m and m.group(2):
-            rows.append((float(m.group(1)), m.group(2)))
-    return rows
+    return [(float(m.group(1)), m.group(2)) for m in report_lines(report, ONE_KEY_LINE) if m.group(2)]
 
 
 def perf_phase(args, srv, d):

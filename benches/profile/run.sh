@@ -26,6 +26,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=../common.sh
+source "$here/../common.sh"
 
 if [[ " $* " != *" --help "* && " $* " != *" -h "* ]]; then
   need=()
@@ -36,30 +38,10 @@ if [[ " $* " != *" --help "* && " $* " != *" -h "* ]]; then
   command -v python3 >/dev/null || need+=(python3)
   command -v perf >/dev/null || need+=(linux-perf)
   command -v strace >/dev/null || need+=(strace)
-  if ((${#need[@]})); then
-    echo "run.sh: installing ${need[*]}" >&2
-    sudo=""
-    if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-    # RUNLEVEL=1: the nginx package does not start its system service
-    $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get update -qq
-    $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  fi
+  apt_install "${need[@]}"
   if [[ $(id -u) -ne 0 ]]; then
     echo "run.sh: not root: perf -p and strace -p may be refused (perf_event_paranoid, ptrace_scope)" >&2
   fi
 fi
 
-child=""
-cleanup() {
-  # profile.py stops everything it started; this only makes sure profile.py itself is gone
-  if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
-    kill -TERM "$child" 2>/dev/null || true
-    wait "$child" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
-
-python3 "$here/profile.py" "$@" &
-child=$!
-wait "$child"
+run_child python3 "$here/profile.py" "$@"

@@ -28,6 +28,8 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=../common.sh
+source "$here/../common.sh"
 
 args=()
 build=1
@@ -51,30 +53,10 @@ command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v sha256sum >/dev/null || need+=(coreutils)
 if [[ " $* " == *" --profile "* ]] && ! command -v perf >/dev/null; then need+=(linux-perf); fi
 if [[ " $* " == *instructions* || " $* " == *gateway* ]] && ! command -v valgrind >/dev/null; then need+=(valgrind); fi
-if ((${#need[@]})); then
-  echo "run.sh: installing ${need[*]}" >&2
-  sudo=""
-  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
-  # RUNLEVEL=1: the nginx and haproxy packages do not start their system services
-  $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+apt_install "${need[@]}"
 
 if ((build)); then
   (cd "$repo" && cargo build --release --bin ramjet)
 fi
 
-child=""
-cleanup() {
-  # bench.py stops everything it started; this only makes sure bench.py itself is gone
-  if [[ -n "$child" ]] && kill -0 "$child" 2>/dev/null; then
-    kill -TERM "$child" 2>/dev/null || true
-    wait "$child" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
-
-python3 "$here/bench.py" "${args[@]}" &
-child=$!
-wait "$child"
+run_child python3 "$here/bench.py" "${args[@]}"
