@@ -16,8 +16,8 @@
 //! Updates carry the resourceVersion read, so two replicas racing for the Lease cannot both win:
 //! the loser gets 409 Conflict. A round that the API server has not answered within a third of
 //! `duration` is given up, and the next one starts at once with new requests. A leader that cannot
-//! renew for two thirds of `duration` steps down before anyone else may take over. On shutdown the Lease is released, and a follower watching it
-//! takes it at once.
+//! renew for two thirds of `duration` steps down before anyone else may take over. On shutdown the
+//! Lease is released, and a follower watching it takes it at once.
 
 use std::time::Duration;
 
@@ -96,7 +96,9 @@ pub async fn elect(
                 round = tokio::time::timeout(options.duration / 3, try_lead(&api, &options, &mut observed)) => round,
                 done = &mut stop => return give_up(&api, &options, &leader, true, done).await,
             };
-            tracing::debug!(lease = %options.name, ?round, observed = ?observed.as_ref().map(|o| (&o.record.0, o.expires().saturating_duration_since(Instant::now()))), "election round");
+            let holder_and_left =
+                observed.as_ref().map(|o| (&o.record.0, o.expires().saturating_duration_since(Instant::now())));
+            tracing::debug!(lease = %options.name, ?round, observed = ?holder_and_left, "election round");
             let failed = match round {
                 Ok(Ok(true)) => {
                     renewed = Some(Instant::now());
