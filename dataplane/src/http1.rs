@@ -56,6 +56,8 @@ pub(crate) enum Next {
     Tunnel(UpstreamConn),
     /// The connection opened with the HTTP/2 preface (h2c by prior knowledge).
     Http2,
+    /// Quiet between requests: wait the rest (`left`) of the wait outside the exchange's state.
+    Quiet(std::time::Duration),
 }
 
 /// What waiting for a request brought.
@@ -63,6 +65,8 @@ enum Incoming {
     Head(RequestHead),
     /// The HTTP/2 connection preface, on the first read of a plain-text connection.
     Http2,
+    /// Nothing yet, for `idle_release_after`: the rest of the wait (see [`idle`]).
+    Quiet(std::time::Duration),
     /// Nothing more (idle timeout, drain, end of stream): close without a word.
     Close,
 }
@@ -119,8 +123,21 @@ where
         canceller: monoio::io::Canceller::new(),
     };
     let tunnel = loop {
-        match exchange(&mut conn).await {
-            Next::KeepAlive => conn.first = false,
+        // The exchanges' state (6 KB) is boxed and lives only while the connection is busy: a
+        // connection quiet for `idle_release_after` holds this function's state alone (see `idle`).
+        // A busy keep-alive connection keeps its box from one request to the next.
+        match Box::pin(exchanges(&mut conn)).await {
+            Next::KeepAlive => {}
+            Next::Quiet(left) => {
+                let woke = monoio::select! {
+                    r = S::wait_quietly(&mut conn, left) => r,
+                    _ = worker.drain.wait() => Ok(None),
+                };
+                match woke {
+                    Ok(Some(n)) if n > 0 => {}
+                    _ => break None,
+                }
+            }
             Next::Close => break None,
             Next::Tunnel(up) => break Some(up),
             Next::Http2 => {
@@ -170,7 +187,8 @@ impl<S: idle::IdleWait> ClientConn<'_, S> {
                 _ = worker.drain.wait() => return Ok(Incoming::Close),
             };
             match read {
-                Ok(Some(n)) if n > 0 => {}
+                Ok(idle::Arrival::Bytes(n)) if n > 0 => {}
+                Ok(idle::Arrival::Quiet { left }) => return Ok(Incoming::Quiet(left)),
                 _ => return Ok(Incoming::Close),
             }
         }
@@ -312,12 +330,29 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
     }
 }
 
+/// Requests one after another, while the connection is busy: until it closes, is upgraded, or goes
+/// quiet.
+async fn exchanges<S>(conn: &mut ClientConn<'_, S>) -> Next
+where
+    S: idle::IdleWait,
+{
+    loop {
+        match exchange(conn).await {
+            Next::KeepAlive => conn.first = false,
+            other => return other,
+        }
+    }
+}
+
 /// One request and its response, accounted once it has ended.
 async fn exchange<S>(conn: &mut ClientConn<'_, S>) -> Next
 where
     S: idle::IdleWait,
 {
     let incoming = conn.read_head().await;
+    if let Ok(Incoming::Quiet(left)) = incoming {
+        return Next::Quiet(left);
+    }
     conn.start = Instant::now();
     conn.tally = Tally::default();
     conn.status = 0;
@@ -330,7 +365,7 @@ where
     let head = match incoming {
         Ok(Incoming::Head(head)) => head,
         Ok(Incoming::Http2) => return Next::Http2,
-        Ok(Incoming::Close) => return Next::Close,
+        Ok(Incoming::Close | Incoming::Quiet(_)) => return Next::Close,
         Err(e) => {
             // A head that could not be parsed is still a request the client sent: logged without
             // its fields.
