@@ -214,6 +214,7 @@ impl Daemon {
             published.clone(),
             stats.clone(),
         )?;
+        control.mark_listening();
         Ok(Daemon { control, cluster, dataplane, published, stats })
     }
 

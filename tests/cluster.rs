@@ -321,6 +321,10 @@ impl Ramjet {
             self.readyz() == Some(200)
         });
         assert!(ok, "{} never became ready; log:\n{}", self.identity, self.log());
+        // Ready means a Service may send traffic at once: the listener is there.
+        if let Err(e) = TcpStream::connect_timeout(&self.http, Duration::from_secs(1)) {
+            panic!("{} ready but its HTTP listener refuses ({e}); log:\n{}", self.identity, self.log());
+        }
     }
 
     fn assert_running(&mut self) {

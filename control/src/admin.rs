@@ -8,7 +8,7 @@
 //! | `DELETE /admin/rollback` | release the pin, publish the newest (idempotent) | with `--admin-token-file` |
 //! | `GET /admin/traffic` | per route and backend counters, as JSON (for `ramjet-top`) | never |
 //! | `GET /metrics` | Prometheus text | never |
-//! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published | never |
+//! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published and the data plane listens | never |
 //!
 //! The JSON bodies are [`ramjet_shared::admin`]'s types, the one schema `ramjet-top` reads too.
 
@@ -16,6 +16,7 @@ mod error;
 
 pub use error::AdminError;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -45,6 +46,9 @@ pub struct AdminState {
     pub token_digest: Option<[u8; 32]>,
     /// This process's id in `GET /admin/traffic` ([`ramjet_shared::admin::Traffic::instance`]).
     pub instance: String,
+    /// Set once the data plane's listeners are bound: the daemon starts them after the first
+    /// generation, and a probe that said ready before would send traffic to a closed port.
+    pub listening: Arc<AtomicBool>,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
@@ -195,9 +199,11 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
-    if state.applier.is_ready() {
-        (StatusCode::OK, "ready\n").into_response()
-    } else {
+    if !state.applier.is_ready() {
         (StatusCode::SERVICE_UNAVAILABLE, "no configuration published yet\n").into_response()
+    } else if !state.listening.load(Ordering::Acquire) {
+        (StatusCode::SERVICE_UNAVAILABLE, "the data plane is not listening yet\n").into_response()
+    } else {
+        (StatusCode::OK, "ready\n").into_response()
     }
 }

@@ -42,6 +42,7 @@ pub mod routes_file;
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -106,6 +107,7 @@ pub struct ControlHandle {
     pub audit: AuditTrail,
     /// This process's random id, as the admin API reports it (`GET /admin/traffic`).
     pub instance: String,
+    listening: Arc<AtomicBool>,
 }
 
 impl Control {
@@ -117,6 +119,7 @@ impl Control {
         let admin_addr = config.admin_listener.local_addr()?;
         config.admin_listener.set_nonblocking(true)?;
         let instance = instance_id();
+        let listening = Arc::new(AtomicBool::new(false));
         let admin_state = Arc::new(admin::AdminState {
             applier: applier.clone(),
             metrics: MetricsSources {
@@ -127,6 +130,7 @@ impl Control {
             },
             token_digest: config.admin_token.as_deref().map(admin::token_digest),
             instance: instance.clone(),
+            listening: listening.clone(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let (inputs, inputs_rx) = mpsc::unbounded_channel();
@@ -191,6 +195,7 @@ impl Control {
             canaries,
             audit,
             instance,
+            listening,
         })
     }
 }
@@ -234,6 +239,11 @@ impl ControlHandle {
             std::thread::sleep(Duration::from_millis(2));
         }
         true
+    }
+
+    /// Says the data plane's listeners are bound: `/readyz` answers 200 from now on.
+    pub fn mark_listening(&self) {
+        self.listening.store(true, Ordering::Release);
     }
 
     /// Stops the admin listener and the control thread.
