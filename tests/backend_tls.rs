@@ -97,3 +97,38 @@ routes:
         d.shutdown();
     }
 }
+
+/// A WebSocket to an `HTTPS` backend: the protocol switch is tunnelled over the backend's TLS
+/// session, and a megabyte each way, sent while the echo comes back, arrives whole and in order
+/// (the tunnel reads and writes that session at once). Then the tunnel closes with the client.
+#[test]
+fn websockets_tunnel_to_https_backends() {
+    use std::io::{Read, Write};
+    ramjet::install_crypto();
+    let pki = Pki::new("backend-tls-ws");
+    pki.leaf("api", &["api.internal"]);
+    let api = TlsBackend::start("api", &pki, "api", None);
+    let yaml = format!(
+        "backends:\n  ws: {{ endpoints: [\"{}\"], protocol: HTTPS }}\nroutes:\n  - {{ host: ws.test, path: /, backend: ws }}\n",
+        api.addr
+    );
+    for driver in DRIVERS {
+        let d = daemon_with(routes_in(&yaml, &pki.dir), driver, |c| c.workers = 1);
+        let mut conn = Conn::open(d.http_addr());
+        conn.send(b"GET /chat HTTP/1.1\r\nHost: ws.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+        let r = conn.read_response();
+        assert_eq!(r.status, 101, "{driver:?}: {}", r.body);
+        let payload: Vec<u8> = (0..1 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let mut writer = conn.stream.try_clone().unwrap();
+        let sent = payload.clone();
+        let sender = std::thread::spawn(move || writer.write_all(&sent).unwrap());
+        let mut echoed = vec![0; payload.len()];
+        conn.stream.read_exact(&mut echoed).unwrap();
+        sender.join().unwrap();
+        assert!(echoed == payload, "{driver:?}: the echo differs from what was sent");
+        drop(conn);
+        assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
+        assert_eq!(get(d.http_addr(), "ws.test", "/after").status, 200, "{driver:?}");
+        d.shutdown();
+    }
+}

@@ -585,6 +585,8 @@ fn a_bad_tls_record_while_a_write_waits_closes_only_that_connection() {
         std::thread::sleep(Duration::from_millis(300));
         // The worker is alive: a new client is served.
         assert_eq!(support::client::get(d.http_addr(), "example.com", "/after").status, 200, "{driver:?}");
+        // The bad record ended the connection as an error, not as a panic of its task.
+        assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
         drop(tcp);
         d.shutdown();
     });

@@ -1,10 +1,10 @@
 //! Containment: a panic inside one connection's (or stream's) task ends that task only.
 //!
 //! A worker serves thousands of connections on one thread; a panic that escaped a task would end
-//! the thread and every connection on it. Known case: monoio-rustls answers a TLS record that does
-//! not decrypt by writing an alert from inside the read, and when a write of the same connection is
-//! pending (HTTP/2 or a tunnel, reading and writing at once) that write holds the buffer the alert
-//! needs: it panics. Each task's poll runs inside `catch_unwind`; a panic is counted
+//! the thread and every connection on it. The case that made this necessary (monoio-rustls writing a
+//! TLS alert from inside a read while a write of the same connection held the buffer) is fixed in
+//! the vendored copy, `vendor/monoio-rustls`; this stays as the net for whatever comes next.
+//! Each task's poll runs inside `catch_unwind`; a panic is counted
 //! (`ramjet_task_panics_total`), logged, and the task is dropped, which closes its connection and
 //! cancels its I/O. Nothing on the request path changes: unwinding costs only when it happens.
 

@@ -1,7 +1,8 @@
 //! An HTTP/1.1 backend over TLS (rustls, blocking, a thread per connection) for the `HTTPS`
 //! backend tests. It answers every request `200` with a body naming itself, the SNI the client
 //! sent (`-` for none) and the request target, keeps connections alive, counts them, and can
-//! require a client certificate issued by a given CA.
+//! require a client certificate issued by a given CA. A WebSocket upgrade is answered `101`, and the
+//! connection then echoes what it reads.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -75,6 +76,7 @@ impl TlsBackend {
                         let mut target = None;
                         let mut line = String::new();
                         let mut length = 0usize;
+                        let mut upgrade = false;
                         loop {
                             line.clear();
                             match reader.read_line(&mut line) {
@@ -85,12 +87,17 @@ impl TlsBackend {
                                 target = line.split_whitespace().nth(1).map(str::to_string);
                                 continue;
                             }
-                            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            let lower = line.to_ascii_lowercase();
+                            if let Some(v) = lower.strip_prefix("content-length:") {
                                 length = v.trim().parse().unwrap_or(0);
                             }
+                            upgrade |= lower.starts_with("upgrade:") && lower.contains("websocket");
                             if line == "\r\n" {
                                 break;
                             }
+                        }
+                        if upgrade {
+                            return echo_after_switching(&mut reader);
                         }
                         let mut body = vec![0; length];
                         if reader.read_exact(&mut body).is_err() {
@@ -117,6 +124,25 @@ impl TlsBackend {
     /// The SNI of every handshake so far.
     pub fn snis(&self) -> Vec<Option<String>> {
         self.snis.lock().unwrap().clone()
+    }
+}
+
+/// Answers a WebSocket upgrade with `101`, then sends back every byte it reads until EOF.
+fn echo_after_switching<S: Read + Write>(reader: &mut BufReader<S>) {
+    let switched = b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n";
+    if reader.get_mut().write_all(switched).and_then(|_| reader.get_mut().flush()).is_err() {
+        return;
+    }
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let stream = reader.get_mut();
+        if stream.write_all(&chunk[..n]).and_then(|_| stream.flush()).is_err() {
+            return;
+        }
     }
 }
 

@@ -19,7 +19,7 @@ use crate::dispatch::RouteExtras;
 use crate::error::{Failure, ProxyError};
 use crate::observe::Tally;
 use crate::upstream::exchange::{self, Deadline, Retry};
-use crate::upstream::{UpstreamConn, UpstreamStream};
+use crate::upstream::UpstreamConn;
 
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
@@ -136,9 +136,7 @@ where
     conn.status = status;
     up.buf.consume(response.head_len);
     if status == 101 {
-        // No tunnel over TLS to a backend yet: monoio-rustls cannot read and write one session at
-        // once safely (a TLS alert read while a write is under way panics the worker).
-        if !head.upgrade || matches!(up.stream, UpstreamStream::Tls(_)) {
+        if !head.upgrade {
             return Err(Failure::from(ProxyError::Upstream(UpstreamErrorKind::Protocol)).at(up.addr));
         }
         conn.write_out().await.map_err(|e| Failure::from(e).started())?;

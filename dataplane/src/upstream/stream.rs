@@ -14,8 +14,9 @@ pub enum UpstreamStream {
 }
 
 // SAFETY: both variants are `Split` (monoio's `TcpStream`, and monoio-rustls' stream over a
-// `Split` I/O, by its own declaration), and the enum only forwards to whichever it holds. (The
-// protocol-switch tunnel, the one user of the halves, is not opened over TLS: see `http1::proxy`.)
+// `Split` I/O, by its own declaration), and the enum only forwards to whichever it holds. The
+// protocol-switch tunnel reads one half while it writes the other; the vendored monoio-rustls never
+// writes from a read (vendor/monoio-rustls/README.md), so the halves never share its write buffer.
 #[allow(unsafe_code)]
 unsafe impl Split for UpstreamStream {}
 
