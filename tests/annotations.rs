@@ -4,6 +4,8 @@
 
 #[path = "support/grpc_backend.rs"]
 mod grpc_backend;
+#[path = "support/h2_echo.rs"]
+mod h2_echo;
 #[path = "support/h2client.rs"]
 #[allow(dead_code)]
 mod h2client;
@@ -25,12 +27,13 @@ use support::{temp_dir, wait_serving};
 
 const NGINX: &str = "nginx.ingress.kubernetes.io";
 
+/// The IngressClass `ramjet`, which every test's Ingresses name.
+const INGRESS_CLASS: &str = "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
+                             spec: { controller: ramjet.dev/ingress-controller }\n";
+
 /// Two Services, `a` and `b`, each with one endpoint.
 fn services(a: SocketAddr, b: SocketAddr) -> String {
-    let mut text = String::from(
-        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
-         spec: { controller: ramjet.dev/ingress-controller }\n",
-    );
+    let mut text = String::from(INGRESS_CLASS);
     for (name, addr) in [("a", a), ("b", b)] {
         text.push_str(&format!(
             "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\n\
@@ -750,6 +753,62 @@ fn session_affinity_behaves_as_in_ingress_nginx() {
     }
     let r = h2.get("sticky.test", "/app");
     assert!(r.header("set-cookie").is_some_and(|c| c.starts_with("INGRESSCOOKIE=") && c.ends_with("HttpOnly")));
+    d.shutdown();
+}
+
+/// Sticky sessions of HTTP/2 clients to an HTTP/2 backend (`backend-protocol: H2C`), streams
+/// relayed frame by frame: a new session gets the cookie, every stream that sends it back goes to
+/// that endpoint, and the answer carries the route's CORS fields as on every other path.
+#[test]
+fn session_affinity_holds_for_http2_clients_of_http2_backends() {
+    let dir = temp_dir("annotations-affinity-h2");
+    let (x, y) = (h2_echo::H2Echo::start(), h2_echo::H2Echo::start());
+    let mut text = format!("{INGRESS_CLASS}{}", service_of("pair", &[x.addr, y.addr]));
+    let annotations = format!(
+        "{NGINX}/affinity: cookie, {NGINX}/backend-protocol: H2C, {NGINX}/enable-cors: \"true\", \
+         {NGINX}/cors-allow-origin: \"https://app.example\""
+    );
+    text.push_str(&ingress("sticky", "sticky.test", &annotations, &[("/", "Prefix", "pair")]));
+    let d = start(&dir, &text);
+    let mut h2 = h2client::H2Client::connect(d.http_addr());
+    let origin = [("origin", "https://app.example")];
+    let which = |before: (usize, usize)| match (x.requests().len() - before.0, y.requests().len() - before.1) {
+        (1, 0) => "x",
+        (0, 1) => "y",
+        counts => panic!("one stream, one request: {counts:?}"),
+    };
+    let counts = || (x.requests().len(), y.requests().len());
+
+    let before = counts();
+    let first = h2.request("GET", "sticky.test", "/", &origin, b"", true).unwrap();
+    assert_eq!(first.status, 200, "{}", first.text());
+    let home = which(before);
+    let set = first.header("set-cookie").expect("a new session gets the cookie").to_string();
+    let value = set.strip_prefix("INGRESSCOOKIE=").and_then(|v| v.split(';').next()).unwrap().to_string();
+    assert_eq!(set, format!("INGRESSCOOKIE={value}; Path=/; HttpOnly"));
+    assert_eq!(first.header("access-control-allow-origin"), Some("https://app.example"));
+
+    let cookie = format!("INGRESSCOOKIE={value}");
+    for i in 0..8 {
+        let before = counts();
+        let r = h2.request("GET", "sticky.test", &format!("/s{i}"), &[("cookie", cookie.as_str())], b"", true).unwrap();
+        assert_eq!((r.status, which(before)), (200, home), "stream {i}");
+        assert_eq!(r.header("set-cookie"), None, "stream {i}: the session goes on");
+    }
+    // Without the cookie: balanced over both, each new session with its own cookie.
+    let homes: std::collections::BTreeSet<&str> = (0..6)
+        .map(|_| {
+            let before = counts();
+            let r = h2.get("sticky.test", "/");
+            assert!(
+                r.header("set-cookie").is_some_and(|c| c.starts_with("INGRESSCOOKIE=")),
+                "{:?}",
+                r.header("set-cookie")
+            );
+            which(before)
+        })
+        .collect();
+    assert_eq!(homes.len(), 2, "{homes:?}");
     d.shutdown();
 }
 

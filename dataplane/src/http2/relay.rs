@@ -38,7 +38,9 @@ const X_REQUEST_ID: &str = "x-request-id";
 /// Where a relayed stream goes: an endpoint, over TLS with `tls` (`GRPCS`) or not, and whether
 /// the client speaks gRPC (its deadline applies).
 pub(super) struct Target<'a> {
-    pub addr: SocketAddr,
+    /// The backend's endpoints, and the one chosen (a sticky session's, a hash's, or the next).
+    pub endpoints: &'a [SocketAddr],
+    pub index: usize,
     pub tls: Option<&'a UpstreamTls>,
     pub grpc: bool,
     /// The route's request fields (`proxy_set_header`-style filters) and the external auth
@@ -102,12 +104,13 @@ pub(super) async fn forward(
             r
         })
     };
-    tally.upstream = Some(to.addr);
+    let addr = to.endpoints[to.index];
+    tally.upstream = Some(addr);
     let relayed = Relayed::default();
     let result = exchange(worker, &to, request, body, respond, deadline, id, &relayed, tally).await;
     tally.bytes_in += relayed.to_backend.get();
     tally.bytes_out += relayed.to_client.get();
-    result.map_err(|f| f.at(to.addr))
+    result.map_err(|f| f.at(addr))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -123,7 +126,7 @@ async fn exchange(
     tally: &mut Tally,
 ) -> Result<u16, Failure> {
     let settings = &worker.settings;
-    let (addr, tls) = (to.addr, to.tls);
+    let (addr, tls) = (to.endpoints[to.index], to.tls);
     let upstream_failed = |_| worker.h2_pool.failed(addr, tls);
     let started = Instant::now();
     let end = body.is_end_stream();
@@ -164,9 +167,10 @@ async fn exchange(
     let mut out = Response::new(());
     *out.status_mut() = head.status;
     *out.headers_mut() = head.headers;
-    if let Some(edits) = to.edits.response {
-        crate::edit::edit_fields(out.headers_mut(), edits);
-    }
+    let mut extras = *to.extras;
+    extras.served_by(addr, to.endpoints);
+    extras.answered(worker, addr, tally.upstream_header);
+    super::stream::decorate_response(&extras, out.headers_mut(), status);
     // The client learns the request's id, as on every other path.
     if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
         out.headers_mut().insert(X_REQUEST_ID, value);

@@ -242,14 +242,49 @@ async fn handle<'t>(
             let tls = served.backend.tls.as_deref();
             extras.auth_fields = &passed.fields;
             extras.auth_cookies = &passed.cookies;
+            extras.response = edits.response;
             if served.backend.protocol.is_h2() {
                 let grpc = grpc::is_grpc(&parts.headers);
-                let to = relay::Target { addr: endpoints[index], tls, grpc, extras: &extras, edits };
+                let to = relay::Target { endpoints, index, tls, grpc, extras: &extras, edits };
                 return relay::forward(worker, facts, parts, host, body, respond, to, id, &mut seen.tally).await;
             }
             let to = Upstream { endpoints, tls, index, id };
-            extras.response = edits.response;
             forward(worker, facts, parts, host, body, respond, to, seen, &mut extras, edits).await
+        }
+    }
+}
+
+/// What ramjet adds to a proxied answer's head, whether the backend spoke HTTP/1.1 or HTTP/2: the
+/// allowed origin's CORS fields, the rule's response edits, the auth service's cookies, and the
+/// canary's and the sticky session's cookies (`extras` knows where the request went).
+pub(super) fn decorate_response(extras: &RouteExtras<'_>, fields: &mut http::HeaderMap, status: u16) {
+    if let Some((cors, allow)) = extras.cors {
+        for (name, value) in cors.fields(allow) {
+            if let Ok(value) = http::HeaderValue::from_bytes(value) {
+                fields.insert(http::HeaderName::from_static(name), value);
+            }
+        }
+    }
+    if let Some(edits) = extras.response {
+        crate::edit::edit_fields(fields, edits);
+    }
+    for cookie in extras.auth_cookies_for(status) {
+        if let Ok(value) = http::HeaderValue::from_bytes(cookie) {
+            fields.append(http::header::SET_COOKIE, value);
+        }
+    }
+    if extras.sticky.is_some() || extras.new_session.is_some() {
+        let mut lines = Vec::with_capacity(192);
+        if let Some(draw) = extras.sticky {
+            crate::dispatch::push_sticky_cookie(&mut lines, draw);
+        }
+        extras.push_session_cookie(&mut lines);
+        for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let value = line.strip_prefix(b"set-cookie: ").unwrap_or(line);
+            let value = value.strip_suffix(b"\r").unwrap_or(value);
+            if let Ok(value) = http::HeaderValue::from_bytes(value) {
+                fields.append(http::header::SET_COOKIE, value);
+            }
         }
     }
 }
@@ -489,35 +524,7 @@ async fn forward(
     let (mut up, (head, mut response)) = result?;
     extras.served_by(up.addr, endpoints);
     extras.answered(worker, up.addr, seen.tally.upstream_header);
-    if let Some((cors, allow)) = extras.cors {
-        for (name, value) in cors.fields(allow) {
-            if let Ok(value) = http::HeaderValue::from_bytes(value) {
-                response.headers_mut().insert(http::HeaderName::from_static(name), value);
-            }
-        }
-    }
-    if let Some(edits) = extras.response {
-        crate::edit::edit_fields(response.headers_mut(), edits);
-    }
-    for cookie in extras.auth_cookies_for(head.status) {
-        if let Ok(value) = http::HeaderValue::from_bytes(cookie) {
-            response.headers_mut().append(http::header::SET_COOKIE, value);
-        }
-    }
-    if extras.sticky.is_some() || extras.new_session.is_some() {
-        let mut lines = Vec::with_capacity(192);
-        if let Some(draw) = extras.sticky {
-            crate::dispatch::push_sticky_cookie(&mut lines, draw);
-        }
-        extras.push_session_cookie(&mut lines);
-        for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let value = line.strip_prefix(b"set-cookie: ").unwrap_or(line);
-            let value = value.strip_suffix(b"\r").unwrap_or(value);
-            if let Ok(value) = http::HeaderValue::from_bytes(value) {
-                response.headers_mut().append(http::header::SET_COOKIE, value);
-            }
-        }
-    }
+    decorate_response(extras, response.headers_mut(), head.status);
     up.buf.consume(head.head_len);
     if head.status == 101 {
         // No protocol switch over HTTP/2 (RFC 9113 §8.6).
