@@ -7,6 +7,7 @@
 # Prints requests/s and the proxy's CPU per request (utime+stime from /proc over the run).
 #
 #   benches/h2-upstream/run.sh [requests]     # default 200000; builds target/release/ramjet
+#   RAMJET=path/to/ramjet benches/h2-upstream/run.sh [requests]   # that binary, no build (A/B runs)
 #
 # Installs nginx and h2load (nghttp2-client) with apt-get when missing. Only 127.0.0.1 is used;
 # every process started is stopped at the end.
@@ -24,7 +25,11 @@ if ((${#need[@]})); then
   sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
   $sudo env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-(cd "$repo" && cargo build -q --release --bin ramjet)
+ramjet_bin="${RAMJET:-}"
+if [[ -z "$ramjet_bin" ]]; then
+  (cd "$repo" && cargo build -q --release --bin ramjet)
+  ramjet_bin="$repo/target/release/ramjet"
+fi
 
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
@@ -70,7 +75,7 @@ routes:
   - { host: h1.test, path: /, backend: h1 }
   - { host: h2.test, path: /, backend: h2 }
 CONF
-"$repo/target/release/ramjet" --static-routes "$out/routes.yaml" --workers 1 --http-addr 127.0.0.1:18181 \
+"$ramjet_bin" --static-routes "$out/routes.yaml" --workers 1 --http-addr 127.0.0.1:18181 \
   --admin-addr 127.0.0.1:18183 >"$out/ramjet.log" 2>&1 & pids+=($!)
 ramjet=$!
 sleep 1
