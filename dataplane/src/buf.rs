@@ -131,6 +131,9 @@ pub async fn write_vec<S: AsyncWriteRent>(stream: &mut S, out: &mut Vec<u8>) -> 
 
 /// A worker's free list of buffers, so steady-state traffic allocates nothing. Buffers nobody took
 /// for a whole [`BufferPool::trim`] period are freed, so memory follows the traffic back down.
+/// Buffers allocated at once when a pool runs dry.
+const BATCH: usize = 16;
+
 pub struct BufferPool {
     free: RefCell<Vec<Vec<u8>>>,
     size: usize,
@@ -146,7 +149,13 @@ impl BufferPool {
 
     pub fn take(&self) -> Vec<u8> {
         let mut free = self.free.borrow_mut();
-        let buf = free.pop().unwrap_or_else(|| Vec::with_capacity(self.size));
+        if free.is_empty() {
+            // A batch, allocated back to back: the buffers sit together in the heap, not between
+            // the long-lived allocations of the connections that take them, so once freed they
+            // leave whole pages the allocator can give back (memory of idle connections).
+            free.extend((0..BATCH).map(|_| Vec::with_capacity(self.size)));
+        }
+        let buf = free.pop().unwrap_or_default();
         self.low.set(self.low.get().min(free.len()));
         buf
     }
@@ -209,19 +218,20 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::BufferPool;
+    use super::{BufferPool, BATCH};
 
     #[test]
     fn trim_frees_only_what_a_whole_period_left_unused() {
         let pool = BufferPool::new(64, 100);
         let taken: Vec<_> = (0..10).map(|_| pool.take()).collect();
+        assert_eq!(pool.free_len(), BATCH - 10, "a dry pool allocates a batch");
         taken.into_iter().for_each(|b| pool.give(b));
         assert_eq!(pool.trim(), 0, "the first period started with an empty pool");
-        assert_eq!(pool.free_len(), 10);
-        // Next period: at most 4 in use at once, so 6 stayed free all along.
+        assert_eq!(pool.free_len(), BATCH);
+        // Next period: at most 4 in use at once, so the rest stayed free all along.
         let busy: Vec<_> = (0..4).map(|_| pool.take()).collect();
         busy.into_iter().for_each(|b| pool.give(b));
-        assert_eq!(pool.trim(), 6);
+        assert_eq!(pool.trim(), BATCH - 4);
         assert_eq!(pool.free_len(), 4);
         // An idle period frees the rest.
         assert_eq!(pool.trim(), 4);

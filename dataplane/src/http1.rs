@@ -123,10 +123,11 @@ where
         canceller: monoio::io::Canceller::new(),
     };
     let tunnel = loop {
-        // The exchanges' state (6 KB) is boxed and lives only while the connection is busy: a
-        // connection quiet for `idle_release_after` holds this function's state alone (see `idle`).
-        // A busy keep-alive connection keeps its box from one request to the next.
-        match Box::pin(exchanges(&mut conn)).await {
+        // The exchanges' state (6 KB) is boxed in pages of its own (`page_box`) and lives only
+        // while the connection is busy: a connection quiet for `idle_release_after` holds this
+        // function's state alone (see `idle`). A busy keep-alive connection keeps its box from one
+        // request to the next.
+        match worker.exchange_pages.pin(exchanges(&mut conn)).await {
             Next::KeepAlive => {}
             Next::Quiet(left) => {
                 let woke = monoio::select! {

@@ -37,6 +37,7 @@ mod limits;
 mod listener;
 mod mirror;
 mod observe;
+mod page_box;
 mod passthrough;
 mod tls;
 mod upstream;

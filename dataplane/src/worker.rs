@@ -21,6 +21,7 @@ use crate::http1::{self, ConnFacts};
 use crate::limits::ClientLimiter;
 use crate::mirror::Mirrors;
 use crate::observe::{self, Done, Observer, RequestId, RequestIds, RouteIndex, Sampler};
+use crate::page_box::PagePool;
 use crate::tls::TlsTerminator;
 use crate::upstream::{H2Pool, Pool};
 use crate::{DriverChoice, Ready, Settings};
@@ -44,6 +45,8 @@ pub(crate) struct Worker {
     pub h2_pool: H2Pool,
     /// Client-side read buffers (room for the largest head).
     pub client_buffers: BufferPool,
+    /// Blocks for the request path's state of busy connections (`http1::exchanges`).
+    pub exchange_pages: PagePool,
     /// Upstream read buffers.
     pub upstream_buffers: BufferPool,
     /// Head-writing buffers.
@@ -110,6 +113,7 @@ impl Worker {
             pool: Pool::new(settings.upstream_idle_timeout),
             h2_pool: H2Pool::default(),
             client_buffers: BufferPool::new(http1::CLIENT_BUFFER, 1024),
+            exchange_pages: PagePool::new(),
             upstream_buffers: BufferPool::new(http1::UPSTREAM_BUFFER, 1024),
             out_buffers: BufferPool::new(4096, 1024),
             drain: DrainSignal::default(),
@@ -270,6 +274,8 @@ impl Worker {
     /// closed many connections, the worker asks glibc to return free pages (`malloc_trim`). That
     /// walks the arenas, so it runs only then, never per request.
     fn trim_buffers(&self) {
+        // Unmapped at once: these blocks never were in the allocator's heap.
+        self.exchange_pages.trim();
         let freed = self.client_buffers.trim() + self.upstream_buffers.trim() + self.out_buffers.trim();
         let open = self.open_connections.get();
         let closed = self.open_at_last_trim.replace(open).saturating_sub(open);
