@@ -1349,7 +1349,11 @@ fn two_replicas_one_writer_and_takeover() {
     };
     let after_renewal = Duration::try_from(time(&taken, "acquireTime") - time(&last_renewal, "renewTime")).unwrap();
     install.ingress("late", "late.test", "web");
-    assert!(eventually(PATIENCE, || install.status_ips("late") == [LB_IP]), "the new leader writes no status");
+    assert!(
+        eventually(PATIENCE, || install.status_ips("late") == [LB_IP]),
+        "the new leader writes no status; its log:\n{}",
+        follower.log()
+    );
     eprintln!(
         "leader SIGKILL → takeover {takeover:.1?} after the kill, {after_renewal:.1?} after its last renewal (lease {LEASE:?})"
     );
@@ -2141,7 +2145,7 @@ fn a_reverting_writer_makes_ramjet_stop() {
 #[test]
 fn two_replicas_serve_the_weight_the_leader_wrote() {
     let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
-    let install = Install::new("replicas");
+    let install = Install::new("weights");
     auto_canary(&install, &web, &v2, &[("step-weight", "100"), ("max-weight", "100"), ("interval", "1h")]);
     let mut one = install.ramjet("one");
     one.wait_ready();

@@ -32,6 +32,10 @@ use crate::compile::ingress::ClassSelector;
 /// Writes of the same value to the same Ingress that someone else undid, before ramjet gives up.
 pub const MAX_REWRITES: u32 = 3;
 
+/// How soon a round with a failed write is tried again, doubling up to [`RETRY_MAX`].
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_secs(1);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// An address as status carries it: IP or host name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Address {
@@ -124,17 +128,24 @@ pub async fn run(
     stores.ready().await;
     let mut written: HashMap<(String, String), Written> = HashMap::new();
     let mut was_ours: HashSet<(String, String)> = HashSet::new();
+    // After a write that failed (an API server that timed out, say), the next round comes by
+    // itself: nothing else may change for a long time.
+    let mut retry = RETRY_FIRST;
     loop {
+        let mut failed = false;
         if *leader.borrow_and_update() {
-            let ours = sync(&client, &stores, &options, &events, &mut written).await;
+            let ours;
+            (ours, failed) = sync(&client, &stores, &options, &events, &mut written).await;
             was_ours = release_former(&client, &stores, ours, std::mem::take(&mut was_ours)).await;
         } else {
             written.clear();
             was_ours.clear();
         }
+        retry = if failed { retry } else { RETRY_FIRST };
         tokio::select! {
             _ = stores.status_changed.notified() => tokio::time::sleep(options.debounce).await,
             changed = leader.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(retry), if failed => retry = (retry * 2).min(RETRY_MAX),
         }
     }
 }
@@ -185,19 +196,21 @@ async fn release_former(
     next
 }
 
-/// Writes status where it differs; returns the Ingresses that are ours.
+/// Writes status where it differs; returns the Ingresses that are ours, and whether a write failed
+/// (other than as forbidden, which retrying does not mend).
 async fn sync(
     client: &Client,
     stores: &Stores,
     options: &ClusterOptions,
     events: &EventWriter,
     written: &mut HashMap<(String, String), Written>,
-) -> HashSet<(String, String)> {
+) -> (HashSet<(String, String)>, bool) {
     let selector = ClassSelector::new(&stores.classes.state(), &options.ingress);
     let ours: Vec<Arc<Ingress>> = stores.ingresses.state().into_iter().filter(|i| selector.selects(i)).collect();
     let keys: HashSet<(String, String)> = ours.iter().filter_map(|i| key_of(i)).collect();
     let service = stores.status_service.as_ref().and_then(|s| s.state().into_iter().next());
-    let Some(want) = desired(&options.status_addresses, service.as_deref()) else { return keys };
+    let Some(want) = desired(&options.status_addresses, service.as_deref()) else { return (keys, false) };
+    let mut failed = false;
     written.retain(|(ns, name), _| {
         ours.iter().any(|i| i.metadata.namespace.as_ref() == Some(ns) && i.metadata.name.as_ref() == Some(name))
     });
@@ -269,11 +282,12 @@ async fn sync(
                 tracing::debug!(ingress = %format!("{namespace}/{name}"), "not allowed to write Ingress status: {}", s.message);
             }
             Err(e) => {
-                tracing::warn!(ingress = %format!("{namespace}/{name}"), error = %e, "cannot write Ingress status")
+                failed = true;
+                tracing::warn!(ingress = %format!("{namespace}/{name}"), error = %e, "cannot write Ingress status; retrying")
             }
         }
     }
-    keys
+    (keys, failed)
 }
 
 #[cfg(test)]
