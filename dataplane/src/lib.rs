@@ -16,6 +16,10 @@
 //! Backends are spoken to as their compiled [`ramjet_shared::BackendProtocol`] says (module
 //! `upstream`): HTTP/1.1 on pooled connections, HTTP/2 on one multiplexed connection per endpoint,
 //! either over TLS (`HTTPS`, `GRPCS`) with the rustls settings the compiler put in the backend.
+//!
+//! Memory per connection follows what it is doing: buffers come from per-worker pools (module
+//! `buf`), and a busy connection's request state lives in page blocks of the worker's (module
+//! `page_box`), both given back when the connection goes quiet, so idle connections stay small.
 
 pub mod access_log;
 mod auth;
