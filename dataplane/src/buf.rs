@@ -129,11 +129,11 @@ pub async fn write_vec<S: AsyncWriteRent>(stream: &mut S, out: &mut Vec<u8>) -> 
     res.map(|_| ())
 }
 
-/// A worker's free list of buffers, so steady-state traffic allocates nothing. Buffers nobody took
-/// for a whole [`BufferPool::trim`] period are freed, so memory follows the traffic back down.
 /// Buffers allocated at once when a pool runs dry.
 const BATCH: usize = 16;
 
+/// A worker's free list of buffers, so steady-state traffic allocates nothing. Buffers nobody took
+/// for a whole [`BufferPool::trim`] period are freed, so memory follows the traffic back down.
 pub struct BufferPool {
     free: RefCell<Vec<Vec<u8>>>,
     size: usize,
