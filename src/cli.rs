@@ -87,7 +87,8 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_CLIENT_WRITE_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub client_write_timeout: Duration,
 
-    /// Idle keep-alive client connections are closed after this.
+    /// Idle keep-alive client connections are closed after this (a plain-HTTP one that gave its
+    /// buffers back up to 50 ms later: it waits on a coarse per-worker timer).
     #[arg(long, env = "RAMJET_KEEPALIVE_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub keepalive_timeout: Duration,
 

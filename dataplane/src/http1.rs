@@ -53,7 +53,7 @@ pub(crate) enum Next {
     KeepAlive,
     Close,
     /// The upstream agreed to switch protocols: relay bytes both ways.
-    Tunnel(UpstreamConn),
+    Tunnel(Box<UpstreamConn>),
     /// The connection opened with the HTTP/2 preface (h2c by prior knowledge).
     Http2,
     /// Quiet between requests: wait the rest (`left`) of the wait outside the exchange's state.
@@ -101,7 +101,14 @@ pub(crate) struct ClientConn<'w, S> {
 
 /// Serves one client connection until it closes, fails, or is upgraded (to a tunnel, or to HTTP/2
 /// when it opens with the HTTP/2 preface).
-pub(crate) async fn serve<S>(worker: &Rc<Worker>, stream: S, facts: &Rc<ConnFacts>)
+///
+/// Not an `async fn`: an async fn's arguments are kept in its state beside the locals they are moved
+/// into, so the stream was held twice by every waiting connection. The block below owns `conn` once.
+pub(crate) fn serve<'w, S>(
+    worker: &'w Rc<Worker>,
+    stream: S,
+    facts: &'w Rc<ConnFacts>,
+) -> impl std::future::Future<Output = ()> + 'w
 where
     S: idle::IdleWait + Split + http2::IntoH2Io + 'static,
 {
@@ -122,41 +129,43 @@ where
         logging: false,
         canceller: monoio::io::Canceller::new(),
     };
-    let tunnel = loop {
-        // The exchanges' state (6 KB) is boxed in pages of its own (`page_box`) and lives only
-        // while the connection is busy: a connection quiet for `idle_release_after` holds this
-        // function's state alone (see `idle`). A busy keep-alive connection keeps its box from one
-        // request to the next.
-        match worker.exchange_pages.pin(exchanges(&mut conn)).await {
-            Next::KeepAlive => {}
-            Next::Quiet(left) => {
-                let woke = monoio::select! {
-                    r = S::wait_quietly(&mut conn, left) => r,
-                    _ = worker.drain.wait() => Ok(None),
-                };
-                match woke {
-                    Ok(Some(n)) if n > 0 => {}
-                    _ => break None,
+    async move {
+        let tunnel = loop {
+            // The exchanges' state (6 KB) is boxed in pages of its own (`page_box`) and lives only
+            // while the connection is busy: a connection quiet for `idle_release_after` holds this
+            // function's state alone (see `idle`). A busy keep-alive connection keeps its box from one
+            // request to the next.
+            // The quiet wait comes after this statement, so it does not hold the `Next` (160 bytes).
+            let left = match worker.exchange_pages.pin(exchanges(&mut conn)).await {
+                Next::KeepAlive => continue,
+                Next::Quiet(left) => left,
+                Next::Close => break None,
+                Next::Tunnel(up) => break Some(up),
+                Next::Http2 => {
+                    worker.out_buffers.give(conn.out);
+                    worker.give_record(conn.record);
+                    // Boxed, as the tunnel below: what a connection carries while it waits is only the
+                    // HTTP/1.1 state (memory of idle connections), not HTTP/2's.
+                    return Box::pin(http2::serve(worker.clone(), conn.stream, Some(conn.buf), facts.clone())).await;
                 }
+            };
+            let woke = monoio::select! {
+                r = S::wait_quietly(&mut conn, left) => r,
+                _ = worker.drain.wait() => Ok(None),
+            };
+            match woke {
+                Ok(Some(n)) if n > 0 => {}
+                _ => break None,
             }
-            Next::Close => break None,
-            Next::Tunnel(up) => break Some(up),
-            Next::Http2 => {
-                worker.out_buffers.give(conn.out);
-                worker.give_record(conn.record);
-                // Boxed, as the tunnel below: what a connection carries while it waits is only the
-                // HTTP/1.1 state (memory of idle connections), not HTTP/2's.
-                return Box::pin(http2::serve(worker.clone(), conn.stream, Some(conn.buf), facts.clone())).await;
-            }
+        };
+        worker.out_buffers.give(std::mem::take(&mut conn.out));
+        worker.give_record(std::mem::take(&mut conn.record));
+        if let Some(up) = tunnel {
+            Box::pin(relay(conn.stream, conn.buf, *up)).await;
+        } else {
+            let _ = conn.stream.shutdown().await;
+            worker.client_buffers.give(conn.buf.into_inner());
         }
-    };
-    worker.out_buffers.give(std::mem::take(&mut conn.out));
-    worker.give_record(std::mem::take(&mut conn.record));
-    if let Some(up) = tunnel {
-        Box::pin(relay(conn.stream, conn.buf, up)).await;
-    } else {
-        let _ = conn.stream.shutdown().await;
-        worker.client_buffers.give(conn.buf.into_inner());
     }
 }
 

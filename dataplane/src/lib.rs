@@ -25,6 +25,7 @@ pub mod access_log;
 mod auth;
 mod buf;
 mod clock;
+mod coarse_timer;
 mod contain;
 mod dispatch;
 mod drain;
@@ -74,7 +75,8 @@ pub struct Settings {
     /// that stops reading cannot hold its task and an upstream connection. With 32 KiB writes, the
     /// default is a minimum rate of about 550 bytes/s.
     pub client_write_timeout: Duration,
-    /// An idle keep-alive client connection is closed after this time.
+    /// An idle keep-alive client connection is closed after this time (up to one
+    /// [`coarse_timer::TICK`] later once it gave its buffers back).
     pub keepalive_timeout: Duration,
     /// A plain-HTTP client connection quiet for this long (waiting for its first or next request)
     /// gives its buffers back to the worker until bytes arrive, so idle connections cost little

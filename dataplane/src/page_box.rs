@@ -6,7 +6,7 @@
 //! periods. In glibc's heap the freed 6.5 KB leave holes, and each connection's small live
 //! allocations keep one or two pages resident that `malloc_trim` cannot give back: 9.6 KiB of RSS
 //! per idle connection for 2.7 KB of live heap. Outside the heap the holes are whole pages of their
-//! own and the heap stays dense (3.0 KiB per idle connection, `docs/benchmarks.md`).
+//! own and the heap stays dense (1.9 KiB per idle connection with the rest of this crate's savings, `docs/benchmarks.md`).
 //!
 //! A worker keeps the blocks it freed for the next busy period (no system call per connection in
 //! steady state, and no `munmap`, whose TLB shootdown would interrupt the other workers' cores), and

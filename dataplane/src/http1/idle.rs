@@ -7,10 +7,12 @@
 //! reports [`Arrival::Quiet`]. [`super::serve`] then drops the state of its exchanges (6 KB, boxed
 //! in pages outside the heap: [`crate::page_box`]), gives the read, head and record buffers back to
 //! the worker's pools (which allocate in batches, see [`crate::buf::BufferPool`]), and waits for readiness
-//! alone (io_uring poll, epoll readiness on the legacy driver) in [`IdleWait::wait_quietly`]. Bytes
+//! alone (io_uring poll, epoll readiness on the legacy driver) in [`IdleWait::wait_quietly`], on the
+//! worker's [`crate::coarse_timer`] (a few dozen bytes, where monoio's `Sleep` is 640). Bytes
 //! arriving take buffers from the pools and a new box for the exchanges. So an idle connection
-//! holds its task's own state (1.9 KB) and a few small allocations, about 2.7 KB of heap in all,
-//! packed together: 3.0 KiB of RSS per idle connection (`docs/benchmarks.md`).
+//! holds its task's own state (0.8 KB) and a few small allocations: 1.9 KiB of RSS per idle
+//! connection (`docs/benchmarks.md`). The rest of its keep-alive wait may end up to one timer tick
+//! (50 ms) late.
 //! Only plain-TCP connections do this: a TLS stream keeps its own buffers inside the TLS session,
 //! and so keeps waiting inside the exchange.
 
@@ -80,12 +82,17 @@ impl IdleWait for TcpStream {
 
     async fn wait_quietly(conn: &mut ClientConn<'_, Self>, left: Duration) -> io::Result<Option<usize>> {
         conn.release_buffers();
-        let ready = monoio::time::timeout(left, conn.stream.readable(false)).await;
+        // The worker's coarse timer, not monoio's `Sleep`: 640 bytes less per idle connection, for
+        // a keep-alive timeout that may end up to one tick late.
+        let ready = monoio::select! {
+            r = conn.stream.readable(false) => Some(r),
+            _ = conn.worker.idle_timer.sleep(left) => None,
+        };
         conn.reacquire_buffers();
         match ready {
-            Ok(Ok(())) => conn.buf.fill(&mut conn.stream).await.map(Some),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Ok(None),
+            Some(Ok(())) => conn.buf.fill(&mut conn.stream).await.map(Some),
+            Some(Err(e)) => Err(e),
+            None => Ok(None),
         }
     }
 }

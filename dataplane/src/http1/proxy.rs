@@ -140,7 +140,7 @@ where
             return Err(Failure::from(ProxyError::Upstream(UpstreamErrorKind::Protocol)).at(up.addr));
         }
         conn.write_out().await.map_err(|e| Failure::from(e).started())?;
-        return Ok((status, Next::Tunnel(up)));
+        return Ok((status, Next::Tunnel(Box::new(up))));
     }
     let relayed = relay_response(conn, &mut up, &response, head.minor == 0, timeouts.read, deadline).await;
     let complete = match relayed {
