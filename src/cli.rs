@@ -74,6 +74,12 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_UPSTREAM_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub upstream_timeout: Duration,
 
+    /// Idle connections each worker keeps open to each backend endpoint for reuse (HTTP/1.1; closed
+    /// after 30 s unused). Enough to cover the requests in flight at a burst's peak, or every burst
+    /// pays a connect and a close per request beyond it.
+    #[arg(long, env = "RAMJET_UPSTREAM_KEEPALIVE_CONNECTIONS", default_value_t = 1024)]
+    pub upstream_keepalive_connections: usize,
+
     /// Clients must send a complete request head within this (408 otherwise).
     #[arg(long, env = "RAMJET_HEADER_TIMEOUT", default_value = "10s", value_parser = duration)]
     pub header_timeout: Duration,

@@ -208,6 +208,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             client_body_timeout: cli.client_body_timeout,
             client_write_timeout: cli.client_write_timeout,
             upstream_timeout: cli.upstream_timeout,
+            upstream_keepalive_connections: cli.upstream_keepalive_connections,
             drain_timeout: cli.drain_timeout,
             metrics_grace: cli.metrics_grace,
             ..Settings::default()

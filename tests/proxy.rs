@@ -147,6 +147,55 @@ fn keep_alive_reuses_upstream_connections() {
     });
 }
 
+/// `n` clients at once, each on its own connection, each asking for an answer the backend delays by
+/// 300 ms: `n` requests in flight together.
+fn burst(addr: std::net::SocketAddr, n: usize) {
+    let start = std::sync::Arc::new(std::sync::Barrier::new(n));
+    let clients: Vec<_> = (0..n)
+        .map(|i| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(addr);
+                start.wait();
+                assert_eq!(conn.get("h", &format!("/slow/300?client={i}")).status, 200);
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+}
+
+/// After a burst of 200 requests in flight at once, the worker keeps every upstream connection the
+/// burst opened (up to `upstream_keepalive_connections`), so the next burst connects for none of
+/// them; with a smaller setting, the connections beyond it are closed and the next burst connects
+/// again.
+#[test]
+fn a_burst_reuses_the_upstream_connections_of_the_one_before() {
+    each_driver(|driver| {
+        for (keep, reused_at_most) in [(1024, 200), (50, 50)] {
+            let b = Backend::start("b");
+            let d = daemon_with(routes(&proxy_all_to(&b)), driver, |c| {
+                c.workers = 1;
+                c.settings.upstream_keepalive_connections = keep;
+            });
+            burst(d.http_addr(), 200);
+            let first = b.connections();
+            assert!(first > 128, "{driver:?}: the burst had {first} requests in flight at once");
+            burst(d.http_addr(), 200);
+            let opened_again = b.connections() - first;
+            assert!(
+                opened_again >= 200 - reused_at_most,
+                "{driver:?}, keep {keep}: {opened_again} new upstream connections for the second burst"
+            );
+            if keep >= 200 {
+                assert_eq!(opened_again, 0, "{driver:?}: the second burst reused the first one's connections");
+            }
+            d.shutdown();
+        }
+    });
+}
+
 #[test]
 fn a_stale_pooled_connection_is_retried_on_a_fresh_one() {
     each_driver(|driver| {

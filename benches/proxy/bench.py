@@ -616,7 +616,7 @@ NGINX_JSON_LOG = (
 
 
 def write_nginx_proxy_conf(d, name, hosts, http_port, https_port, backend_port, cert, key, error_level="warn",
-                           http2=False, access_log=None):
+                           http2=False, access_log=None, keepalive=64):
     path = f"{d}/{name}.conf"
     with open(path, "w") as f:
         f.write(nginx_head(d, name, error_level))
@@ -642,7 +642,7 @@ def write_nginx_proxy_conf(d, name, hosts, http_port, https_port, backend_port, 
             f.write(f"  ssl_certificate {cert};\n  ssl_certificate_key {key};\n  ssl_protocols TLSv1.2 TLSv1.3;\n")
         for i in range(hosts):
             f.write(
-                f"  upstream b{i} {{ server 127.0.0.1:{backend_port}; keepalive 64; "
+                f"  upstream b{i} {{ server 127.0.0.1:{backend_port}; keepalive {keepalive}; "
                 "keepalive_requests 1000000; keepalive_timeout 60s; }\n"
             )
         # nginx 1.22 names HTTP/2 on the listen line (h2c by prior knowledge on a plain port)
@@ -1674,6 +1674,9 @@ def parse_args():
                          "insn (callgrind, --insn-rounds x --insn-base/--insn-requests) (default: wrk,insn)")
     ap.add_argument("--h2-clients", type=int, default=10, help="h2load -c in the h2 section (default 10)")
     ap.add_argument("--h2-streams", type=int, default=100, help="h2load -m in the h2 section (default 100)")
+    ap.add_argument("--nginx-keepalive", type=int, default=64,
+                    help="nginx's `keepalive` (idle upstream connections kept per worker) in the h2 section "
+                         "(default 64; ramjet keeps --upstream-keepalive-connections, 1,024 by default)")
     ap.add_argument("--backend-backlog", type=int, default=None,
                     help="listen backlog of the backend nginx (default: nginx's 511). The h2 section opens up to "
                          "one upstream connection per stream in flight; when the backend's accept queue "
@@ -2270,7 +2273,8 @@ def main():
             rj = start_ramjet(args, "ramjet-h2", routes, d, ports["ramjet-h2_http"], ports["ramjet-h2_https"],
                               ports["ramjet-h2_admin"], cpus=args.proxy_cpus)
             nconf = write_nginx_proxy_conf(d, "nginx-h2", hosts, ports["nginx-h2_http"], ports["nginx-h2_https"],
-                                           ports["backend"], cert, key, http2=True)
+                                           ports["backend"], cert, key, http2=True,
+                                           keepalive=args.nginx_keepalive)
             ng = start_nginx("nginx-h2", nconf, d, ports["nginx-h2_http"], args.proxy_cpus)
             h2srv = {"ramjet": Server("ramjet", rj, [], worker_prefix="ramjet-worker"),
                      "nginx": Server("nginx", ng, [])}

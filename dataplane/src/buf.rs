@@ -103,6 +103,12 @@ impl ReadBuf {
         self.buf = storage;
     }
 
+    /// Whether it has storage (not given away by [`ReadBuf::take_storage`]).
+    #[inline]
+    pub fn has_storage(&self) -> bool {
+        self.buf.capacity() > 0
+    }
+
     /// Writes `n` unconsumed bytes to `stream` and consumes them.
     pub async fn forward<S: AsyncWriteRent>(&mut self, n: usize, stream: &mut S) -> io::Result<()> {
         if n == 0 {

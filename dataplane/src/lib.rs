@@ -86,6 +86,10 @@ pub struct Settings {
     pub upstream_timeout: Duration,
     /// Pooled upstream connections idle longer than this are closed.
     pub upstream_idle_timeout: Duration,
+    /// Idle HTTP/1.1 connections a worker keeps per endpoint (ingress-nginx's
+    /// `upstream-keepalive-connections`, which is per worker and upstream too). Beyond the first few,
+    /// a pooled connection keeps no read buffer, so a large pool costs sockets, not memory.
+    pub upstream_keepalive_connections: usize,
     /// On shutdown, in-flight requests get this long to finish.
     pub drain_timeout: Duration,
     /// The series of a (route, backend) that left the serving table are dropped from `/metrics`
@@ -149,6 +153,7 @@ impl Default for Settings {
             idle_release_after: Duration::from_secs(1),
             upstream_timeout: Duration::from_secs(60),
             upstream_idle_timeout: Duration::from_secs(30),
+            upstream_keepalive_connections: 1024,
             drain_timeout: Duration::from_secs(30),
             metrics_grace: Duration::from_secs(300),
             http2: Http2Settings::default(),

@@ -113,7 +113,7 @@ impl Worker {
             auth: crate::auth::AuthCache::default(),
             ewma: crate::ewma::Ewma::default(),
             id,
-            pool: Pool::new(settings.upstream_idle_timeout),
+            pool: Pool::new(settings.upstream_idle_timeout, settings.upstream_keepalive_connections),
             h2_pool: H2Pool::default(),
             client_buffers: BufferPool::new(http1::CLIENT_BUFFER, 1024),
             exchange_pages: PagePool::new(),

@@ -82,7 +82,8 @@ pub(crate) async fn attempt<T: Answered>(
         let addr = endpoints[index];
         tally.upstream = Some(addr);
         tally.upstream_connect = Some(Duration::ZERO);
-        let pooled = if fresh_only { None } else { worker.pool.take(addr, tls.map_or(0, |t| t.id)) };
+        let pooled =
+            if fresh_only { None } else { worker.pool.take(addr, tls.map_or(0, |t| t.id), &worker.upstream_buffers) };
         let mut up = match pooled {
             Some(up) if replayable || looks_alive(&up) => up,
             stale => {
@@ -225,7 +226,7 @@ impl Deadline {
 /// the backend allows reuse, and nothing unexpected follows it; otherwise it is closed.
 pub(crate) fn release(worker: &Worker, up: UpstreamConn, complete: bool, head: &ResponseHead) {
     if complete && head.reusable && up.buf.is_empty() {
-        worker.pool.put(up);
+        worker.pool.put(up, &worker.upstream_buffers);
     } else {
         worker.upstream_buffers.give(up.buf.into_inner());
     }

@@ -7,9 +7,12 @@ use std::time::{Duration, Instant};
 use rustc_hash::FxHashMap;
 
 use super::UpstreamConn;
+use crate::buf::BufferPool;
 
-/// Idle connections kept per endpoint at most.
-const MAX_IDLE_PER_ENDPOINT: usize = 128;
+/// Idle connections per endpoint that keep their read buffer: the ones steady traffic reuses, so a
+/// keep-alive request moves no buffer. Those pooled beyond them (after a burst) give theirs to the
+/// worker's buffer pool, which frees what stays unused.
+const KEEP_BUFFERS: usize = 32;
 
 /// Idle connections with the time each went idle.
 type Idle = Vec<(UpstreamConn, Instant)>;
@@ -18,33 +21,46 @@ pub struct Pool {
     /// By endpoint and TLS settings (0: plain).
     idle: RefCell<FxHashMap<(SocketAddr, u64), Idle>>,
     idle_timeout: Duration,
+    /// Idle connections kept per endpoint at most.
+    keep: usize,
 }
 
 impl Pool {
-    pub fn new(idle_timeout: Duration) -> Self {
-        Pool { idle: RefCell::new(FxHashMap::default()), idle_timeout }
+    pub fn new(idle_timeout: Duration, keep: usize) -> Self {
+        Pool { idle: RefCell::new(FxHashMap::default()), idle_timeout, keep }
     }
 
     /// The most recently used idle connection to `addr`, made with the TLS settings `tls_id` (0:
-    /// plain), that has not been idle too long.
-    pub fn take(&self, addr: SocketAddr, tls_id: u64) -> Option<UpstreamConn> {
+    /// plain), that has not been idle too long, with a read buffer from `buffers` if it gave its own
+    /// back.
+    pub fn take(&self, addr: SocketAddr, tls_id: u64, buffers: &BufferPool) -> Option<UpstreamConn> {
         let mut idle = self.idle.borrow_mut();
         let list = idle.get_mut(&(addr, tls_id))?;
         while let Some((mut conn, since)) = list.pop() {
             if since.elapsed() < self.idle_timeout {
                 conn.reused = true;
+                if !conn.buf.has_storage() {
+                    conn.buf.restore(buffers.take());
+                }
                 return Some(conn);
             }
+            buffers.give(conn.buf.into_inner());
         }
         None
     }
 
-    /// Keeps a connection that finished an exchange cleanly.
-    pub fn put(&self, conn: UpstreamConn) {
+    /// Keeps a connection that finished an exchange cleanly (its buffer empty), up to the pool's
+    /// size; closes it beyond.
+    pub fn put(&self, mut conn: UpstreamConn, buffers: &BufferPool) {
         let mut idle = self.idle.borrow_mut();
         let list = idle.entry((conn.addr, conn.tls_id)).or_default();
-        if list.len() < MAX_IDLE_PER_ENDPOINT {
+        if list.len() >= KEEP_BUFFERS {
+            buffers.give(conn.buf.take_storage());
+        }
+        if list.len() < self.keep {
             list.push((conn, Instant::now()));
+        } else {
+            buffers.give(conn.buf.into_inner());
         }
     }
 
