@@ -149,7 +149,9 @@ pub(crate) async fn serve<S: IntoH2Io>(worker: Rc<Worker>, stream: S, read: Opti
             match conn.poll_accept(cx) {
                 Poll::Ready(Some(Ok((request, respond)))) => {
                     let slot = streams.enter();
-                    let serve = stream::serve(worker.clone(), facts.clone(), request, respond, slot);
+                    // Boxed: a task's future (10 KB here) is copied when monoio spawns it and
+                    // again when it finishes; a box is cheaper (`docs/benchmarks.md`, run 10).
+                    let serve = Box::pin(stream::serve(worker.clone(), facts.clone(), request, respond, slot));
                     crate::contain::spawn(&worker, "HTTP/2 stream", serve);
                 }
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Err(e)),
