@@ -194,6 +194,7 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
         drop(idle);
         let driver = if env.is_empty() { "driver io_uring" } else { "MONOIO_FORCE_LEGACY_DRIVER is set" };
         assert!(log.contains(driver), "{log}");
+        assert!(!log.contains('\x1b'), "no terminal colour codes in a log that goes to a pipe: {log:?}");
     }
 }
 
