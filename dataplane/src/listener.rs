@@ -25,6 +25,9 @@ fn socket(addr: SocketAddr, reuse_port: bool) -> io::Result<Socket> {
         socket.set_reuse_port(true)?;
     }
     socket.set_nonblocking(true)?;
+    // Accepted connections inherit TCP_NODELAY from their listener (Linux): set once here, not
+    // with a system call per connection.
+    socket.set_nodelay(true)?;
     socket.bind(&addr.into())?;
     Ok(socket)
 }
@@ -46,4 +49,19 @@ pub fn bind_shared(addr: SocketAddr, count: usize) -> Result<Vec<TcpListener>, L
         })
         .collect::<io::Result<Vec<_>>>()
         .map_err(|source| ListenError::Bind { addr: bound, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepted_connections_inherit_tcp_nodelay() {
+        let listeners = bind_shared("127.0.0.1:0".parse().unwrap(), 1).unwrap();
+        let addr = listeners[0].local_addr().unwrap();
+        listeners[0].set_nonblocking(false).unwrap();
+        let _client = std::net::TcpStream::connect(addr).unwrap();
+        let (accepted, _) = listeners[0].accept().unwrap();
+        assert!(accepted.nodelay().unwrap(), "the accepted socket has TCP_NODELAY without setting it");
+    }
 }

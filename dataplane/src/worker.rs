@@ -378,7 +378,6 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<T
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         let worker = worker.clone();
         let tls = tls.clone();
         // The connection's state (0.8 KB plain, 7.8 KB with TLS) lives in a box of its own,
