@@ -23,7 +23,8 @@
 //! [`cluster::promote`] (the rebuild loop hands it each compile's auto-promoting canaries,
 //! [`ControlHandle::canaries`]; [`cluster::peers`] brings the other replicas' figures). [`Control::start`] runs it; [`ControlHandle::submit`]
 //! feeds it new configurations (the daemon does so once for `--static-routes`; tests and embedders
-//! may do it as often as they like).
+//! may do it as often as they like). The control thread and its blocking pool run at a lower
+//! priority than the workers (`priority`).
 
 pub mod admin;
 pub mod apply;
@@ -38,6 +39,7 @@ pub mod latest;
 pub mod manifests;
 pub mod metrics;
 pub mod migration;
+mod priority;
 pub mod routes_file;
 
 use std::net::SocketAddr;
@@ -132,7 +134,10 @@ impl Control {
             instance: instance.clone(),
             listening: listening.clone(),
         });
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .on_thread_start(priority::yield_to_workers)
+            .build()?;
         let (inputs, inputs_rx) = mpsc::unbounded_channel();
         let (shutdown, shutdown_rx) = oneshot::channel();
         let (diagnostics_tx, diagnostics) = watch::channel(Arc::from(Vec::new()));
@@ -142,6 +147,7 @@ impl Control {
         let thread_applier = applier.clone();
         let thread_metrics = metrics.clone();
         let thread = std::thread::Builder::new().name("ramjet-control".into()).spawn(move || {
+            priority::yield_to_workers();
             runtime.block_on(async move {
                 let listener = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => l,

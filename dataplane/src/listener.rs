@@ -56,6 +56,8 @@ mod tests {
     use super::*;
 
     #[test]
+    // A test thread, not a worker: a blocking connect is fine here.
+    #[allow(clippy::disallowed_methods)]
     fn accepted_connections_inherit_tcp_nodelay() {
         let listeners = bind_shared("127.0.0.1:0".parse().unwrap(), 1).unwrap();
         let addr = listeners[0].local_addr().unwrap();
