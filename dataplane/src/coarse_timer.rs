@@ -206,18 +206,22 @@ mod tests {
 
     use super::*;
 
-    fn on_runtime(test: impl Future<Output = ()>) {
-        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap().block_on(test);
+    /// Runs `test` on a runtime of its own, with a timer whose task runs.
+    fn with_timer<F: Future<Output = ()>>(test: impl FnOnce(Rc<CoarseTimer>) -> F) {
+        let mut runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
+        runtime.block_on(async {
+            let timer = Rc::new(CoarseTimer::default());
+            let _task = monoio::spawn({
+                let timer = timer.clone();
+                async move { timer.run().await }
+            });
+            test(timer).await;
+        });
     }
 
     #[test]
     fn a_wait_ends_at_its_deadline_or_within_a_tick_after() {
-        on_runtime(async {
-            let timer = Rc::new(CoarseTimer::default());
-            let task = monoio::spawn({
-                let timer = timer.clone();
-                async move { timer.run().await }
-            });
+        with_timer(|timer| async move {
             for after in [Duration::ZERO, Duration::from_millis(30), Duration::from_millis(120)] {
                 let began = Instant::now();
                 timer.sleep(after).await;
@@ -227,18 +231,12 @@ mod tests {
                 assert!(took < after + TICK + Duration::from_millis(200), "{after:?} took {took:?}");
             }
             assert_eq!(timer.waiting(), 0);
-            drop(task);
         });
     }
 
     #[test]
     fn an_earlier_wait_rearms_the_timer_and_a_dropped_wait_leaves_it() {
-        on_runtime(async {
-            let timer = Rc::new(CoarseTimer::default());
-            let _task = monoio::spawn({
-                let timer = timer.clone();
-                async move { timer.run().await }
-            });
+        with_timer(|timer| async move {
             // The timer task sleeps until the long wait's deadline; the short one must still end on time.
             let mut long = Box::pin(timer.sleep(Duration::from_secs(30)));
             monoio::select! {
@@ -256,12 +254,7 @@ mod tests {
 
     #[test]
     fn many_waits_of_the_same_tick_end_together() {
-        on_runtime(async {
-            let timer = Rc::new(CoarseTimer::default());
-            let _task = monoio::spawn({
-                let timer = timer.clone();
-                async move { timer.run().await }
-            });
+        with_timer(|timer| async move {
             let ended = Rc::new(std::cell::Cell::new(0));
             let waits: Vec<_> = (0..1000)
                 .map(|i| {
