@@ -76,7 +76,7 @@ pub struct Settings {
     /// default is a minimum rate of about 550 bytes/s.
     pub client_write_timeout: Duration,
     /// An idle keep-alive client connection is closed after this time (up to one
-    /// [`coarse_timer::TICK`] later once it gave its buffers back).
+    /// 50 ms tick of the worker's coarse timer later once it gave its buffers back).
     pub keepalive_timeout: Duration,
     /// A plain-HTTP client connection quiet for this long (waiting for its first or next request)
     /// gives its buffers back to the worker until bytes arrive, so idle connections cost little

@@ -54,14 +54,14 @@ impl Pool {
     pub fn put(&self, mut conn: UpstreamConn, buffers: &BufferPool) {
         let mut idle = self.idle.borrow_mut();
         let list = idle.entry((conn.addr, conn.tls_id)).or_default();
+        if list.len() >= self.keep {
+            buffers.give(conn.buf.into_inner());
+            return;
+        }
         if list.len() >= KEEP_BUFFERS {
             buffers.give(conn.buf.take_storage());
         }
-        if list.len() < self.keep {
-            list.push((conn, Instant::now()));
-        } else {
-            buffers.give(conn.buf.into_inner());
-        }
+        list.push((conn, Instant::now()));
     }
 
     /// Drops connections idle longer than the timeout; run periodically by the worker.
