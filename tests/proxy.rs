@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
-use support::client::{get, request, served_by, Conn};
+use support::client::{counter, get, request, served_by, Conn};
 use support::{daemon, daemon_with, dead_addr, routes, DRIVERS};
 
 fn each_driver(test: impl Fn(IoDriver)) {
@@ -391,12 +391,6 @@ fn websocket_upgrade_relays_both_ways_and_survives_a_new_generation() {
         drop(conn);
         d.shutdown();
     });
-}
-
-/// The sum of a plain counter in `/metrics`.
-fn counter(admin: std::net::SocketAddr, name: &str) -> u64 {
-    let text = request(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").body;
-    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or_else(|| panic!("{name}"))
 }
 
 /// Quiet connections give their buffers back and take them again when they speak. Clients that

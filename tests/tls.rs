@@ -13,7 +13,7 @@ use ramjet_control::certs::parse_certificate;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use support::backend::Backend;
-use support::client::get;
+use support::client::{counter, get, Conn};
 use support::pki::Pki;
 use support::{daemon_with, routes_in, temp_dir, DRIVERS};
 
@@ -345,4 +345,100 @@ fn an_expired_certificate_is_a_warning_not_a_refusal() {
     assert!(out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("old.crt has expired"), "{err}");
+}
+
+/// Quiet TLS connections give their buffers back, the TLS stream's own included, and take them
+/// again when they speak. Requests just before, at and after the release instant, a record split
+/// across it, and a key update that arrives while quiet all come through whole; a client that stops
+/// inside a record is still closed at the keep-alive timeout.
+#[test]
+fn quiet_tls_connections_release_their_buffers_and_lose_no_byte() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-quiet");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let backend = Backend::start("b");
+    let tls13 = &[&rustls::version::TLS13][..];
+    let tls12 = &[&rustls::version::TLS12][..];
+    for driver in DRIVERS {
+        let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |c| {
+            c.settings.idle_release_after = Duration::from_millis(40);
+            c.settings.keepalive_timeout = Duration::from_millis(1500);
+        });
+        let addr = d.https_addr().unwrap();
+        let open = |versions| Conn::over(handshake(addr, &pki.client(versions), "example.com").unwrap().stream);
+        let clients: Vec<_> = (0..12u64)
+            .map(|i| {
+                let mut conn = open(if i % 2 == 0 { tls13 } else { tls12 });
+                std::thread::spawn(move || {
+                    for round in 0..5u64 {
+                        // 0..=80 ms of silence: on both sides of the 40 ms release, and on it.
+                        std::thread::sleep(Duration::from_millis((i * 7 + round * 13) % 81));
+                        let body = format!("client{i}-round{round}");
+                        conn.send(
+                            format!(
+                                "POST /c{i}/r{round} HTTP/1.1\r\nHost: example.com\r\nContent-Length: {}\r\n\r\n{body}",
+                                body.len()
+                            )
+                            .as_bytes(),
+                        );
+                        let resp = conn.read_response();
+                        assert_eq!(resp.status, 200, "client {i} round {round}");
+                        assert!(resp.body.contains(&format!("target=/c{i}/r{round}")), "{}", resp.body);
+                        assert!(resp.body.contains(&format!("body={body}")), "{}", resp.body);
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+
+        // A record split across the release: its first bytes, quiet, then the rest.
+        for versions in [tls13, tls12] {
+            let mut conn = open(versions);
+            assert_eq!(conn.get("example.com", "/before").status, 200);
+            let tls = &mut conn.stream;
+            tls.conn.writer().write_all(b"GET /split HTTP/1.1\r\nHost: example.com\r\n\r\n").unwrap();
+            let mut record = Vec::new();
+            tls.conn.write_tls(&mut record).unwrap();
+            tls.sock.write_all(&record[..7]).unwrap();
+            std::thread::sleep(Duration::from_millis(150));
+            tls.sock.write_all(&record[7..]).unwrap();
+            let resp = conn.read_response();
+            assert!(resp.body.contains("target=/split"), "{driver:?} {versions:?}: {}", resp.body);
+        }
+
+        // A key update while quiet: a record with no data in it; the next request uses the new keys.
+        let mut conn = open(tls13);
+        assert_eq!(conn.get("example.com", "/before").status, 200);
+        std::thread::sleep(Duration::from_millis(100));
+        conn.stream.conn.refresh_traffic_keys().unwrap();
+        conn.stream.conn.complete_io(&mut conn.stream.sock).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(conn.get("example.com", "/rekeyed").body.contains("target=/rekeyed"), "{driver:?}");
+
+        // Quiet, then the first bytes of a record and nothing more: closed at the keep-alive timeout.
+        let mut stalled = open(tls13);
+        assert_eq!(stalled.get("example.com", "/before").status, 200);
+        std::thread::sleep(Duration::from_millis(100));
+        let tls = &mut stalled.stream;
+        tls.conn.writer().write_all(b"GET /never HTTP/1.1\r\n").unwrap();
+        let mut record = Vec::new();
+        tls.conn.write_tls(&mut record).unwrap();
+        tls.sock.write_all(&record[..4]).unwrap();
+        tls.sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let closed_at = std::time::Instant::now();
+        let mut byte = [0u8; 1];
+        match tls.read(&mut byte) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {}
+            other => panic!("{driver:?}: a stalled record is closed at the keep-alive timeout, got {other:?}"),
+        }
+        assert!(closed_at.elapsed() < Duration::from_secs(3), "{driver:?}: {:?}", closed_at.elapsed());
+
+        let releases = counter(d.admin_addr(), "ramjet_idle_buffer_releases_total");
+        assert!(releases >= 5, "{driver:?}: quiet TLS connections released their buffers ({releases})");
+        d.shutdown();
+    }
 }

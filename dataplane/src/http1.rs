@@ -150,7 +150,7 @@ where
                 }
             };
             let woke = monoio::select! {
-                r = S::wait_quietly(&mut conn, left) => r,
+                r = idle::wait_quietly(&mut conn, left) => r,
                 _ = worker.drain.wait() => Ok(None),
             };
             match woke {
@@ -193,7 +193,7 @@ impl<S: idle::IdleWait> ClientConn<'_, S> {
             let wait = if self.first { settings.header_timeout } else { settings.keepalive_timeout };
             let worker = self.worker;
             let read = monoio::select! {
-                r = S::next_bytes(self, wait) => r,
+                r = idle::next_bytes(self, wait) => r,
                 _ = worker.drain.wait() => return Ok(Incoming::Close),
             };
             match read {

@@ -23,8 +23,9 @@ impl Response {
     }
 }
 
-pub struct Conn {
-    pub stream: TcpStream,
+/// A client connection: plain TCP, or any stream that reads and writes (TLS over TCP).
+pub struct Conn<S = TcpStream> {
+    pub stream: S,
     buf: Vec<u8>,
 }
 
@@ -33,6 +34,12 @@ impl Conn {
         let stream = TcpStream::connect(addr).unwrap();
         stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         stream.set_nodelay(true).unwrap();
+        Conn::over(stream)
+    }
+}
+
+impl<S: Read + Write> Conn<S> {
+    pub fn over(stream: S) -> Conn<S> {
         Conn { stream, buf: Vec::new() }
     }
 
@@ -154,6 +161,12 @@ pub fn request(addr: SocketAddr, raw: &str) -> Response {
 
 pub fn get(addr: SocketAddr, host: &str, path: &str) -> Response {
     Conn::open(addr).get(host, path)
+}
+
+/// The sum of a plain counter in the admin listener's `/metrics`.
+pub fn counter(admin: SocketAddr, name: &str) -> u64 {
+    let text = request(admin, "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").body;
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok()).unwrap_or_else(|| panic!("{name}"))
 }
 
 /// The backend name an answer came from (`backend=NAME` line), or the body of a direct response.

@@ -7,19 +7,23 @@
 //! reports [`Arrival::Quiet`]. [`super::serve`] then drops the state of its exchanges (6 KB, boxed
 //! in pages outside the heap: [`crate::page_box`]), gives the read, head and record buffers back to
 //! the worker's pools (which allocate in batches, see [`crate::buf::BufferPool`]), and waits for readiness
-//! alone (io_uring poll, epoll readiness on the legacy driver) in [`IdleWait::wait_quietly`], on the
+//! alone (io_uring poll, epoll readiness on the legacy driver) in [`wait_quietly`], on the
 //! worker's [`crate::coarse_timer`] (a few dozen bytes, where monoio's `Sleep` is 640). Bytes
 //! arriving take buffers from the pools and a new box for the exchanges. So an idle connection
 //! holds its task's own state (0.8 KB) and a few small allocations: 1.9 KiB of RSS per idle
 //! connection (`docs/benchmarks.md`). The rest of its keep-alive wait may end up to one timer tick
 //! (50 ms) late.
-//! Only plain-TCP connections do this: a TLS stream keeps its own buffers inside the TLS session,
-//! and so keeps waiting inside the exchange.
+//!
+//! TLS connections do the same, and also free the TLS stream's two 16 KiB buffers (Ramjet's patch
+//! of monoio-rustls, `vendor/monoio-rustls`). The read a quiet TLS connection cancels is the
+//! socket read under the session, so a partial record read before it stays in the session. What
+//! a quiet TLS connection keeps beyond a plain one is its rustls session: keys, state, and a
+//! 4 KiB record buffer.
 
 use std::io;
 use std::time::Duration;
 
-use monoio::io::{AsyncReadRent, AsyncWriteRent};
+use monoio::io::{AsyncWriteRent, CancelableAsyncReadRent};
 use monoio::net::TcpStream;
 use monoio_rustls::ServerTlsStream;
 
@@ -35,71 +39,88 @@ pub(crate) enum Arrival {
     /// Nothing came within the wait.
     Nothing,
     /// Quiet for `idle_release_after`: the read is cancelled and the buffer is empty. `left` is what
-    /// remains of the wait, for [`IdleWait::wait_quietly`].
+    /// remains of the wait, for [`wait_quietly`].
     Quiet { left: Duration },
 }
 
-/// How a client stream waits for the next request's first bytes.
-pub(crate) trait IdleWait: AsyncReadRent + AsyncWriteRent + Sized {
-    /// Reads the next bytes into `conn.buf` within `wait`, or reports the connection quiet.
-    async fn next_bytes(conn: &mut ClientConn<'_, Self>, wait: Duration) -> io::Result<Arrival>;
+/// A client stream that can wait for its next request without its buffers: plain TCP, or TLS over
+/// it.
+pub(crate) trait IdleWait: CancelableAsyncReadRent + AsyncWriteRent + Sized {
+    /// The socket, whose readiness a quiet connection waits for.
+    fn socket(&self) -> &TcpStream;
 
-    /// After [`Arrival::Quiet`]: waits up to `left` with the buffers in the pools, then reads what
-    /// came. `Ok(None)`: nothing came in time.
-    async fn wait_quietly(conn: &mut ClientConn<'_, Self>, left: Duration) -> io::Result<Option<usize>>;
-}
-
-/// A plain read with the buffer lent for all of `wait`.
-async fn fill_within<S: IdleWait>(conn: &mut ClientConn<'_, S>, wait: Duration) -> io::Result<Option<usize>> {
-    match monoio::time::timeout(wait, conn.buf.fill(&mut conn.stream)).await {
-        Ok(read) => read.map(Some),
-        Err(_) => Ok(None),
-    }
-}
-
-impl IdleWait for ServerTlsStream<TcpStream> {
-    async fn next_bytes(conn: &mut ClientConn<'_, Self>, wait: Duration) -> io::Result<Arrival> {
-        Ok(fill_within(conn, wait).await?.map_or(Arrival::Nothing, Arrival::Bytes))
-    }
-
-    async fn wait_quietly(conn: &mut ClientConn<'_, Self>, left: Duration) -> io::Result<Option<usize>> {
-        // Never reported quiet (above); a plain read is the right answer all the same.
-        fill_within(conn, left).await
-    }
+    /// Gives back the buffers the stream keeps itself, if it holds nothing in them.
+    fn release_own_buffers(&mut self);
 }
 
 impl IdleWait for TcpStream {
-    async fn next_bytes(conn: &mut ClientConn<'_, Self>, wait: Duration) -> io::Result<Arrival> {
-        let release_after = conn.worker.settings.idle_release_after;
-        if wait <= release_after {
-            return Ok(fill_within(conn, wait).await?.map_or(Arrival::Nothing, Arrival::Bytes));
-        }
-        match read_unless_quiet(conn, release_after).await {
-            Some(read) => read.map(Arrival::Bytes),
-            None => Ok(Arrival::Quiet { left: wait - release_after }),
-        }
+    fn socket(&self) -> &TcpStream {
+        self
     }
 
-    async fn wait_quietly(conn: &mut ClientConn<'_, Self>, left: Duration) -> io::Result<Option<usize>> {
-        conn.release_buffers();
-        // The worker's coarse timer, not monoio's `Sleep`: 640 bytes less per idle connection, for
-        // a keep-alive timeout that may end up to one tick late.
-        let ready = monoio::select! {
-            r = conn.stream.readable(false) => Some(r),
-            _ = conn.worker.idle_timer.sleep(left) => None,
-        };
-        conn.reacquire_buffers();
-        match ready {
-            Some(Ok(())) => conn.buf.fill(&mut conn.stream).await.map(Some),
-            Some(Err(e)) => Err(e),
-            None => Ok(None),
-        }
+    fn release_own_buffers(&mut self) {}
+}
+
+impl IdleWait for ServerTlsStream<TcpStream> {
+    fn socket(&self) -> &TcpStream {
+        self.get_ref()
+    }
+
+    /// The TLS stream's two 16 KiB buffers go; the rustls session keeps its keys and a 4 KiB
+    /// record buffer.
+    fn release_own_buffers(&mut self) {
+        self.release_buffers();
+    }
+}
+
+/// Reads the next bytes into `conn.buf` within `wait`, or reports the connection quiet.
+pub(crate) async fn next_bytes<S: IdleWait>(conn: &mut ClientConn<'_, S>, wait: Duration) -> io::Result<Arrival> {
+    let release_after = conn.worker.settings.idle_release_after;
+    if wait <= release_after {
+        return Ok(match monoio::time::timeout(wait, conn.buf.fill(&mut conn.stream)).await {
+            Ok(read) => Arrival::Bytes(read?),
+            Err(_) => Arrival::Nothing,
+        });
+    }
+    match read_unless_quiet(conn, release_after).await {
+        Some(read) => read.map(Arrival::Bytes),
+        None => Ok(Arrival::Quiet { left: wait - release_after }),
+    }
+}
+
+/// After [`Arrival::Quiet`]: waits up to `left` with the buffers in the pools, then reads what came.
+/// `Ok(None)`: nothing came in time.
+pub(crate) async fn wait_quietly<S: IdleWait>(
+    conn: &mut ClientConn<'_, S>,
+    left: Duration,
+) -> io::Result<Option<usize>> {
+    conn.release_buffers();
+    conn.stream.release_own_buffers();
+    let deadline = std::time::Instant::now() + left;
+    // The worker's coarse timer, not monoio's `Sleep`: 640 bytes less per idle connection, for a
+    // keep-alive timeout that may end up to one tick late.
+    let timer = &conn.worker.idle_timer;
+    let ready = monoio::select! {
+        r = conn.stream.socket().readable(false) => Some(r),
+        _ = timer.sleep(left) => None,
+    };
+    conn.reacquire_buffers();
+    match ready {
+        // On TLS the bytes may be a record that carries no data (an alert, a key update) or part of
+        // one: the read keeps what is left of the wait.
+        Some(Ok(())) => monoio::select! {
+            r = conn.buf.fill(&mut conn.stream) => r.map(Some),
+            _ = timer.sleep(deadline.saturating_duration_since(std::time::Instant::now())) => Ok(None),
+        },
+        Some(Err(e)) => Err(e),
+        None => Ok(None),
     }
 }
 
 /// Reads with the buffer lent to the kernel for up to `quiet`; `None` when nothing came and the read
-/// has been cancelled (the buffer is back and empty).
-async fn read_unless_quiet(conn: &mut ClientConn<'_, TcpStream>, quiet: Duration) -> Option<io::Result<usize>> {
+/// has been cancelled (the buffer is back and empty; on TLS, bytes of a partial record stay in the
+/// session).
+async fn read_unless_quiet<S: IdleWait>(conn: &mut ClientConn<'_, S>, quiet: Duration) -> Option<io::Result<usize>> {
     let handle = conn.canceller.handle();
     let mut read = std::pin::pin!(conn.buf.fill_cancelable(&mut conn.stream, handle));
     monoio::select! {

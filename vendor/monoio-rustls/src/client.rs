@@ -16,16 +16,12 @@ pub type TlsStreamWriteHalf<IO> = OwnedWriteHalf<TlsStream<IO>>;
 #[derive(Clone)]
 pub struct TlsConnector {
     inner: Arc<ClientConfig>,
-    #[cfg(feature = "unsafe_io")]
-    unsafe_io: bool,
 }
 
 impl From<Arc<ClientConfig>> for TlsConnector {
     fn from(inner: Arc<ClientConfig>) -> TlsConnector {
         TlsConnector {
             inner,
-            #[cfg(feature = "unsafe_io")]
-            unsafe_io: false,
         }
     }
 }
@@ -34,25 +30,11 @@ impl From<ClientConfig> for TlsConnector {
     fn from(inner: ClientConfig) -> TlsConnector {
         TlsConnector {
             inner: Arc::new(inner),
-            #[cfg(feature = "unsafe_io")]
-            unsafe_io: false,
         }
     }
 }
 
 impl TlsConnector {
-    /// Enable unsafe-io.
-    /// # Safety
-    /// Users must make sure the buffer ptr and len is valid until io finished.
-    /// So the Future cannot be dropped directly. Consider using CancellableIO.
-    #[cfg(feature = "unsafe_io")]
-    pub unsafe fn unsafe_io(self, enabled: bool) -> Self {
-        Self {
-            unsafe_io: enabled,
-            ..self
-        }
-    }
-
     pub async fn connect<IO>(
         &self,
         domain: ServerName<'static>,
@@ -62,15 +44,6 @@ impl TlsConnector {
         IO: AsyncReadRent + AsyncWriteRent,
     {
         let session = ClientConnection::new(self.inner.clone(), domain)?;
-        #[cfg(feature = "unsafe_io")]
-        let mut stream = if self.unsafe_io {
-            // # Safety
-            // Users already maked unsafe io.
-            unsafe { Stream::new_unsafe(stream, session) }
-        } else {
-            Stream::new(stream, session)
-        };
-        #[cfg(not(feature = "unsafe_io"))]
         let mut stream = Stream::new(stream, session);
         stream.handshake().await?;
         Ok(stream)

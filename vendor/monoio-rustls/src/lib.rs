@@ -1,5 +1,6 @@
 #![allow(stable_features)]
 
+mod buffer;
 mod client;
 mod error;
 mod server;

@@ -5,18 +5,24 @@ use std::{
 
 use monoio::{
     buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut, RawBuf},
-    io::{AsyncReadRent, AsyncWriteRent, Split},
+    io::{AsyncReadRent, AsyncWriteRent, CancelHandle, CancelableAsyncReadRent, Split},
     BufResult,
 };
-use monoio_io_wrapper::{ReadBuffer, WriteBuffer};
 use rustls::{ClientConnection, ConnectionCommon, ServerConnection, SideData};
 
-#[derive(Debug)]
+use crate::buffer::{Cancelable, Plain, ReadBuffer, ReadOp, WriteBuffer};
+
 pub struct Stream<IO, C> {
     pub(crate) io: IO,
     pub(crate) session: C,
     r_buffer: ReadBuffer,
     w_buffer: WriteBuffer,
+}
+
+impl<IO: std::fmt::Debug, C: std::fmt::Debug> std::fmt::Debug for Stream<IO, C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream").field("io", &self.io).field("session", &self.session).finish()
+    }
 }
 
 impl<IO> Stream<IO, ServerConnection> {
@@ -40,23 +46,14 @@ impl<IO, C> Stream<IO, C> {
         Self {
             io,
             session,
-            r_buffer: Default::default(),
-            w_buffer: Default::default(),
+            r_buffer: ReadBuffer::new(),
+            w_buffer: WriteBuffer::new(),
         }
     }
 
-    /// Enable unsafe-io.
-    /// # Safety
-    /// Users must make sure the buffer ptr and len is valid until io finished.
-    /// So the Future cannot be dropped directly. Consider using CancellableIO.
-    #[cfg(feature = "unsafe_io")]
-    pub unsafe fn new_unsafe(io: IO, session: C) -> Self {
-        Self {
-            io,
-            session,
-            r_buffer: ReadBuffer::new_unsafe(),
-            w_buffer: WriteBuffer::new_unsafe(),
-        }
+    /// The socket under the TLS session.
+    pub fn get_ref(&self) -> &IO {
+        &self.io
     }
 
     pub fn into_parts(self) -> (IO, C) {
@@ -81,19 +78,17 @@ where
     /// handshake may: after it, a write of the application's can be in flight on the same stream
     /// (a split stream, or a poll adapter with a read and a write pending), and that write holds
     /// the write buffer. The alert stays queued in the session, and `shutdown` sends it.
-    pub(crate) async fn read_io(&mut self, alert_on_error: bool) -> io::Result<usize> {
+    pub(crate) async fn read_io<R: ReadOp<IO>>(&mut self, alert_on_error: bool, op: &R) -> io::Result<usize> {
+        // The session is handed bytes only when some are buffered: its own buffer is sized on each
+        // hand-over, so asking it to read from nothing would allocate for nothing.
         let n = loop {
+            if !self.r_buffer.has_data() && self.r_buffer.fill(&mut self.io, op).await? == 0 {
+                // The end of the stream: rustls learns of it from an empty read.
+                break self.session.read_tls(&mut io::empty())?;
+            }
             match self.session.read_tls(&mut self.r_buffer) {
-                Ok(n) => {
-                    break n;
-                }
-                Err(ref err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    #[allow(unused_unsafe)]
-                    unsafe {
-                        self.r_buffer.do_io(&mut self.io).await?
-                    };
-                    continue;
-                }
+                Ok(n) => break n,
+                Err(ref err) if err.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(err) => return Err(err),
             }
         };
@@ -118,29 +113,26 @@ where
         Ok(n)
     }
 
+    /// Moves what the session has to send (up to one buffer) to the socket.
     pub(crate) async fn write_io(&mut self) -> io::Result<usize> {
-        let n = loop {
-            match self.session.write_tls(&mut self.w_buffer) {
-                Ok(n) => {
-                    if self.w_buffer.is_safe() {
-                        self.w_buffer.do_io(&mut self.io).await?;
-                    }
-                    break n;
-                }
-                Err(ref err) if err.kind() == io::ErrorKind::WouldBlock => {
-                    // here we don't have to check WouldBlock since we already captured the
-                    // mem block info under unsafe-io.
-                    #[allow(unused_unsafe)]
-                    unsafe {
-                        self.w_buffer.do_io(&mut self.io).await?
-                    };
-                    continue;
-                }
-                Err(err) => return Err(err),
-            }
-        };
-
+        let n = self.session.write_tls(&mut self.w_buffer)?;
+        self.w_buffer.flush_to(&mut self.io).await?;
         Ok(n)
+    }
+
+    /// Frees the two buffers and shrinks the session's own to its minimum, if nothing is pending
+    /// in either direction: for a connection about to wait a long time for its next bytes. True
+    /// when both are free; the next read or write allocates them again.
+    pub fn release_buffers(&mut self) -> bool {
+        if self.session.wants_write() {
+            return false;
+        }
+        // rustls resizes its record buffer when it is asked to read; a reader with nothing to give
+        // makes it shrink a buffer left large by a big record, and changes nothing else.
+        let _ = self.session.read_tls(&mut NothingYet);
+        let read = self.r_buffer.release();
+        let write = self.w_buffer.release();
+        read && write
     }
 
     pub(crate) async fn handshake(&mut self) -> io::Result<(usize, usize)> {
@@ -153,7 +145,7 @@ where
                 wrlen += self.write_io().await?;
             }
             while !eof && self.session.wants_read() && self.session.is_handshaking() {
-                let n = self.read_io(true).await?;
+                let n = self.read_io(true, &Plain).await?;
                 rdlen += n;
                 if n == 0 {
                     eof = true;
@@ -180,7 +172,7 @@ where
         Ok((rdlen, wrlen))
     }
 
-    pub(crate) async fn read_inner<T: monoio::buf::IoBufMut>(&mut self, mut buf: T) -> BufResult<usize, T> {
+    pub(crate) async fn read_inner<T: IoBufMut, R: ReadOp<IO>>(&mut self, mut buf: T, op: &R) -> BufResult<usize, T> {
         let slice = unsafe { std::slice::from_raw_parts_mut(buf.write_ptr(), buf.bytes_total()) };
         loop {
             // read from rustls to buffer
@@ -197,7 +189,7 @@ where
             }
 
             // now we need data, read something into rustls
-            if let Err(e) = self.read_io(false).await {
+            if let Err(e) = self.read_io(false, op).await {
                 return (Err(e), buf);
             }
         }
@@ -209,7 +201,7 @@ where
     C: DerefMut + Deref<Target = ConnectionCommon<SD>>,
 {
     async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
-        self.read_inner(buf).await
+        self.read_inner(buf, &Plain).await
     }
 
     async fn readv<T: IoVecBufMut>(&mut self, mut buf: T) -> BufResult<usize, T> {
@@ -221,6 +213,37 @@ where
             unsafe { buf.set_init(n) };
         }
         (n, buf)
+    }
+}
+
+/// A read that a `Canceller` can stop while it waits for the socket; the bytes read before it
+/// stopped stay in the session, none are lost.
+impl<IO: CancelableAsyncReadRent + AsyncWriteRent, C, SD: SideData + 'static> CancelableAsyncReadRent for Stream<IO, C>
+where
+    C: DerefMut + Deref<Target = ConnectionCommon<SD>>,
+{
+    async fn cancelable_read<T: IoBufMut>(&mut self, buf: T, c: CancelHandle) -> BufResult<usize, T> {
+        self.read_inner(buf, &Cancelable(c)).await
+    }
+
+    async fn cancelable_readv<T: IoVecBufMut>(&mut self, mut buf: T, c: CancelHandle) -> BufResult<usize, T> {
+        let n = match unsafe { RawBuf::new_from_iovec_mut(&mut buf) } {
+            Some(raw_buf) => self.cancelable_read(raw_buf, c).await.0,
+            None => Ok(0),
+        };
+        if let Ok(n) = n {
+            unsafe { buf.set_init(n) };
+        }
+        (n, buf)
+    }
+}
+
+/// A reader with nothing to give yet.
+struct NothingYet;
+
+impl Read for NothingYet {
+    fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+        Err(io::ErrorKind::WouldBlock.into())
     }
 }
 
