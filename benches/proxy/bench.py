@@ -1077,14 +1077,14 @@ def idle_open(port, n, what, tls=False):
         ctx.verify_mode = ssl.CERT_NONE
     conns = []
     try:
+        # Each request right after its connection: 5,000 handshakes take longer than a server's header
+        # timeout (ramjet's 10 s), so requests sent after all of them would find the first closed.
         for _ in range(n):
             c = socket.create_connection(("127.0.0.1", port), timeout=30)
             if ctx:
                 c = ctx.wrap_socket(c, server_hostname="bench.local")
             conns.append(c)
-        for c in conns:
             c.sendall(req)
-        for c in conns:
             read_http_answer(c, what)
     except BaseException:
         for c in conns:
@@ -1556,7 +1556,14 @@ def verdicts_issue18(results):
     if "idle" in secs:
         sv = secs["idle"]["servers"]
         name = next((k for k in sv if k.startswith("ramjet")), None)
-        if name:
+        if name and secs["idle"]["config"].get("tls"):
+            # Issue 18's 2 KB is for plain connections; an idle TLS connection is held against nginx's, both
+            # from round 1 (nginx keeps round 1's memory and reuses it after).
+            s, ng = sv[name]["summary"], sv.get("nginx", {}).get("summary")
+            if ng:
+                r = ratio(s["per_conn_bytes_first"], ng["per_conn_bytes_first"])
+                check(f"memory per idle TLS connection vs nginx ({name}, round 1)", f"{r:.2f} ×", "≤ 1.0 ×", r <= 1.0)
+        elif name:
             s = sv[name]["summary"]
             check(f"memory per idle connection ({name})", f"{s['per_conn_bytes']:,.0f} B", "≤ 2 KB (2,048 B)",
                   s["per_conn_bytes"] <= 2048)
