@@ -98,8 +98,9 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_KEEPALIVE_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub keepalive_timeout: Duration,
 
-    /// A plain-HTTP client connection quiet for this long gives its buffers back to its worker until
-    /// it speaks again (memory of idle connections; a client that speaks sooner pays nothing).
+    /// An HTTP/1.1 client connection (plain or TLS) quiet for this long gives its buffers back to its
+    /// worker until it speaks again (memory of idle connections; a client that speaks sooner pays
+    /// nothing).
     #[arg(long, env = "RAMJET_IDLE_RELEASE_AFTER", default_value = "1s", value_parser = duration)]
     pub idle_release_after: Duration,
 

@@ -1172,7 +1172,7 @@ asyncio.run(main())
 
 
 def run_h1_count(args, port, host_header, n, label="", path="/p7/bench", headers=(), status="2xx",
-                 host_port=True):
+                 host_port=True, scheme="http"):
     """Exactly `n` HTTP/1.1 keep-alive requests (h2load --h1 -n, one request in flight per connection)
     over --insn-connections connections, with `headers` ("name: value") added; fails unless every one
     answered with a status of the class `status` ("2xx" or "3xx"). `host_port`: Host carries the port
@@ -1181,7 +1181,7 @@ def run_h1_count(args, port, host_header, n, label="", path="/p7/bench", headers
         "h2load", "--h1", f"-n{n}", f"-c{args.insn_connections}", "-m1", "-t1", f"--connect-to=127.0.0.1:{port}"]
     for h in headers:
         argv += ["-H", h]
-    argv.append(f"http://{host_header}{f':{port}' if host_port else ''}{path}")
+    argv.append(f"{scheme}://{host_header}{f':{port}' if host_port else ''}{path}")
     r = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     done = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded", r.stdout)
     codes = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx", r.stdout)
@@ -1373,6 +1373,21 @@ def ramjet_publishes(admin_port):
     _, body = admin_request(admin_port, "GET", "/metrics")
     m = re.search(rb"^ramjet_publish_duration_seconds_count(?:\{[^}]*\})? (\d+)", body, re.M)
     return int(m.group(1)) if m else 0
+
+
+# Runs with less steal than this (CPUs' worth taken by the hypervisor) count as calm (pins section).
+CALM_STEAL = 0.01
+
+
+def admin_reads(admin_port, counts=None):
+    """GET /admin/generations: an admin API call that changes nothing, for the pins section's control."""
+    def act(_k):
+        st, body = admin_request(admin_port, "GET", "/admin/generations")
+        if st != 200:
+            raise RuntimeError(f"admin answered {st} to GET /admin/generations: {body[:200]!r}")
+        if counts is not None:
+            counts["read"] = counts.get("read", 0) + 1
+    return act
 
 
 def ramjet_churn(admin_port, generation, counts=None):
@@ -1575,6 +1590,10 @@ def verdicts_issue18(results):
             rate = results.get("pins_config", {}).get("rate")
             check(f"p99 under {rate:g} pins/releases per second vs quiet (median of per-round ratios)",
                   f"{s['p99_ratio']:.2f} ×", "≤ 1.1 ×", s["p99_ratio"] <= 1.1)
+            calm = secs["pins"].get("calm", {})
+            if "calm_p99_ratio" in s and min(calm.get(t, {}).get("runs", 0) for t in ("quiet", "pinned")) >= 3:
+                check("the same, over the calm runs (steal-free; at least 3 of each)",
+                      f"{s['calm_p99_ratio']:.2f} ×", "≤ 1.1 ×", s["calm_p99_ratio"] <= 1.1)
             check("failed pins/releases", str(s.get("churn_failed", 0)), "0", s.get("churn_failed", 0) == 0)
     if not rows:
         return ""
@@ -1641,7 +1660,7 @@ def render_issue18(results, args):
                 f"({pc.get('ops_per_run')} per run, each checked for 200), from a thread of the harness; quiet: the "
                 "same run without them. Quiet and pinned alternate within each round, the order flipping every round, "
                 "so both meet the same foreign load (columns below).", "",
-                table(s, ["quiet", "pinned"]), "",
+                table(s, [t for t in ("quiet", "pinned", "quiet-again", "admin-reads") if t in s]), "",
                 ratio_table(sec, [("pinned", "quiet")], ("p99_us", "p50_us", "rps", "cpu_us_per_req")), "",
                 "| round | p99 quiet / pinned (ms) | pinned / quiet | req/s pinned / quiet | foreign load quiet / "
                 "pinned (CPUs) | pins + releases answered 200 | control thread CPU per pin or release | all threads "
@@ -1663,6 +1682,20 @@ def render_issue18(results, args):
                     f"{p.get('churn_failed', 0)}; publishes counted by ramjet (ramjet_publish_duration_seconds_count): "
                     f"{p.get('churn_observed', '–')}. Resident memory at the end: {results.get('rss_mb_pins', 0):.1f} MiB.",
                     ""]
+        if sec.get("calm"):
+            c = sec["calm"]
+            out += [f"Calm runs (steal ≤ {CALM_STEAL} CPUs), median p99 and how many: "
+                    + ", ".join(f"{t} {v['p99_us'] / 1000:.2f} ms ({v['runs']})" for t, v in c.items())
+                    + f"; pinned / quiet {p.get('calm_p99_ratio', float('nan')):.2f} ×.", ""]
+        if "quiet-again_p99_ratio" in p:
+            rows = sec.get("per_round", [])
+            out += ["Controls (`--pins-controls`), p99 against the round's quiet run, per round and median: "
+                    "a second quiet run (the noise between two identical runs) "
+                    + ", ".join(f"{x['quiet-again_p99_ratio']:.2f}" for x in rows)
+                    + f" (median {p['quiet-again_p99_ratio']:.2f} ×); admin reads at the pin rate, no pin "
+                    + ", ".join(f"{x['admin-reads_p99_ratio']:.2f}" for x in rows)
+                    + f" (median {p['admin-reads_p99_ratio']:.2f} ×); pins and releases "
+                    + ", ".join(f"{x['p99_ratio']:.2f}" for x in rows) + f" (median {p['p99_ratio']:.2f} ×).", ""]
     return out
 
 
@@ -1710,6 +1743,8 @@ def parse_args():
     ap.add_argument("--insn-connections", type=int, default=1,
                     help="instructions section: keep-alive connections of h2load --h1 (default 1: one request at "
                          "a time, so no batching of requests varies between runs)")
+    ap.add_argument("--insn-tls", action="store_true",
+                    help="instructions section: the requests over HTTPS keep-alive (ramjet with --default-certificate)")
     ap.add_argument("--insn-rounds", type=int, default=5,
                     help="instructions section: repeat the four callgrind runs this often; medians (default 5)")
     ap.add_argument("--insn-driver", choices=("io-uring", "legacy"), default="legacy",
@@ -1725,6 +1760,10 @@ def parse_args():
     ap.add_argument("--pin-rate", type=float, default=20.0,
                     help="pins section: pins and releases per second, alternately, through the admin API (default 20: "
                          "10 of each)")
+    ap.add_argument("--pins-controls", action="store_true",
+                    help="pins section: two more runs per round, to tell the pins' effect from the machine's noise: "
+                         "quiet-again (a second quiet run: the spread of p99 between two identical runs) and "
+                         "admin-reads (GET /admin/generations at --pin-rate: the admin API's traffic without a pin)")
     ap.add_argument("--idle-connections", type=int, default=5000,
                     help="idle section: idle keep-alive connections opened to each server per round (default 5000)")
     ap.add_argument("--idle-rounds", type=int, default=3, help="idle section: rounds (default 3)")
@@ -2072,6 +2111,8 @@ def main():
         if "instructions" in args.sections:
             lo, hi = args.insn_base, args.insn_base + args.insn_requests
             insn_hosts = {"plain": f"direct.{DOMAIN}", "canary": f"canary.{DOMAIN}"}  # names of equal length
+            # --insn-tls: the same requests over HTTPS keep-alive (the default certificate answers every name)
+            insn_tls_args = ("--default-certificate", cert, "--default-certificate-key", key) if args.insn_tls else ()
             runs = []
             for r in range(args.insn_rounds):
                 for t in ("plain", "canary"):
@@ -2083,12 +2124,15 @@ def main():
                         t0 = time.monotonic()
                         p = start_ramjet(args, f"ramjet-insn-{tag}", croutes, d, ports["ramjet-insn_http"],
                                          ports["ramjet-insn_https"], ports["ramjet-insn_admin"], cpus=args.proxy_cpus,
-                                         wrapper=wrapper, io_driver=args.insn_driver)
+                                         wrapper=wrapper, io_driver=args.insn_driver, extra=insn_tls_args)
                         started = time.monotonic() - t0
                         # one checked request in every run (so it cancels in the difference), then exactly n
                         check_route(f"ramjet-insn-{tag}", ports["ramjet-insn_http"], insn_hosts[t], target_path)
                         t1 = time.monotonic()
-                        run_h1_count(args, ports["ramjet-insn_http"], insn_hosts[t], n, label=tag)
+                        if args.insn_tls:
+                            run_h1_count(args, ports["ramjet-insn_https"], insn_hosts[t], n, label=tag, scheme="https")
+                        else:
+                            run_h1_count(args, ports["ramjet-insn_http"], insn_hosts[t], n, label=tag)
                         load_s = time.monotonic() - t1
                         PROCS.stop(p, timeout=600)
                         threads = callgrind_threads(prefix)
@@ -2121,6 +2165,7 @@ def main():
             results["sections"]["instructions"] = {
                 "runs": runs, "summary": summary,
                 "config": {"low": lo, "high": hi, "connections": args.insn_connections, "driver": args.insn_driver,
+                           "tls": args.insn_tls,
                            "rounds": args.insn_rounds}}
             save(results, out_dir)
 
@@ -2451,6 +2496,8 @@ def main():
                 if t == "pinned":
                     during = lambda: Churner(1.0 / args.pin_rate, ramjet_churn(padmin, pin_generation, counts), n_ops,
                                              collect=lambda: ramjet_publishes(padmin))
+                elif t == "admin-reads":
+                    during = lambda: Churner(1.0 / args.pin_rate, admin_reads(padmin, counts), n_ops)
                 ns0, t0 = threads_run_ns(rp.pid), time.monotonic()
                 res = measure(args, pin_srv, backend, pu, ctarget, label=f"pins {t}", during=during)
                 ns1, res["threads_wall_s"] = threads_run_ns(rp.pid), time.monotonic() - t0
@@ -2463,7 +2510,8 @@ def main():
                     res["pins"], res["releases"] = counts.get("pin", 0), counts.get("release", 0)
                     res["pin_ops_sent"] = n_ops
                 return res
-            section("pins", ["quiet", "pinned"], run_pins, alternate=True)
+            controls = ["quiet-again", "admin-reads"] if args.pins_controls else []
+            section("pins", ["quiet", "pinned"] + controls, run_pins, alternate=True)
             sec = results["sections"]["pins"]
 
             def extra_ms(pr, q, names):
@@ -2487,11 +2535,21 @@ def main():
                     "control_cpu_us_per_op": extra_ms(pr, q, ["ramjet-control"]) * 1e3 / ops if ops else float("nan"),
                     "outside_workers_cpu_us_per_op": extra_ms(pr, q, others) * 1e3 / ops if ops else float("nan"),
                     "foreign_quiet": q["foreign_cpus"], "foreign_pinned": pr["foreign_cpus"]})
+            for i, q in enumerate(sec["rounds"]["quiet"]):
+                for t in controls:
+                    per_round[i][f"{t}_p99_ratio"] = ratio(sec["rounds"][t][i]["p99_us"], q["p99_us"])
             sec["per_round"] = per_round
+            # The hypervisor's steal moves p99 by up to 10 x between identical runs on a shared VM (the
+            # controls show it): the p99 of the runs it left alone, per target, is the figure to compare.
+            calm = {t: [x["p99_us"] for x in sec["rounds"][t] if x["steal_cpus"] <= CALM_STEAL] for t in sec["rounds"]}
+            sec["calm"] = {t: {"runs": len(v), "p99_us": statistics.median(v) if v else float("nan")}
+                           for t, v in calm.items()}
+            sec["summary"]["pinned"]["calm_p99_ratio"] = ratio(sec["calm"]["pinned"]["p99_us"],
+                                                               sec["calm"]["quiet"]["p99_us"])
             sec["summary"]["pinned"].update({
                 k: statistics.median(x[k] for x in per_round)
                 for k in ("p99_ratio", "rps_ratio", "cpu_us_per_op", "control_cpu_us_per_op",
-                          "outside_workers_cpu_us_per_op")})
+                          "outside_workers_cpu_us_per_op") + tuple(f"{t}_p99_ratio" for t in controls)})
             results["pins_config"] = {"routes": args.churn_routes, "hosts": chosts, "target_host": ctarget,
                                       "generation": pin_generation, "rate": args.pin_rate, "ops_per_run": n_ops}
             results["rss_mb_pins"] = pin_srv.rss_mb()
@@ -2663,7 +2721,8 @@ def render(results, args):
         s, c = secs["instructions"]["summary"], secs["instructions"]["config"]
         out += ["## Instructions per request (callgrind, user space)", "",
                 f"ramjet --workers 1 --io-driver {c['driver']} under `valgrind --tool=callgrind --separate-threads=yes`; "
-                f"h2load --h1 -c{c['connections']} -m1 sends exactly N requests; per request = "
+                f"h2load --h1 -c{c['connections']} -m1 sends exactly N requests"
+                + (" over HTTPS keep-alive (`--insn-tls`)" if c.get("tls") else "") + "; per request = "
                 f"(Ir with N = {c['high']:,} − Ir with N = {c['low']:,}) / {c['high'] - c['low']:,}, "
                 f"median of {c['rounds']} round(s). Plain route: direct.{DOMAIN}/p7, canary route: canary.{DOMAIN}/p7 "
                 "(50/50 split, both sides the same backend). Kernel work (syscalls, TCP) is not counted.", "",

@@ -78,9 +78,10 @@ pub struct Settings {
     /// An idle keep-alive client connection is closed after this time (up to one
     /// 50 ms tick of the worker's coarse timer later once it gave its buffers back).
     pub keepalive_timeout: Duration,
-    /// A plain-HTTP client connection quiet for this long (waiting for its first or next request)
-    /// gives its buffers back to the worker until bytes arrive, so idle connections cost little
-    /// memory; a client that sends sooner pays nothing for it.
+    /// An HTTP/1.1 client connection, plain or TLS, quiet for this long (waiting for its first or
+    /// next request) gives its buffers back to the worker until bytes arrive (a TLS one its TLS
+    /// stream's buffers too), so idle connections cost little memory; a client that sends sooner
+    /// pays nothing for it.
     pub idle_release_after: Duration,
     /// Connect, send and each wait for upstream bytes must finish within this time (504 otherwise).
     pub upstream_timeout: Duration,
