@@ -409,22 +409,7 @@ fn quiet_connections_release_their_buffers_and_lose_no_byte_when_they_speak() {
             .map(|i| {
                 std::thread::spawn(move || {
                     let mut conn = Conn::open(addr);
-                    for round in 0..6u64 {
-                        // 0..=80 ms of silence: on both sides of the 40 ms release, and on it.
-                        std::thread::sleep(Duration::from_millis((i * 7 + round * 13) % 81));
-                        let body = format!("client{i}-round{round}");
-                        conn.send(
-                            format!(
-                                "POST /c{i}/r{round} HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\n\r\n{body}",
-                                body.len()
-                            )
-                            .as_bytes(),
-                        );
-                        let resp = conn.read_response();
-                        assert_eq!(resp.status, 200, "client {i} round {round}");
-                        assert!(resp.body.contains(&format!("target=/c{i}/r{round}")), "{}", resp.body);
-                        assert!(resp.body.contains(&format!("body={body}")), "{}", resp.body);
-                    }
+                    conn.post_around_the_release(i, 6, "h");
                 })
             })
             .collect();

@@ -347,6 +347,14 @@ fn an_expired_certificate_is_a_warning_not_a_refusal() {
     assert!(err.contains("old.crt has expired"), "{err}");
 }
 
+/// `plaintext` as the TLS records the client would send, to be written to the socket by hand.
+fn sealed(conn: &mut ClientConnection, plaintext: &[u8]) -> Vec<u8> {
+    conn.writer().write_all(plaintext).unwrap();
+    let mut records = Vec::new();
+    conn.write_tls(&mut records).unwrap();
+    records
+}
+
 /// Quiet TLS connections give their buffers back, the TLS stream's own included, and take them
 /// again when they speak. Requests just before, at and after the release instant, a record split
 /// across it, and a key update that arrives while quiet all come through whole; a client that stops
@@ -371,22 +379,7 @@ fn quiet_tls_connections_release_their_buffers_and_lose_no_byte() {
             .map(|i| {
                 let mut conn = open(if i % 2 == 0 { tls13 } else { tls12 });
                 std::thread::spawn(move || {
-                    for round in 0..5u64 {
-                        // 0..=80 ms of silence: on both sides of the 40 ms release, and on it.
-                        std::thread::sleep(Duration::from_millis((i * 7 + round * 13) % 81));
-                        let body = format!("client{i}-round{round}");
-                        conn.send(
-                            format!(
-                                "POST /c{i}/r{round} HTTP/1.1\r\nHost: example.com\r\nContent-Length: {}\r\n\r\n{body}",
-                                body.len()
-                            )
-                            .as_bytes(),
-                        );
-                        let resp = conn.read_response();
-                        assert_eq!(resp.status, 200, "client {i} round {round}");
-                        assert!(resp.body.contains(&format!("target=/c{i}/r{round}")), "{}", resp.body);
-                        assert!(resp.body.contains(&format!("body={body}")), "{}", resp.body);
-                    }
+                    conn.post_around_the_release(i, 5, "example.com");
                 })
             })
             .collect();
@@ -399,9 +392,7 @@ fn quiet_tls_connections_release_their_buffers_and_lose_no_byte() {
             let mut conn = open(versions);
             assert_eq!(conn.get("example.com", "/before").status, 200);
             let tls = &mut conn.stream;
-            tls.conn.writer().write_all(b"GET /split HTTP/1.1\r\nHost: example.com\r\n\r\n").unwrap();
-            let mut record = Vec::new();
-            tls.conn.write_tls(&mut record).unwrap();
+            let record = sealed(&mut tls.conn, b"GET /split HTTP/1.1\r\nHost: example.com\r\n\r\n");
             tls.sock.write_all(&record[..7]).unwrap();
             std::thread::sleep(Duration::from_millis(150));
             tls.sock.write_all(&record[7..]).unwrap();
@@ -423,9 +414,7 @@ fn quiet_tls_connections_release_their_buffers_and_lose_no_byte() {
         assert_eq!(stalled.get("example.com", "/before").status, 200);
         std::thread::sleep(Duration::from_millis(100));
         let tls = &mut stalled.stream;
-        tls.conn.writer().write_all(b"GET /never HTTP/1.1\r\n").unwrap();
-        let mut record = Vec::new();
-        tls.conn.write_tls(&mut record).unwrap();
+        let record = sealed(&mut tls.conn, b"GET /never HTTP/1.1\r\n");
         tls.sock.write_all(&record[..4]).unwrap();
         tls.sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let closed_at = std::time::Instant::now();

@@ -140,6 +140,27 @@ impl<S: Read + Write> Conn<S> {
         self.buf.is_empty() && self.fill() == 0
     }
 
+    /// `rounds` POSTs, each after 0..=80 ms of silence (on both sides of a 40 ms
+    /// `idle_release_after`, and on it), each answered by the echo backend with its own target and
+    /// body: client `client`'s bytes, none lost and none another's.
+    pub fn post_around_the_release(&mut self, client: u64, rounds: u64, host: &str) {
+        for round in 0..rounds {
+            std::thread::sleep(Duration::from_millis((client * 7 + round * 13) % 81));
+            let body = format!("client{client}-round{round}");
+            self.send(
+                format!(
+                    "POST /c{client}/r{round} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+                .as_bytes(),
+            );
+            let resp = self.read_response();
+            assert_eq!(resp.status, 200, "client {client} round {round}");
+            assert!(resp.body.contains(&format!("target=/c{client}/r{round}")), "{}", resp.body);
+            assert!(resp.body.contains(&format!("body={body}")), "{}", resp.body);
+        }
+    }
+
     /// GET `path` with `Host: host` on this connection.
     pub fn get(&mut self, host: &str, path: &str) -> Response {
         self.get_with(host, path, "")
