@@ -167,13 +167,16 @@ fn burst(addr: std::net::SocketAddr, n: usize) {
 }
 
 /// After a burst of 200 requests in flight at once, the worker keeps every upstream connection the
-/// burst opened (up to `upstream_keepalive_connections`), so the next burst connects for none of
-/// them; with a smaller setting, the connections beyond it are closed and the next burst connects
-/// again.
+/// burst opened (up to `upstream_keepalive_connections`) and closes the rest, so the next burst
+/// connects only for what it has in flight beyond what was kept.
+///
+/// On a loaded machine a few of a burst's 200 clients can start after others were answered (each
+/// answer takes 300 ms), so a burst's peak may be below 200: the test counts against what the
+/// backend saw, not against 200.
 #[test]
 fn a_burst_reuses_the_upstream_connections_of_the_one_before() {
     each_driver(|driver| {
-        for (keep, reused_at_most) in [(1024, 200), (50, 50)] {
+        for keep in [1024, 50] {
             let b = Backend::start("b");
             let d = daemon_with(routes(&proxy_all_to(&b)), driver, |c| {
                 c.workers = 1;
@@ -182,14 +185,24 @@ fn a_burst_reuses_the_upstream_connections_of_the_one_before() {
             burst(d.http_addr(), 200);
             let first = b.connections();
             assert!(first > 128, "{driver:?}: the burst had {first} requests in flight at once");
+            // What the worker kept open towards the backend once the burst was over.
+            let kept = first.min(keep);
+            support::eventually(Duration::from_secs(5), || b.open_connections() == kept);
+            assert_eq!(b.open_connections(), kept, "{driver:?}, keep {keep}: connections kept after the burst");
             burst(d.http_addr(), 200);
             let opened_again = b.connections() - first;
-            assert!(
-                opened_again >= 200 - reused_at_most,
-                "{driver:?}, keep {keep}: {opened_again} new upstream connections for the second burst"
-            );
             if keep >= 200 {
-                assert_eq!(opened_again, 0, "{driver:?}: the second burst reused the first one's connections");
+                // Without the pool the two bursts would connect about 400 times.
+                assert!(
+                    first + opened_again <= 200,
+                    "{driver:?}: the second burst opened {opened_again} connections after the first's {first}"
+                );
+            } else {
+                // The second burst had over 128 in flight too (as the first, asserted above).
+                assert!(
+                    opened_again > 128 - keep,
+                    "{driver:?}, keep {keep}: {opened_again} new upstream connections for the second burst"
+                );
             }
             d.shutdown();
         }

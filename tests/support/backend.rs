@@ -22,6 +22,7 @@ pub struct Backend {
     pub addr: SocketAddr,
     pub name: String,
     connections: Arc<AtomicUsize>,
+    open: Arc<AtomicUsize>,
     requests: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     received: Arc<Mutex<Vec<u8>>>,
@@ -59,13 +60,15 @@ impl Backend {
             addr,
             name: name.to_string(),
             connections: Arc::default(),
+            open: Arc::default(),
             requests: Arc::default(),
             stop: Arc::default(),
             received: Arc::default(),
         };
-        let (name, connections, requests, stop, received) = (
+        let (name, connections, open, requests, stop, received) = (
             backend.name.clone(),
             backend.connections.clone(),
+            backend.open.clone(),
             backend.requests.clone(),
             backend.stop.clone(),
             backend.received.clone(),
@@ -77,9 +80,13 @@ impl Backend {
                 }
                 let Ok(stream) = stream else { continue };
                 connections.fetch_add(1, Ordering::Relaxed);
-                let (name, requests) = (name.clone(), requests.clone());
+                open.fetch_add(1, Ordering::Relaxed);
+                let (name, requests, open) = (name.clone(), requests.clone(), open.clone());
                 let recorder = Recorder { stream, log: received.clone() };
-                std::thread::spawn(move || serve(recorder, &name, &requests, idle));
+                std::thread::spawn(move || {
+                    serve(recorder, &name, &requests, idle);
+                    open.fetch_sub(1, Ordering::Relaxed);
+                });
             }
         });
         backend
@@ -88,6 +95,11 @@ impl Backend {
     /// TCP connections accepted so far.
     pub fn connections(&self) -> usize {
         self.connections.load(Ordering::Relaxed)
+    }
+
+    /// TCP connections accepted and not yet closed by either side.
+    pub fn open_connections(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
     }
 
     pub fn requests(&self) -> usize {
