@@ -172,6 +172,31 @@ fn a_request_sent_with_the_end_of_the_handshake_arrives_whole() {
     }
 }
 
+/// A connection ramjet closes after its answer (`Connection: close`) ends with a TLS close_notify,
+/// so the client can tell the end of the answer from a cut (rustls reports a missing close_notify
+/// as `UnexpectedEof`). Plain TCP connections send no such record: closing the socket is their end.
+#[test]
+fn a_closing_answer_ends_with_close_notify() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-close-notify");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let backend = Backend::start("b");
+    for driver in DRIVERS {
+        let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |_| {});
+        for versions in [&[&rustls::version::TLS13][..], &[&rustls::version::TLS12][..]] {
+            let mut h = handshake(d.https_addr().unwrap(), &pki.client(versions), "example.com").unwrap();
+            write!(h.stream, "GET /bye HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n").unwrap();
+            let mut out = Vec::new();
+            let ended = h.stream.read_to_end(&mut out);
+            let page = String::from_utf8_lossy(&out);
+            assert!(ended.is_ok(), "{driver:?} {versions:?}: {ended:?} after {page:.200}");
+            assert!(page.starts_with("HTTP/1.1 200") && page.contains("backend=b"), "{driver:?}: {page:.200}");
+        }
+        d.shutdown();
+    }
+}
+
 #[test]
 fn no_certificate_fails_the_handshake_and_resumption_works() {
     ramjet::install_crypto();

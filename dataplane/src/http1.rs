@@ -163,7 +163,7 @@ where
         if let Some(up) = tunnel {
             Box::pin(relay(conn.stream, conn.buf, *up)).await;
         } else {
-            let _ = conn.stream.shutdown().await;
+            conn.stream.finish().await;
             worker.client_buffers.give(conn.buf.into_inner());
         }
     }

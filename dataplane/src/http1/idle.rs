@@ -51,6 +51,11 @@ pub(crate) trait IdleWait: CancelableAsyncReadRent + AsyncWriteRent + Sized {
 
     /// Gives back the buffers the stream keeps itself, if it holds nothing in them.
     fn release_own_buffers(&mut self);
+
+    /// Ends the connection from ramjet's side before the stream is dropped: TLS sends its
+    /// close_notify. Plain TCP needs nothing: closing the socket sends the FIN (a `shutdown` first
+    /// would only cost a system call per connection).
+    async fn finish(&mut self);
 }
 
 impl IdleWait for TcpStream {
@@ -59,6 +64,8 @@ impl IdleWait for TcpStream {
     }
 
     fn release_own_buffers(&mut self) {}
+
+    async fn finish(&mut self) {}
 }
 
 impl IdleWait for ServerTlsStream<TcpStream> {
@@ -70,6 +77,11 @@ impl IdleWait for ServerTlsStream<TcpStream> {
     /// record buffer.
     fn release_own_buffers(&mut self) {
         self.release_buffers();
+    }
+
+    async fn finish(&mut self) {
+        // A peer that is gone already cannot be told: nothing to do about a failure here.
+        let _ = self.shutdown().await;
     }
 }
 
