@@ -43,11 +43,15 @@ fn handshake(addr: SocketAddr, config: &Arc<ClientConfig>, sni: &str) -> Result<
     })
 }
 
+/// A `Connection: close` request; the answer ends with ramjet's close_notify, so the client can tell
+/// its end from a cut (rustls reports a missing close_notify as `UnexpectedEof`).
 fn https_get(h: &mut Handshake, host: &str, path: &str) -> String {
     write!(h.stream, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
     let mut out = Vec::new();
-    let _ = h.stream.read_to_end(&mut out);
-    String::from_utf8_lossy(&out).to_string()
+    let ended = h.stream.read_to_end(&mut out);
+    let page = String::from_utf8_lossy(&out).to_string();
+    assert!(ended.is_ok(), "{ended:?} after {page:.200}");
+    page
 }
 
 fn config(pki: &Pki, backend: &Backend, example: &str, redirect: bool) -> String {
@@ -172,9 +176,9 @@ fn a_request_sent_with_the_end_of_the_handshake_arrives_whole() {
     }
 }
 
-/// A connection ramjet closes after its answer (`Connection: close`) ends with a TLS close_notify,
-/// so the client can tell the end of the answer from a cut (rustls reports a missing close_notify
-/// as `UnexpectedEof`). Plain TCP connections send no such record: closing the socket is their end.
+/// A connection ramjet closes after its answer (`Connection: close`) ends with a TLS close_notify
+/// ([`https_get`] asserts it), over TLS 1.3 and 1.2. Plain TCP connections send no such record:
+/// closing the socket is their end.
 #[test]
 fn a_closing_answer_ends_with_close_notify() {
     ramjet::install_crypto();
@@ -186,11 +190,7 @@ fn a_closing_answer_ends_with_close_notify() {
         let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |_| {});
         for versions in [&[&rustls::version::TLS13][..], &[&rustls::version::TLS12][..]] {
             let mut h = handshake(d.https_addr().unwrap(), &pki.client(versions), "example.com").unwrap();
-            write!(h.stream, "GET /bye HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n").unwrap();
-            let mut out = Vec::new();
-            let ended = h.stream.read_to_end(&mut out);
-            let page = String::from_utf8_lossy(&out);
-            assert!(ended.is_ok(), "{driver:?} {versions:?}: {ended:?} after {page:.200}");
+            let page = https_get(&mut h, "example.com", "/bye");
             assert!(page.starts_with("HTTP/1.1 200") && page.contains("backend=b"), "{driver:?}: {page:.200}");
         }
         d.shutdown();
