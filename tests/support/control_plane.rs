@@ -11,10 +11,15 @@
 
 #[path = "go_tools.rs"]
 pub mod go_tools;
+// Also `support::ports` in the tests that load both: one stateless function, so two copies do
+// no harm.
+#[allow(clippy::duplicate_mod)]
+#[path = "ports.rs"]
+mod ports;
 
+use ports::free_port;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
@@ -40,11 +45,6 @@ pub fn k8s_bin() -> &'static Path {
         }
         dir
     })
-}
-
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The CA and the API server's serving certificate.

@@ -4,8 +4,11 @@
 pub mod backend;
 pub mod client;
 pub mod pki;
+pub mod ports;
 
-use std::net::{SocketAddr, TcpListener};
+pub use ports::free_port;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -35,11 +38,6 @@ pub fn daemon_with(routes: StaticRoutes, driver: IoDriver, tweak: impl FnOnce(&m
     config.io_driver = driver;
     tweak(&mut config);
     Daemon::start(config).expect("daemon starts")
-}
-
-/// A port nothing listens on right now.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// An address that refuses connections, for the whole test process: a socket bound to it that
