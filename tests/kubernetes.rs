@@ -218,7 +218,7 @@ fn scale_on_the_test_api_server() {
         api.apply(&slice(&format!("{name}-1"), &name, &[a.addr]));
         api.apply(&ingress(&name, &format!("{name}.test"), &name));
     }
-    let port = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let port = || std::net::SocketAddr::from(([127, 0, 0, 1], support::free_port()));
     let (http, https, admin) = (port(), port(), port());
     let started = std::time::Instant::now();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ramjet"))

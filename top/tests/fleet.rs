@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ const REPLICAS: [[u8; 4]; 3] = [[127, 0, 0, 1], [127, 0, 0, 2], [127, 0, 0, 3]];
 /// Three daemons, each on its own loopback address with the same admin port. Replica i went
 /// through i extra generations first, so the same table has a different number on each.
 fn fleet(token: Option<&str>) -> (Vec<Daemon>, u16) {
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = support::ports::free_port();
     let daemons = REPLICAS
         .iter()
         .enumerate()

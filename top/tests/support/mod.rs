@@ -5,6 +5,10 @@
 // Each test binary uses its own part of this.
 #![allow(dead_code)]
 
+/// Loopback ports for daemons the tests start, shared with the root package's tests.
+#[path = "../../../tests/support/ports.rs"]
+pub mod ports;
+
 use std::io::{Read, Write};
 use std::num::NonZeroU16;
 use std::path::PathBuf;
