@@ -11,8 +11,8 @@
 
 #[path = "go_tools.rs"]
 pub mod go_tools;
-// Also `support::ports` in the tests that load both: one stateless function, so two copies do
-// no harm.
+// Also `support::ports` in the tests that load both; each copy walks the range from a start of
+// its own (see the module).
 #[allow(clippy::duplicate_mod)]
 #[path = "ports.rs"]
 mod ports;

@@ -2,32 +2,36 @@
 //! server, etcd.
 //!
 //! A port found with `bind(127.0.0.1:0)` and given back comes from the kernel's ephemeral range,
-//! the range every outgoing connection takes its local port from. Between the test's bind and the
-//! child's, any client connection on the machine (the tests make thousands) may take that port,
-//! and the child then refuses to start: "address in use". So these ports come from below the
-//! ephemeral range, where the kernel never picks one by itself. Each search starts at a random
-//! place (so test threads and processes running side by side seldom meet) and takes the first
-//! port that a bind finds free.
+//! the range every outgoing connection takes its local port from, and the kernel may give it out
+//! again before the child binds it. These ports come from below that range, where the kernel
+//! never picks one by itself. Tests start many daemons at once from parallel threads, so a port
+//! handed out must not be handed out again while its daemon is still starting: each process walks
+//! the range in order from its own starting point, and takes the next port a bind finds free.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The lowest port handed out.
 const LOWEST: u16 = 10_000;
 
-/// A loopback port that nothing listens on, outside the kernel's ephemeral range.
+/// A loopback port that nothing listens on, outside the kernel's ephemeral range, and not handed
+/// out before by this process.
 pub fn free_port() -> u16 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let ephemeral = first_ephemeral_port();
     if ephemeral <= LOWEST + 1_000 {
         // The ephemeral range starts too low to stay out of its way.
         return TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     }
     let span = u64::from(ephemeral - LOWEST);
-    // Every `RandomState` has keys of its own: a random start, std only.
-    let start = RandomState::new().hash_one(std::process::id());
-    for step in 0..span {
-        let port = LOWEST + (start.wrapping_add(step) % span) as u16;
+    // Test processes side by side start at different places, and so do the two copies of this
+    // module that a test crate may hold (`support::ports`, `control_plane::ports`).
+    let mut hasher = DefaultHasher::new();
+    (std::process::id(), module_path!()).hash(&mut hasher);
+    let start = hasher.finish();
+    for _ in 0..span {
+        let port = LOWEST + (start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
             return port;
         }
