@@ -176,27 +176,6 @@ fn a_request_sent_with_the_end_of_the_handshake_arrives_whole() {
     }
 }
 
-/// A connection ramjet closes after its answer (`Connection: close`) ends with a TLS close_notify
-/// ([`https_get`] asserts it), over TLS 1.3 and 1.2. Plain TCP connections send no such record:
-/// closing the socket is their end.
-#[test]
-fn a_closing_answer_ends_with_close_notify() {
-    ramjet::install_crypto();
-    let pki = Pki::new("tls-close-notify");
-    pki.leaf("example", &["example.com"]);
-    pki.leaf("wild", &["*.example.com"]);
-    let backend = Backend::start("b");
-    for driver in DRIVERS {
-        let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |_| {});
-        for versions in [&[&rustls::version::TLS13][..], &[&rustls::version::TLS12][..]] {
-            let mut h = handshake(d.https_addr().unwrap(), &pki.client(versions), "example.com").unwrap();
-            let page = https_get(&mut h, "example.com", "/bye");
-            assert!(page.starts_with("HTTP/1.1 200") && page.contains("backend=b"), "{driver:?}: {page:.200}");
-        }
-        d.shutdown();
-    }
-}
-
 #[test]
 fn no_certificate_fails_the_handshake_and_resumption_works() {
     ramjet::install_crypto();
