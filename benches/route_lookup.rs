@@ -12,7 +12,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use ramjet_dataplane::http1::{parse_request, ConnFacts};
+use ramjet_dataplane::codec::http1::parse_request;
+use ramjet_dataplane::conn::ConnFacts;
 use ramjet_shared::{
     cookie_value, Backend, Condition, Matcher, PathKind, RequestView, RoutePolicy, Rule, TableBuilder, WeightedBackend,
 };

@@ -1,31 +1,30 @@
-//! A worker: one thread, one monoio runtime, its own listeners, pools, cursors and counters.
+//! The per-core context: what one worker owns — its pools, buffers, cursors, limiters, counters and
+//! the cached generation pointer — read by every floor above it. It runs nothing itself; the
+//! accept loop (`crate::server::accept`) does.
 
 use std::cell::{Cell, RefCell};
-use std::net::TcpListener as StdListener;
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use arc_swap::{ArcSwap, Cache};
-use monoio::net::TcpListener;
 use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
 
-use crate::access_log::{self, RequestFields, ResponseFields, WorkerLog};
-use crate::buf::BufferPool;
-use crate::clock::Clock;
-use crate::coarse_timer::CoarseTimer;
-use crate::contain;
-use crate::drain::DrainSignal;
+use crate::base::buf::BufferPool;
+use crate::base::clock::Clock;
+use crate::base::coarse_timer::CoarseTimer;
+use crate::base::drain::DrainSignal;
+use crate::base::page_box::PagePool;
+use crate::codec::http1::{CLIENT_BUFFER, UPSTREAM_BUFFER};
 use crate::error::{rescue, Failure, Rescue};
-use crate::http1::{self, ConnFacts};
-use crate::limits::ClientLimiter;
-use crate::mirror::Mirrors;
-use crate::observe::{self, Done, Observer, RequestId, RequestIds, RouteIndex, Sampler};
-use crate::page_box::PagePool;
-use crate::tls::TlsTerminator;
-use crate::upstream::{H2Pool, Pool};
-use crate::{DriverChoice, Ready, Settings};
+use crate::observe::access_log::{self, RequestFields, ResponseFields, WorkerLog};
+use crate::observe::requests::{self, Done, Observer, RequestId, RequestIds, RouteIndex, Sampler};
+use crate::policy::basic_auth::AuthCache;
+use crate::policy::ewma::Ewma;
+use crate::policy::limits::ClientLimiter;
+use crate::policy::mirrors::Mirrors;
+use crate::settings::Settings;
+use crate::upstream::{h2::H2Pool, pool::Pool};
 
 /// Derefs to the published generation pointer, so a per-worker `arc_swap::Cache` can follow it.
 struct GenerationPointer(Arc<Published>);
@@ -64,7 +63,7 @@ pub(crate) struct Worker {
     #[allow(clippy::redundant_allocation)]
     current: RefCell<Rc<Arc<Generation>>>,
     cursors: RefCell<Vec<u32>>,
-    open_connections: Cell<usize>,
+    pub open_connections: Cell<usize>,
     /// Open connections at the last buffer trim (see [`Worker::trim_buffers`]).
     open_at_last_trim: Cell<usize>,
     observer: Observer,
@@ -79,9 +78,9 @@ pub(crate) struct Worker {
     /// Routes' per-client limits, counted on this worker.
     pub limiter: ClientLimiter,
     /// Basic-auth credentials that passed on this worker.
-    pub auth: crate::auth::AuthCache,
+    pub auth: AuthCache,
     /// Endpoints' response times, for routes balanced by EWMA.
-    pub ewma: crate::ewma::Ewma,
+    pub ewma: Ewma,
 }
 
 impl Worker {
@@ -110,14 +109,14 @@ impl Worker {
             mirrors: Rc::new(Mirrors::new(stats.clone(), id)),
             rewrite: RefCell::default(),
             limiter: ClientLimiter::default(),
-            auth: crate::auth::AuthCache::default(),
-            ewma: crate::ewma::Ewma::default(),
+            auth: AuthCache::default(),
+            ewma: Ewma::default(),
             id,
             pool: Pool::new(settings.upstream_idle_timeout, settings.upstream_keepalive_connections),
             h2_pool: H2Pool::default(),
-            client_buffers: BufferPool::new(http1::CLIENT_BUFFER, 1024),
+            client_buffers: BufferPool::new(CLIENT_BUFFER, 1024),
             exchange_pages: PagePool::new(),
-            upstream_buffers: BufferPool::new(http1::UPSTREAM_BUFFER, 1024),
+            upstream_buffers: BufferPool::new(UPSTREAM_BUFFER, 1024),
             out_buffers: BufferPool::new(4096, 1024),
             drain: DrainSignal::default(),
             clock: Clock::default(),
@@ -233,7 +232,7 @@ impl Worker {
         let duration = done.start.elapsed();
         if let Some(served) = done.served {
             let current = Arc::ptr_eq(&self.current.borrow(), done.generation);
-            let sample = observe::sample(done, duration, self.clock.unix_secs());
+            let sample = requests::sample(done, duration, self.clock.unix_secs());
             let mut routes = self.observer.routes.borrow_mut();
             let stats = &self.observer.stats;
             routes.series(served, done.generation, current, |list| stats.publish_series(self.id, list)).record(&sample);
@@ -262,7 +261,7 @@ impl Worker {
     }
 
     /// Drops the series of routes gone from the serving table for longer than the grace period.
-    fn prune_series(&self) {
+    pub fn prune_series(&self) {
         let generation = self.generation();
         let mut routes = self.observer.routes.borrow_mut();
         if routes.prune(&generation.table, self.clock.unix_secs(), self.settings.metrics_grace) {
@@ -277,7 +276,7 @@ impl Worker {
     /// resident size after a burst stayed at its peak), so when a period freed many buffers or
     /// closed many connections, the worker asks glibc to return free pages (`malloc_trim`). That
     /// walks the arenas, so it runs only then, never per request.
-    fn trim_buffers(&self) {
+    pub fn trim_buffers(&self) {
         // Unmapped at once: these blocks never were in the allocator's heap.
         self.exchange_pages.trim();
         let freed = self.client_buffers.trim() + self.upstream_buffers.trim() + self.out_buffers.trim();
@@ -288,137 +287,17 @@ impl Worker {
         }
     }
 
-    fn connection_opened(&self) {
+    pub fn connection_opened(&self) {
         self.open_connections.set(self.open_connections.get() + 1);
         self.counters().connection_opened();
     }
 
-    fn connection_closed(&self) {
+    pub fn connection_closed(&self) {
         self.open_connections.set(self.open_connections.get() - 1);
         self.counters().connection_closed();
     }
 }
 
-/// Tells [`crate::DataPlane::start`] that a worker serves, or why it cannot.
-pub(crate) struct Started {
-    id: usize,
-    choice: DriverChoice,
-    ready: Ready,
-}
-
-impl Started {
-    pub fn new(id: usize, choice: DriverChoice, ready: Ready) -> Self {
-        Started { id, choice, ready }
-    }
-
-    fn serving(self) {
-        let _ = self.ready.send((self.id, Ok(self.choice)));
-    }
-
-    fn failed(self, reason: String) {
-        let _ = self.ready.send((self.id, Err(reason)));
-    }
-}
-
-/// Runs a worker until the drain signal arrives and its connections have finished (or the drain
-/// timeout passed).
-pub(crate) async fn run(
-    worker: Rc<Worker>,
-    http: StdListener,
-    https: Option<(StdListener, Rc<TlsTerminator>)>,
-    drain: flume::Receiver<()>,
-    started: Started,
-) {
-    let http = match TcpListener::from_std(http) {
-        Ok(l) => l,
-        Err(e) => return started.failed(format!("cannot register the HTTP listener: {e}")),
-    };
-    let https = match https.map(|(l, tls)| TcpListener::from_std(l).map(|l| (l, tls))).transpose() {
-        Ok(https) => https,
-        Err(e) => return started.failed(format!("cannot register the HTTPS listener: {e}")),
-    };
-    monoio::spawn(accept_loop(worker.clone(), http, None));
-    if let Some((listener, tls)) = https {
-        monoio::spawn(accept_loop(worker.clone(), listener, Some(tls)));
-    }
-    started.serving();
-    monoio::spawn(sweep_pool(worker.clone()));
-    monoio::spawn(tick_clock(worker.clone()));
-    monoio::spawn(run_idle_timer(worker.clone()));
-
-    // Every sender gone (the daemon is draining) ends this wait.
-    let _ = drain.recv_async().await;
-    worker.drain.fire();
-    let deadline = Instant::now() + worker.settings.drain_timeout;
-    while worker.open_connections.get() > 0 && Instant::now() < deadline {
-        monoio::time::sleep(Duration::from_millis(10)).await;
-    }
-    if worker.open_connections.get() > 0 {
-        tracing::warn!(
-            worker = worker.id,
-            open = worker.open_connections.get(),
-            "drain timeout reached with connections still open; closing them"
-        );
-    }
-}
-
-async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<TlsTerminator>>) {
-    let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    loop {
-        let accepted = monoio::select! {
-            r = listener.accept() => r,
-            _ = worker.drain.wait() => break,
-        };
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(worker = worker.id, error = %e, "accept failed");
-                monoio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let worker = worker.clone();
-        let tls = tls.clone();
-        // The connection's state (0.8 KB plain, 7.8 KB with TLS) lives in a box of its own,
-        // allocated once: the task itself stays a few words. monoio copies a task's whole future
-        // when it spawns it (twice) and when it finishes; with the state inline that was four
-        // copies of it per connection, 3 µs of every `Connection: close` request. Two tasks of
-        // their own sizes: a plain connection does not carry the TLS one's state.
-        match tls {
-            None => monoio::spawn(async move {
-                worker.connection_opened();
-                let facts = Rc::new(ConnFacts::new(peer, false, local_port));
-                Box::pin(contain::contained(&worker, "connection", http1::serve(&worker, stream, &facts))).await;
-                worker.connection_closed();
-            }),
-            Some(tls) => monoio::spawn(async move {
-                worker.connection_opened();
-                Box::pin(contain::contained(&worker, "TLS connection", tls.serve(&worker, stream, peer, local_port)))
-                    .await;
-                worker.connection_closed();
-            }),
-        };
-    }
-    // Dropping the listener closes it: the kernel stops queueing connections for this worker.
-}
-
-async fn sweep_pool(worker: Rc<Worker>) {
-    let period = (worker.settings.upstream_idle_timeout / 2).max(Duration::from_millis(100));
-    loop {
-        monoio::select! {
-            _ = monoio::time::sleep(period) => {
-                worker.pool.sweep();
-                worker.h2_pool.sweep(worker.settings.upstream_idle_timeout);
-                worker.limiter.sweep();
-            }
-            _ = worker.drain.wait() => return,
-        }
-    }
-}
-
-/// How often each worker frees the pooled buffers that went unused for the whole period.
-const BUFFER_TRIM_SECONDS: u64 = 5;
 /// Buffers freed, or connections closed, in one period that make it worth returning free pages.
 const TRIM_AFTER_FREEING: usize = 128;
 
@@ -434,26 +313,3 @@ fn release_free_pages() {
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn release_free_pages() {}
-
-async fn run_idle_timer(worker: Rc<Worker>) {
-    worker.idle_timer.run().await;
-}
-
-async fn tick_clock(worker: Rc<Worker>) {
-    // Vanished routes' series are looked for a few times per grace period (at most every 10 s).
-    let prune_every = (worker.settings.metrics_grace.as_secs() / 4).clamp(1, 10);
-    let mut ticks = 0u64;
-    loop {
-        monoio::select! {
-            _ = monoio::time::sleep(Duration::from_secs(1)) => worker.clock.tick(),
-            _ = worker.drain.wait() => return,
-        }
-        ticks += 1;
-        if ticks.is_multiple_of(prune_every) {
-            worker.prune_series();
-        }
-        if ticks.is_multiple_of(BUFFER_TRIM_SECONDS) {
-            worker.trim_buffers();
-        }
-    }
-}

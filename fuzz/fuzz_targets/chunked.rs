@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ramjet_dataplane::http1::{ChunkError, ChunkedDecoder};
+use ramjet_dataplane::codec::http1::{ChunkError, ChunkedDecoder};
 use ramjet_fuzz::{reference_chunked, Decoded, Reading};
 
 /// Feeds `input` in the pieces `sizes` yields (the last piece takes the rest), stopping at the end

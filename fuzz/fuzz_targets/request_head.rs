@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ramjet_dataplane::http1::{parse_request, ConnFacts, Framing};
+use ramjet_dataplane::codec::http1::{parse_request, Framing};
+use ramjet_dataplane::conn::ConnFacts;
 use ramjet_dataplane::ProxyError;
 
 /// Most fields `parse_request` accepts (`http1::head::MAX_HEADERS`, which is not exported).

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ramjet_dataplane::http1::{parse_response, Framing, ResponsePlan};
+use ramjet_dataplane::codec::http1::{parse_response, Framing, ResponsePlan};
 use ramjet_fuzz::{count, fields, lines_end_with_crlf};
 
 fuzz_target!(|data: &[u8]| {

@@ -23,9 +23,9 @@ use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 use rustc_hash::FxHashMap;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::connect_tcp;
+use super::connect::connect_tcp;
 use crate::error::{Failure, ProxyError};
-use crate::Http2Settings;
+use crate::settings::Http2Settings;
 
 /// What the pool and the streams of one connection share.
 struct Usage {

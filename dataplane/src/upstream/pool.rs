@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use rustc_hash::FxHashMap;
 
-use super::UpstreamConn;
-use crate::buf::BufferPool;
+use super::connect::UpstreamConn;
+use crate::base::buf::BufferPool;
 
 /// Idle connections per endpoint that keep their read buffer: the ones steady traffic reuses, so a
 /// keep-alive request moves no buffer. Those pooled beyond them (after a burst) give theirs to the

@@ -1,0 +1,10 @@
+//! Per-core plumbing that knows nothing of HTTP: pooled buffers and page blocks, the clock and the
+//! coarse timer, the drain signal, the shared listeners, and deadlines.
+
+pub mod buf;
+pub mod clock;
+pub mod coarse_timer;
+pub mod deadline;
+pub mod drain;
+pub mod listener;
+pub mod page_box;

@@ -1,0 +1,545 @@
+//! The access log: one record per request (HTTP/1.1 exchange or HTTP/2 stream), JSON lines or text.
+//!
+//! ```text
+//! worker: request head ─▶ begin (request fields) ─▶ … ─▶ end (status, bytes, timings) ─▶ keep? ─▶ ring
+//!                                                                               (full: drop + count)
+//! writer thread: every flush interval, each worker's ring ─▶ one buffered write ─▶ stdout/stderr/file
+//! ```
+//!
+//! A worker formats the record into a buffer it owns and copies it into its own single-producer
+//! single-consumer byte ring (`rtrb`): no lock, no syscall and no allocation per request. When the
+//! ring has no room the record is dropped and counted (`ramjet_access_log_dropped_total`): the
+//! worker never waits for the writer. The writer thread drains every ring on an interval and
+//! writes what it found; on [`AccessLog::reopen`] (SIGHUP) it reopens a file destination, so
+//! logrotate can move the file away.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rtrb::{Consumer, Producer, RingBuffer};
+
+use crate::base::clock::civil;
+use crate::codec::http1::head::push_decimal;
+use crate::conn::TlsSession;
+
+/// Where records go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    Stdout,
+    Stderr,
+    File(PathBuf),
+}
+
+/// How records are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Format {
+    /// One JSON object per line.
+    #[default]
+    Json,
+    /// One line of `key=value` fields after the request line.
+    Text,
+}
+
+/// What is logged and how.
+#[derive(Debug, Clone)]
+pub struct AccessLogSettings {
+    pub destination: Destination,
+    pub format: Format,
+    /// Requests for these paths (exact, the query ignored) are not logged: health checks.
+    pub skip_paths: Vec<String>,
+    /// Only requests answered with a status of 400 or more are logged.
+    pub errors_only: bool,
+    /// The share of successful requests (status below 400) that is logged, 0.0 to 1.0; errors are
+    /// always logged.
+    pub success_sample: f64,
+    /// Size of each worker's ring, in bytes.
+    pub buffer_bytes: usize,
+    /// How often the writer thread drains the rings.
+    pub flush_interval: Duration,
+}
+
+impl AccessLogSettings {
+    pub fn new(destination: Destination, format: Format) -> Self {
+        AccessLogSettings {
+            destination,
+            format,
+            skip_paths: Vec::new(),
+            errors_only: false,
+            success_sample: 1.0,
+            buffer_bytes: 1024 * 1024,
+            flush_interval: Duration::from_millis(20),
+        }
+    }
+}
+
+/// The open destination.
+enum Sink {
+    Stdout(io::Stdout),
+    Stderr(io::Stderr),
+    File(PathBuf, File),
+}
+
+fn open_file(path: &PathBuf) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+impl Sink {
+    fn open(destination: &Destination) -> io::Result<Sink> {
+        Ok(match destination {
+            Destination::Stdout => Sink::Stdout(io::stdout()),
+            Destination::Stderr => Sink::Stderr(io::stderr()),
+            Destination::File(path) => Sink::File(path.clone(), open_file(path)?),
+        })
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Sink::Stdout(s) => s.lock().write_all(bytes),
+            Sink::Stderr(s) => s.lock().write_all(bytes),
+            Sink::File(_, f) => f.write_all(bytes),
+        }
+    }
+
+    fn reopen(&mut self) {
+        if let Sink::File(path, file) = self {
+            match open_file(path) {
+                Ok(f) => *file = f,
+                Err(e) => tracing::warn!(path = %path.display(), error = %e, "cannot reopen the access log"),
+            }
+        }
+    }
+}
+
+/// The running writer thread and the rings it drains.
+pub struct AccessLog {
+    reopen: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    /// Disconnected when the writer thread has ended.
+    ended: mpsc::Receiver<()>,
+}
+
+/// How long [`AccessLog::finish`] waits for the writer: a destination that accepts nothing (a pipe
+/// nobody reads) must not hold up the shutdown.
+const FINISH_WAIT: Duration = Duration::from_secs(5);
+
+/// What a worker needs to log: its end of its ring and the settings.
+pub(crate) struct WorkerLog {
+    pub settings: Arc<AccessLogSettings>,
+    producer: Producer<u8>,
+}
+
+impl AccessLog {
+    /// Opens the destination (an error names it) and starts the writer thread; returns one
+    /// [`WorkerLog`] per worker.
+    pub(crate) fn start(settings: AccessLogSettings, workers: usize) -> io::Result<(AccessLog, Vec<WorkerLog>)> {
+        let mut sink = Sink::open(&settings.destination).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot open the access log {:?}: {e}", settings.destination))
+        })?;
+        let settings = Arc::new(settings);
+        let mut consumers = Vec::with_capacity(workers);
+        let mut logs = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (producer, consumer) = RingBuffer::new(settings.buffer_bytes.max(1024));
+            consumers.push(consumer);
+            logs.push(WorkerLog { settings: settings.clone(), producer });
+        }
+        let reopen = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (reopen_flag, stop_flag, interval) = (reopen.clone(), stop.clone(), settings.flush_interval);
+        let (end, ended) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new().name("ramjet-access-log".into()).spawn(move || {
+            let _end = end;
+            loop {
+                let stopping = stop_flag.load(Ordering::Acquire);
+                if reopen_flag.swap(false, Ordering::AcqRel) {
+                    sink.reopen();
+                }
+                drain(&mut consumers, &mut sink);
+                if stopping {
+                    return;
+                }
+                std::thread::park_timeout(interval);
+            }
+        })?;
+        Ok((AccessLog { reopen, stop, thread: Some(thread), ended }, logs))
+    }
+
+    /// Reopens a file destination before the next write (SIGHUP, after logrotate moved it).
+    pub fn reopen(&self) {
+        self.reopen.store(true, Ordering::Release);
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+    }
+
+    /// Writes what the rings still hold and stops the writer (after the workers have stopped).
+    /// Waits at most a few seconds: a writer blocked on its destination is left behind.
+    pub fn finish(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            match self.ended.recv_timeout(FINISH_WAIT) {
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    tracing::warn!("the access log's destination accepts nothing; its last records are lost")
+                }
+                _ => {
+                    if t.join().is_err() {
+                        tracing::warn!("the access log's writer panicked");
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Moves every complete record from the rings to the sink, one write per ring.
+fn drain(consumers: &mut [Consumer<u8>], sink: &mut Sink) {
+    for consumer in consumers.iter_mut() {
+        let n = consumer.slots();
+        if n == 0 {
+            continue;
+        }
+        let Ok(chunk) = consumer.read_chunk(n) else { continue };
+        let (a, b) = chunk.as_slices();
+        let written = sink.write_all(a).and_then(|()| sink.write_all(b));
+        chunk.commit_all();
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cannot write the access log");
+        }
+    }
+}
+
+impl WorkerLog {
+    /// Whether a request for `target` is logged at all (the skip list).
+    #[inline]
+    pub fn wants(&self, target: &[u8]) -> bool {
+        let path = target.iter().position(|&b| b == b'?').map_or(target, |q| &target[..q]);
+        !self.settings.skip_paths.iter().any(|p| p.as_bytes() == path)
+    }
+
+    /// Whether a finished request with `status` is kept; `random` is uniform in [0, 1).
+    #[inline]
+    pub fn keeps(&self, status: u16, random: f64) -> bool {
+        if status >= 400 {
+            return true;
+        }
+        !self.settings.errors_only && random < self.settings.success_sample
+    }
+
+    /// Copies one record into the ring; `false` (dropped) when it has no room.
+    #[inline]
+    pub fn push(&mut self, record: &[u8]) -> bool {
+        match self.producer.write_chunk_uninit(record.len()) {
+            Ok(chunk) => {
+                chunk.fill_from_iter(record.iter().copied());
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// The request side of a record, known when the head has been read.
+pub(crate) struct RequestFields<'a> {
+    pub client: SocketAddr,
+    pub method: &'a [u8],
+    pub host: &'a [u8],
+    pub path: &'a [u8],
+    pub protocol: &'static str,
+    pub user_agent: &'a [u8],
+    pub request_id: &'a [u8],
+    pub generation: u64,
+    pub tls: Option<&'a TlsSession>,
+}
+
+/// The response side of a record.
+pub(crate) struct ResponseFields<'a> {
+    pub status: u16,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub duration: Duration,
+    pub upstream: Option<SocketAddr>,
+    pub upstream_connect: Option<Duration>,
+    pub upstream_header: Option<Duration>,
+    pub route: Option<&'a str>,
+    pub backend: Option<&'a str>,
+}
+
+/// Writes the request fields of a record into `out` (emptied first); [`end`] completes it.
+pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
+    out.clear();
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    match format {
+        Format::Json => {
+            out.extend_from_slice(b"{\"time\":\"");
+            push_time(out, now);
+            out.extend_from_slice(b"\",\"client\":\"");
+            push_addr(out, f.client);
+            out.push(b'"');
+            json_field(out, b"method", f.method);
+            json_field(out, b"host", f.host);
+            json_field(out, b"path", f.path);
+            json_field(out, b"protocol", f.protocol.as_bytes());
+            json_field(out, b"user_agent", f.user_agent);
+            json_field(out, b"request_id", f.request_id);
+            out.extend_from_slice(b",\"generation\":");
+            push_decimal(out, f.generation);
+            match f.tls {
+                Some(tls) => {
+                    out.extend_from_slice(b",\"tls\":true");
+                    json_field(out, b"tls_version", tls.version.as_bytes());
+                    match tls.sni.is_empty() {
+                        true => out.extend_from_slice(b",\"sni\":null"),
+                        false => json_field(out, b"sni", tls.sni.as_bytes()),
+                    }
+                }
+                None => out.extend_from_slice(b",\"tls\":false,\"tls_version\":null,\"sni\":null"),
+            }
+        }
+        Format::Text => {
+            push_time(out, now);
+            out.push(b' ');
+            push_addr(out, f.client);
+            out.extend_from_slice(b" \"");
+            text_value(out, f.method);
+            out.push(b' ');
+            text_value(out, f.host);
+            out.push(b' ');
+            text_value(out, f.path);
+            out.push(b' ');
+            out.extend_from_slice(f.protocol.as_bytes());
+            out.extend_from_slice(b"\" gen=");
+            push_decimal(out, f.generation);
+            out.extend_from_slice(b" id=");
+            text_value(out, if f.request_id.is_empty() { b"-" } else { f.request_id });
+            out.extend_from_slice(b" tls=");
+            match f.tls {
+                Some(tls) => {
+                    out.extend_from_slice(tls.version.as_bytes());
+                    out.extend_from_slice(b" sni=");
+                    text_value(out, if tls.sni.is_empty() { b"-" } else { tls.sni.as_bytes() });
+                }
+                None => out.extend_from_slice(b"- sni=-"),
+            }
+            out.extend_from_slice(b" ua=\"");
+            text_value(out, f.user_agent);
+            out.extend_from_slice(b"\" ->");
+        }
+    }
+}
+
+/// One response-side value of a record.
+enum Value<'a> {
+    Number(u64),
+    Millis(Option<Duration>),
+    Addr(Option<SocketAddr>),
+    Text(Option<&'a str>),
+}
+
+/// Completes the record begun in `out` with the response fields and a newline.
+pub(crate) fn end(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
+    // (JSON name, text name, value); absent values are `null` in JSON and `-` in text.
+    let fields = [
+        ("status", "", Value::Number(u64::from(f.status))),
+        ("bytes_in", "in", Value::Number(f.bytes_in)),
+        ("bytes_out", "out", Value::Number(f.bytes_out)),
+        ("duration_ms", "ms", Value::Millis(Some(f.duration))),
+        ("upstream_addr", "upstream", Value::Addr(f.upstream)),
+        ("upstream_connect_ms", "connect_ms", Value::Millis(f.upstream_connect)),
+        ("upstream_header_ms", "header_ms", Value::Millis(f.upstream_header)),
+        ("route", "route", Value::Text(f.route)),
+        ("backend", "backend", Value::Text(f.backend)),
+    ];
+    for (json, text, value) in fields {
+        match format {
+            Format::Json => {
+                out.extend_from_slice(b",\"");
+                out.extend_from_slice(json.as_bytes());
+                out.extend_from_slice(b"\":");
+            }
+            Format::Text => {
+                out.push(b' ');
+                if !text.is_empty() {
+                    out.extend_from_slice(text.as_bytes());
+                    out.push(b'=');
+                }
+            }
+        }
+        let absent: &[u8] = if format == Format::Json { b"null" } else { b"-" };
+        let quote = format == Format::Json;
+        match value {
+            Value::Number(n) => push_decimal(out, n),
+            Value::Millis(Some(d)) => push_millis(out, d),
+            Value::Addr(Some(a)) => {
+                if quote {
+                    out.push(b'"');
+                }
+                push_addr(out, a);
+                if quote {
+                    out.push(b'"');
+                }
+            }
+            Value::Text(Some(t)) if quote => {
+                out.push(b'"');
+                json_escape(out, t.as_bytes());
+                out.push(b'"');
+            }
+            Value::Text(Some(t)) => text_value(out, t.as_bytes()),
+            Value::Millis(None) | Value::Addr(None) | Value::Text(None) => out.extend_from_slice(absent),
+        }
+    }
+    out.extend_from_slice(if format == Format::Json { b"}\n" } else { b"\n" });
+}
+
+fn json_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(b",\"");
+    out.extend_from_slice(name);
+    out.extend_from_slice(b"\":\"");
+    json_escape(out, value);
+    out.push(b'"');
+}
+
+/// JSON string contents: quotes, backslashes and control characters escaped; bytes above 0x7f
+/// (obs-text, which HTTP/1.1 allows in field values) as `\u00XX`, so every line is valid JSON.
+fn json_escape(out: &mut Vec<u8>, value: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &b in value {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x20..=0x7e => out.push(b),
+            _ => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]]),
+        }
+    }
+}
+
+/// Text values: bytes that would break the line or its quoting become `\xXX`.
+fn text_value(out: &mut Vec<u8>, value: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for &b in value {
+        match b {
+            b'"' | b'\\' | 0..=0x20 | 0x7f.. => {
+                out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]])
+            }
+            _ => out.push(b),
+        }
+    }
+}
+
+/// Milliseconds with microsecond precision: `12.345`.
+fn push_millis(out: &mut Vec<u8>, d: Duration) {
+    let us = d.as_micros() as u64;
+    push_decimal(out, us / 1000);
+    out.push(b'.');
+    let frac = us % 1000;
+    out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+}
+
+fn push_addr(out: &mut Vec<u8>, addr: SocketAddr) {
+    use std::io::Write as _;
+    let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
+    // Writing into a Vec cannot fail, and a socket address fits the capacity kept from earlier
+    // records: no allocation in steady state.
+    let _ = write!(out, "{addr}");
+}
+
+/// RFC 3339 in UTC with milliseconds: `2026-12-01T02:45:00.123Z`.
+fn push_time(out: &mut Vec<u8>, since_epoch: Duration) {
+    let secs = since_epoch.as_secs();
+    let (year, month, day) = civil(secs / 86_400);
+    let rem = secs % 86_400;
+    let two = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
+    two(out, year / 100);
+    two(out, year % 100);
+    out.push(b'-');
+    two(out, month);
+    out.push(b'-');
+    two(out, day);
+    out.push(b'T');
+    two(out, rem / 3600);
+    out.push(b':');
+    two(out, rem % 3600 / 60);
+    out.push(b':');
+    two(out, rem % 60);
+    out.push(b'.');
+    let ms = u64::from(since_epoch.subsec_millis());
+    out.extend_from_slice(&[b'0' + (ms / 100) as u8, b'0' + (ms / 10 % 10) as u8, b'0' + (ms % 10) as u8]);
+    out.push(b'Z');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request() -> RequestFields<'static> {
+        RequestFields {
+            client: "[::ffff:10.0.0.1]:5000".parse().unwrap(),
+            method: b"GET",
+            host: b"example.com",
+            path: b"/a?q=\"x\"",
+            protocol: "HTTP/1.1",
+            user_agent: b"curl/8 \xff",
+            request_id: b"abc",
+            generation: 7,
+            tls: None,
+        }
+    }
+
+    fn response() -> ResponseFields<'static> {
+        ResponseFields {
+            status: 200,
+            bytes_in: 10,
+            bytes_out: 20,
+            duration: Duration::from_micros(1234),
+            upstream: Some("127.0.0.1:8080".parse().unwrap()),
+            upstream_connect: None,
+            upstream_header: Some(Duration::from_micros(56)),
+            route: Some("default/web"),
+            backend: Some("default/web:80"),
+        }
+    }
+
+    #[test]
+    fn json_records_are_one_escaped_object_per_line() {
+        let mut out = Vec::new();
+        begin(Format::Json, &request(), &mut out);
+        end(Format::Json, &response(), &mut out);
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.ends_with("}\n") && line.matches('\n').count() == 1, "{line}");
+        assert!(line.contains(r#""client":"10.0.0.1:5000""#), "{line}");
+        assert!(line.contains(r#""path":"/a?q=\"x\"""#), "{line}");
+        assert!(line.contains(r#""user_agent":"curl/8 \u00ff""#), "{line}");
+        assert!(line.contains(r#""duration_ms":1.234,"upstream_addr":"127.0.0.1:8080","upstream_connect_ms":null,"upstream_header_ms":0.056"#), "{line}");
+    }
+
+    #[test]
+    fn text_records_keep_one_line() {
+        let mut out = Vec::new();
+        begin(Format::Text, &request(), &mut out);
+        end(Format::Text, &response(), &mut out);
+        let line = String::from_utf8(out).unwrap();
+        let expected = r#" 10.0.0.1:5000 "GET example.com /a?q=\x22x\x22 HTTP/1.1" gen=7 id=abc tls=- sni=- ua="curl/8\x20\xff" -> 200 in=10 out=20 ms=1.234 upstream=127.0.0.1:8080 connect_ms=- header_ms=0.056 route=default/web backend=default/web:80
+"#;
+        assert!(line.ends_with(expected), "{line}");
+    }
+
+    #[test]
+    fn formats_times_in_utc() {
+        let mut out = Vec::new();
+        push_time(&mut out, Duration::from_millis(1_798_761_599_007));
+        assert_eq!(out, b"2026-12-31T23:59:59.007Z");
+    }
+}

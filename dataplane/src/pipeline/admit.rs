@@ -1,0 +1,107 @@
+//! Admission: what a request routed to a backend must pass before anything goes upstream, in
+//! nginx's order — a CORS preflight is answered first, then the route's per-client limits
+//! (preaccess), then basic auth and external auth (access). Every protocol admits through
+//! [`admit`]; a route that uses none of these costs a request five `None` checks.
+
+use ramjet_shared::RouteTable;
+
+use super::answer::LocalAnswer;
+use super::external_auth::{self, Asking, Passed, Refusal, Verdict};
+use super::route::RouteExtras;
+use super::view::RequestFields;
+use crate::error::ProxyError;
+use crate::policy::limits::UnderWay;
+use crate::worker::Worker;
+
+/// What an admitted request holds until its exchange ends: its place under the route's
+/// per-client limits, the allowed CORS origin (copied into a pooled buffer: the request's own
+/// bytes may move on), and what the external auth service passed on.
+#[derive(Default)]
+pub(crate) struct Admission<'w> {
+    under_way: Option<UnderWay<'w>>,
+    origin: Vec<u8>,
+    passed: Option<Passed>,
+    refusal: Option<Refusal>,
+}
+
+/// What admission decided.
+pub(crate) enum Gate<'a> {
+    /// Go on to the backend.
+    Open,
+    /// Answer here (a preflight, an auth challenge or refusal).
+    Answer(LocalAnswer<'a>),
+    /// Fail the request (answered as `rescue` says).
+    Fail(ProxyError),
+}
+
+/// Admits the request described by `asking` and `view` to the route in `extras`. What it holds
+/// for the rest of the exchange goes into `held`; [`Admission::grant`] then hands it to the
+/// request's extras, and [`Admission::release`] gives its buffer back.
+pub(crate) async fn admit<'t: 'h, 'h, 'w>(
+    worker: &'w Worker,
+    table: &RouteTable,
+    asking: &Asking<'_>,
+    view: &impl RequestFields,
+    extras: &RouteExtras<'t>,
+    held: &'h mut Admission<'w>,
+) -> Gate<'h> {
+    let cors = extras.route_cors();
+    if let Some(cors) = cors {
+        if let Some(allow) = cors.allow_origin(view.header("origin")) {
+            held.origin = worker.out_buffers.take();
+            held.origin.clear();
+            held.origin.extend_from_slice(allow);
+            if asking.method == b"OPTIONS" {
+                return Gate::Answer(LocalAnswer::CorsPreflight { cors, allow: &held.origin });
+            }
+        }
+    }
+    if let Some(limits) = extras.client_limits() {
+        match worker.limiter.admit(limits, asking.peer) {
+            Ok(under_way) => held.under_way = under_way,
+            Err(_) => return Gate::Fail(ProxyError::OverLimit),
+        }
+    }
+    let allowed = cors.filter(|_| !held.origin.is_empty()).map(|c| (c, &held.origin[..]));
+    if let Some(auth) = extras.basic_auth() {
+        if !worker.auth.admits(auth, view.header("authorization")) {
+            return Gate::Answer(LocalAnswer::Unauthorized { challenge: auth.challenge().as_bytes(), cors: allowed });
+        }
+    }
+    if let Some(auth) = extras.external_auth() {
+        match external_auth::ask(worker, table, auth, asking, view.each_field()).await {
+            Verdict::Pass(passed) => held.passed = Some(passed),
+            Verdict::Refuse(refusal) => {
+                let refusal = held.refusal.insert(refusal);
+                return Gate::Answer(match refusal {
+                    Refusal::SignIn(location) => LocalAnswer::Found { location },
+                    Refusal::Deny(401, Some(challenge)) => LocalAnswer::Unauthorized { challenge, cors: allowed },
+                    Refusal::Deny(status, _) => LocalAnswer::Status(*status),
+                });
+            }
+        }
+    }
+    Gate::Open
+}
+
+impl<'w> Admission<'w> {
+    /// Hands what was admitted to the request's extras: the allowed origin's CORS fields, the
+    /// auth service's fields and cookies.
+    pub fn grant<'a>(&'a self, extras: &mut RouteExtras<'a>) {
+        if !self.origin.is_empty() {
+            extras.cors = extras.route_cors().map(|c| (c, &self.origin[..]));
+        }
+        if let Some(passed) = &self.passed {
+            extras.auth_fields = &passed.fields;
+            extras.auth_cookies = &passed.cookies;
+        }
+    }
+
+    /// The exchange has ended: the origin's buffer goes back to the pool, the client's place
+    /// under the limits is given up.
+    pub fn release(self, worker: &Worker) {
+        if self.origin.capacity() > 0 {
+            worker.out_buffers.give(self.origin);
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Answers ramjet makes itself — errors, redirects, configured responses, CORS preflights, auth
+//! challenges — as one protocol-neutral value. Each protocol's server writes it through an
+//! [`AnswerHead`] of its own (HTTP/1.1 bytes, HTTP/2 fields), so what an answer says is decided here
+//! once, and only how it is spelled differs.
+
+use std::cell::RefCell;
+
+use ramjet_shared::{Cors, DirectResponse, Redirect, RewriteScratch};
+
+use crate::codec::http1::head::push_decimal;
+use crate::error::canned;
+
+/// An answer that does not come from a backend.
+pub(crate) enum LocalAnswer<'a> {
+    /// An error status from [`crate::error::rescue`] (404 included), with its canned body.
+    Status(u16),
+    /// `308` to the same host and target over HTTPS (the host normalized).
+    HttpsRedirect { host: &'a str, target: &'a str },
+    /// A route's configured response.
+    Direct(&'a DirectResponse),
+    /// `302` to `<scheme>://<host><path>` (ingress-nginx's `app-root`; `host` as the client sent it).
+    AppRoot { https: bool, host: &'a str, path: &'a str },
+    /// `308` to another host (`from-to-www-redirect`).
+    HostRedirect { https: bool, host: &'a str, port: u16, target: &'a str },
+    /// `204` to a CORS preflight (`OPTIONS` from an allowed origin).
+    CorsPreflight { cors: &'a Cors, allow: &'a [u8] },
+    /// `401` with a basic-auth challenge, and the route's CORS fields (ingress-nginx adds them to
+    /// every answer).
+    Unauthorized { challenge: &'a [u8], cors: Option<(&'a Cors, &'a [u8])> },
+    /// `302` to a location built for this request (external auth's sign-in page).
+    Found { location: &'a [u8] },
+    /// A rule's redirect, built from the request (`tls`: how it came; its host and target;
+    /// `scratch`: the worker's rewrite memory).
+    Redirect { redirect: &'a Redirect, tls: bool, host: &'a str, target: &'a str, scratch: &'a RefCell<RewriteScratch> },
+}
+
+/// Where an answer's head is written: a protocol's spelling of a status and fields.
+pub(crate) trait AnswerHead {
+    /// The status (HTTP/1.1 writes its status line here).
+    fn status(&mut self, status: u16, reason: &str);
+    /// A head compiled in HTTP/1.1 form (status line, then fields, each line ending in CRLF): a
+    /// route's configured answer and a rule's redirect are compiled that way for HTTP/1.1's sake.
+    fn compiled(&mut self, status: u16, write: impl FnOnce(&mut Vec<u8>));
+    /// One field.
+    fn field(&mut self, name: &'static str, value: &[u8]);
+    /// One field whose value is written in place by `value`.
+    fn field_with(&mut self, name: &'static str, value: impl FnOnce(&mut Vec<u8>));
+}
+
+impl LocalAnswer<'_> {
+    /// The status this answer has.
+    pub fn status(&self) -> u16 {
+        match self {
+            LocalAnswer::Status(s) => *s,
+            LocalAnswer::HttpsRedirect { .. } | LocalAnswer::HostRedirect { .. } => 308,
+            LocalAnswer::AppRoot { .. } | LocalAnswer::Found { .. } => 302,
+            LocalAnswer::Direct(response) => response.status,
+            LocalAnswer::CorsPreflight { .. } => 204,
+            LocalAnswer::Unauthorized { .. } => 401,
+            LocalAnswer::Redirect { redirect, .. } => redirect.status(),
+        }
+    }
+
+    /// Writes the status and fields (framing included: each answer says its `content-length`) to
+    /// `head`, and returns the body.
+    pub fn write<'s>(&'s self, head: &mut impl AnswerHead) -> &'s [u8] {
+        match self {
+            LocalAnswer::Status(status) => {
+                let (reason, body) = canned(*status);
+                head.status(*status, reason);
+                head.field("content-type", b"text/plain");
+                head.field_with("content-length", |v| push_decimal(v, body.len() as u64));
+                body.as_bytes()
+            }
+            LocalAnswer::HttpsRedirect { host, target } => {
+                head.status(308, "Permanent Redirect");
+                head.field_with("location", |v| {
+                    v.extend_from_slice(b"https://");
+                    v.extend_from_slice(host.as_bytes());
+                    v.extend_from_slice(if target.is_empty() { b"/" } else { target.as_bytes() });
+                });
+                head.field("content-length", b"0");
+                b""
+            }
+            LocalAnswer::AppRoot { https, host, path } => {
+                head.status(302, "Found");
+                head.field_with("location", |v| {
+                    v.extend_from_slice(if *https { b"https://" } else { b"http://" });
+                    v.extend_from_slice(host.as_bytes());
+                    v.extend_from_slice(path.as_bytes());
+                });
+                head.field("content-length", b"0");
+                b""
+            }
+            LocalAnswer::HostRedirect { https, host, port, target } => {
+                head.status(308, "Permanent Redirect");
+                head.field_with("location", |v| host_redirect_location(*https, host, *port, target.as_bytes(), v));
+                head.field("content-length", b"0");
+                b""
+            }
+            LocalAnswer::CorsPreflight { cors, allow } => {
+                head.status(204, "No Content");
+                for (name, value) in cors.fields(allow) {
+                    head.field(name, value);
+                }
+                head.field("content-type", b"text/plain charset=UTF-8");
+                head.field("content-length", b"0");
+                b""
+            }
+            LocalAnswer::Unauthorized { challenge, cors } => {
+                let (reason, body) = canned(401);
+                head.status(401, reason);
+                head.field("www-authenticate", challenge);
+                for (name, value) in cors.iter().flat_map(|(cors, allow)| cors.fields(allow)) {
+                    head.field(name, value);
+                }
+                head.field("content-type", b"text/plain");
+                head.field_with("content-length", |v| push_decimal(v, body.len() as u64));
+                body.as_bytes()
+            }
+            LocalAnswer::Found { location } => {
+                head.status(302, "Found");
+                head.field("location", location);
+                head.field("content-length", b"0");
+                b""
+            }
+            LocalAnswer::Redirect { redirect, tls, host, target, scratch } => {
+                // Rendered when the table was built, as far as it does not depend on the request.
+                head.compiled(redirect.status(), |out| redirect.head(*tls, host, target, scratch, out));
+                b""
+            }
+            LocalAnswer::Direct(response) => {
+                head.compiled(response.status, |out| out.extend_from_slice(&response.head));
+                &response.body
+            }
+        }
+    }
+}
+
+/// The `location` of a `from-to-www-redirect`: ingress-nginx's `ngx_srv_redirect.lua` writes
+/// `<scheme>://<host>:<server port><request_uri>` with one trailing `/` of the request URI dropped.
+fn host_redirect_location(https: bool, host: &str, port: u16, target: &[u8], out: &mut Vec<u8>) {
+    out.extend_from_slice(if https { b"https://" } else { b"http://" });
+    out.extend_from_slice(host.as_bytes());
+    out.push(b':');
+    push_decimal(out, port.into());
+    out.extend_from_slice(target.strip_suffix(b"/").unwrap_or(target));
+}

@@ -1,0 +1,11 @@
+//! The top floor: connections. The accept loop ([`accept`]) hands each connection to its server —
+//! HTTP/1.1 ([`http1`], which upgrades to [`http2`] on the h2c preface), TLS ([`tls`], which picks
+//! HTTP/1.1, HTTP/2 or passthrough) — and each server drives the request pipeline.
+
+pub mod accept;
+pub mod contain;
+pub mod http1;
+pub mod http2;
+pub mod passthrough;
+pub mod runtime;
+pub mod tls;

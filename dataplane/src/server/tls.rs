@@ -1,0 +1,246 @@
+//! TLS termination: rustls through monoio-rustls, the certificate chosen by SNI from the serving
+//! generation.
+//!
+//! The resolver runs inside the handshake: it reads the SNI name, looks the host up in the current
+//! table (exact host, then single-label wildcard, as routing does) and hands rustls the parsed key
+//! from the published certificate store. Because the applier publishes the store before the table,
+//! a table never names a certificate the store lacks, and a rotation is just another generation.
+//!
+//! The worker drives the handshake itself (rustls' `ServerConnection` over the socket) and only then
+//! hands the session to monoio-rustls' stream: that is how the access log learns the negotiated version
+//! and the SNI name, which the stream does not expose. Bytes the client sent after its Finished stay
+//! inside the session, so the stream reads them first.
+
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+use monoio_rustls::ServerTlsStream;
+use ramjet_shared::{normalize_host, Published};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::{ProtocolVersion, ServerConfig, ServerConnection};
+
+use super::http1;
+use super::http2;
+use super::passthrough;
+use crate::conn::{ConnFacts, TlsSession};
+use crate::worker::Worker;
+
+/// Picks the certificate for each handshake from what is published now.
+pub struct SniResolver {
+    published: Arc<Published>,
+    default: Option<Arc<CertifiedKey>>,
+}
+
+impl fmt::Debug for SniResolver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SniResolver").field("default", &self.default.is_some()).finish()
+    }
+}
+
+impl SniResolver {
+    pub fn new(published: Arc<Published>, default: Option<Arc<CertifiedKey>>) -> Self {
+        SniResolver { published, default }
+    }
+
+    /// The certificate for an SNI name (`None`: the client sent none), if the serving table has
+    /// one for it.
+    pub fn lookup(&self, sni: Option<&str>) -> Option<Arc<CertifiedKey>> {
+        let table = &self.published.generation().load().table;
+        let id = match sni {
+            Some(sni) => {
+                let mut buf = [0u8; 256];
+                table.certificate_for(normalize_host(sni, &mut buf)?)?
+            }
+            None => table.any_certificate()?,
+        };
+        self.published.certs().load().get(&id).map(|c| c.key.clone())
+    }
+}
+
+impl ResolvesServerCert for SniResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        // A host without a certificate in the table: the default certificate, else the handshake
+        // fails with an alert.
+        self.lookup(hello.server_name()).or_else(|| self.default.clone())
+    }
+}
+
+/// Builds the server configuration shared by every worker: TLS 1.2 and 1.3 with rustls' safe
+/// defaults, ALPN `h2` preferred and `http/1.1` offered, stateless session tickets.
+pub fn server_config(
+    published: Arc<Published>,
+    default: Option<Arc<CertifiedKey>>,
+) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let mut config = ServerConfig::builder()
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(SniResolver::new(published, default)));
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.ticketer = rustls::crypto::ring::Ticketer::new()?;
+    Ok(Arc::new(config))
+}
+
+/// A worker's handshaker.
+pub(crate) struct TlsTerminator {
+    config: Arc<ServerConfig>,
+}
+
+impl TlsTerminator {
+    pub fn new(config: Arc<ServerConfig>) -> Rc<Self> {
+        Rc::new(TlsTerminator { config })
+    }
+
+    /// Handshakes within the header timeout, then serves HTTP/2 over the TLS stream if the client
+    /// chose it by ALPN, else HTTP/1.1.
+    ///
+    /// The handshake (and a passthrough's ClientHello) runs in a box of its own, and the HTTP/1.1
+    /// future is made in a block that ends before it is awaited: what a connection holds while it
+    /// waits for its next request is only the HTTP/1.1 state and the TLS stream, once (2.6 KB, not
+    /// the 7.8 KB the handshake's futures needed).
+    pub async fn serve(&self, worker: &Rc<Worker>, stream: TcpStream, peer: SocketAddr, local_port: u16) {
+        let facts;
+        let serving = {
+            let Some(Established { tls, facts: established, h2 }) =
+                Box::pin(self.establish(worker, stream, peer, local_port)).await
+            else {
+                return;
+            };
+            if h2 {
+                return Box::pin(http2::serve(worker.clone(), tls, None, established)).await;
+            }
+            facts = established;
+            http1::serve(worker, tls, &facts)
+        };
+        serving.await
+    }
+
+    /// The handshake, within the header timeout; `None` when it failed or the connection was
+    /// passed through (and is finished).
+    async fn establish(
+        &self,
+        worker: &Rc<Worker>,
+        mut stream: TcpStream,
+        peer: SocketAddr,
+        local_port: u16,
+    ) -> Option<Established> {
+        let generation = worker.generation();
+        let session = if generation.table.has_passthrough() {
+            // Some server names are passed through: the ClientHello decides, read first.
+            let config = &self.config;
+            let hello = monoio::time::timeout(
+                worker.settings.header_timeout,
+                passthrough::read_hello(&mut stream, config, &generation.table),
+            )
+            .await;
+            drop(generation);
+            match hello {
+                Ok(Ok(passthrough::Hello::Terminate(session))) => *session,
+                Ok(Ok(passthrough::Hello::Pass(backend, hello))) => {
+                    Box::pin(passthrough::splice(worker, stream, hello, &backend)).await;
+                    return None;
+                }
+                Ok(Err(e)) => {
+                    worker.counters().tls_handshake_failed();
+                    tracing::debug!(worker = worker.id, error = %e, "TLS ClientHello refused");
+                    return None;
+                }
+                Err(_) => {
+                    worker.counters().tls_handshake_failed();
+                    return None;
+                }
+            }
+        } else {
+            drop(generation);
+            match ServerConnection::new(self.config.clone()) {
+                Ok(session) => session,
+                Err(e) => {
+                    worker.counters().tls_handshake_failed();
+                    tracing::warn!(worker = worker.id, error = %e, "TLS session could not be created");
+                    return None;
+                }
+            }
+        };
+        let session = match monoio::time::timeout(worker.settings.header_timeout, handshake(&mut stream, session)).await
+        {
+            Ok(Ok(session)) => session,
+            Ok(Err(e)) => {
+                worker.counters().tls_handshake_failed();
+                tracing::debug!(worker = worker.id, error = %e, "TLS handshake failed");
+                return None;
+            }
+            Err(_) => {
+                worker.counters().tls_handshake_failed();
+                return None;
+            }
+        };
+        let facts = Rc::new(ConnFacts::with_tls_session(peer, local_port, settled(&session)));
+        let h2 = session.alpn_protocol() == Some(b"h2");
+        Some(Established { tls: ServerTlsStream::new(stream, session), facts, h2 })
+    }
+}
+
+/// A finished handshake: the stream, what the access log records of it, and whether the client
+/// chose HTTP/2.
+struct Established {
+    tls: ServerTlsStream<TcpStream>,
+    facts: Rc<ConnFacts>,
+    h2: bool,
+}
+
+/// Bytes read from the client per step of a handshake. Small enough that what follows the client's
+/// Finished always fits the session's plaintext buffer (16 KiB), so no byte is ever refused.
+const HANDSHAKE_READ: usize = 4096;
+
+/// Runs the server side of a handshake to its end, flushing everything the session has to say
+/// (session tickets included) before returning it.
+async fn handshake(io: &mut TcpStream, mut session: ServerConnection) -> io::Result<ServerConnection> {
+    let mut input = Vec::with_capacity(HANDSHAKE_READ);
+    let mut output = Vec::new();
+    loop {
+        while session.wants_write() {
+            output.clear();
+            session.write_tls(&mut output)?;
+            let (written, buf) = io.write_all(output).await;
+            output = buf;
+            written?;
+        }
+        if !session.is_handshaking() {
+            return Ok(session);
+        }
+        input.clear();
+        let (read, buf) = io.read(input).await;
+        input = buf;
+        if read? == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during the TLS handshake"));
+        }
+        let mut rest = &input[..];
+        while !rest.is_empty() {
+            if session.read_tls(&mut rest)? == 0 {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "TLS session refused input"));
+            }
+            if let Err(e) = session.process_new_packets() {
+                // The session has queued an alert saying why: send it, best effort.
+                output.clear();
+                if session.write_tls(&mut output).is_ok() {
+                    let _ = io.write_all(output).await;
+                }
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
+            }
+        }
+    }
+}
+
+/// What the access log records of a finished handshake.
+fn settled(session: &ServerConnection) -> TlsSession {
+    let version = match session.protocol_version() {
+        Some(ProtocolVersion::TLSv1_3) => "TLSv1.3",
+        Some(ProtocolVersion::TLSv1_2) => "TLSv1.2",
+        _ => "TLS",
+    };
+    TlsSession { version, sni: session.server_name().unwrap_or_default().into() }
+}
