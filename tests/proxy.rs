@@ -285,6 +285,26 @@ fn head_204_304_have_no_body_and_chunked_and_close_delimited_bodies_relay() {
     });
 }
 
+/// An answer ramjet makes itself to a `HEAD` says its length and sends no body: a body after it
+/// would be read as the start of the next response on the connection.
+#[test]
+fn ramjets_own_answers_to_head_requests_have_no_body() {
+    let yaml = "backends:\n  hi: { respond: { status: 200, body: \"hello\\n\" } }\nroutes:\n  - { host: h, path: /hi, backend: hi }\n";
+    each_driver(|driver| {
+        let d = daemon(yaml, driver);
+        let mut conn = Conn::open(d.http_addr());
+        for (host, status) in [("nowhere", 404), ("h", 200)] {
+            conn.send(format!("HEAD /hi HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes());
+            let head = conn.read_response_to(true).unwrap();
+            assert_eq!(head.status, status, "{host}");
+            assert_ne!(head.header("content-length"), Some("0"), "the length a GET would get");
+        }
+        let r = conn.get("h", "/hi");
+        assert_eq!((r.status, r.body.as_str()), (200, "hello\n"), "the connection is still in step");
+        d.shutdown();
+    });
+}
+
 #[test]
 fn pipelined_and_split_requests() {
     let b = Backend::start("b");

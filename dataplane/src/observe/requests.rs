@@ -307,4 +307,3 @@ mod tests {
         assert_eq!(out, b"GET / HTTP/1.1\r\nhost: a\r\nx-request-id: r1\r\n\r\n");
     }
 }
-

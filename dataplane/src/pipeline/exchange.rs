@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ramjet_shared::{NextUpstream, UpstreamErrorKind, UpstreamTls};
+use ramjet_shared::{Backend, BackendKind, NextUpstream, UpstreamErrorKind, UpstreamTls};
 
 use crate::base::deadline::Deadline;
 use crate::codec::http1::head::ResponseHead;
@@ -24,6 +24,41 @@ pub(crate) struct Retry<'r> {
     pub idempotent: bool,
 }
 
+/// Where and how a request goes upstream: the endpoints and the one to try first, the TLS
+/// settings, whether the request can be sent again as it is (`replayable`), how long a connect may
+/// take, the exchange's deadline, and how a failed try moves on ([`attempt`] says how each is used).
+#[derive(Clone, Copy)]
+pub(crate) struct Attempt<'a> {
+    pub endpoints: &'a [SocketAddr],
+    pub tls: Option<&'a UpstreamTls>,
+    pub first: usize,
+    pub replayable: bool,
+    pub connect_timeout: Duration,
+    pub deadline: Deadline,
+    pub retry: Retry<'a>,
+}
+
+impl<'a> Attempt<'a> {
+    /// A complete, replayable request ramjet makes itself (an error page's, an auth sub-request)
+    /// to `backend`: the next endpoint in turn, the daemon's upstream timeout, ramjet's default
+    /// retry, no deadline. No endpoints: 503.
+    pub fn own_request(worker: &Worker, backend: &'a Backend) -> Result<Self, ProxyError> {
+        let endpoints = match &backend.kind {
+            BackendKind::Endpoints(endpoints) if !endpoints.is_empty() => &endpoints[..],
+            _ => return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints)),
+        };
+        Ok(Attempt {
+            endpoints,
+            tls: backend.tls.as_deref(),
+            first: worker.next_endpoint(backend.slot, endpoints.len()),
+            replayable: true,
+            connect_timeout: worker.settings.upstream_timeout,
+            deadline: Deadline::NONE,
+            retry: Retry { next: None, idempotent: true },
+        })
+    }
+}
+
 /// What a try's exchange ends with: a response head, whose status may pass the request on.
 pub(crate) trait Answered {
     fn status(&self) -> u16;
@@ -36,7 +71,7 @@ impl<X> Answered for (ResponseHead, X) {
 }
 
 /// Runs `exchange` (send the request, read the response head) on a connection to
-/// `endpoints[index]` (over TLS with `tls`): a pooled one if there is one, else a new one. A pooled
+/// `to.endpoints[to.first]` (over TLS with `to.tls`): a pooled one if there is one, else a new one. A pooled
 /// connection that turns out to have been closed by the backend is replaced by a fresh one once,
 /// when the request is `replayable` (it can be sent again as it is); a request that cannot be
 /// replayed is sent on a pooled connection only if it still looks open. Each connect lasts at most
@@ -50,19 +85,13 @@ impl<X> Answered for (ResponseHead, X) {
 /// listed). An answer with a listed status is dropped for the next endpoint's, except on the last
 /// try, whose answer is the client's. `tally` learns the endpoint, the connect and response-head
 /// times, and failed connects.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn attempt<T: Answered>(
     worker: &Worker,
-    endpoints: &[SocketAddr],
-    tls: Option<&UpstreamTls>,
-    mut index: usize,
-    replayable: bool,
-    connect_timeout: Duration,
-    deadline: Deadline,
-    retry: Retry<'_>,
+    to: Attempt<'_>,
     tally: &mut Tally,
     mut exchange: impl AsyncFnMut(&mut UpstreamConn) -> Result<T, Failure>,
 ) -> Result<(UpstreamConn, T), Failure> {
+    let Attempt { endpoints, tls, first: mut index, replayable, connect_timeout, deadline, retry } = to;
     let max_tries = match retry.next {
         None => endpoints.len().min(2),
         Some(next) if next.is_off() => 1,

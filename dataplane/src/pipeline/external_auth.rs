@@ -12,13 +12,13 @@ use std::net::IpAddr;
 
 use http::HeaderMap;
 use ramjet_shared::external_auth::{expand, SigninRequest};
-use ramjet_shared::{AuthService, BackendKind, ExternalAuth, RouteTable, UpstreamErrorKind};
+use ramjet_shared::{AuthService, ExternalAuth, RouteTable, UpstreamErrorKind};
 
 use crate::base::deadline::Deadline;
 use crate::codec::http1::Framing;
 use crate::error::{Failure, ProxyError};
 use crate::observe::requests::Tally;
-use crate::pipeline::exchange::{self, Retry};
+use crate::pipeline::exchange::{self, Attempt};
 use crate::upstream::connect::UpstreamConn;
 use crate::worker::Worker;
 
@@ -190,40 +190,23 @@ async fn exchange_with(
             &route.backend
         }
     };
-    let endpoints = match &backend.kind {
-        BackendKind::Endpoints(e) if !e.is_empty() => e,
-        _ => return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into()),
-    };
-    let timeout = worker.settings.upstream_timeout;
-    let index = worker.next_endpoint(backend.slot, endpoints.len());
-    let retry = Retry { next: None, idempotent: true };
-    let tls = backend.tls.as_deref();
+    let to = Attempt::own_request(worker, backend)?;
+    let timeout = to.connect_timeout;
     let mut tally = Tally::default();
     let mut request = worker.out_buffers.take();
     request.clear();
     request.extend_from_slice(head);
-    let answered = exchange::attempt(
-        worker,
-        endpoints,
-        tls,
-        index,
-        true,
-        timeout,
-        Deadline::NONE,
-        retry,
-        &mut tally,
-        async |up: &mut UpstreamConn| {
-            match monoio::time::timeout(timeout, crate::base::buf::write_vec(&mut up.stream, &mut request)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
-                Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
-            }
-            exchange::read_response_head(up, timeout, Deadline::NONE, |data| {
-                crate::codec::http2::fields::response_head(data, false)
-            })
-            .await
-        },
-    )
+    let answered = exchange::attempt(worker, to, &mut tally, async |up: &mut UpstreamConn| {
+        match monoio::time::timeout(timeout, crate::base::buf::write_vec(&mut up.stream, &mut request)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
+            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+        }
+        exchange::read_response_head(up, timeout, Deadline::NONE, |data| {
+            crate::codec::http2::fields::response_head(data, false)
+        })
+        .await
+    })
     .await;
     worker.out_buffers.give(request);
     let (mut up, (response_head, response)) = answered?;

@@ -144,6 +144,10 @@ pub(crate) async fn serve<S: IntoH2Io>(worker: Rc<Worker>, stream: S, read: Opti
                     // h2 would wait for the client to acknowledge GOAWAY; a connection with no
                     // stream left is closed now (as nginx does), one with streams when they end.
                     if streams.active.get() == 0 || monoio::time::Instant::now() >= end {
+                        // What the last streams wrote may still be in h2's buffers: the connection
+                        // is driven a moment longer to write it, or a loaded worker could drop the
+                        // end of a response that had finished.
+                        let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| conn.poll_closed(cx))).await;
                         break;
                     }
                     deadline = monoio::time::Instant::now() + GOAWAY_FLUSH;

@@ -20,7 +20,7 @@ use crate::codec::http1::head::{parse_response, RequestHead, ResponseHead, Respo
 use crate::codec::http1::Framing;
 use crate::error::{Failure, ProxyError};
 use crate::observe::requests::Tally;
-use crate::pipeline::exchange::{self, Retry};
+use crate::pipeline::exchange::{self, Attempt, Retry};
 use crate::pipeline::route::RouteExtras;
 use crate::upstream::connect::UpstreamConn;
 
@@ -86,32 +86,22 @@ where
     });
     // The rule's deadline bounds every wait from here to the answer's last byte.
     let deadline = Deadline::from_now(timeouts.deadline);
-    let attempted = exchange::attempt(
-        worker,
-        endpoints,
-        tls,
-        index,
-        replayable,
-        timeouts.connect,
-        deadline,
-        retry,
-        &mut tally,
-        async |up: &mut UpstreamConn| {
-            if let Some(copy) = &request_head {
-                conn.out.clear();
-                conn.out.extend_from_slice(copy);
+    let to = Attempt { endpoints, tls, first: index, replayable, connect_timeout: timeouts.connect, deadline, retry };
+    let attempted = exchange::attempt(worker, to, &mut tally, async |up: &mut UpstreamConn| {
+        if let Some(copy) = &request_head {
+            conn.out.clear();
+            conn.out.extend_from_slice(copy);
+        }
+        match buffered {
+            Some(len) => send_buffered(conn, len, up, deadline.limit(timeouts.send)).await?,
+            None => {
+                let sent = send_streaming(conn, head, up, limit, timeouts.send, deadline).await?;
+                conn.tally.bytes_in += sent;
             }
-            match buffered {
-                Some(len) => send_buffered(conn, len, up, deadline.limit(timeouts.send)).await?,
-                None => {
-                    let sent = send_streaming(conn, head, up, limit, timeouts.send, deadline).await?;
-                    conn.tally.bytes_in += sent;
-                }
-            }
-            let out = &mut conn.out;
-            exchange::read_response_head(up, timeouts.read, deadline, |data| parse_response(data, &plan, out)).await
-        },
-    )
+        }
+        let out = &mut conn.out;
+        exchange::read_response_head(up, timeouts.read, deadline, |data| parse_response(data, &plan, out)).await
+    })
     .await;
     if let Some(copy) = request_head {
         worker.out_buffers.give(copy);
@@ -172,29 +162,22 @@ async fn error_exchange<S>(
     plan: &ResponsePlan,
 ) -> Result<(UpstreamConn, (ResponseHead, bool)), Failure> {
     let worker = conn.worker;
-    let endpoints = match &pages.backend.kind {
-        ramjet_shared::BackendKind::Endpoints(e) if !e.is_empty() => e,
-        _ => return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into()),
-    };
-    let timeout = worker.settings.upstream_timeout;
+    let to = Attempt::own_request(worker, &pages.backend)?;
+    let timeout = to.connect_timeout;
     let mut request = worker.out_buffers.take();
     request.clear();
     request.extend_from_slice(error_head);
     crate::policy::error_pages::finish(&mut request, code);
-    let index = worker.next_endpoint(pages.backend.slot, endpoints.len());
-    let retry = Retry { next: None, idempotent: true };
     let mut tally = Tally::default();
-    let tls = pages.backend.tls.as_deref();
     let none = Deadline::NONE;
-    let exchanged =
-        exchange::attempt(worker, endpoints, tls, index, true, timeout, none, retry, &mut tally, async |up| {
-            conn.out.clear();
-            conn.out.extend_from_slice(&request);
-            send_buffered(conn, 0, up, timeout).await?;
-            let out = &mut conn.out;
-            exchange::read_response_head(up, timeout, none, |data| parse_response(data, plan, out)).await
-        })
-        .await;
+    let exchanged = exchange::attempt(worker, to, &mut tally, async |up| {
+        conn.out.clear();
+        conn.out.extend_from_slice(&request);
+        send_buffered(conn, 0, up, timeout).await?;
+        let out = &mut conn.out;
+        exchange::read_response_head(up, timeout, none, |data| parse_response(data, plan, out)).await
+    })
+    .await;
     worker.out_buffers.give(request);
     conn.tally.upstream = tally.upstream;
     conn.tally.upstream_connect = tally.upstream_connect;

@@ -37,7 +37,7 @@ use crate::observe::requests::CLIENT_CLOSED;
 use crate::observe::requests::{Done, RequestId, Served, Tally};
 use crate::pipeline::admit::{admit, Admission, Gate};
 use crate::pipeline::answer::LocalAnswer;
-use crate::pipeline::exchange::{self, Retry};
+use crate::pipeline::exchange::{self, Attempt, Retry};
 use crate::pipeline::external_auth::Asking;
 use crate::pipeline::respond::edit_response;
 use crate::pipeline::route::{decide, Addressed, Proxy, RouteExtras, Step};
@@ -246,34 +246,17 @@ async fn error_exchange(
     is_head: bool,
     tally: &mut Tally,
 ) -> Result<(UpstreamConn, (ResponseHead, Response<()>)), Failure> {
-    let endpoints = match &pages.backend.kind {
-        ramjet_shared::BackendKind::Endpoints(e) if !e.is_empty() => e,
-        _ => return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into()),
-    };
-    let timeout = worker.settings.upstream_timeout;
-    let index = worker.next_endpoint(pages.backend.slot, endpoints.len());
-    let retry = Retry { next: None, idempotent: true };
-    let tls = pages.backend.tls.as_deref();
+    let to = Attempt::own_request(worker, &pages.backend)?;
+    let timeout = to.connect_timeout;
     let none = Deadline::NONE;
-    exchange::attempt(
-        worker,
-        endpoints,
-        tls,
-        index,
-        true,
-        timeout,
-        none,
-        retry,
-        tally,
-        async |up: &mut UpstreamConn| {
-            match monoio::time::timeout(timeout, write_vec(&mut up.stream, request)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
-                Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
-            }
-            exchange::read_response_head(up, timeout, none, |data| response_head(data, is_head)).await
-        },
-    )
+    exchange::attempt(worker, to, tally, async |up: &mut UpstreamConn| {
+        match monoio::time::timeout(timeout, write_vec(&mut up.stream, request)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
+            Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
+        }
+        exchange::read_response_head(up, timeout, none, |data| response_head(data, is_head)).await
+    })
     .await
 }
 
@@ -381,22 +364,12 @@ async fn forward(
     let retry = Retry { next: extras.next_upstream(), idempotent: is_idempotent(parts.method.as_str().as_bytes()) };
     // The rule's deadline bounds every wait from here to the answer's last byte.
     let deadline = Deadline::from_now(timeouts.deadline);
-    let upstream = exchange::attempt(
-        worker,
-        endpoints,
-        tls,
-        index,
-        replayable,
-        connect,
-        deadline,
-        retry,
-        tally,
-        async |up: &mut UpstreamConn| {
-            let to = Sending { framing, limit, timeout: timeouts.send, until: deadline };
-            send_request(worker, up, &mut out, &mut body, to, &mut sent).await?;
-            exchange::read_response_head(up, timeouts.read, deadline, |data| response_head(data, is_head)).await
-        },
-    );
+    let to = Attempt { endpoints, tls, first: index, replayable, connect_timeout: connect, deadline, retry };
+    let upstream = exchange::attempt(worker, to, tally, async |up: &mut UpstreamConn| {
+        let to = Sending { framing, limit, timeout: timeouts.send, until: deadline };
+        send_request(worker, up, &mut out, &mut body, to, &mut sent).await?;
+        exchange::read_response_head(up, timeouts.read, deadline, |data| response_head(data, is_head)).await
+    });
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
     let result = monoio::select! {
         r = upstream => r,
