@@ -1193,7 +1193,7 @@ def run_h1_count(args, port, host_header, n, label="", path="/p7/bench", headers
 # The source files of a route's policy on the request path: the policy checks in dispatch, the rule
 # walk and the weighted pick (Route::pick, Rule::pick, scale) and the worker's draw (Worker::random).
 # Callgrind books inlined code to the source line it came from, so their self cost is the policy's.
-POLICY_SOURCES = ("dataplane/src/dispatch.rs", "shared/src/route.rs", "shared/src/route/policy.rs",
+POLICY_SOURCES = ("dataplane/src/pipeline/route.rs", "shared/src/route.rs", "shared/src/route/policy.rs",
                   "dataplane/src/worker.rs")
 
 
@@ -1236,7 +1236,7 @@ def callgrind_file_costs(path):
                     cur = fl
                     name = fnames.get(m.group(1), "") if m else val
                     fn = name
-                    if not worker and "ramjet_dataplane::run_worker" in name:
+                    if not worker and "ramjet_dataplane::" in name and "run_worker" in name:
                         worker = True
             elif key == "calls":
                 skip = True
@@ -1248,7 +1248,7 @@ def callgrind_file_costs(path):
 def callgrind_threads(prefix):
     """[(Ir, is_worker, {source file: self Ir}, {function: self Ir})] per thread file of one callgrind run
     (--separate-threads=yes). The worker thread is the one whose file names
-    ramjet_dataplane::run_worker (its entry function)."""
+    ramjet_dataplane's run_worker (its entry function)."""
     out = []
     for path in sorted(glob.glob(prefix + "*")):
         if os.path.getsize(path) == 0:  # the process-wide file stays empty with --separate-threads=yes
