@@ -38,6 +38,7 @@
 
 pub mod admin;
 mod cert;
+mod digest;
 mod generation;
 mod publish;
 mod route;
@@ -45,7 +46,8 @@ mod stats;
 mod upstream_tls;
 
 pub use cert::{CertId, CertStore, Certificate};
-pub use generation::{Diagnostic, Digest, Generation, ObjectRef, Severity};
+pub use digest::Digest;
+pub use generation::{Diagnostic, Generation, ObjectRef, Severity};
 pub use publish::Published;
 pub use route::affinity::{endpoint_key, Affinity, AFFINITY_COOKIE};
 pub use route::basic_auth::BasicAuth;

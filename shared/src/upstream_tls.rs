@@ -61,10 +61,12 @@ impl CaBundle {
     }
 }
 
-/// What the user asked for: the input of [`UpstreamTls::new`].
-#[derive(Debug, Clone)]
+/// What the user asked for: the input of [`UpstreamTls::new`], and what its content hash is taken
+/// over (bundles and certificates by their content ids).
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct UpstreamTlsSpec {
     /// Verify the backend's certificate against this bundle; `None`: encrypt without verifying.
+    #[serde(serialize_with = "bundle_id")]
     pub verify: Option<Arc<CaBundle>>,
     /// The name the certificate is verified against, and sent as SNI when `sni` is set: a DNS name
     /// or an IP address.
@@ -72,7 +74,18 @@ pub struct UpstreamTlsSpec {
     /// Send the server name in the handshake (SNI). ingress-nginx's default is not to.
     pub sni: bool,
     /// A client certificate to present to backends that ask for one.
+    #[serde(serialize_with = "cert_id")]
     pub client_cert: Option<Arc<Certificate>>,
+}
+
+/// A bundle by its content id (its source is where it was read, not what it is).
+fn bundle_id<S: serde::Serializer>(bundle: &Option<Arc<CaBundle>>, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&bundle.as_ref().map(|b| b.id), s)
+}
+
+/// A certificate by its content id.
+fn cert_id<S: serde::Serializer>(cert: &Option<Arc<Certificate>>, s: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&cert.as_ref().map(|c| c.id), s)
 }
 
 /// TLS to a backend's endpoints, ready for the worker.
@@ -97,6 +110,14 @@ impl fmt::Debug for UpstreamTls {
             .field("verified_by", &self.verified_by)
             .field("sni", &self.sni)
             .finish()
+    }
+}
+
+/// In a backend's encoding: the content hash of the settings (the client configurations have no
+/// encoding of their own, and are made from the settings alone).
+impl serde::Serialize for UpstreamTls {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.digest)
     }
 }
 
@@ -134,24 +155,7 @@ impl UpstreamTls {
         let mut h2 = config;
         h2.alpn_protocols = vec![b"h2".to_vec()];
 
-        let mut h = Sha256::new();
-        match &spec.verify {
-            Some(bundle) => {
-                h.update(b"V");
-                h.update(bundle.id);
-            }
-            None => h.update(b"N"),
-        }
-        h.update([spec.sni as u8]);
-        match &spec.client_cert {
-            Some(cert) => {
-                h.update(b"C");
-                h.update(cert.id.0);
-            }
-            None => h.update(b"-"),
-        }
-        h.update(spec.server_name.as_bytes());
-        let digest: [u8; 32] = h.finalize().into();
+        let digest = crate::digest::digest_of(spec).0;
         let id = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
         Ok(Arc::new(UpstreamTls {
             // 0 stands for "no TLS" in the pools' keys.
