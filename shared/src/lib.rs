@@ -58,7 +58,7 @@ pub use route::external_auth::{self, AuthService, ExternalAuth};
 pub use route::hash_by::{self, HashBy, HashInput};
 pub use route::htpasswd;
 pub use route::next_upstream::{is_idempotent, NextUpstream};
-pub use route::policy::{cookie_value, find_pair};
+pub use route::request::{cookie_value, find_pair};
 pub use route::source_ranges::{parse_ranges, IpBlock, SourceRanges};
 pub use route::{
     check_regex_path, normalize_host, reason_phrase, Backend, BackendKind, BackendProtocol, Condition, DirectResponse,

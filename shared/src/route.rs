@@ -36,14 +36,16 @@ pub mod htpasswd;
 pub mod next_upstream;
 pub mod policy;
 mod regex_paths;
+pub mod request;
 pub mod rewrite;
 pub mod source_ranges;
 pub use filter::{HeaderEdits, Redirect, Rewrite};
 pub use policy::{
-    Condition, Edits, Filter, Matcher, Mirror, RequestView, RouteLimits, RoutePolicy, Rule, WeightedBackend,
-    STICKY_COOKIE, STICKY_RANGE,
+    Condition, Edits, Filter, Matcher, Mirror, RouteLimits, RoutePolicy, Rule, WeightedBackend, STICKY_COOKIE,
+    STICKY_RANGE,
 };
 pub use regex_paths::check_regex_path;
+pub use request::RequestView;
 pub use rewrite::{PathRewrite, RewriteScratch};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;

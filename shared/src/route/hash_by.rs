@@ -11,7 +11,7 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use super::policy::{find_pair, RequestView};
+use super::request::{find_pair, RequestView};
 
 /// One piece of the key.
 #[derive(Debug, Clone, PartialEq, Eq)]

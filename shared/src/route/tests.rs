@@ -239,7 +239,7 @@ impl RequestView for View {
         self.headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
-            .find_map(|(_, v)| policy::cookie_value(v.as_bytes(), name))
+            .find_map(|(_, v)| request::cookie_value(v.as_bytes(), name))
     }
 
     fn method(&self) -> &[u8] {
