@@ -24,7 +24,7 @@ use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use sha2::{Digest as _, Sha256};
 
-use crate::cert::Certificate;
+use crate::cert::{CertId, Certificate};
 
 /// A CA bundle (PEM), content-addressed: the id is the SHA-256 of the PEM bytes, so an unchanged
 /// Secret or file is the same bundle in every generation and is parsed once.
@@ -61,12 +61,10 @@ impl CaBundle {
     }
 }
 
-/// What the user asked for: the input of [`UpstreamTls::new`], and what its content hash is taken
-/// over (bundles and certificates by their content ids).
-#[derive(Debug, Clone, serde::Serialize)]
+/// What the user asked for: the input of [`UpstreamTls::new`].
+#[derive(Debug, Clone)]
 pub struct UpstreamTlsSpec {
     /// Verify the backend's certificate against this bundle; `None`: encrypt without verifying.
-    #[serde(serialize_with = "bundle_id")]
     pub verify: Option<Arc<CaBundle>>,
     /// The name the certificate is verified against, and sent as SNI when `sni` is set: a DNS name
     /// or an IP address.
@@ -74,18 +72,31 @@ pub struct UpstreamTlsSpec {
     /// Send the server name in the handshake (SNI). ingress-nginx's default is not to.
     pub sni: bool,
     /// A client certificate to present to backends that ask for one.
-    #[serde(serialize_with = "cert_id")]
     pub client_cert: Option<Arc<Certificate>>,
 }
 
-/// A bundle by its content id (its source is where it was read, not what it is).
-fn bundle_id<S: serde::Serializer>(bundle: &Option<Arc<CaBundle>>, s: S) -> Result<S::Ok, S::Error> {
-    serde::Serialize::serialize(&bundle.as_ref().map(|b| b.id), s)
+/// What makes two upstream TLS set-ups the same: the settings, bundles and certificates by their
+/// content ids (where they were read from is not what they are). The content hash and `PartialEq`
+/// are both taken over it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+struct Settings {
+    verify: Option<[u8; 32]>,
+    server_name: String,
+    sni: bool,
+    client_cert: Option<CertId>,
 }
 
-/// A certificate by its content id.
-fn cert_id<S: serde::Serializer>(cert: &Option<Arc<Certificate>>, s: S) -> Result<S::Ok, S::Error> {
-    serde::Serialize::serialize(&cert.as_ref().map(|c| c.id), s)
+impl Settings {
+    fn of(spec: &UpstreamTlsSpec) -> Self {
+        // Every field of the spec, so that a new one does not compile until it is here.
+        let UpstreamTlsSpec { verify, server_name, sni, client_cert } = spec;
+        Settings {
+            verify: verify.as_ref().map(|b| b.id),
+            server_name: server_name.clone(),
+            sni: *sni,
+            client_cert: client_cert.as_ref().map(|c| c.id),
+        }
+    }
 }
 
 /// TLS to a backend's endpoints, ready for the worker.
@@ -100,6 +111,8 @@ pub struct UpstreamTls {
     /// Whether the certificate is verified, and against which bundle (its source).
     pub verified_by: Option<String>,
     pub sni: bool,
+    settings: Settings,
+    /// The digest of `settings`.
     digest: [u8; 32],
 }
 
@@ -123,7 +136,7 @@ impl serde::Serialize for UpstreamTls {
 
 impl PartialEq for UpstreamTls {
     fn eq(&self, other: &Self) -> bool {
-        self.digest == other.digest
+        self.settings == other.settings
     }
 }
 
@@ -155,7 +168,8 @@ impl UpstreamTls {
         let mut h2 = config;
         h2.alpn_protocols = vec![b"h2".to_vec()];
 
-        let digest = crate::digest::digest_of(spec).0;
+        let settings = Settings::of(spec);
+        let digest = crate::digest::digest_of(&settings).0;
         let id = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
         Ok(Arc::new(UpstreamTls {
             // 0 stands for "no TLS" in the pools' keys.
@@ -165,6 +179,7 @@ impl UpstreamTls {
             server_name,
             verified_by: spec.verify.as_ref().map(|b| b.source.clone()),
             sni: spec.sni,
+            settings,
             digest,
         }))
     }

@@ -439,3 +439,5 @@ fn a_backend_with_filters_of_its_own_gets_them_after_the_rule_s() {
     assert_eq!(rule.pick(1).backend.name.as_ref(), "tuned");
     assert!(rule.to_string().contains("tuned 1/2 [request"), "{rule}");
 }
+
+mod every_field;
