@@ -332,7 +332,7 @@ fn a_split_follows_the_draw_and_a_sticky_one_the_cookie() {
 }
 
 #[test]
-fn a_policy_is_part_of_the_digest_and_a_plain_route_hashes_as_before() {
+fn a_policy_is_part_of_the_digest() {
     let plain = table(&[("", "/", PathKind::Prefix, "primary")]);
     let with = |w: u32| {
         let mut b = TableBuilder::new();
