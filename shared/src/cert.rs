@@ -12,8 +12,8 @@ use rustls::sign::CertifiedKey;
 use sha2::{Digest as _, Sha256};
 
 /// Content address of a certificate: SHA-256 over the chain bytes, a separator, and the key bytes.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CertId(pub [u8; 32]);
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct CertId(#[serde(serialize_with = "crate::digest::as_bytes")] pub [u8; 32]);
 
 impl CertId {
     /// The id of a chain + key pair, as they were read (PEM bytes).

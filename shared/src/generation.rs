@@ -5,28 +5,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::cert::{CertId, Certificate};
+use crate::digest::Digest;
 use crate::route::RouteTable;
-
-/// SHA-256 over a compiled table.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Digest(pub [u8; 32]);
-
-impl Digest {
-    /// The first 12 hex digits.
-    pub fn short(&self) -> String {
-        self.0[..6].iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    pub fn hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
-    }
-}
-
-impl fmt::Debug for Digest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Digest({})", self.short())
-    }
-}
 
 /// A problem found while compiling: the object it is about, how much of it is left out, and what is
 /// wrong. The rest of the configuration compiled without it.
@@ -119,7 +99,7 @@ pub struct Generation {
     /// The certificates the table names, parsed; the applier adds them to the store before the table
     /// is published.
     pub certificates: Vec<Arc<Certificate>>,
-    pub digest: crate::generation::Digest,
+    pub digest: Digest,
     pub compiled_at: SystemTime,
     pub diagnostics: Arc<[Diagnostic]>,
 }

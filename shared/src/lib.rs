@@ -38,6 +38,7 @@
 
 pub mod admin;
 mod cert;
+mod digest;
 mod generation;
 mod publish;
 mod route;
@@ -45,7 +46,8 @@ mod stats;
 mod upstream_tls;
 
 pub use cert::{CertId, CertStore, Certificate};
-pub use generation::{Diagnostic, Digest, Generation, ObjectRef, Severity};
+pub use digest::Digest;
+pub use generation::{Diagnostic, Generation, ObjectRef, Severity};
 pub use publish::Published;
 pub use route::affinity::{endpoint_key, Affinity, AFFINITY_COOKIE};
 pub use route::basic_auth::BasicAuth;
@@ -56,7 +58,7 @@ pub use route::external_auth::{self, AuthService, ExternalAuth};
 pub use route::hash_by::{self, HashBy, HashInput};
 pub use route::htpasswd;
 pub use route::next_upstream::{is_idempotent, NextUpstream};
-pub use route::policy::{cookie_value, find_pair};
+pub use route::request::{cookie_value, find_pair};
 pub use route::source_ranges::{parse_ranges, IpBlock, SourceRanges};
 pub use route::{
     check_regex_path, normalize_host, reason_phrase, Backend, BackendKind, BackendProtocol, Condition, DirectResponse,

@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use rustc_hash::FxBuildHasher;
-use sha2::{Digest as _, Sha256};
+use serde::Serialize;
 
 use crate::cert::CertId;
-use crate::generation::Digest;
+use crate::digest::{self, Digest};
 use crate::upstream_tls::UpstreamTls;
 
 pub mod affinity;
@@ -36,14 +36,16 @@ pub mod htpasswd;
 pub mod next_upstream;
 pub mod policy;
 mod regex_paths;
+pub mod request;
 pub mod rewrite;
 pub mod source_ranges;
 pub use filter::{HeaderEdits, Redirect, Rewrite};
 pub use policy::{
-    Condition, Edits, Filter, Matcher, Mirror, RequestView, RouteLimits, RoutePolicy, Rule, WeightedBackend,
-    STICKY_COOKIE, STICKY_RANGE,
+    Condition, Edits, Filter, Matcher, Mirror, RouteLimits, RoutePolicy, Rule, WeightedBackend, STICKY_COOKIE,
+    STICKY_RANGE,
 };
 pub use regex_paths::check_regex_path;
+pub use request::RequestView;
 pub use rewrite::{PathRewrite, RewriteScratch};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
@@ -59,26 +61,31 @@ pub enum PathKind {
 }
 
 /// Where a route sends requests.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Serialize)]
 pub struct Backend {
     /// The backend's name: the static-routes key or `namespace/service:port` for Ingresses.
     pub name: Arc<str>,
     /// A small number stable for this name across generations, so workers can keep per-backend state
-    /// (the round-robin cursor) in a vector instead of a map.
+    /// (the round-robin cursor) in a vector instead of a map. Not in the digest: this process chose
+    /// it in the order it met the names, so another replica serving the same table has other
+    /// numbers, and the digest names a table across replicas.
+    #[serde(skip)]
     pub slot: u32,
     pub kind: BackendKind,
     /// How ramjet talks to the endpoints.
     pub protocol: BackendProtocol,
     /// TLS to the endpoints: set exactly when the protocol is `HTTPS` or `GRPCS`.
     pub tls: Option<Arc<UpstreamTls>>,
-    /// SHA-256 over the name and the kind, computed once: host digests include it, so a backend
-    /// whose endpoints move changes the digest of every host that routes to it.
+    /// The digest of everything above, computed once: the items that name the backend encode it
+    /// as this ([`Backend::serialize_digest`]), so a backend whose endpoints move changes the digest
+    /// of every host that routes to it.
+    #[serde(skip)]
     pub digest: Digest,
 }
 
 /// The protocol a backend's endpoints speak (`ramjet.dev/backend-protocol`, ingress-nginx's
 /// `backend-protocol`, `protocol:` in static routes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub enum BackendProtocol {
     /// HTTP/1.1 over TCP (the default; ingress-nginx's `HTTP`).
     #[default]
@@ -120,7 +127,7 @@ impl BackendProtocol {
     }
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Serialize)]
 pub enum BackendKind {
     /// Proxy to these addresses, round robin. Empty: answer 503.
     Endpoints(Box<[SocketAddr]>),
@@ -129,12 +136,15 @@ pub enum BackendKind {
 }
 
 /// A fixed response, with its head rendered at compile time so the worker only copies bytes.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Serialize)]
 pub struct DirectResponse {
     pub status: u16,
+    #[serde(serialize_with = "digest::as_bytes")]
     pub body: Bytes,
     /// Status line, `content-type` and `content-length`, each ending in CRLF; the worker appends the
-    /// connection header and the blank line.
+    /// connection header and the blank line. In the digest: it carries fields beyond the status and
+    /// body (a redirect's location).
+    #[serde(serialize_with = "digest::as_bytes")]
     pub head: Bytes,
 }
 
@@ -178,20 +188,14 @@ impl Backend {
         protocol: BackendProtocol,
         tls: Option<Arc<UpstreamTls>>,
     ) -> Self {
-        let mut h = Sha256::new();
-        hash_backend(name, &kind, &mut h);
-        // HTTP/1.1 adds nothing, so the digests of tables without other protocols stay as they were.
-        match protocol {
-            BackendProtocol::Http1 => {}
-            BackendProtocol::H2c => h.update(b"P2"),
-            BackendProtocol::Grpc => h.update(b"PG"),
-            BackendProtocol::Https => h.update(b"PS"),
-            BackendProtocol::Grpcs => h.update(b"PGS"),
-        }
-        if let Some(tls) = &tls {
-            h.update(tls.digest());
-        }
-        Backend { name: name.into(), slot, kind, protocol, tls, digest: Digest(h.finalize().into()) }
+        let mut backend = Backend { name: name.into(), slot, kind, protocol, tls, digest: Digest::default() };
+        backend.digest = digest::digest_of(&backend);
+        backend
+    }
+
+    /// As a part of another value's encoding: its digest.
+    pub(crate) fn serialize_digest<S: serde::Serializer>(backend: &Arc<Backend>, s: S) -> Result<S::Ok, S::Error> {
+        backend.digest.serialize_bytes(s)
     }
 
     pub fn endpoints(name: &str, slot: u32, addrs: Vec<SocketAddr>) -> Self {
@@ -207,32 +211,6 @@ impl Backend {
         match &self.kind {
             BackendKind::Endpoints(e) => e.len(),
             BackendKind::Respond(_) => 1,
-        }
-    }
-}
-
-fn hash_backend(name: &str, kind: &BackendKind, h: &mut Sha256) {
-    h.update(name.as_bytes());
-    h.update([0]);
-    match kind {
-        BackendKind::Endpoints(addrs) => {
-            h.update(b"E");
-            for a in addrs.iter() {
-                match a.ip() {
-                    std::net::IpAddr::V4(ip) => h.update(ip.octets()),
-                    std::net::IpAddr::V6(ip) => h.update(ip.octets()),
-                }
-                h.update(a.port().to_be_bytes());
-            }
-        }
-        BackendKind::Respond(r) => {
-            h.update(b"R");
-            h.update(r.status.to_be_bytes());
-            h.update((r.body.len() as u64).to_be_bytes());
-            h.update(&r.body);
-            // The head carries fields beyond the status and body (a redirect's location).
-            h.update((r.head.len() as u64).to_be_bytes());
-            h.update(&r.head);
         }
     }
 }
@@ -681,18 +659,16 @@ impl RouteTable {
     /// The digest computed again from [`RouteTable::items`]; always equal to [`RouteTable::digest`]
     /// (which [`TableBuilder::build`] computes from the same items while building).
     pub fn recompute_digest(&self) -> Digest {
-        let mut top = TableHasher::default();
-        for group in self.groups_sorted() {
-            top.group(group_digest(&group.host, group.items().iter()));
-        }
-        top.finish(self.table_items().iter())
+        let groups: Vec<Digest> = self.groups_sorted().into_iter().map(|g| group_digest(&g.host, &g.items())).collect();
+        table_digest(&groups, &self.table_items())
     }
 }
 
-/// One entry of a compiled table in canonical form. The digest hashes exactly these
-/// ([`TableItem::hash_into`]) and the audit diff compares exactly these, so the two cannot disagree
-/// about what a table contains.
-#[derive(Debug, Clone, Copy)]
+/// One entry of a compiled table in canonical form. The digest encodes exactly these (their
+/// derived `Serialize`, see [`crate::digest`]) and the audit diff compares exactly these, so the two
+/// cannot disagree about what a table contains. Backends and policies are encoded as their own
+/// digests, computed once when they are built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum TableItem<'a> {
     /// A rule: host as declared (`""` for any host), path kind, path as compiled, its backend and
     /// its policy (conditions, weighted backends, mirrors), if any.
@@ -700,17 +676,34 @@ pub enum TableItem<'a> {
         host: &'a Arc<str>,
         kind: PathKind,
         path: &'a Arc<str>,
+        #[serde(serialize_with = "Backend::serialize_digest")]
         backend: &'a Arc<Backend>,
+        #[serde(serialize_with = "policy_digest")]
         policy: Option<&'a RoutePolicy>,
     },
     /// Where requests that match no rule go.
-    DefaultBackend(&'a Arc<Backend>),
+    DefaultBackend(#[serde(serialize_with = "Backend::serialize_digest")] &'a Arc<Backend>),
     /// A host (exact or `*.` wildcard) served with this certificate.
     Tls { host: &'a Arc<str>, cert: CertId },
     /// A host (exact or `*.` wildcard) whose plain-HTTP requests are redirected to HTTPS.
     HttpsRedirect { host: &'a Arc<str> },
     /// A server name whose TLS connections are passed to this backend unopened.
-    Passthrough { host: &'a Arc<str>, backend: &'a Arc<Backend> },
+    Passthrough {
+        host: &'a Arc<str>,
+        #[serde(serialize_with = "Backend::serialize_digest")]
+        backend: &'a Arc<Backend>,
+    },
+}
+
+/// A route item's policy, by its digest.
+fn policy_digest<S: serde::Serializer>(policy: &Option<&RoutePolicy>, s: S) -> Result<S::Ok, S::Error> {
+    struct ByDigest<'p>(&'p RoutePolicy);
+    impl Serialize for ByDigest<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            RoutePolicy::serialize_digest(self.0, s)
+        }
+    }
+    policy.map(ByDigest).serialize(s)
 }
 
 impl TableItem<'_> {
@@ -730,100 +723,28 @@ impl TableItem<'_> {
             _ => None,
         }
     }
-
-    /// The bytes this item adds to the digest. A route's host is hashed once, at the start of its
-    /// group, before its routes; backends by their precomputed digest over name and kind.
-    pub fn hash_into(&self, h: &mut Sha256) {
-        match self {
-            TableItem::Route { kind, path, backend, policy, .. } => {
-                h.update([
-                    0,
-                    match kind {
-                        PathKind::Exact => b'E',
-                        PathKind::Prefix => b'P',
-                        PathKind::Regex => b'R',
-                    },
-                ]);
-                h.update(path.as_bytes());
-                h.update([0]);
-                h.update(backend.digest.0);
-                // A plain route hashes as it always did, so adding policies moved no digest.
-                if let Some(policy) = policy {
-                    h.update(b"\0policy");
-                    h.update(policy.digest);
-                }
-            }
-            TableItem::DefaultBackend(backend) => h.update(backend.digest.0),
-            TableItem::Tls { host, cert } => {
-                h.update(host.as_bytes());
-                h.update([0]);
-                h.update(cert.0);
-            }
-            TableItem::HttpsRedirect { host } => {
-                h.update(host.as_bytes());
-                h.update([0]);
-            }
-            TableItem::Passthrough { host, backend } => {
-                h.update(host.as_bytes());
-                h.update([0]);
-                h.update(backend.digest.0);
-            }
-        }
-    }
 }
 
 /// The digest of one host group: its host, then its route items in canonical order.
-fn group_digest<'i, 'a: 'i>(host: &str, items: impl Iterator<Item = &'i TableItem<'a>>) -> Digest {
-    let mut h = Sha256::new();
-    h.update(host.as_bytes());
-    for item in items {
-        item.hash_into(&mut h);
-    }
-    Digest(h.finalize().into())
+fn group_digest(host: &str, items: &[TableItem<'_>]) -> Digest {
+    digest::digest_of(&(host, items))
 }
 
-/// The table digest: the group digests in host order, then the table items, each kind in its own
-/// section.
-#[derive(Default)]
-struct TableHasher {
-    top: Sha256,
-}
-
-impl TableHasher {
-    fn group(&mut self, digest: Digest) {
-        self.top.update(digest.0);
-    }
-
-    fn finish<'i, 'a: 'i>(mut self, items: impl Iterator<Item = &'i TableItem<'a>>) -> Digest {
-        let mut section = 0;
-        for item in items {
-            let kind = match item {
-                TableItem::Route { .. } => unreachable!("routes are hashed in their group"),
-                TableItem::DefaultBackend(_) => 1,
-                TableItem::Tls { .. } => 2,
-                TableItem::HttpsRedirect { .. } => 3,
-                // Opened only when there is one: tables without passthrough keep their digests.
-                TableItem::Passthrough { .. } => 4,
-            };
-            self.open_sections(&mut section, kind);
-            item.hash_into(&mut self.top);
-        }
-        self.open_sections(&mut section, 3);
-        Digest(self.top.finalize().into())
-    }
-
-    /// Writes the section markers up to and including `kind`, so an empty section still counts.
-    fn open_sections(&mut self, section: &mut u8, kind: u8) {
-        while *section < kind {
-            *section += 1;
-            self.top.update(match *section {
-                1 => &b"\0default\0"[..],
-                2 => &b"\0tls\0"[..],
-                3 => &b"\0redirect\0"[..],
-                _ => &b"\0passthrough\0"[..],
-            });
+/// The table digest: the group digests in host order, then the items outside host groups.
+fn table_digest(groups: &[Digest], items: &[TableItem<'_>]) -> Digest {
+    struct Groups<'g>(&'g [Digest]);
+    impl Serialize for Groups<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.0.iter().map(|d| ByteString(&d.0)))
         }
     }
+    struct ByteString<'b>(&'b [u8]);
+    impl Serialize for ByteString<'_> {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+    digest::digest_of(&(Groups(groups), items))
 }
 
 /// Lower-cases a Host header or SNI value into `buf`, dropping a `:port` and a trailing dot.
@@ -884,7 +805,7 @@ impl HostDraft {
                 })
             })
             .collect();
-        group_digest(host, items.iter())
+        group_digest(host, &items)
     }
 }
 
@@ -1018,7 +939,7 @@ impl TableBuilder {
     /// paths are left out; the rest of the host is served).
     pub fn build_checked(self, previous: Option<&RouteTable>) -> (RouteTable, Vec<RegexHostProblem>) {
         let mut table = RouteTable::default();
-        let mut top = TableHasher::default();
+        let mut groups = Vec::with_capacity(self.hosts.len());
         let mut problems = Vec::new();
         for (host, mut draft) in self.hosts {
             let mut digest = draft.digest(&host);
@@ -1054,8 +975,8 @@ impl TableBuilder {
                     })
                 }
             };
-            top.group(digest);
-            debug_assert_eq!(group_digest(&group.host, group.items().iter()), digest);
+            groups.push(digest);
+            debug_assert_eq!(group_digest(&group.host, &group.items()), digest);
             if host.is_empty() {
                 table.any_host = Some(group);
             } else if let Some(suffix) = host.strip_prefix("**.") {
@@ -1082,7 +1003,7 @@ impl TableBuilder {
         table.passthrough = self.passthrough;
         let (digest, items_digest) = {
             let items = table.table_items();
-            (top.finish(items.iter()), TableHasher::default().finish(items.iter()))
+            (table_digest(&groups, &items), table_digest(&[], &items))
         };
         table.digest = digest;
         table.items_digest = items_digest;

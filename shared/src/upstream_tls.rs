@@ -24,7 +24,7 @@ use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use sha2::{Digest as _, Sha256};
 
-use crate::cert::Certificate;
+use crate::cert::{CertId, Certificate};
 
 /// A CA bundle (PEM), content-addressed: the id is the SHA-256 of the PEM bytes, so an unchanged
 /// Secret or file is the same bundle in every generation and is parsed once.
@@ -75,6 +75,30 @@ pub struct UpstreamTlsSpec {
     pub client_cert: Option<Arc<Certificate>>,
 }
 
+/// What makes two upstream TLS set-ups the same: the settings, bundles and certificates by their
+/// content ids (where they were read from is not what they are). The content hash and `PartialEq`
+/// are both taken over it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+struct Settings {
+    verify: Option<[u8; 32]>,
+    server_name: String,
+    sni: bool,
+    client_cert: Option<CertId>,
+}
+
+impl Settings {
+    fn of(spec: &UpstreamTlsSpec) -> Self {
+        // Every field of the spec, so that a new one does not compile until it is here.
+        let UpstreamTlsSpec { verify, server_name, sni, client_cert } = spec;
+        Settings {
+            verify: verify.as_ref().map(|b| b.id),
+            server_name: server_name.clone(),
+            sni: *sni,
+            client_cert: client_cert.as_ref().map(|c| c.id),
+        }
+    }
+}
+
 /// TLS to a backend's endpoints, ready for the worker.
 pub struct UpstreamTls {
     /// Content hash of the settings: the pools' key and the backend digest's input.
@@ -87,6 +111,8 @@ pub struct UpstreamTls {
     /// Whether the certificate is verified, and against which bundle (its source).
     pub verified_by: Option<String>,
     pub sni: bool,
+    settings: Settings,
+    /// The digest of `settings`.
     digest: [u8; 32],
 }
 
@@ -100,9 +126,17 @@ impl fmt::Debug for UpstreamTls {
     }
 }
 
+/// In a backend's encoding: the content hash of the settings (the client configurations have no
+/// encoding of their own, and are made from the settings alone).
+impl serde::Serialize for UpstreamTls {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.digest)
+    }
+}
+
 impl PartialEq for UpstreamTls {
     fn eq(&self, other: &Self) -> bool {
-        self.digest == other.digest
+        self.settings == other.settings
     }
 }
 
@@ -134,24 +168,8 @@ impl UpstreamTls {
         let mut h2 = config;
         h2.alpn_protocols = vec![b"h2".to_vec()];
 
-        let mut h = Sha256::new();
-        match &spec.verify {
-            Some(bundle) => {
-                h.update(b"V");
-                h.update(bundle.id);
-            }
-            None => h.update(b"N"),
-        }
-        h.update([spec.sni as u8]);
-        match &spec.client_cert {
-            Some(cert) => {
-                h.update(b"C");
-                h.update(cert.id.0);
-            }
-            None => h.update(b"-"),
-        }
-        h.update(spec.server_name.as_bytes());
-        let digest: [u8; 32] = h.finalize().into();
+        let settings = Settings::of(spec);
+        let digest = crate::digest::digest_of(&settings).0;
         let id = u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"));
         Ok(Arc::new(UpstreamTls {
             // 0 stands for "no TLS" in the pools' keys.
@@ -161,6 +179,7 @@ impl UpstreamTls {
             server_name,
             verified_by: spec.verify.as_ref().map(|b| b.source.clone()),
             sni: spec.sni,
+            settings,
             digest,
         }))
     }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 pub const AFFINITY_COOKIE: &str = "INGRESSCOOKIE";
 
 /// How a route's sticky sessions are kept.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Affinity {
     /// `session-cookie-name`.
     pub cookie: Arc<str>,
@@ -58,11 +58,6 @@ impl Affinity {
         }
         let key = u64::from_str_radix(text, 16).ok()?;
         endpoints.iter().position(|e| endpoint_key(*e) == key)
-    }
-
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"affinity");
-        h.update(self.to_string().as_bytes());
     }
 }
 

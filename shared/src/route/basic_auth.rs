@@ -8,12 +8,10 @@
 
 use std::fmt;
 
-use sha2::{Digest as _, Sha256};
-
 use super::htpasswd::Htpasswd;
 
 /// One route's users and the realm of its challenge.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BasicAuth {
     /// `auth-realm` (empty when not given, as in ingress-nginx).
     pub realm: Box<str>,
@@ -21,20 +19,18 @@ pub struct BasicAuth {
     /// Where the users came from (`namespace/secret`), for the audit trail.
     pub source: Box<str>,
     /// A digest of realm and users: the key workers cache successful checks under.
+    #[serde(skip)]
     pub id: u64,
-    /// The `WWW-Authenticate` value of a 401, built once.
+    /// The `WWW-Authenticate` value of a 401, built once from the realm.
+    #[serde(skip)]
     challenge: Box<str>,
 }
 
 impl BasicAuth {
     pub fn new(realm: &str, users: Htpasswd, source: &str) -> Self {
-        let mut h = Sha256::new();
-        h.update(realm.as_bytes());
-        h.update([0]);
-        users.hash_into(&mut h);
-        let digest = h.finalize();
+        let digest = crate::digest::digest_of(&(realm, &users));
         let mut id = [0u8; 8];
-        id.copy_from_slice(&digest[..8]);
+        id.copy_from_slice(&digest.0[..8]);
         let challenge = challenge(realm).into();
         BasicAuth { realm: realm.into(), users, source: source.into(), id: u64::from_be_bytes(id), challenge }
     }
@@ -42,11 +38,6 @@ impl BasicAuth {
     /// The `WWW-Authenticate` value: `Basic realm="<realm>"`.
     pub fn challenge(&self) -> &str {
         &self.challenge
-    }
-
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"basic-auth");
-        h.update(self.id.to_be_bytes());
     }
 }
 

@@ -8,7 +8,7 @@ use super::source_ranges::IpBlock;
 
 /// A request rate and the burst allowed above it, as nginx's `limit_req` takes them
 /// (`rate=Nr/s` or `rate=Nr/m`, `burst=B nodelay`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Rate {
     /// Requests per second, or per minute when `per_minute`.
     pub requests: u64,
@@ -39,7 +39,7 @@ impl fmt::Display for Rate {
 /// What one Ingress limits per client address. All routes of the Ingress share its `zone`, so a
 /// client's requests to any of its paths count together, as in ingress-nginx (one zone per
 /// Ingress).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ClientLimits {
     /// The Ingress's zone: the same number for the same Ingress in every generation (a hash of its
     /// namespace, name and uid), so counts survive a configuration change.
@@ -52,23 +52,6 @@ pub struct ClientLimits {
     pub concurrent: Option<u32>,
     /// `limit-allowlist` / `limit-whitelist`: client addresses none of the limits apply to.
     pub exempt: Box<[IpBlock]>,
-}
-
-impl ClientLimits {
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"clients");
-        h.update(self.zone.to_be_bytes());
-        for rate in [self.per_second, self.per_minute] {
-            let (r, b) = rate.map_or((u64::MAX, u64::MAX), |r| (r.requests, r.burst));
-            h.update(r.to_be_bytes());
-            h.update(b.to_be_bytes());
-        }
-        h.update(self.concurrent.map_or(u64::MAX, u64::from).to_be_bytes());
-        for block in self.exempt.iter() {
-            h.update(block.to_string().as_bytes());
-            h.update([0]);
-        }
-    }
 }
 
 impl fmt::Display for ClientLimits {

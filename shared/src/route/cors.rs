@@ -4,7 +4,7 @@
 //! by ramjet itself.
 
 /// One route's CORS settings, with ingress-nginx's defaults for what the annotations leave out.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Cors {
     /// `cors-allow-origin` as given (each trimmed); `["*"]`: any origin; empty: none (CORS never
     /// applies, as in ingress-nginx when no origin in the list is valid).
@@ -53,19 +53,6 @@ impl Cors {
             ("access-control-max-age", self.max_age.as_bytes(), true),
         ];
         fields.into_iter().filter(|f| f.2).map(|(n, v, _)| (n, v))
-    }
-
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"cors");
-        for origin in self.origins.iter() {
-            h.update(origin.as_bytes());
-            h.update([0]);
-        }
-        for text in [&self.methods, &self.headers, &self.expose, &self.max_age] {
-            h.update(text.as_bytes());
-            h.update([0]);
-        }
-        h.update([self.credentials as u8]);
     }
 }
 

@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use super::Backend;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ErrorPages {
     /// The statuses intercepted (400–599).
     pub codes: Box<[u16]>,
+    #[serde(serialize_with = "Backend::serialize_digest")]
     pub backend: Arc<Backend>,
     /// `x-namespace`, `x-ingress-name`, `x-service-name` and `x-service-port` lines, each ending
     /// in CRLF, rendered at compile time.
@@ -29,15 +30,6 @@ impl ErrorPages {
     #[inline]
     pub fn intercepts(&self, status: u16) -> bool {
         self.codes.contains(&status)
-    }
-
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"error-pages");
-        for code in self.codes.iter() {
-            h.update(code.to_be_bytes());
-        }
-        h.update(self.backend.digest.0);
-        h.update(self.identity.as_bytes());
     }
 }
 

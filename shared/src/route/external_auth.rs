@@ -15,16 +15,20 @@ use std::sync::Arc;
 use super::Backend;
 
 /// Where the sub-request goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum AuthService {
     /// A Service's endpoints; `host` is the `Host` the sub-request carries.
-    Backend { backend: Arc<Backend>, host: Box<str> },
+    Backend {
+        #[serde(serialize_with = "Backend::serialize_digest")]
+        backend: Arc<Backend>,
+        host: Box<str>,
+    },
     /// The backend of the route for the request's own host and this path.
     SameHost,
 }
 
 /// One route's external authentication.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ExternalAuth {
     pub service: AuthService,
     /// `auth-url` as given, for the audit trail.
@@ -43,16 +47,6 @@ pub struct ExternalAuth {
     /// `auth-always-set-cookie`: the service's cookies go on every response, not only on
     /// successful and redirecting ones.
     pub always_set_cookie: bool,
-}
-
-impl ExternalAuth {
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"external-auth");
-        h.update(self.to_string().as_bytes());
-        if let AuthService::Backend { backend, .. } = &self.service {
-            h.update(backend.digest.0);
-        }
-    }
 }
 
 impl fmt::Display for ExternalAuth {

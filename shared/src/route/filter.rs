@@ -17,13 +17,11 @@
 use std::cell::RefCell;
 use std::fmt;
 
-use sha2::{Digest as _, Sha256};
-
 use super::rewrite::{PathRewrite, RewriteScratch};
 
 /// Header changes: `remove` and `set` names drop every field of that name, then `set` and `add`
 /// fields are appended. Names are lower case, values valid field values (checked at compile time).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct HeaderEdits {
     pub set: Box<[(Box<str>, Box<str>)]>,
     pub add: Box<[(Box<str>, Box<str>)]>,
@@ -60,23 +58,6 @@ impl HeaderEdits {
     pub fn appended(&self) -> impl Iterator<Item = (&str, &str)> {
         self.set.iter().chain(self.add.iter()).map(|(n, v)| (&**n, &**v))
     }
-
-    fn hash_into(&self, h: &mut Sha256) {
-        for (tag, list) in [(b"s", &self.set), (b"a", &self.add)] {
-            for (n, v) in list.iter() {
-                h.update(tag);
-                h.update(n.as_bytes());
-                h.update([0]);
-                h.update(v.as_bytes());
-                h.update([0]);
-            }
-        }
-        for n in self.remove.iter() {
-            h.update(b"r");
-            h.update(n.as_bytes());
-            h.update([0]);
-        }
-    }
 }
 
 impl fmt::Display for HeaderEdits {
@@ -90,7 +71,7 @@ impl fmt::Display for HeaderEdits {
 }
 
 /// The request sent upstream carries another path and/or `Host`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Rewrite {
     pub host: Option<Box<str>>,
     pub path: Option<PathRewrite>,
@@ -102,7 +83,7 @@ pub struct Rewrite {
 /// `location` up to the first part the request gives (a redirect that names its scheme, host, port
 /// and full path is all rendered but the query). A request then only adds its own parts: its host
 /// and port (from its `Host`), its path or what follows the replaced prefix, and its query.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Redirect {
     /// `http` or `https`; `None`: the scheme the request came in with.
     scheme: Option<Box<str>>,
@@ -112,7 +93,9 @@ pub struct Redirect {
     path: Option<PathRewrite>,
     /// 301, 302 (the default), 303, 307 or 308.
     status: u16,
-    /// The answer as far as it is fixed: to a request over plain HTTP, and over TLS.
+    /// The answer as far as it is fixed: to a request over plain HTTP, and over TLS. Rendered
+    /// from the fields above, which say all it does.
+    #[serde(skip)]
     plans: [Plan; 2],
 }
 
@@ -342,34 +325,6 @@ fn split_port(host: &str) -> (&str, Option<u16>) {
         Some(i) if host.as_bytes()[i] == b':' => (&host[..i], host[colon..].parse().ok()),
         _ => (host, None),
     }
-}
-
-pub(super) fn hash_rewrite(rewrite: &Rewrite, h: &mut Sha256) {
-    h.update(b"rewrite");
-    h.update(rewrite.host.as_deref().unwrap_or("").as_bytes());
-    h.update([0]);
-    if let Some(p) = &rewrite.path {
-        p.hash_into(h);
-    }
-}
-
-pub(super) fn hash_redirect(redirect: &Redirect, h: &mut Sha256) {
-    h.update(b"redirect");
-    h.update(redirect.scheme.as_deref().unwrap_or("").as_bytes());
-    h.update([0]);
-    h.update(redirect.host.as_deref().unwrap_or("").as_bytes());
-    h.update([0]);
-    h.update(redirect.port.unwrap_or(0).to_be_bytes());
-    h.update(redirect.status.to_be_bytes());
-    if let Some(p) = &redirect.path {
-        p.hash_into(h);
-    }
-}
-
-pub(super) fn hash_edits(tag: &[u8], edits: &HeaderEdits, h: &mut Sha256) {
-    h.update(tag);
-    edits.hash_into(h);
-    h.update([0]);
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use super::policy::{find_pair, RequestView};
+use super::request::{find_pair, RequestView};
 
 /// One piece of the key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,9 +42,11 @@ enum Part {
 }
 
 /// A route's hash key, parsed once at compile time.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HashBy {
     template: Box<str>,
+    /// Parsed from `template`, which says all it does.
+    #[serde(skip)]
     parts: Box<[Part]>,
 }
 
@@ -127,12 +129,6 @@ impl HashBy {
             }
         }
         h.0
-    }
-
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"hash-by");
-        h.update(self.template.as_bytes());
-        h.update([0]);
     }
 }
 

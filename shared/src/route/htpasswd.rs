@@ -22,17 +22,19 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// A set of users and their password hashes, from an htpasswd file or a map of user -> hash.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Htpasswd {
     /// `None`: the user's first line was unusable. nginx stops at the first line naming the user
     /// and refuses it, so a later line for the same user must not let it in.
     users: BTreeMap<Box<[u8]>, Option<Entry>>,
 }
 
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, serde::Serialize)]
 struct Entry {
-    /// The hash as written: what `hash_into` digests.
+    /// The hash as written.
     text: Box<str>,
+    /// Parsed from `text`, which says all it does.
+    #[serde(skip)]
     scheme: Scheme,
 }
 
@@ -206,26 +208,6 @@ impl Htpasswd {
     /// The number of users with a usable hash.
     pub fn len(&self) -> usize {
         self.users.values().filter(|e| e.is_some()).count()
-    }
-
-    /// Feeds a stable description of the contents (users and hashes) into a hasher, for digests of
-    /// the compiled configuration. Users in byte order, each field length-prefixed so that no two
-    /// contents feed the same bytes.
-    pub fn hash_into(&self, h: &mut impl Digest) {
-        h.update(b"htpasswd");
-        h.update((self.users.len() as u64).to_le_bytes());
-        for (user, entry) in &self.users {
-            h.update((user.len() as u64).to_le_bytes());
-            h.update(user);
-            match entry {
-                Some(entry) => {
-                    h.update([1]);
-                    h.update((entry.text.len() as u64).to_le_bytes());
-                    h.update(entry.text.as_bytes());
-                }
-                None => h.update([0]),
-            }
-        }
     }
 }
 
@@ -1021,12 +1003,8 @@ mod tests {
     }
 
     #[test]
-    fn hash_into_tells_contents_apart() {
-        let digest = |text: &str| {
-            let mut h = sha2::Sha256::new();
-            Htpasswd::parse(text).0.hash_into(&mut h);
-            h.finalize()
-        };
+    fn digests_tell_contents_apart() {
+        let digest = |text: &str| crate::digest::digest_of(&Htpasswd::parse(text).0);
         assert_eq!(digest("a:{PLAIN}x\nb:{PLAIN}y\n"), digest("b:{PLAIN}y\r\n# c\na:{PLAIN}x:comment\n"));
         assert_ne!(digest("a:{PLAIN}x\n"), digest("a:{PLAIN}y\n"));
         assert_ne!(digest("a:{PLAIN}x\n"), digest("b:{PLAIN}x\n"));

@@ -14,7 +14,7 @@ use std::time::Duration;
 const STATUSES: [u16; 7] = [500, 502, 503, 504, 403, 404, 429];
 
 /// A route's rule for passing requests on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct NextUpstream {
     /// An error connecting, sending the request or reading the response head.
     pub error: bool,
@@ -85,11 +85,6 @@ impl NextUpstream {
     /// Whether it ever passes a request on.
     pub fn is_off(&self) -> bool {
         !(self.error || self.timeout || self.invalid_header || self.statuses != 0)
-    }
-
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"next-upstream");
-        h.update(self.to_string().as_bytes());
     }
 }
 

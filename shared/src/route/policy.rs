@@ -29,7 +29,6 @@ use std::time::Duration;
 
 use regex_automata::dfa::regex::Regex;
 use regex_automata::util::syntax;
-use sha2::{Digest as _, Sha256};
 
 use super::affinity::Affinity;
 use super::basic_auth::BasicAuth;
@@ -37,22 +36,29 @@ use super::client_limits::ClientLimits;
 use super::cors::Cors;
 use super::error_pages::ErrorPages;
 use super::external_auth::ExternalAuth;
-use super::filter::{self, HeaderEdits, Redirect, Rewrite};
+use super::filter::{HeaderEdits, Redirect, Rewrite};
 use super::hash_by::HashBy;
 use super::next_upstream::NextUpstream;
+use super::request::{find_pair, RequestView};
 use super::rewrite::PathRewrite;
 use super::source_ranges::SourceRanges;
 use super::Backend;
+use crate::digest;
 
 /// How a request value is compared.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize)]
 pub enum Matcher {
     /// Byte-for-byte equal (case sensitive, as ingress-nginx compares canary header values).
     Exact(Box<str>),
     /// A regular expression searched anywhere in the value (unanchored, as PCRE's `ngx.re.match`
     /// does unless the pattern anchors itself). Compiled to a DFA at compile time: matching needs no
     /// cache, so no lock and no allocation on the worker.
-    Regex { pattern: Box<str>, regex: Box<Regex> },
+    Regex {
+        pattern: Box<str>,
+        /// Compiled from `pattern`, which says all it does.
+        #[serde(skip)]
+        regex: Box<Regex>,
+    },
 }
 
 /// Largest DFA a pattern may compile to; a pattern beyond it is refused at compile time.
@@ -83,20 +89,6 @@ impl Matcher {
             Matcher::Exact(v) => v.as_bytes() == value,
             Matcher::Regex { regex, .. } => regex.is_match(value),
         }
-    }
-
-    fn hash_into(&self, h: &mut Sha256) {
-        match self {
-            Matcher::Exact(v) => {
-                h.update(b"=");
-                h.update(v.as_bytes());
-            }
-            Matcher::Regex { pattern, .. } => {
-                h.update(b"~");
-                h.update(pattern.as_bytes());
-            }
-        }
-        h.update([0]);
     }
 }
 
@@ -129,7 +121,7 @@ impl Eq for Matcher {}
 
 /// One condition on the request. Header and cookie names compare without regard to case, the
 /// values as the matcher says. A condition on an absent field does not hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum Condition {
     /// The first field with this name (lower case).
     Header { name: Box<str>, value: Matcher },
@@ -147,25 +139,6 @@ pub enum Condition {
     Tls(bool),
 }
 
-impl Condition {
-    fn hash_into(&self, h: &mut Sha256) {
-        let (tag, name, value): (&[u8], &str, Option<&Matcher>) = match self {
-            Condition::Header { name, value } => (b"H", name, Some(value)),
-            Condition::Cookie { name, value } => (b"C", name, Some(value)),
-            Condition::Query { name, value } => (b"Q", name, Some(value)),
-            Condition::Method(m) => (b"M", m, None),
-            Condition::Path(value) => (b"P", "", Some(value)),
-            Condition::Tls(tls) => (b"T", if *tls { "tls" } else { "plain" }, None),
-        };
-        h.update(tag);
-        h.update(name.as_bytes());
-        h.update([0]);
-        if let Some(v) = value {
-            v.hash_into(h);
-        }
-    }
-}
-
 impl fmt::Display for Condition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -181,8 +154,9 @@ impl fmt::Display for Condition {
 }
 
 /// A backend and its share of a rule's traffic.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct WeightedBackend {
+    #[serde(serialize_with = "Backend::serialize_digest")]
     pub backend: Arc<Backend>,
     pub weight: u32,
     /// When not empty, the filters for the requests sent to this backend, in place of the rule's
@@ -220,8 +194,9 @@ impl WeightedBackend {
 }
 
 /// A copy of each request (a share of them) sent to another backend; its answer is discarded.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Mirror {
+    #[serde(serialize_with = "Backend::serialize_digest")]
     pub backend: Arc<Backend>,
     /// Share of requests mirrored, 0–100.
     pub percent: u8,
@@ -229,16 +204,6 @@ pub struct Mirror {
     pub body: bool,
     /// The `Host` the copy carries; `None`: the request's own.
     pub host: Option<Box<str>>,
-}
-
-impl Mirror {
-    fn hash_into(&self, h: &mut Sha256) {
-        h.update(b"mirror");
-        h.update(self.backend.digest.0);
-        h.update([self.percent, self.body as u8]);
-        h.update(self.host.as_deref().unwrap_or("").as_bytes());
-        h.update([0]);
-    }
 }
 
 impl fmt::Display for Mirror {
@@ -255,7 +220,7 @@ impl fmt::Display for Mirror {
 }
 
 /// What a request transforms on its way (Gateway API's filters).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub enum Filter {
     Mirror(Mirror),
     /// The path sent upstream is rewritten (the query is kept): ingress-nginx's `rewrite-target`,
@@ -281,36 +246,6 @@ pub enum Filter {
     Rewrite(Rewrite),
     /// Ramjet answers with a redirect; the rule's backends are not used.
     Redirect(Redirect),
-}
-
-impl Filter {
-    fn hash_into(&self, h: &mut Sha256) {
-        match self {
-            Filter::Mirror(m) => m.hash_into(h),
-            Filter::PathRewrite(r) => r.hash_into(h),
-            Filter::SetRequestHeader { name, value } => {
-                h.update(b"set-header");
-                h.update(name.as_bytes());
-                h.update([0]);
-                h.update(value.as_bytes());
-                h.update([0]);
-            }
-            Filter::AppRoot(path) => {
-                h.update(b"app-root");
-                h.update(path.as_bytes());
-                h.update([0]);
-            }
-            Filter::HostRedirect(host) => {
-                h.update(b"host-redirect");
-                h.update(host.as_bytes());
-                h.update([0]);
-            }
-            Filter::RequestHeaders(e) => filter::hash_edits(b"request-headers", e, h),
-            Filter::ResponseHeaders(e) => filter::hash_edits(b"response-headers", e, h),
-            Filter::Rewrite(r) => filter::hash_rewrite(r, h),
-            Filter::Redirect(r) => filter::hash_redirect(r, h),
-        }
-    }
 }
 
 impl fmt::Display for Filter {
@@ -372,7 +307,7 @@ impl<'r> Edits<'r> {
 }
 
 /// One rule: when every condition holds, a backend is picked by weight (and the filters apply).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Rule {
     pub conditions: Box<[Condition]>,
     /// Picked by weight: a request draws a number below `total` and takes the backend whose
@@ -484,36 +419,6 @@ impl Rule {
     pub fn edits(&self) -> Edits<'_> {
         Edits::of(&self.filters)
     }
-
-    fn hash_into(&self, h: &mut Sha256) {
-        h.update(b"rule");
-        h.update((self.conditions.len() as u32).to_be_bytes());
-        for c in self.conditions.iter() {
-            c.hash_into(h);
-        }
-        h.update(self.total.to_be_bytes());
-        h.update([self.sticky as u8]);
-        h.update((self.backends.len() as u32).to_be_bytes());
-        for b in self.backends.iter() {
-            h.update(b.backend.digest.0);
-            h.update(b.weight.to_be_bytes());
-            // Only backends with filters of their own hash them: other rules keep their digests.
-            if !b.filters.is_empty() {
-                h.update(b"own");
-                for filter in b.filters.iter() {
-                    filter.hash_into(h);
-                }
-            }
-        }
-        for filter in self.filters.iter() {
-            filter.hash_into(h);
-        }
-        if let Some(d) = self.deadline {
-            h.update(b"deadline");
-            h.update(d.as_nanos().to_be_bytes());
-        }
-        h.update([0]);
-    }
 }
 
 /// A backend's own filters, after its name: ` [set x: 1]`.
@@ -588,7 +493,7 @@ impl Rule {
 
 /// A route's own limits (ingress-nginx's `proxy-body-size` and proxy timeouts); `None`: the
 /// daemon's.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RouteLimits {
     /// Who may send requests (403 for the others).
     pub sources: SourceRanges,
@@ -619,50 +524,6 @@ pub struct RouteLimits {
     pub external_auth: Option<Arc<ExternalAuth>>,
     /// Endpoints chosen by their response times (ingress-nginx's `load-balance: ewma`), not in turn.
     pub ewma: bool,
-}
-
-impl RouteLimits {
-    fn hash_into(&self, h: &mut Sha256) {
-        h.update(b"limits");
-        for value in [
-            self.max_body,
-            self.connect_timeout.map(|d| d.as_millis() as u64),
-            self.send_timeout.map(|d| d.as_millis() as u64),
-            self.read_timeout.map(|d| d.as_millis() as u64),
-        ] {
-            h.update(value.map_or(u64::MAX, |v| v).to_be_bytes());
-        }
-        if !self.sources.is_empty() {
-            self.sources.hash_into(h);
-        }
-        if let Some(cors) = &self.cors {
-            cors.hash_into(h);
-        }
-        if let Some(clients) = &self.clients {
-            clients.hash_into(h);
-        }
-        if let Some(affinity) = &self.affinity {
-            affinity.hash_into(h);
-        }
-        if let Some(auth) = &self.auth {
-            auth.hash_into(h);
-        }
-        if let Some(by) = &self.hash_by {
-            by.hash_into(h);
-        }
-        if let Some(next) = &self.next_upstream {
-            next.hash_into(h);
-        }
-        if let Some(pages) = &self.error_pages {
-            pages.hash_into(h);
-        }
-        if let Some(auth) = &self.external_auth {
-            auth.hash_into(h);
-        }
-        if self.ewma {
-            h.update(b"ewma");
-        }
-    }
 }
 
 impl fmt::Display for RouteLimits {
@@ -714,14 +575,16 @@ impl fmt::Display for RouteLimits {
 
 /// The rules of one route, tried in order, and what applies to every request of the route
 /// whichever rule decides.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, serde::Serialize)]
 pub struct RoutePolicy {
     pub rules: Box<[Rule]>,
     /// Filters for every request of the route (ingress-nginx's per-location rewrite and headers),
     /// applied before a rule's own.
     pub filters: Box<[Filter]>,
     pub limits: RouteLimits,
-    /// SHA-256 over the rules (backends by their digests) and filters, computed once.
+    /// The digest of everything above (backends by their digests), computed once: route items
+    /// encode the policy as this.
+    #[serde(skip)]
     pub digest: [u8; 32],
 }
 
@@ -737,26 +600,19 @@ impl RoutePolicy {
 
     /// Rules, filters and limits for every request of the route.
     pub fn build(rules: Vec<Rule>, filters: Vec<Filter>, limits: RouteLimits) -> Self {
-        let mut h = Sha256::new();
-        for r in &rules {
-            r.hash_into(&mut h);
-        }
-        // Without route filters the digest is the one policies always had.
-        if !filters.is_empty() {
-            h.update(b"route-filters");
-            for f in &filters {
-                f.hash_into(&mut h);
-            }
-        }
-        if limits != RouteLimits::default() {
-            limits.hash_into(&mut h);
-        }
-        RoutePolicy {
+        let mut policy = RoutePolicy {
             rules: rules.into_boxed_slice(),
             filters: filters.into_boxed_slice(),
             limits,
-            digest: h.finalize().into(),
-        }
+            digest: [0; 32],
+        };
+        policy.digest = digest::digest_of(&policy).0;
+        policy
+    }
+
+    /// As a part of another value's encoding: its digest.
+    pub(crate) fn serialize_digest<S: serde::Serializer>(policy: &Self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&policy.digest)
     }
 
     /// The route's `app-root`, if it has one.
@@ -800,22 +656,6 @@ impl RoutePolicy {
     }
 }
 
-/// What a worker needs to evaluate conditions: read-only views of the request, in place.
-pub trait RequestView {
-    /// The first field named `name` (given in lower case), trimmed.
-    fn header(&self, name: &str) -> Option<&[u8]>;
-    /// The value of the first cookie named `name` (ASCII case-insensitive, as nginx's `$cookie_`)
-    /// in the `Cookie` fields; [`find_pair`] with `;` does it for one field.
-    fn cookie(&self, name: &str) -> Option<&[u8]>;
-    fn method(&self) -> &[u8];
-    /// The query string, without the `?` (empty when there is none).
-    fn query(&self) -> &[u8];
-    /// The path as sent, without the query.
-    fn path(&self) -> &[u8];
-    /// Whether the request came over TLS.
-    fn tls(&self) -> bool;
-}
-
 impl Condition {
     /// Whether the request satisfies this condition.
     #[inline]
@@ -829,32 +669,4 @@ impl Condition {
             Condition::Tls(tls) => req.tls() == *tls,
         }
     }
-}
-
-/// In `a=1; b=2` (separated by `sep`), the value of the first pair named `name`.
-pub fn find_pair<'a>(text: &'a [u8], sep: u8, name: &str) -> Option<&'a [u8]> {
-    for pair in text.split(|&b| b == sep) {
-        let pair = trim(pair);
-        let (k, v) = match pair.iter().position(|&b| b == b'=') {
-            Some(i) => (&pair[..i], &pair[i + 1..]),
-            None => (pair, &pair[pair.len()..]),
-        };
-        let k = trim(k);
-        if k.eq_ignore_ascii_case(name.as_bytes()) {
-            return Some(trim(v));
-        }
-    }
-    None
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
-    let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |e| e + 1);
-    &v[start..end]
-}
-
-/// The value of the first cookie named `name` in one `Cookie` field value.
-#[inline]
-pub fn cookie_value<'a>(field: &'a [u8], name: &str) -> Option<&'a [u8]> {
-    find_pair(field, b';', name)
 }

@@ -18,7 +18,7 @@ use regex_automata::util::syntax;
 use regex_automata::Input;
 
 /// How the path sent upstream is made from the request's.
-#[derive(Clone)]
+#[derive(Clone, serde::Serialize)]
 pub enum PathRewrite {
     /// ingress-nginx's `rewrite-target` on a regex path.
     Regex(RegexRewrite),
@@ -74,28 +74,6 @@ impl PathRewrite {
             out.extend_from_slice(path);
         }
     }
-
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        match self {
-            PathRewrite::Regex(r) => {
-                h.update(b"rewrite~");
-                h.update(r.pattern.as_bytes());
-                h.update([0]);
-                h.update(r.template.as_bytes());
-            }
-            PathRewrite::Full(p) => {
-                h.update(b"rewrite=");
-                h.update(p.as_bytes());
-            }
-            PathRewrite::Prefix { matched, with } => {
-                h.update(b"rewrite^");
-                h.update(matched.as_bytes());
-                h.update([0]);
-                h.update(with.as_bytes());
-            }
-        }
-        h.update([0]);
-    }
 }
 
 impl PartialEq for PathRewrite {
@@ -137,14 +115,21 @@ enum Part {
     Group(usize),
 }
 
-/// A compiled `rewrite-target`.
-#[derive(Clone)]
+/// A compiled `rewrite-target`: the pattern and the template say all it does; the rest is
+/// compiled from them.
+#[derive(Clone, serde::Serialize)]
 pub struct RegexRewrite {
     pattern: Box<str>,
     template: Box<str>,
+    /// Parsed from `template`.
+    #[serde(skip)]
     parts: Box<[Part]>,
+    /// Compiled from `pattern`.
+    #[serde(skip)]
     vm: PikeVM,
-    /// Names this regex for the worker's scratch (which must be reset for another regex).
+    /// Names this regex for the worker's scratch (which must be reset for another regex): a
+    /// number this process drew, different in every compile.
+    #[serde(skip)]
     id: u64,
 }
 

@@ -8,7 +8,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 /// An address block: `10.0.0.0/8`, `2001:db8::/32`, or one address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 pub struct IpBlock {
     /// The network address (host bits cleared).
     addr: IpAddr,
@@ -82,7 +82,7 @@ pub fn parse_ranges(list: &str) -> Result<Vec<IpBlock>, String> {
 }
 
 /// A route's source address rules.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SourceRanges {
     /// Denied first.
     pub deny: Box<[IpBlock]>,
@@ -103,17 +103,6 @@ impl SourceRanges {
             return false;
         }
         self.allow.is_empty() || self.allow.iter().any(|b| b.contains(peer))
-    }
-
-    pub(crate) fn hash_into(&self, h: &mut impl sha2::Digest) {
-        h.update(b"sources");
-        for (tag, list) in [(b'D', &self.deny), (b'A', &self.allow)] {
-            for block in list.iter() {
-                h.update([tag]);
-                h.update(block.to_string().as_bytes());
-            }
-        }
-        h.update([0]);
     }
 }
 

@@ -239,7 +239,7 @@ impl RequestView for View {
         self.headers
             .iter()
             .filter(|(n, _)| n.eq_ignore_ascii_case("cookie"))
-            .find_map(|(_, v)| policy::cookie_value(v.as_bytes(), name))
+            .find_map(|(_, v)| request::cookie_value(v.as_bytes(), name))
     }
 
     fn method(&self) -> &[u8] {
@@ -332,7 +332,7 @@ fn a_split_follows_the_draw_and_a_sticky_one_the_cookie() {
 }
 
 #[test]
-fn a_policy_is_part_of_the_digest_and_a_plain_route_hashes_as_before() {
+fn a_policy_is_part_of_the_digest() {
     let plain = table(&[("", "/", PathKind::Prefix, "primary")]);
     let with = |w: u32| {
         let mut b = TableBuilder::new();
@@ -439,3 +439,5 @@ fn a_backend_with_filters_of_its_own_gets_them_after_the_rule_s() {
     assert_eq!(rule.pick(1).backend.name.as_ref(), "tuned");
     assert!(rule.to_string().contains("tuned 1/2 [request"), "{rule}");
 }
+
+mod every_field;
