@@ -198,6 +198,13 @@ impl<'t> RouteExtras<'t> {
         RouteExtras { rule, sticky, filters, limits, ..RouteExtras::default() }
     }
 
+    /// Whether admission has anything to check: CORS, per-client limits and auth all belong to a
+    /// route's policy, so a plain route skips the phase without setting it up.
+    #[inline]
+    pub fn needs_admission(&self) -> bool {
+        self.limits.is_some()
+    }
+
     /// Reads what chooses the endpoint from the request, when the route has its own way: the
     /// sticky-session cookie (affinity), or the hash key (`upstream-hash-by`).
     #[inline]

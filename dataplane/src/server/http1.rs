@@ -288,16 +288,21 @@ where
     let input = || HashInput { target: target.as_bytes(), host: &data[head.host.clone()], peer, tls };
     let mut extras = RouteExtras::new(served.route, rule, sticky);
     extras.choose_endpoint(&view, input, endpoints);
-    let asking = Asking {
-        method: &data[head.method.clone()],
-        target: target.as_bytes(),
-        host: &data[head.host.clone()],
-        peer,
-        tls,
-        request_id: conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes()),
-    };
     let mut held = Admission::default();
-    match admit(worker, table, &asking, &view, &extras, &mut held).await {
+    let gate = if extras.needs_admission() {
+        let asking = Asking {
+            method: &data[head.method.clone()],
+            target: target.as_bytes(),
+            host: &data[head.host.clone()],
+            peer,
+            tls,
+            request_id: conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes()),
+        };
+        admit(worker, table, &asking, &view, &extras, &mut held).await
+    } else {
+        Gate::Open
+    };
+    match gate {
         Gate::Open => {}
         Gate::Answer(answer) => {
             let local = render_local(&answer, head, data, keep_alive, conn.request_id.as_ref(), worker, &mut conn.out);

@@ -177,16 +177,21 @@ async fn handle<'t>(
     let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls: facts.tls };
     let mut extras = RouteExtras::new(served.route, rule, sticky);
     extras.choose_endpoint(&view, input, endpoints);
-    let asking = Asking {
-        method: parts.method.as_str().as_bytes(),
-        target: target.as_bytes(),
-        host: host.as_bytes(),
-        peer,
-        tls: facts.tls,
-        request_id: id.as_bytes(),
-    };
     let mut held = Admission::default();
-    let answered = match admit(worker, table, &asking, &view, &extras, &mut held).await {
+    let gate = if extras.needs_admission() {
+        let asking = Asking {
+            method: parts.method.as_str().as_bytes(),
+            target: target.as_bytes(),
+            host: host.as_bytes(),
+            peer,
+            tls: facts.tls,
+            request_id: id.as_bytes(),
+        };
+        admit(worker, table, &asking, &view, &extras, &mut held).await
+    } else {
+        Gate::Open
+    };
+    let answered = match gate {
         Gate::Open => None,
         Gate::Answer(answer) => {
             Some(answer_or_gone(worker, respond, &answer, is_head, id).await.map_err(Failure::from))
