@@ -35,7 +35,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::{ClusterOptions, StatusAddresses, FIELD_MANAGER};
-use crate::compile::ingress::{ClusterSnapshot, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
+use crate::compile::resolve::{OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
+use crate::compile::snapshot::ClusterSnapshot;
 use crate::Input;
 
 pub use gateway::{GatewayCell, GatewayStores};
