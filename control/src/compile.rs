@@ -6,17 +6,15 @@
 //! [`Generation`], or into nothing when the compiled table is the one compiled last (a fixed point:
 //! re-applying the same input changes nothing).
 //!
-//! The modules, from the bottom up (each imports only those below it):
+//! The modules, from the top floor down (each imports only modules below it, none in a circle):
 //!
 //! ```text
-//! cluster         the entry point for Kubernetes objects: ingress, then gateway
-//! ingress/        Ingresses (its annotations read with annotations::values)
-//! gateway/        Gateway API objects, and their status report
-//! annotations/    the one annotation table, and the value parsers beside it
-//! resolve         Services, endpoints, Secrets by name, for one compile
-//! snapshot        the objects compiled, and the options that say which are ours
-//! status          what Gateway API status says about each object
-//! (this module)   Draft, Compiler
+//! cluster                     the entry point for Kubernetes objects: ingress, then gateway
+//! ingress/  gateway/          Ingresses (read with annotations::values); Gateway API objects
+//! resolve   static_routes     Services, endpoints, Secrets by name, for one compile; a routes file
+//! (this module)               Draft, Compiler
+//! annotations/ snapshot status  the annotation table and value parsers; the objects compiled and
+//!                             the options; what Gateway API status says about each object
 //! ```
 
 pub mod annotations;

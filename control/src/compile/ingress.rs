@@ -43,6 +43,7 @@ use crate::routes_file::validate_host;
 use auth::AuthPlan;
 use location::{regex_location, PathAnnotations, RegexSource};
 
+/// Where the daemon and the integration tests name the options.
 pub use super::snapshot::IngressOptions;
 
 /// `kubernetes.io/ingress.class`: the class before `spec.ingressClassName` existed.

@@ -56,6 +56,8 @@ pub struct ParentReport {
     pub conditions: Vec<StatusCondition>,
 }
 
+/// What status says about one HTTPRoute or GRPCRoute: its parents, and the `metadata.generation`
+/// compiled (the `observedGeneration` written).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteReport {
     pub namespace: String,
