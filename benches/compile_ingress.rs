@@ -15,7 +15,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
-use ramjet_control::compile::ingress::{compile, ClusterSnapshot, IngressOptions};
+use ramjet_control::compile::cluster::compile;
+use ramjet_control::compile::snapshot::{ClusterSnapshot, IngressOptions};
 use ramjet_control::compile::Compiler;
 use serde_json::json;
 

@@ -9,7 +9,8 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use ramjet_control::compile::ingress::{self, ClusterSnapshot};
+use ramjet_control::compile::cluster;
+use ramjet_control::compile::snapshot::ClusterSnapshot;
 use ramjet_control::compile::Compiler;
 use ramjet_control::manifests;
 use ramjet_shared::{cookie_value, Generation, RequestView};
@@ -115,7 +116,7 @@ fn compile(yaml: &str) -> Generation {
     let mut snapshot = ClusterSnapshot::default();
     manifests::parse(yaml, "bench.yaml", &mut snapshot);
     let mut compiler = Compiler::new();
-    let draft = ingress::compile(&snapshot, &mut compiler);
+    let draft = cluster::compile(&snapshot, &mut compiler);
     let generation = compiler.finish(draft).expect("a table");
     assert!(generation.diagnostics.is_empty(), "{:?}", generation.diagnostics);
     generation

@@ -13,6 +13,7 @@ use ramjet::{read_token, Daemon, DaemonConfig, Source};
 use ramjet_control::audit::Webhook;
 use ramjet_control::certs::parse_certificate;
 use ramjet_control::cluster::{ClusterOptions, LeaseOptions, StatusAddresses};
+use ramjet_control::compile::cluster;
 use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
 use ramjet_control::manifests;
@@ -115,7 +116,7 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
         let snapshot = manifests::load(dir, Arc::new(ingress.clone()))?;
         if cli.check {
             let mut compiler = Compiler::new();
-            let draft = ingress::compile(&snapshot, &mut compiler);
+            let draft = cluster::compile(&snapshot, &mut compiler);
             let generation = compiler.finish(draft).context("nothing compiled")?;
             let selector = ingress::ClassSelector::new(&snapshot.ingress_classes, &ingress);
             let ours = snapshot.ingresses.iter().filter(|i| selector.selects(i)).count();

@@ -1,17 +1,40 @@
-//! The applier: takes compiled generations, records them in the history ring, publishes them (or
-//! holds them back while pinned), and carries out rollback and release.
+//! The applier: takes compiled generations, publishes them (or holds them back while pinned),
+//! records them in the history ring, and carries out rollback and release.
+//!
+//! Publishing comes first: the pointer store never waits for the audit diff, which is taken after
+//! it, off the lock. Each generation travels with what its compile said beside the table
+//! ([`Compiled`]: the Gateway API status report), and [`Applier::served`] tells the status writer
+//! what the generation on the wire says — so status always describes the table being served.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 pub use ramjet_shared::admin::PinState;
-use ramjet_shared::{CertId, Generation, Published};
+use ramjet_shared::{CertId, Diagnostic, Generation, Published};
+use tokio::sync::watch;
 
-use crate::audit::diff::{diff_tables, diff_tables_among, TableView};
+use crate::audit::diff::{diff_tables, diff_tables_among, DiffCounts, TableView};
 use crate::audit::{AuditRecord, AuditTrail, Reason};
+use crate::compile::status;
 use crate::history::{Entry, History};
 use crate::metrics::ControlMetrics;
+
+/// A compiled generation and what its compile said beside the table: control-only data that the
+/// data plane never reads, so it lives here rather than in [`Generation`].
+#[derive(Clone)]
+pub struct Compiled {
+    pub generation: Arc<Generation>,
+    /// What Gateway API status says about the objects this table was compiled from.
+    pub gateway_status: Arc<status::Report>,
+}
+
+impl From<Generation> for Compiled {
+    /// A generation with nothing to say about Gateway API objects (a routes file, a test).
+    fn from(generation: Generation) -> Self {
+        Compiled { generation: Arc::new(generation), gateway_status: Arc::default() }
+    }
+}
 
 /// Certificates no remembered generation names are dropped after this grace period, so a handshake
 /// that loaded a table just before a publish still finds that table's certificates.
@@ -38,12 +61,14 @@ pub enum RollbackError {
 struct State {
     history: History,
     /// The last compiled generation: what new ones are diffed against, and what a release publishes.
-    newest: Arc<Generation>,
-    serving: Arc<Generation>,
+    newest: Compiled,
+    serving: Compiled,
     pinned: Option<u64>,
     /// Certificates no remembered generation names any more, and since when.
     unreferenced: HashMap<CertId, Instant>,
     ready: bool,
+    /// The diagnostics of the last applied generation: what has been logged already.
+    logged: Arc<[Diagnostic]>,
 }
 
 pub struct Applier {
@@ -51,6 +76,8 @@ pub struct Applier {
     published: Arc<Published>,
     audit: AuditTrail,
     metrics: Arc<ControlMetrics>,
+    /// The generation on the wire and its status report; `None` until the first publish.
+    served: watch::Sender<Option<Compiled>>,
 }
 
 impl Applier {
@@ -60,7 +87,7 @@ impl Applier {
         audit: AuditTrail,
         metrics: Arc<ControlMetrics>,
     ) -> Self {
-        let empty = published.current();
+        let empty = Compiled { generation: published.current(), gateway_status: Arc::default() };
         Applier {
             state: Mutex::new(State {
                 history: History::new(history_size),
@@ -69,56 +96,84 @@ impl Applier {
                 pinned: None,
                 unreferenced: HashMap::new(),
                 ready: false,
+                logged: Arc::from(Vec::new()),
             }),
             published,
             audit,
             metrics,
+            served: watch::channel(None).0,
         }
+    }
+
+    /// The generation being served and its compile's status report, from the first publish on:
+    /// after an apply that was published, a rollback, a release — never a generation held back by
+    /// a pin. What the Gateway API status writer writes from.
+    pub fn served(&self) -> watch::Receiver<Option<Compiled>> {
+        self.served.subscribe()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records a newly compiled generation and publishes it, unless a pin holds it back.
+    /// Publishes a newly compiled generation, unless a pin holds it back, and records it in the
+    /// ring. The generation compiled last again (the same `Arc`: its table did not change) with a
+    /// new status report only replaces that generation's report.
     ///
-    /// The diff against the last compiled generation is taken before the state is locked (only
-    /// `apply` replaces that generation, and applies run one at a time), so the admin API, which
-    /// reads the same state, never waits for a large diff.
-    pub fn apply(&self, generation: Generation) {
-        let generation = Arc::new(generation);
-        let newest = self.lock().newest.clone();
-        // One walk of the host groups finds the ones that changed; the diff looks at those only.
-        let changed_hosts: Arc<[Arc<str>]> = TableView::changed_hosts(&newest.table, &generation.table).into();
-        let d = diff_tables_among(&newest.table, &generation.table, changed_hosts.iter().map(|h| &**h));
+    /// The publish comes first; the diff against the last compiled generation is taken after it,
+    /// outside the lock (only `apply` replaces that generation, and applies run one at a time), so
+    /// neither the pointer store nor the admin API waits for a large diff. Until it is taken, the
+    /// ring's entry has no summary and no changed hosts (a rollback across it compares all hosts).
+    pub fn apply(&self, compiled: impl Into<Compiled>) {
+        let compiled = compiled.into();
+        let generation = compiled.generation.clone();
         let mut state = self.lock();
+        if Arc::ptr_eq(&state.newest.generation, &generation) {
+            self.restate(&mut state, compiled);
+            return;
+        }
+        let newest = state.newest.generation.clone();
         let published = state.pinned.is_none();
-        let previous = state.newest.number;
         if published {
-            self.publish(&mut state, generation.clone());
+            self.publish(&mut state, compiled.clone());
         }
         state.history.push(Entry {
             generation: generation.clone(),
             applied_at: SystemTime::now(),
             published,
-            summary: d.sentence(),
-            counts: d.counts(),
-            changed_hosts,
+            summary: String::new(),
+            counts: DiffCounts::default(),
+            changed_hosts: None,
+            gateway_status: compiled.gateway_status.clone(),
         });
-        state.newest = generation.clone();
+        state.newest = compiled;
         self.metrics.applied();
         self.prune_certificates(&mut state);
-        for diag in generation.diagnostics.iter() {
-            tracing::warn!(
-                generation = generation.number,
-                object = %diag.object,
-                severity = diag.severity.as_str(),
-                "{}",
-                diag.message
-            );
-        }
+        let logged = std::mem::replace(&mut state.logged, generation.diagnostics.clone());
         drop(state);
-        self.audit.record(AuditRecord::new(Reason::ConfigApplied, previous, generation.number, published, d));
+        log_diagnostics(generation.number, &logged, &generation.diagnostics);
+        // One walk of the host groups finds the ones that changed; the diff looks at those only.
+        let changed_hosts: Arc<[Arc<str>]> = TableView::changed_hosts(&newest.table, &generation.table).into();
+        let d = diff_tables_among(&newest.table, &generation.table, changed_hosts.iter().map(|h| &**h));
+        if let Some(entry) = self.lock().history.get_mut(generation.number) {
+            entry.summary = d.sentence();
+            entry.counts = d.counts();
+            entry.changed_hosts = Some(changed_hosts);
+        }
+        self.audit.record(AuditRecord::new(Reason::ConfigApplied, newest.number, generation.number, published, d));
+    }
+
+    /// The newest generation's status report is `compiled`'s from now on (same table, newer
+    /// objects); the served one too, when that generation is on the wire.
+    fn restate(&self, state: &mut State, compiled: Compiled) {
+        if let Some(entry) = state.history.get_mut(compiled.generation.number) {
+            entry.gateway_status = compiled.gateway_status.clone();
+        }
+        if Arc::ptr_eq(&state.serving.generation, &compiled.generation) {
+            state.serving = compiled.clone();
+            self.served.send_replace(Some(compiled.clone()));
+        }
+        state.newest = compiled;
     }
 
     /// Pins the generation whose compiled-table digest starts with `prefix` (lowercase hex): the same
@@ -149,8 +204,8 @@ impl Applier {
         let Some(entry) = state.history.get(number) else {
             return Err(RollbackError::NotInHistory { wanted: number, available: state.history.numbers() });
         };
-        let target = entry.generation.clone();
-        let before = state.serving.clone();
+        let target = Compiled { generation: entry.generation.clone(), gateway_status: entry.gateway_status.clone() };
+        let before = state.serving.generation.clone();
         self.publish(&mut state, target.clone());
         if let Some(e) = state.history.get_mut(number) {
             e.published = true;
@@ -160,7 +215,7 @@ impl Applier {
         let pin = pin_state(&state);
         let changed = state.history.changed_between(before.number, number);
         drop(state);
-        let d = diff_between(&before, &target, changed);
+        let d = diff_between(&before, &target.generation, changed);
         self.audit.record(AuditRecord::new(Reason::ConfigPinned, before.number, number, true, d));
         Ok(pin)
     }
@@ -171,11 +226,12 @@ impl Applier {
         if state.pinned.is_none() {
             return (false, pin_state(&state));
         }
-        let before = state.serving.clone();
+        let before = state.serving.generation.clone();
         let newest = state.newest.clone();
         state.pinned = None;
         self.metrics.set_pinned(false);
         self.publish(&mut state, newest.clone());
+        let newest = newest.generation;
         if let Some(e) = state.history.get_mut(newest.number) {
             e.published = true;
         }
@@ -189,21 +245,23 @@ impl Applier {
     }
 
     /// Certificates first (old store plus this generation's), then the table: see
-    /// [`Published::publish`].
-    fn publish(&self, state: &mut State, generation: Arc<Generation>) {
+    /// [`Published::publish`]. Then the status writer hears what is served now.
+    fn publish(&self, state: &mut State, compiled: Compiled) {
         let started = Instant::now();
+        let generation = &compiled.generation;
         let store = self.published.certs().load_full();
         let with_new = Arc::new(store.with(generation.certificates.iter().cloned()));
         self.published.publish(with_new, generation.clone());
         self.metrics.published(started.elapsed(), generation.number);
-        state.serving = generation;
+        state.serving = compiled.clone();
         state.ready = true;
+        self.served.send_replace(Some(compiled));
     }
 
     /// Drops certificates that no generation in the ring (nor the serving one) has named for the
     /// grace period.
     fn prune_certificates(&self, state: &mut State) {
-        let mut keep: HashSet<CertId> = state.serving.cert_ids().into_iter().collect();
+        let mut keep: HashSet<CertId> = state.serving.generation.cert_ids().into_iter().collect();
         for e in state.history.iter() {
             keep.extend(e.generation.cert_ids());
         }
@@ -245,7 +303,7 @@ impl Applier {
     /// The ring, newest first, with the serving and pin state.
     pub fn snapshot(&self) -> (PinState, usize, Vec<(Entry, bool)>) {
         let state = self.lock();
-        let serving = state.serving.number;
+        let serving = state.serving.generation.number;
         let entries = state.history.iter().map(|e| (e.clone(), e.generation.number == serving)).collect();
         (pin_state(&state), state.history.capacity(), entries)
     }
@@ -262,7 +320,37 @@ fn diff_between(from: &Generation, to: &Generation, changed: Option<Vec<Arc<str>
 }
 
 fn pin_state(state: &State) -> PinState {
-    PinState { serving: state.serving.number, pinned: state.pinned, newest: state.newest.number }
+    PinState { serving: state.serving.generation.number, pinned: state.pinned, newest: state.newest.generation.number }
+}
+
+/// Logs the diagnostics of generation `number` that the one applied before it did not have (new,
+/// or changed: a changed message is a new diagnostic), at warn, and those it no longer has, at
+/// info — not every diagnostic on every generation. Both lists are sorted (see
+/// [`crate::compile::Compiler::finish`]).
+fn log_diagnostics(number: u64, before: &[Diagnostic], now: &[Diagnostic]) {
+    let (appeared, gone) = diagnostic_changes(before, now);
+    for diag in appeared {
+        tracing::warn!(
+            generation = number,
+            object = %diag.object,
+            severity = diag.severity.as_str(),
+            "{}",
+            diag.message
+        );
+    }
+    for diag in gone {
+        tracing::info!(generation = number, object = %diag.object, "resolved: {}", diag.message);
+    }
+}
+
+/// What is in `now` and not in `before`, and what is in `before` and not in `now` (both sorted).
+fn diagnostic_changes<'d>(
+    before: &'d [Diagnostic],
+    now: &'d [Diagnostic],
+) -> (Vec<&'d Diagnostic>, Vec<&'d Diagnostic>) {
+    let appeared = now.iter().filter(|d| before.binary_search(d).is_err()).collect();
+    let gone = before.iter().filter(|d| now.binary_search(d).is_err()).collect();
+    (appeared, gone)
 }
 
 #[cfg(test)]

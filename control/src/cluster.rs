@@ -6,7 +6,7 @@
 //!        │                                                       ──▶ snapshot ──▶ Input::Objects
 //!        │ (nothing is submitted before every first list is done)                  (rebuild loop)
 //!        ▼
-//!  status writers (Ingress; Gateway API) ◀── leader? (Lease) ──▶ warning Events for Ingresses that fail to compile
+//!  status writers (Ingress; Gateway API, from the served generation's report) ◀── leader? (Lease) ──▶ warning Events for Ingresses that fail to compile
 //!                          └──▶ canary auto-promotion (data-plane counters → canary-state annotation)
 //!  audit Events (ConfigApplied / ConfigPinned / ConfigResumed on our IngressClass), every replica
 //! ```
@@ -35,7 +35,7 @@ use kube::{Client, Config};
 use ramjet_shared::Diagnostic;
 use tokio::sync::{mpsc, watch as tokio_watch};
 
-use crate::compile::ingress::IngressOptions;
+use crate::compile::snapshot::IngressOptions;
 use crate::Input;
 
 pub use events::{AuditEvents, AuditEventsReceiver};
@@ -119,7 +119,11 @@ pub struct ClusterOptions {
     pub lease: LeaseOptions,
     /// The Events' `reportingInstance`.
     pub instance: String,
-    /// How long the watcher waits for more changes before handing a snapshot over.
+    /// The config path's one debounce: after a change, how long the watcher waits for more before
+    /// it hands a snapshot to the rebuild loop (which compiles at once), so a burst of changes —
+    /// a `kubectl apply` of many objects, a rollout's EndpointSlice updates — makes one compile.
+    /// The status writers wait as long after the changes that wake them. 20 ms by default: well
+    /// under what a person notices, and long enough for the events of one apply to arrive.
     pub debounce: Duration,
     /// Watch the Gateway API kinds (when the cluster serves them and ramjet may read them).
     pub gateway_api: bool,
@@ -267,8 +271,9 @@ async fn run(
     let lease_namespace = options.lease.namespace.clone().unwrap_or(default_namespace);
     tokio::spawn(lease::elect(client.clone(), options.lease.clone(), lease_namespace, leader_tx, stop_election));
     tokio::spawn(events::report_diagnostics(writer.clone(), stores.ingresses.clone(), diagnostics, leader.clone()));
+    let served = promotion.applier.served();
     tokio::spawn(promote::run(client.clone(), stores.clone(), promotion, leader.clone(), writer.clone()));
-    tokio::spawn(gateway_status::run(client.clone(), stores.clone(), options.clone(), leader.clone()));
+    tokio::spawn(gateway_status::run(client.clone(), stores.clone(), options.clone(), leader.clone(), served));
     tokio::spawn(status::run(client.clone(), stores.clone(), options.clone(), leader, writer));
     stores.feed(options, inputs).await;
 }

@@ -1,13 +1,30 @@
 //! The compiler's shared half: numbering, digests, structural sharing, backend slots and the
-//! certificate cache. Each source (static routes, Kubernetes objects) turns its input into a
-//! [`Draft`] with the helpers here, and [`Compiler::finish`] turns a draft into a [`Generation`] — or
-//! into nothing, when the compiled table is the one compiled last (a fixed point: re-applying the
-//! same input changes nothing).
+//! certificate cache. Each source turns its input into a [`Draft`] with the helpers here — a
+//! routes file through [`static_routes::compile`], Kubernetes objects through
+//! [`cluster::compile`] (the one entry point: Ingresses, then the Gateway API, into one draft that
+//! also carries the Gateway API status it implies) — and [`Compiler::finish`] turns a draft into a
+//! [`Generation`], or into nothing when the compiled table is the one compiled last (a fixed point:
+//! re-applying the same input changes nothing).
+//!
+//! The modules, from the top floor down (each imports only modules below it, none in a circle):
+//!
+//! ```text
+//! cluster                     the entry point for Kubernetes objects: ingress, then gateway
+//! ingress/  gateway/          Ingresses (read with annotations::values); Gateway API objects
+//! resolve   static_routes     Services, endpoints, Secrets by name, for one compile; a routes file
+//! (this module)               Draft, Compiler
+//! annotations/ snapshot status  the annotation table and value parsers; the objects compiled and
+//!                             the options; what Gateway API status says about each object
+//! ```
 
 pub mod annotations;
+pub mod cluster;
 pub mod gateway;
 pub mod ingress;
+pub mod resolve;
+pub mod snapshot;
 pub mod static_routes;
+pub mod status;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,8 +40,11 @@ pub struct Draft {
     pub builder: TableBuilder,
     pub certificates: Vec<Arc<Certificate>>,
     pub diagnostics: Vec<Diagnostic>,
-    /// The canaries that auto-promote (Ingresses only), for the replica that decides.
+    /// The canaries that auto-promote, for the replica that decides.
     pub canaries: Vec<crate::canary::promotion::CanaryPlan>,
+    /// What Gateway API status says about the objects compiled (empty for a routes file): the
+    /// status of this table, taken from the same compile.
+    pub gateway_status: status::Report,
 }
 
 impl Draft {

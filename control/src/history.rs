@@ -19,8 +19,12 @@ pub struct Entry {
     pub summary: String,
     pub counts: DiffCounts,
     /// The host groups that differ from the generation applied before it (the entry before it in
-    /// the ring): what a rollback across this entry has to compare.
-    pub changed_hosts: Arc<[Arc<str>]>,
+    /// the ring): what a rollback across this entry has to compare. `None` until the applier's
+    /// diff, which follows the publish, is taken.
+    pub changed_hosts: Option<Arc<[Arc<str>]>>,
+    /// What Gateway API status says about the objects this generation was compiled from: what
+    /// the status writer writes while it is served.
+    pub gateway_status: Arc<crate::compile::status::Report>,
 }
 
 pub struct History {
@@ -67,11 +71,15 @@ impl History {
     }
 
     /// Every host group that changed at some step between generations `a` and `b` (either order):
-    /// the only groups in which their tables can differ. `None` when either is no longer in the ring.
+    /// the only groups in which their tables can differ. `None` when either is no longer in the
+    /// ring, or a step's diff is not taken yet.
     pub fn changed_between(&self, a: u64, b: u64) -> Option<Vec<Arc<str>>> {
         let at = |n: u64| self.entries.iter().position(|e| e.generation.number == n);
         let (i, j) = (at(a)?, at(b)?);
-        let steps = self.entries.range(i.min(j) + 1..=i.max(j));
-        Some(steps.flat_map(|e| e.changed_hosts.iter().cloned()).collect())
+        let mut changed = Vec::new();
+        for step in self.entries.range(i.min(j) + 1..=i.max(j)) {
+            changed.extend(step.changed_hosts.as_ref()?.iter().cloned());
+        }
+        Some(changed)
     }
 }

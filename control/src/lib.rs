@@ -15,8 +15,8 @@
 //! Modules by concern: [`routes_file`] reads `--static-routes`, [`manifests`] reads `--manifests`,
 //! [`cluster`] watches and writes to the Kubernetes API (named so it does not shadow the `kube`
 //! crate); [`compile`] turns any of them into a table ([`compile::static_routes`] for a routes
-//! file, [`compile::ingress`] for Kubernetes objects, which hands the Gateway API's objects
-//! ([`gateway_api`]) to [`compile::gateway`]); [`apply`] publishes; [`audit`] says what
+//! file, [`compile::cluster`] for Kubernetes objects: Ingresses, then the Gateway API's objects
+//! ([`gateway_api`]), with the status the Gateway API objects get); [`apply`] publishes; [`audit`] says what
 //! changed; [`admin`] answers operators; [`migration`] reports, before a switch from ingress-nginx,
 //! what ramjet does with each Ingress's annotations ([`compile::annotations`]); [`canary`] reads
 //! canary and mirror annotations, and [`canary::promotion`] decides auto-promotion, whose I/O is
@@ -52,16 +52,13 @@ use std::time::{Duration, Instant};
 use ramjet_shared::{Diagnostic, Published, WorkerStats};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use apply::Applier;
+use apply::{Applier, Compiled};
 use audit::{AuditTrail, EventSink, Webhook};
 use canary::promotion::CanaryPlan;
-use compile::ingress::ClusterSnapshot;
+use compile::snapshot::ClusterSnapshot;
 use compile::Compiler;
 use metrics::{ControlMetrics, MetricsSources};
 use routes_file::StaticRoutes;
-
-/// How long the rebuild loop waits for more changes before compiling, so bursts coalesce.
-const DEBOUNCE: Duration = Duration::from_millis(5);
 
 /// A configuration to compile.
 #[derive(Debug, Clone)]
@@ -165,7 +162,8 @@ impl Control {
                         // Off the control thread, like the compile: diffing a large table takes a while.
                         let applier = applier.clone();
                         let applied = tokio::task::spawn_blocking(move || {
-                            let _span = tracing::info_span!("apply", generation = generation.number).entered();
+                            let _span =
+                                tracing::info_span!("apply", generation = generation.generation.number).entered();
                             applier.apply(generation);
                         });
                         if let Err(e) = applied.await {
@@ -278,17 +276,23 @@ impl Drop for ControlHandle {
 /// The compile itself runs on tokio's blocking pool, never on the control thread: a large cluster
 /// takes long enough to compile that the admin listener and the Lease renewal, which share the
 /// control thread, would otherwise stall behind it. One compile runs at a time (the compiler's
-/// state moves into it and back); inputs that arrive meanwhile coalesce to the newest.
+/// state moves into it and back); inputs that arrive meanwhile coalesce to the newest. There is no
+/// wait here: the cluster watcher debounces its changes ([`cluster::ClusterOptions::debounce`]),
+/// and the other sources submit whole configurations.
+///
+/// A compile whose table is the one compiled last makes no new generation, but the objects may
+/// say something new about themselves (a route's `metadata.generation` moved, so must its
+/// status's `observedGeneration`): that generation is offered again with the new status report.
 async fn rebuild(
     mut inputs: mpsc::UnboundedReceiver<Input>,
-    generations: latest::LatestSender<ramjet_shared::Generation>,
+    generations: latest::LatestSender<Compiled>,
     metrics: Arc<ControlMetrics>,
     diagnostics: watch::Sender<Arc<[Diagnostic]>>,
     canaries: watch::Sender<Arc<[CanaryPlan]>>,
 ) {
     let mut compiler = Compiler::new();
+    let mut last: Option<Compiled> = None;
     while let Some(mut input) = inputs.recv().await {
-        tokio::time::sleep(DEBOUNCE).await;
         while let Ok(newer) = inputs.try_recv() {
             input = newer;
         }
@@ -296,23 +300,25 @@ async fn rebuild(
             let started = Instant::now();
             let mut draft = match &input {
                 Input::Static(routes) => compile::static_routes::compile(routes, &mut compiler),
-                Input::Objects(snapshot) => compile::ingress::compile(snapshot, &mut compiler),
+                Input::Objects(snapshot) => compile::cluster::compile(snapshot, &mut compiler),
             };
             let mut found = draft.diagnostics.clone();
             found.sort();
             found.dedup();
             let plans = std::mem::take(&mut draft.canaries);
+            let gateway_status = std::mem::take(&mut draft.gateway_status);
             let generation = compiler.finish(draft);
-            (compiler, found, plans, generation, started.elapsed())
+            (compiler, found, plans, generation, gateway_status, started.elapsed())
         })
         .await;
-        let (returned, found, plans, generation, took) = match compiled {
+        let (returned, found, plans, generation, gateway_status, took) = match compiled {
             Ok(compiled) => compiled,
             Err(e) => {
                 // A compile that panicked: keep serving what is published and compile the next input
                 // from scratch.
                 tracing::error!(error = %e, "the compiler failed; waiting for the next change");
                 compiler = Compiler::new();
+                last = None;
                 continue;
             }
         };
@@ -333,10 +339,19 @@ async fn rebuild(
             }
             changed
         });
-        if let Some(generation) = generation {
-            metrics.generations_compiled.fetch_add(1, Relaxed);
-            tracing::debug!(generation = generation.number, ?took, "compiled");
-            generations.send(generation);
+        match (generation, &mut last) {
+            (Some(generation), _) => {
+                metrics.generations_compiled.fetch_add(1, Relaxed);
+                tracing::debug!(generation = generation.number, ?took, "compiled");
+                let compiled = Compiled { generation: Arc::new(generation), gateway_status: Arc::new(gateway_status) };
+                last = Some(compiled.clone());
+                generations.send(compiled);
+            }
+            (None, Some(last)) if *last.gateway_status != gateway_status => {
+                last.gateway_status = Arc::new(gateway_status);
+                generations.send(last.clone());
+            }
+            (None, _) => {}
         }
     }
 }

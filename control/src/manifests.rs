@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
-use crate::compile::ingress::{ClusterSnapshot, IngressOptions};
+use crate::compile::snapshot::{ClusterSnapshot, IngressOptions};
 use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 
 /// The kind diagnostics give a file, or a document in one, that holds no readable object.

@@ -9,7 +9,7 @@
 //! class annotations), any string, or a value of the wrong type. Any other input is YAML text, as a
 //! `--manifests` file holds it (the corpus seeds are such files). Both go through
 //! `manifests::parse`, which deserializes each object into its k8s-openapi type as far as it goes,
-//! and then `compile::ingress::compile`.
+//! and then `compile::cluster::compile`.
 #![no_main]
 
 use std::sync::Arc;
@@ -17,7 +17,8 @@ use std::sync::Arc;
 use arbitrary::{Result, Unstructured};
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
-use ramjet_control::compile::ingress::{compile, ClusterSnapshot, IngressOptions};
+use ramjet_control::compile::cluster::compile;
+use ramjet_control::compile::snapshot::{ClusterSnapshot, IngressOptions};
 use ramjet_control::compile::Compiler;
 use ramjet_control::manifests;
 use serde_json::{json, Map, Value};

@@ -170,3 +170,125 @@ fn a_pin_and_its_release_carry_the_whole_diff_across_several_generations() {
     applier.rollback(3).unwrap();
     assert_eq!(last(Reason::ConfigPinned), whole(3, 2));
 }
+
+/// A Gateway `edge` that admits routes from every namespace, one Service `web`, and one HTTPRoute
+/// `shop/web` at `metadata.generation` `generation` routing `path` to it.
+fn gateway_objects(generation: i64, path: &str) -> crate::compile::snapshot::ClusterSnapshot {
+    let yaml = format!(
+        r#"
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {{ name: ramjet }}
+spec: {{ controllerName: ramjet.dev/gateway-controller }}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{ name: edge, namespace: infra }}
+spec:
+  gatewayClassName: ramjet
+  listeners: [{{ name: http, port: 80, protocol: HTTP, allowedRoutes: {{ namespaces: {{ from: All }} }} }}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{ name: web, namespace: shop }}
+spec: {{ ports: [{{ name: http, port: 80 }}] }}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: web, namespace: shop, generation: {generation} }}
+spec:
+  parentRefs: [{{ name: edge, namespace: infra }}]
+  hostnames: [shop.test]
+  rules: [{{ matches: [{{ path: {{ type: PathPrefix, value: "{path}" }} }}], backendRefs: [{{ name: web, port: 80 }}] }}]
+"#
+    );
+    let mut snapshot = crate::compile::snapshot::ClusterSnapshot::default();
+    crate::manifests::parse(&yaml, "test.yaml", &mut snapshot);
+    assert!(snapshot.diagnostics.is_empty(), "{:?}", snapshot.diagnostics);
+    snapshot
+}
+
+/// Compiles `snapshot` as the rebuild loop does: the generation with its compile's status report,
+/// or `None` when the table is the one compiled last.
+fn compile_objects(
+    compiler: &mut crate::compile::Compiler,
+    snapshot: &crate::compile::snapshot::ClusterSnapshot,
+) -> (Option<Generation>, crate::compile::status::Report) {
+    let mut draft = crate::compile::cluster::compile(snapshot, compiler);
+    let report = std::mem::take(&mut draft.gateway_status);
+    (compiler.finish(draft), report)
+}
+
+/// The generation of `shop/web` that the served status report describes, with the served table's
+/// number; checks that the report is the one compiled with the table on the wire.
+fn served_route(applier: &Applier, published: &Published) -> (u64, Option<i64>) {
+    let served = applier.served().borrow().clone().expect("a generation is served");
+    assert!(Arc::ptr_eq(&served.generation, &published.current()), "the report is the served table's");
+    let route = served.gateway_status.routes.iter().find(|r| r.name == "web").expect("shop/web in the report");
+    (served.generation.number, route.generation)
+}
+
+/// Status is written from the served generation's own compile: a change compiled while a pin holds
+/// generation A on the wire (generation B, a route at `metadata.generation` 2) does not reach the
+/// report the status writer reads until B is published; the same table compiled again from newer
+/// objects (`metadata.generation` 3, same routes) renews the report of the generation it is.
+#[test]
+fn the_status_report_is_the_served_generations() {
+    let published = Arc::new(Published::new());
+    let applier = applier(&published, 10);
+    let mut served = applier.served();
+    assert!(served.borrow_and_update().is_none(), "nothing to write before the first publish");
+    let mut compiler = crate::compile::Compiler::new();
+    let (a, report_a) = compile_objects(&mut compiler, &gateway_objects(1, "/"));
+    let a = Arc::new(a.expect("generation A"));
+    applier.apply(Compiled { generation: a.clone(), gateway_status: Arc::new(report_a) });
+    assert!(served.has_changed().unwrap());
+    assert_eq!(served_route(&applier, &published), (1, Some(1)));
+
+    applier.rollback(1).unwrap();
+    served.mark_unchanged();
+    // B arrives between A's compile and the status write: compiled and applied, held back by the pin.
+    let (b, report_b) = compile_objects(&mut compiler, &gateway_objects(2, "/shop"));
+    let b = Arc::new(b.expect("generation B: another table"));
+    applier.apply(Compiled { generation: b.clone(), gateway_status: Arc::new(report_b) });
+    assert_eq!(published.current().number, 1);
+    assert!(!served.has_changed().unwrap(), "the status writer is not woken for a table not served");
+    assert_eq!(served_route(&applier, &published), (1, Some(1)), "status still says what A serves");
+
+    // The release publishes B, and status follows it.
+    assert!(applier.release().0);
+    assert!(served.has_changed().unwrap());
+    assert_eq!(served_route(&applier, &published), (2, Some(2)));
+
+    // The same objects at a new metadata.generation: the same table, so no new generation; the
+    // rebuild loop offers B again with the new report, and the served report is renewed.
+    let (none, report_c) = compile_objects(&mut compiler, &gateway_objects(3, "/shop"));
+    assert!(none.is_none(), "the same table is no new generation");
+    applier.apply(Compiled { generation: b.clone(), gateway_status: Arc::new(report_c) });
+    assert_eq!(served_route(&applier, &published), (2, Some(3)));
+    let (_, _, entries) = applier.snapshot();
+    assert_eq!(entries.len(), 2, "a renewed report is no new entry in the ring");
+    // A rollback to A brings A's own report back with it.
+    applier.rollback(1).unwrap();
+    assert_eq!(served_route(&applier, &published), (1, Some(1)));
+}
+
+/// Each diagnostic is logged when it appears or changes, not again with every generation.
+#[test]
+fn diagnostics_are_logged_when_they_appear_change_or_go() {
+    use ramjet_shared::{ObjectRef, Severity};
+    let diag =
+        |name: &str, message: &str| Diagnostic::new(ObjectRef::ingress("shop", name), Severity::Warning, message);
+    let mut first = vec![diag("a", "no such Service"), diag("b", "bad annotation")];
+    first.sort();
+    let mut second = vec![diag("a", "no such Service"), diag("b", "another bad annotation"), diag("c", "new")];
+    second.sort();
+    let (appeared, gone) = diagnostic_changes(&[], &first);
+    assert_eq!((appeared.len(), gone.len()), (2, 0));
+    let (appeared, gone) = diagnostic_changes(&first, &first);
+    assert!(appeared.is_empty() && gone.is_empty(), "the same diagnostics again are not logged again");
+    let (appeared, gone) = diagnostic_changes(&first, &second);
+    let messages = |list: &[&Diagnostic]| list.iter().map(|d| d.message.clone()).collect::<Vec<_>>();
+    assert_eq!(messages(&appeared), ["another bad annotation", "new"]);
+    assert_eq!(messages(&gone), ["bad annotation"]);
+}

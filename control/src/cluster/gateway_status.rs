@@ -1,8 +1,13 @@
-//! Gateway API status, written by the elected replica as a fixed point: what
-//! [`gateway::report`](crate::compile::gateway::report) says about our GatewayClasses, Gateways and
-//! the HTTPRoutes and GRPCRoutes attached to them, compared with what is there (ignoring
-//! `lastTransitionTime`, which is kept while a condition's status holds), and written only when
-//! different.
+//! Gateway API status, written by the elected replica as a fixed point: what the compile of the
+//! generation being served says ([`Applier::served`](crate::apply::Applier::served)) about our
+//! GatewayClasses, Gateways and the HTTPRoutes and GRPCRoutes attached to them, compared with what
+//! is there (ignoring `lastTransitionTime`, which is kept while a condition's status holds), and
+//! written only when different.
+//!
+//! The report comes with the generation, never from a compile of the writer's own: status always
+//! describes the table on the wire. A change that is compiled but not served (held back by a pin,
+//! or not yet applied) does not show in status until its generation is published; while a
+//! rollback pins an older generation, status describes that one (`observedGeneration` included).
 //!
 //! How each list merges decides how it is written (from the standard-channel CRDs):
 //! * GatewayClass and Gateway status belong to the class's controller alone (conditions and
@@ -24,32 +29,43 @@ use tokio::sync::watch;
 use super::status::{desired, Address};
 use super::watch::Stores;
 use super::{ClusterOptions, FIELD_MANAGER};
-use crate::compile::gateway::{self, GatewayReport, ParentReport, RouteReport, StatusCondition};
+use crate::apply::Compiled;
+use crate::compile::status::{GatewayReport, ParentReport, Report, RouteReport, StatusCondition};
 use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, GROUP};
 
-/// Keeps Gateway API status right while this replica leads. Until the Gateway API stores exist
-/// (`--gateway-api` on, the CRDs installed after ramjet started) each wake-up finds nothing to do;
-/// the stores' arrival wakes it.
-pub async fn run(client: Client, stores: Stores, options: Arc<ClusterOptions>, mut leader: watch::Receiver<bool>) {
+/// Keeps Gateway API status right while this replica leads: on every newly served generation (or
+/// new report for it), and on changes to the objects (whose current status the writes compare
+/// with). Until the Gateway API stores exist (`--gateway-api` on, the CRDs installed after ramjet
+/// started) each wake-up finds nothing to do; the stores' arrival wakes it. Nothing is written
+/// before the first generation is served.
+pub async fn run(
+    client: Client,
+    stores: Stores,
+    options: Arc<ClusterOptions>,
+    mut leader: watch::Receiver<bool>,
+    mut served: watch::Receiver<Option<Compiled>>,
+) {
     if !options.gateway_api {
         return;
     }
     stores.ready().await;
     loop {
-        if *leader.borrow_and_update() {
-            sync(&client, &stores, &options).await;
+        let report = served.borrow_and_update().as_ref().map(|c| c.gateway_status.clone());
+        let leading = *leader.borrow_and_update();
+        if let (true, Some(report)) = (leading, report) {
+            sync(&client, &stores, &options, &report).await;
         }
         tokio::select! {
             _ = stores.gateway_changed.notified() => tokio::time::sleep(options.debounce).await,
             changed = leader.changed() => if changed.is_err() { return },
+            changed = served.changed() => if changed.is_err() { return },
         }
     }
 }
 
-async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions) {
+/// Writes what `report` (the served generation's) says, where it differs from what is there.
+async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions, report: &Report) {
     let Some(g) = stores.gateway.get() else { return };
-    let snapshot = stores.snapshot(options);
-    let report = gateway::report(&snapshot);
     let controller = options.ingress.gateway_controller_name.as_str();
     let service = stores.status_service.as_ref().and_then(|s| s.state().into_iter().next());
     let addresses = desired(&options.status_addresses, service.as_deref()).unwrap_or_default();
@@ -133,7 +149,8 @@ async fn write_parents<K>(
         return;
     };
     let parents: &[ParentReport] = ours.map_or(&[], |r| &r.parents);
-    let generation = metadata.generation;
+    // The generation of the route the served table was compiled from, not the one in the store now.
+    let generation = ours.and_then(|r| r.generation);
     let current: Vec<Value> =
         status.and_then(|s| s.get("parents")).and_then(|p| p.as_array()).cloned().unwrap_or_default();
     let (mine, others): (Vec<Value>, Vec<Value>) =

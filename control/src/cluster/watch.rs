@@ -35,7 +35,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch, Notify};
 
 use super::{ClusterOptions, StatusAddresses, FIELD_MANAGER};
-use crate::compile::ingress::{ClusterSnapshot, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
+use crate::compile::resolve::{OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
+use crate::compile::snapshot::ClusterSnapshot;
 use crate::Input;
 
 pub use gateway::{GatewayCell, GatewayStores};
@@ -219,37 +220,57 @@ fn ingress_fingerprint(ingress: &Ingress) -> u64 {
 }
 
 /// How a failing watch is retried: exponential from 0.8 s, capped at 5 s (kube-rs and client-go cap
-/// at 30 s), reset after 2 minutes without failures. Against a real API server, a 30 s cap meant a
-/// change made just after a 30 s outage reached traffic 40–60 s later: the watch waited out its
-/// backoff, resumed, got 410 Gone (the history moved on) and waited again before listing. Five
-/// seconds between attempts is still nothing for an API server to answer.
+/// at 30 s), reset after 2 minutes without failures, each wait jittered. Against a real API server,
+/// a 30 s cap meant a change made just after a 30 s outage reached traffic 40–60 s later: the watch
+/// waited out its backoff, resumed, got 410 Gone (the history moved on) and waited again before
+/// listing. Five seconds between attempts is still nothing for an API server to answer.
 fn watch_backoff() -> ResetTimerBackoff<CappedBackoff> {
     ResetTimerBackoff::new(CappedBackoff::default(), Duration::from_secs(120))
 }
 
-/// 0.8 s, 1.6 s, 3.2 s, then 5 s between attempts.
+/// 0.8 s, 1.6 s, 3.2 s, then 5 s between attempts — each drawn at random from its upper half
+/// (0.4–0.8 s, 0.8–1.6 s, ...), so the replicas (and the watches of one replica) that all lost the
+/// API server at once do not all come back in the same instant after it returns: the same idea as
+/// kube-runtime's `DefaultBackoff`, whose jitter adds up to one more wait (which would stretch the
+/// 5 s cap to 10 s).
 #[derive(Debug, Clone, Copy)]
 struct CappedBackoff {
     next: Duration,
+    /// xorshift64 state, seeded at random per backoff.
+    random: u64,
 }
 
 impl CappedBackoff {
     const FIRST: Duration = Duration::from_millis(800);
     const CAP: Duration = Duration::from_secs(5);
+
+    /// A number in `[0, 1)`.
+    fn draw(&mut self) -> f64 {
+        let mut x = self.random;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.random = x;
+        (x >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 impl Default for CappedBackoff {
     fn default() -> Self {
-        CappedBackoff { next: Self::FIRST }
+        use std::hash::BuildHasher;
+        // std's randomly keyed hasher over nothing: a random seed without a dependency (never 0,
+        // which xorshift would keep).
+        let seed = std::collections::hash_map::RandomState::new().hash_one(()) | 1;
+        CappedBackoff { next: Self::FIRST, random: seed }
     }
 }
 
 impl Iterator for CappedBackoff {
     type Item = Duration;
     fn next(&mut self) -> Option<Duration> {
-        let wait = self.next;
+        let step = self.next;
         self.next = (self.next * 2).min(Self::CAP);
-        Some(wait)
+        Some(step.mul_f64(0.5 + self.draw() / 2.0))
     }
 }
 
@@ -351,4 +372,26 @@ where
         }
     });
     store
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watch_backoff_is_capped_and_jittered() {
+        let schedule = [0.8, 1.6, 3.2, 5.0, 5.0, 5.0];
+        let waits = |backoff: &mut CappedBackoff| -> Vec<Duration> { backoff.take(schedule.len()).collect() };
+        let mut first = CappedBackoff::default();
+        let one = waits(&mut first);
+        for (wait, step) in one.iter().zip(schedule) {
+            let step = Duration::from_secs_f64(step);
+            assert!(*wait >= step / 2 && *wait <= step, "{wait:?} outside [{:?}, {step:?}]", step / 2);
+        }
+        // Another replica's backoff waits otherwise (equal only by a 2^-53 chance per wait).
+        assert_ne!(one, waits(&mut CappedBackoff::default()));
+        // A reset starts again from the first step.
+        first.reset();
+        assert!(first.next().unwrap() <= CappedBackoff::FIRST);
+    }
 }

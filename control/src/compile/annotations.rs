@@ -2,8 +2,10 @@
 //! compiler's warnings and `ramjet migration-report`.
 //!
 //! Every `nginx.ingress.kubernetes.io/` annotation ingress-nginx knows is listed here with ramjet's
-//! answer, and so is every `ramjet.dev/` annotation ramjet reads. [`review`] turns an Ingress's
-//! annotations into [`Finding`]s; nothing is ever silently ignored:
+//! answer, and so is every `ramjet.dev/` annotation ramjet reads — in one table, each name once
+//! with the prefixes it is read under. The values are checked by the same parsers the compiler
+//! reads them with ([`values`]). [`review`] turns an Ingress's annotations into [`Finding`]s;
+//! nothing is ever silently ignored:
 //!
 //! * **honoured** — same observable behaviour as ingress-nginx (or the value is ingress-nginx's
 //!   default, so there is nothing to do);
@@ -20,13 +22,15 @@
 //!
 //! `docs/migrating-from-ingress-nginx.md` is the user's view of this table.
 
+pub mod values;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
-use ramjet_shared::BackendProtocol;
-
-use super::ingress::location;
-use super::ingress::SSL_REDIRECT_ANNOTATIONS;
+use values::{
+    auth_secret_type, auth_type, backend_protocol, body_size, boolean, count, hash_by, load_balance, next_upstream,
+    on_off, redirect_target, seconds, server_alias, source_ranges, use_regex,
+};
 
 /// ingress-nginx's annotation prefix.
 pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
@@ -35,6 +39,13 @@ pub const NGINX_PREFIX: &str = "nginx.ingress.kubernetes.io/";
 pub const NGINX_CONTROLLER: &str = "k8s.io/ingress-nginx";
 /// Ramjet's own annotation prefix.
 pub const RAMJET_PREFIX: &str = "ramjet.dev/";
+/// Redirect plain HTTP to HTTPS for the Ingress's TLS hosts (`"true"`); ingress-nginx's name is
+/// accepted too.
+pub const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = ["ramjet.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"];
+/// The protocol of an Ingress's backends (`HTTP`, `HTTPS`, `H2C`, `GRPC`, `GRPCS`), ramjet's name
+/// first.
+pub const BACKEND_PROTOCOL_ANNOTATIONS: [&str; 2] =
+    ["ramjet.dev/backend-protocol", "nginx.ingress.kubernetes.io/backend-protocol"];
 
 /// Ramjet's answer to one annotation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -126,15 +137,36 @@ enum Support {
 }
 
 /// One row of the registry: the name after the prefix, ramjet's support, and ingress-nginx's
-/// default value (a value equal to it asks for nothing, so it is honoured whatever the support).
+/// default value under each prefix (a value equal to it asks for nothing, so it is honoured
+/// whatever the support); `None` where the name is not read under that prefix at all.
 struct Entry {
     name: &'static str,
     support: Support,
-    default: Option<&'static str>,
+    nginx: Option<DefaultValue>,
+    ramjet: Option<DefaultValue>,
 }
 
-const fn e(name: &'static str, support: Support, default: Option<&'static str>) -> Entry {
-    Entry { name, support, default }
+/// The default value an annotation has under one prefix, if any.
+type DefaultValue = Option<&'static str>;
+
+/// Read under both prefixes, with the same default.
+const fn e(name: &'static str, support: Support, default: DefaultValue) -> Entry {
+    Entry { name, support, nginx: Some(default), ramjet: Some(default) }
+}
+
+/// Read under ingress-nginx's prefix only (ramjet has no name of its own for it).
+const fn nginx(name: &'static str, support: Support, default: DefaultValue) -> Entry {
+    Entry { name, support, nginx: Some(default), ramjet: None }
+}
+
+/// Read under ramjet's prefix only (ingress-nginx has no such annotation).
+const fn ramjet(name: &'static str, support: Support, default: DefaultValue) -> Entry {
+    Entry { name, support, nginx: None, ramjet: Some(default) }
+}
+
+/// Read under both prefixes; the default is ingress-nginx's alone, ramjet's name is judged by its value.
+const fn nginx_default(name: &'static str, support: Support, default: DefaultValue) -> Entry {
+    Entry { name, support, nginx: Some(default), ramjet: Some(None) }
 }
 
 use Support::{AccessControl, Approximated, Checked, Honoured, Ignored, Snippet};
@@ -155,7 +187,7 @@ const AUTH_SECRET: Support = Honoured(
 const AUTH_SECRET_TYPE: Support = Checked { check: auth_secret_type, how: "auth-file (the default) or auth-map" };
 const AUTH_REALM: Support = Honoured("the realm of the 401's WWW-Authenticate challenge");
 const AUTH_URL: Support = Checked {
-    check: super::ingress::external_auth::check_url,
+    check: values::auth_url,
     how: "external authentication: a sub-request (the request's fields, no body) to this URL decides; 2xx lets the \
           request through, 401 and 403 are the client's answer (401 redirects to auth-signin when given), anything \
           else is 500. The URL names a Service of the cluster (http://service.namespace...) or $host (docs/ingress.md)",
@@ -245,7 +277,7 @@ const FORCE_SSL_REDIRECT: Support = Checked {
           TLS or not (ramjet keeps a trailing slash that ingress-nginx drops unless preserve-trailing-slash)",
 };
 const UPSTREAM_VHOST: Support = Checked {
-    check: location::upstream_vhost,
+    check: values::upstream_vhost,
     how: "requests reach the backend with this Host (X-Forwarded-Host keeps the client's); a value with nginx \
           variables keeps the Ingress out",
 };
@@ -336,37 +368,40 @@ const USE_REGEX: Support = Checked {
           host becomes one, tried longest first, as in ingress-nginx (docs/ingress.md)",
 };
 const REWRITE_TARGET: Support = Checked {
-    check: location::rewrite_target,
+    check: values::rewrite_target,
     how: "the path sent to the backend is the target with $1…$9 from the path's captures (the query is kept); \
           every path of the host becomes a regular expression, as in ingress-nginx",
 };
 const APP_ROOT: Support = Checked {
-    check: location::app_root,
+    check: values::app_root,
     how: "a request for / on the Ingress's hosts answers 302 to <scheme>://<host>/<app-root>",
 };
 const X_FORWARDED_PREFIX: Support = Checked {
-    check: location::forwarded_prefix,
+    check: values::forwarded_prefix,
     how: "rewritten requests carry X-Forwarded-Prefix with this value (only with rewrite-target, as in \
           ingress-nginx)",
 };
 const OTEL: Support = Ignored("OpenTelemetry tracing is not available; traceparent headers pass through untouched");
 
-/// Every annotation ingress-nginx defines (its docs and `internal/ingress/annotations`), sorted.
-const NGINX: &[Entry] = &[
+/// Every annotation ingress-nginx defines (its docs and `internal/ingress/annotations`) and every
+/// one ramjet reads, sorted by the name after the prefix. `e`: the name is read under both
+/// prefixes; `nginx`: under ingress-nginx's only; `ramjet`: under ramjet's only; `nginx_default`:
+/// under both, the default being ingress-nginx's alone (ramjet's name is judged by its value).
+const TABLE: &[Entry] = &[
     e("affinity", AFFINITY, None),
-    e("affinity-canary-behavior", AFFINITY_LOST, Some("sticky")),
+    nginx("affinity-canary-behavior", AFFINITY_LOST, Some("sticky")),
     e("affinity-mode", AFFINITY_MODE, Some("balanced")),
     e("allowlist-source-range", ALLOW_RANGE, None),
     e("app-root", APP_ROOT, None),
     e("auth-always-set-cookie", AUTH_COOKIE, NO),
-    e("auth-cache-duration", AUTH_CACHE, None),
-    e("auth-cache-key", AUTH_CACHE, None),
-    e("auth-keepalive", AUTH_KEEPALIVE, None),
-    e("auth-keepalive-requests", AUTH_KEEPALIVE, None),
-    e("auth-keepalive-share-vars", AUTH_PART, NO),
-    e("auth-keepalive-timeout", AUTH_KEEPALIVE, None),
+    nginx("auth-cache-duration", AUTH_CACHE, None),
+    nginx("auth-cache-key", AUTH_CACHE, None),
+    nginx("auth-keepalive", AUTH_KEEPALIVE, None),
+    nginx("auth-keepalive-requests", AUTH_KEEPALIVE, None),
+    nginx("auth-keepalive-share-vars", AUTH_PART, NO),
+    nginx("auth-keepalive-timeout", AUTH_KEEPALIVE, None),
     e("auth-method", AUTH_OPTION, None),
-    e("auth-proxy-set-headers", AUTH_PART, None),
+    nginx("auth-proxy-set-headers", AUTH_PART, None),
     e("auth-realm", AUTH_REALM, None),
     e("auth-request-redirect", AUTH_OPTION, None),
     e("auth-response-headers", AUTH_OPTION, None),
@@ -374,125 +409,137 @@ const NGINX: &[Entry] = &[
     e("auth-secret-type", AUTH_SECRET_TYPE, Some("auth-file")),
     e("auth-signin", AUTH_OPTION, None),
     e("auth-signin-redirect-param", AUTH_OPTION, None),
-    e("auth-snippet", Snippet("auth-response-headers and auth-method cover the usual needs"), None),
-    e("auth-tls-error-page", TLS_AUTH, None),
-    e("auth-tls-match-cn", TLS_AUTH, None),
-    e("auth-tls-pass-certificate-to-upstream", TLS_AUTH, NO),
-    e("auth-tls-secret", TLS_AUTH, None),
-    e("auth-tls-verify-client", TLS_AUTH, Some("off")),
-    e("auth-tls-verify-depth", TLS_AUTH, None),
+    nginx("auth-snippet", Snippet("auth-response-headers and auth-method cover the usual needs"), None),
+    nginx("auth-tls-error-page", TLS_AUTH, None),
+    nginx("auth-tls-match-cn", TLS_AUTH, None),
+    nginx("auth-tls-pass-certificate-to-upstream", TLS_AUTH, NO),
+    nginx("auth-tls-secret", TLS_AUTH, None),
+    nginx("auth-tls-verify-client", TLS_AUTH, Some("off")),
+    nginx("auth-tls-verify-depth", TLS_AUTH, None),
     e("auth-type", AUTH_TYPE, None),
     e("auth-url", AUTH_URL, None),
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
-    e("canary", CANARY, NO),
+    nginx_default("canary", CANARY, NO),
+    ramjet("canary-auto-promote", AUTO_PROMOTE, None),
     e("canary-by-cookie", CANARY, None),
     e("canary-by-header", CANARY, None),
     e("canary-by-header-pattern", CANARY, None),
     e("canary-by-header-value", CANARY, None),
+    ramjet("canary-failure-threshold", AUTO_PROMOTE, None),
+    ramjet("canary-interval", AUTO_PROMOTE, None),
+    ramjet("canary-max-p99", AUTO_PROMOTE, None),
+    ramjet("canary-max-weight", AUTO_PROMOTE, None),
+    ramjet("canary-min-requests", AUTO_PROMOTE, None),
+    ramjet("canary-min-success-rate", AUTO_PROMOTE, None),
+    ramjet("canary-state", Honoured("ramjet's own record of where auto-promotion stands, written by ramjet"), None),
+    ramjet("canary-step-weight", AUTO_PROMOTE, None),
+    ramjet("canary-sticky", CANARY, None),
     e("canary-weight", CANARY, None),
     e("canary-weight-total", CANARY, None),
-    e("client-body-buffer-size", BUFFERS, None),
-    e(
+    nginx("client-body-buffer-size", BUFFERS, None),
+    nginx(
         "configuration-snippet",
         Snippet("for an HTTPS redirect use ssl-redirect; for the rest there is no equivalent yet"),
         None,
     ),
-    e("connection-proxy-header", Ignored("the upstream Connection header is ramjet's own"), None),
+    nginx("connection-proxy-header", Ignored("the upstream Connection header is ramjet's own"), None),
     e("cors-allow-credentials", CORS, None),
     e("cors-allow-headers", CORS, None),
     e("cors-allow-methods", CORS, None),
     e("cors-allow-origin", CORS, None),
     e("cors-expose-headers", CORS, None),
     e("cors-max-age", CORS, None),
-    e("custom-headers", Ignored("the extra response headers are not added"), None),
+    nginx("custom-headers", Ignored("the extra response headers are not added"), None),
     e("custom-http-errors", CUSTOM_ERRORS, None),
     e("default-backend", DEFAULT_BACKEND, None),
     e("denylist-source-range", DENY_RANGE, None),
-    e(
+    nginx(
         "disable-proxy-intercept-errors",
         Checked { check: boolean, how: "with \"true\", custom-http-errors does not replace the backend's answers" },
         NO,
     ),
-    e(
+    nginx(
         "enable-access-log",
         Ignored("the access log is the daemon's (--access-log), the same for every route; it is not switched off per Ingress"),
         Some("true"),
     ),
     e("enable-cors", CORS, NO),
-    e("enable-global-auth", Ignored("ramjet has no controller-wide auth-url to turn off"), Some("true")),
-    e("enable-modsecurity", Ignored("there is no web application firewall"), NO),
-    e("enable-opentelemetry", OTEL, NO),
-    e("enable-owasp-core-rules", Ignored("there is no web application firewall"), NO),
-    e("enable-rewrite-log", Ignored("rewrites are not logged"), NO),
-    e("fastcgi-index", Ignored("FastCGI backends are not available"), None),
-    e("fastcgi-params-configmap", Ignored("FastCGI backends are not available"), None),
+    nginx("enable-global-auth", Ignored("ramjet has no controller-wide auth-url to turn off"), Some("true")),
+    nginx("enable-modsecurity", Ignored("there is no web application firewall"), NO),
+    nginx("enable-opentelemetry", OTEL, NO),
+    nginx("enable-owasp-core-rules", Ignored("there is no web application firewall"), NO),
+    nginx("enable-rewrite-log", Ignored("rewrites are not logged"), NO),
+    nginx("fastcgi-index", Ignored("FastCGI backends are not available"), None),
+    nginx("fastcgi-params-configmap", Ignored("FastCGI backends are not available"), None),
     e("force-ssl-redirect", FORCE_SSL_REDIRECT, NO),
     e("from-to-www-redirect", FROM_TO_WWW, NO),
-    e("http2-push-preload", Approximated("HTTP/2 server push is gone from browsers; nothing is pushed"), NO),
+    nginx("http2-push-preload", Approximated("HTTP/2 server push is gone from browsers; nothing is pushed"), NO),
     e("limit-allowlist", RATE_EXEMPT, None),
     e("limit-burst-multiplier", BURST, Some("5")),
     e("limit-connections", CONNECTIONS, None),
-    e("limit-rate", Ignored("response bandwidth is not limited"), None),
-    e("limit-rate-after", Ignored("response bandwidth is not limited"), None),
+    nginx("limit-rate", Ignored("response bandwidth is not limited"), None),
+    nginx("limit-rate-after", Ignored("response bandwidth is not limited"), None),
     e("limit-rpm", RATE, None),
     e("limit-rps", RATE, None),
     e("limit-whitelist", RATE_EXEMPT, None),
     e("load-balance", LOAD_BALANCE, Some("round_robin")),
+    ramjet("mirror-backend", MIRROR, None),
     e("mirror-host", MIRROR, None),
-    e("mirror-request-body", MIRROR, Some("on")),
+    ramjet("mirror-percent", MIRROR, None),
+    nginx_default("mirror-request-body", MIRROR, Some("on")),
     e("mirror-target", MIRROR, None),
-    e("modsecurity-snippet", Snippet("there is no web application firewall"), None),
-    e("modsecurity-transaction-id", Ignored("there is no web application firewall"), None),
-    e("opentelemetry-operation-name", OTEL, None),
-    e("opentelemetry-trust-incoming-span", OTEL, None),
+    nginx("modsecurity-snippet", Snippet("there is no web application firewall"), None),
+    nginx("modsecurity-transaction-id", Ignored("there is no web application firewall"), None),
+    nginx("opentelemetry-operation-name", OTEL, None),
+    nginx("opentelemetry-trust-incoming-span", OTEL, None),
     e("permanent-redirect", PERMANENT_REDIRECT, None),
     e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
-    e("preserve-trailing-slash", Ignored("HTTPS redirects keep the path as it came"), NO),
+    nginx("preserve-trailing-slash", Ignored("HTTPS redirects keep the path as it came"), NO),
     e("proxy-body-size", BODY_SIZE, None),
-    e("proxy-buffer-size", BUFFERS, None),
-    e("proxy-buffering", BUFFERS, Some("off")),
-    e("proxy-buffers-number", BUFFERS, None),
-    e("proxy-busy-buffers-size", BUFFERS, None),
+    nginx("proxy-buffer-size", BUFFERS, None),
+    nginx("proxy-buffering", BUFFERS, Some("off")),
+    nginx("proxy-buffers-number", BUFFERS, None),
+    nginx("proxy-busy-buffers-size", BUFFERS, None),
     e("proxy-connect-timeout", TIMEOUT, None),
-    e("proxy-cookie-domain", Ignored("Set-Cookie domains are passed through unchanged"), None),
-    e("proxy-cookie-path", Ignored("Set-Cookie paths are passed through unchanged"), None),
-    e("proxy-http-version", Approximated("ramjet speaks HTTP/1.1 to backends, HTTP/2 only to those whose backend-protocol asks for it"), Some("1.1")),
-    e("proxy-max-temp-file-size", BUFFERS, None),
+    nginx("proxy-cookie-domain", Ignored("Set-Cookie domains are passed through unchanged"), None),
+    nginx("proxy-cookie-path", Ignored("Set-Cookie paths are passed through unchanged"), None),
+    nginx("proxy-http-version", Approximated("ramjet speaks HTTP/1.1 to backends, HTTP/2 only to those whose backend-protocol asks for it"), Some("1.1")),
+    nginx("proxy-max-temp-file-size", BUFFERS, None),
     e("proxy-next-upstream", NEXT_UPSTREAM, None),
     e("proxy-next-upstream-timeout", NEXT_UPSTREAM_TIMEOUT, None),
     e("proxy-next-upstream-tries", NEXT_UPSTREAM_TRIES, None),
     e("proxy-read-timeout", TIMEOUT, None),
-    e(
+    nginx(
         "proxy-redirect-from",
         Ignored("Location headers from the backend are passed through unchanged"),
         Some("default"),
     ),
-    e("proxy-redirect-to", Ignored("Location headers from the backend are passed through unchanged"), None),
-    e(
+    nginx("proxy-redirect-to", Ignored("Location headers from the backend are passed through unchanged"), None),
+    nginx(
         "proxy-request-buffering",
         Approximated("ramjet reads small bodies whole before sending and streams larger ones"),
         Some("on"),
     ),
     e("proxy-send-timeout", TIMEOUT, None),
-    e("proxy-ssl-ciphers", SSL_CIPHERS, None),
+    nginx("proxy-ssl-ciphers", SSL_CIPHERS, None),
     e("proxy-ssl-name", SSL_NAME, None),
-    e("proxy-ssl-protocols", SSL_PROTOCOLS, None),
+    nginx("proxy-ssl-protocols", SSL_PROTOCOLS, None),
     e("proxy-ssl-secret", SSL_SECRET, None),
-    e("proxy-ssl-server-name", SSL_SERVER_NAME, Some("off")),
-    e("proxy-ssl-verify", SSL_VERIFY, Some("off")),
-    e("proxy-ssl-verify-depth", SSL_VERIFY_DEPTH, None),
-    e("relative-redirects", Ignored("ramjet's own redirects are absolute"), NO),
+    nginx_default("proxy-ssl-server-name", SSL_SERVER_NAME, Some("off")),
+    nginx_default("proxy-ssl-verify", SSL_VERIFY, Some("off")),
+    nginx("proxy-ssl-verify-depth", SSL_VERIFY_DEPTH, None),
+    nginx("relative-redirects", Ignored("ramjet's own redirects are absolute"), NO),
     e("rewrite-target", REWRITE_TARGET, None),
-    e("satisfy", SATISFY, Some("all")),
+    nginx("satisfy", SATISFY, Some("all")),
     e("server-alias", SERVER_ALIAS, None),
-    e(
+    nginx(
         "server-snippet",
         Snippet("for an HTTPS redirect use ssl-redirect; for the rest there is no equivalent yet"),
         None,
     ),
-    e("service-upstream", Ignored("requests go to the endpoints, not to the Service's cluster IP"), NO),
-    e("session-cookie-change-on-failure", AFFINITY_LOST, Some("false")),
-    e("session-cookie-conditional-samesite-none", AFFINITY_LOST, Some("false")),
+    nginx("service-upstream", Ignored("requests go to the endpoints, not to the Service's cluster IP"), NO),
+    nginx("session-cookie-change-on-failure", AFFINITY_LOST, Some("false")),
+    nginx("session-cookie-conditional-samesite-none", AFFINITY_LOST, Some("false")),
     e("session-cookie-domain", AFFINITY, None),
     e("session-cookie-expires", AFFINITY, None),
     e("session-cookie-max-age", AFFINITY, None),
@@ -500,119 +547,23 @@ const NGINX: &[Entry] = &[
     e("session-cookie-path", AFFINITY, None),
     e("session-cookie-samesite", AFFINITY, None),
     e("session-cookie-secure", AFFINITY, None),
-    e("ssl-ciphers", Approximated("rustls offers only modern cipher suites, chosen for you"), None),
+    nginx("ssl-ciphers", Approximated("rustls offers only modern cipher suites, chosen for you"), None),
     e("ssl-passthrough", SSL_PASSTHROUGH, NO),
-    e("ssl-prefer-server-ciphers", Approximated("rustls offers only modern cipher suites, chosen for you"), None),
+    nginx("ssl-prefer-server-ciphers", Approximated("rustls offers only modern cipher suites, chosen for you"), None),
     e(
         "ssl-redirect",
         Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
         None,
     ),
-    e("stream-snippet", Snippet("ramjet does not proxy TCP or UDP streams"), None),
+    nginx("stream-snippet", Snippet("ramjet does not proxy TCP or UDP streams"), None),
     e("temporal-redirect", TEMPORAL_REDIRECT, None),
     e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
     e("upstream-hash-by", HASH_BY, None),
-    e("upstream-hash-by-subset", HASH_SUBSET, NO),
-    e("upstream-hash-by-subset-size", HASH_SUBSET, Some("3")),
+    nginx("upstream-hash-by-subset", HASH_SUBSET, NO),
+    nginx("upstream-hash-by-subset-size", HASH_SUBSET, Some("3")),
     e("upstream-vhost", UPSTREAM_VHOST, None),
-    e("use-port-in-redirects", Ignored("ramjet's redirects name no port"), NO),
+    nginx("use-port-in-redirects", Ignored("ramjet's redirects name no port"), NO),
     e("use-regex", USE_REGEX, NO),
-    e("whitelist-source-range", ALLOW_RANGE, None),
-    e("x-forwarded-prefix", X_FORWARDED_PREFIX, None),
-];
-
-/// Every `ramjet.dev/` annotation ramjet reads, sorted.
-const RAMJET: &[Entry] = &[
-    e("affinity", AFFINITY, None),
-    e("affinity-mode", AFFINITY_MODE, Some("balanced")),
-    e("allowlist-source-range", ALLOW_RANGE, None),
-    e("app-root", APP_ROOT, None),
-    e("auth-always-set-cookie", AUTH_COOKIE, NO),
-    e("auth-method", AUTH_OPTION, None),
-    e("auth-realm", AUTH_REALM, None),
-    e("auth-request-redirect", AUTH_OPTION, None),
-    e("auth-response-headers", AUTH_OPTION, None),
-    e("auth-secret", AUTH_SECRET, None),
-    e("auth-secret-type", AUTH_SECRET_TYPE, Some("auth-file")),
-    e("auth-signin", AUTH_OPTION, None),
-    e("auth-signin-redirect-param", AUTH_OPTION, None),
-    e("auth-type", AUTH_TYPE, None),
-    e("auth-url", AUTH_URL, None),
-    e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
-    e("canary", CANARY, None),
-    e("canary-auto-promote", AUTO_PROMOTE, None),
-    e("canary-by-cookie", CANARY, None),
-    e("canary-by-header", CANARY, None),
-    e("canary-by-header-pattern", CANARY, None),
-    e("canary-by-header-value", CANARY, None),
-    e("canary-failure-threshold", AUTO_PROMOTE, None),
-    e("canary-interval", AUTO_PROMOTE, None),
-    e("canary-max-p99", AUTO_PROMOTE, None),
-    e("canary-max-weight", AUTO_PROMOTE, None),
-    e("canary-min-requests", AUTO_PROMOTE, None),
-    e("canary-min-success-rate", AUTO_PROMOTE, None),
-    e("canary-state", Honoured("ramjet's own record of where auto-promotion stands, written by ramjet"), None),
-    e("canary-step-weight", AUTO_PROMOTE, None),
-    e("canary-sticky", CANARY, None),
-    e("canary-weight", CANARY, None),
-    e("canary-weight-total", CANARY, None),
-    e("cors-allow-credentials", CORS, None),
-    e("cors-allow-headers", CORS, None),
-    e("cors-allow-methods", CORS, None),
-    e("cors-allow-origin", CORS, None),
-    e("cors-expose-headers", CORS, None),
-    e("cors-max-age", CORS, None),
-    e("custom-http-errors", CUSTOM_ERRORS, None),
-    e("default-backend", DEFAULT_BACKEND, None),
-    e("denylist-source-range", DENY_RANGE, None),
-    e("enable-cors", CORS, Some("false")),
-    e("force-ssl-redirect", FORCE_SSL_REDIRECT, Some("false")),
-    e("from-to-www-redirect", FROM_TO_WWW, Some("false")),
-    e("limit-allowlist", RATE_EXEMPT, None),
-    e("limit-burst-multiplier", BURST, Some("5")),
-    e("limit-connections", CONNECTIONS, None),
-    e("limit-rpm", RATE, None),
-    e("limit-rps", RATE, None),
-    e("limit-whitelist", RATE_EXEMPT, None),
-    e("load-balance", LOAD_BALANCE, Some("round_robin")),
-    e("mirror-backend", MIRROR, None),
-    e("mirror-host", MIRROR, None),
-    e("mirror-percent", MIRROR, None),
-    e("mirror-request-body", MIRROR, None),
-    e("mirror-target", MIRROR, None),
-    e("permanent-redirect", PERMANENT_REDIRECT, None),
-    e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
-    e("proxy-body-size", BODY_SIZE, None),
-    e("proxy-connect-timeout", TIMEOUT, None),
-    e("proxy-next-upstream", NEXT_UPSTREAM, None),
-    e("proxy-next-upstream-timeout", NEXT_UPSTREAM_TIMEOUT, None),
-    e("proxy-next-upstream-tries", NEXT_UPSTREAM_TRIES, None),
-    e("proxy-read-timeout", TIMEOUT, None),
-    e("proxy-send-timeout", TIMEOUT, None),
-    e("proxy-ssl-name", SSL_NAME, None),
-    e("proxy-ssl-secret", SSL_SECRET, None),
-    e("proxy-ssl-server-name", SSL_SERVER_NAME, None),
-    e("proxy-ssl-verify", SSL_VERIFY, None),
-    e("rewrite-target", REWRITE_TARGET, None),
-    e("server-alias", SERVER_ALIAS, None),
-    e("session-cookie-domain", AFFINITY, None),
-    e("session-cookie-expires", AFFINITY, None),
-    e("session-cookie-max-age", AFFINITY, None),
-    e("session-cookie-name", AFFINITY, None),
-    e("session-cookie-path", AFFINITY, None),
-    e("session-cookie-samesite", AFFINITY, None),
-    e("session-cookie-secure", AFFINITY, None),
-    e("ssl-passthrough", SSL_PASSTHROUGH, NO),
-    e(
-        "ssl-redirect",
-        Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
-        None,
-    ),
-    e("temporal-redirect", TEMPORAL_REDIRECT, None),
-    e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
-    e("upstream-hash-by", HASH_BY, None),
-    e("upstream-vhost", UPSTREAM_VHOST, None),
-    e("use-regex", USE_REGEX, Some("false")),
     e("whitelist-source-range", ALLOW_RANGE, None),
     e("x-forwarded-prefix", X_FORWARDED_PREFIX, None),
 ];
@@ -623,16 +574,17 @@ const RAMJET: &[Entry] = &[
 pub fn review(annotations: Option<&BTreeMap<String, String>>, has_tls: bool, nginx_defaults: bool) -> Vec<Finding> {
     let mut findings = Vec::new();
     for (key, value) in annotations.into_iter().flatten() {
-        let (registry, name, project) = if let Some(name) = key.strip_prefix(NGINX_PREFIX) {
-            (NGINX, name, "ingress-nginx")
+        let (nginx, name, project) = if let Some(name) = key.strip_prefix(NGINX_PREFIX) {
+            (true, name, "ingress-nginx")
         } else if let Some(name) = key.strip_prefix(RAMJET_PREFIX) {
-            (RAMJET, name, "ramjet")
+            (false, name, "ramjet")
         } else {
             continue;
         };
-        let finding = match registry.binary_search_by(|entry| entry.name.cmp(name)) {
-            Ok(i) => judge(&registry[i], value),
-            Err(_) => (Verdict::Unknown, format!("not an annotation {project} defines (a typo?)")),
+        let found = TABLE.binary_search_by(|entry| entry.name.cmp(name)).ok().map(|i| &TABLE[i]);
+        let finding = match found.and_then(|entry| Some((entry, if nginx { entry.nginx } else { entry.ramjet }?))) {
+            Some((entry, default)) => judge(entry, default, value),
+            None => (Verdict::Unknown, format!("not an annotation {project} defines (a typo?)")),
         };
         findings.push(Finding {
             annotation: key.clone(),
@@ -658,8 +610,8 @@ pub fn review(annotations: Option<&BTreeMap<String, String>>, has_tls: bool, ngi
     findings
 }
 
-fn judge(entry: &Entry, value: &str) -> (Verdict, String) {
-    if entry.default.is_some_and(|d| d.eq_ignore_ascii_case(value.trim())) {
+fn judge(entry: &Entry, default: DefaultValue, value: &str) -> (Verdict, String) {
+    if default.is_some_and(|d| d.eq_ignore_ascii_case(value.trim())) {
         return (Verdict::Honoured, "ingress-nginx's default value: nothing to do".into());
     }
     let detail = match entry.support {
@@ -713,108 +665,6 @@ fn directives(snippet: &str) -> String {
         list.push_str(", ...");
     }
     list
-}
-
-/// A redirect target ramjet can answer with as it is: an http(s) URL or an absolute path, without
-/// nginx variables. An empty value asks for no redirect (as in ingress-nginx).
-pub fn redirect_location(value: &str) -> Result<&str, String> {
-    let target = value.trim();
-    if target.contains('$') {
-        return Err(format!(
-            "`{target}`: nginx variables ($request_uri, $host, ...) in a redirect target are not supported yet"
-        ));
-    }
-    if !target.bytes().all(|b| (0x21..=0x7e).contains(&b)) {
-        return Err(format!("`{target}` is not a URL (it has spaces or control characters)"));
-    }
-    if !(target.starts_with("http://") || target.starts_with("https://") || target.starts_with('/')) {
-        return Err(format!("`{target}` is not an http(s) URL or an absolute path"));
-    }
-    Ok(target)
-}
-
-fn redirect_target(value: &str) -> Result<(), String> {
-    match value.trim() {
-        "" => Ok(()),
-        target => redirect_location(target).map(drop),
-    }
-}
-
-fn source_ranges(value: &str) -> Result<(), String> {
-    ramjet_shared::parse_ranges(value).map(drop)
-}
-
-fn count(value: &str) -> Result<(), String> {
-    location::parse_count(value).map(drop)
-}
-
-fn seconds(value: &str) -> Result<(), String> {
-    location::parse_seconds(value).map(drop)
-}
-
-fn body_size(value: &str) -> Result<(), String> {
-    location::parse_size(value).map(drop)
-}
-
-fn use_regex(value: &str) -> Result<(), String> {
-    boolean(value)
-}
-
-fn server_alias(value: &str) -> Result<(), String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-        .try_for_each(|a| crate::routes_file::validate_host(a).map(drop))
-}
-
-fn next_upstream(value: &str) -> Result<(), String> {
-    ramjet_shared::NextUpstream::parse(value, 3, None).map(drop)
-}
-
-fn load_balance(value: &str) -> Result<(), String> {
-    match value.trim() {
-        "round_robin" | "ewma" => Ok(()),
-        v => Err(format!("`{v}` is neither round_robin nor ewma")),
-    }
-}
-
-fn hash_by(value: &str) -> Result<(), String> {
-    ramjet_shared::HashBy::parse(value.trim()).map(drop)
-}
-
-fn auth_type(value: &str) -> Result<(), String> {
-    match value.trim() {
-        "basic" => Ok(()),
-        "digest" => Err("digest authentication is not available; serving the Ingress without it would open it to \
-                         everyone (use basic)"
-            .into()),
-        v => Err(format!("`{v}` is not an authentication type (basic or digest)")),
-    }
-}
-
-fn auth_secret_type(value: &str) -> Result<(), String> {
-    match value.trim() {
-        "auth-file" | "auth-map" => Ok(()),
-        v => Err(format!("`{v}` is neither auth-file nor auth-map")),
-    }
-}
-
-fn boolean(value: &str) -> Result<(), String> {
-    location::parse_bool(value).map(drop)
-}
-
-fn backend_protocol(value: &str) -> Result<(), String> {
-    BackendProtocol::parse(value.trim()).map(drop)
-}
-
-/// `on` or `off`. ingress-nginx takes anything else for its default (`off`); ramjet does not guess
-/// about a TLS setting.
-fn on_off(value: &str) -> Result<(), String> {
-    match value.trim() {
-        v if v.eq_ignore_ascii_case("on") || v.eq_ignore_ascii_case("off") => Ok(()),
-        v => Err(format!("`{v}` is neither \"on\" nor \"off\"")),
-    }
 }
 
 /// Whether an Ingress carries any ingress-nginx annotation.

@@ -1,5 +1,6 @@
-//! Compiling Gateway API objects — GatewayClasses, Gateways, HTTPRoutes and ReferenceGrants — into
-//! the same draft table as Ingresses. Nothing downstream knows which API a route came from.
+//! Compiling Gateway API objects — GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes and
+//! ReferenceGrants — into the same draft table as Ingresses (after them: on a conflict, the
+//! Ingress keeps the path). Nothing downstream knows which API a route came from.
 //!
 //! In order:
 //! 1. the GatewayClasses whose `controllerName` is ours, and the Gateways of those classes;
@@ -18,8 +19,8 @@
 //!    (canary), at the weight `ramjet.dev/canary-state` holds once ramjet has written one
 //!    ([`promotion`]; `docs/canaries.md`).
 //!
-//! The [`Report`] holds what status says about each object (conditions with the spec's reasons); the
-//! cluster's status writer and the diagnostics both come from it.
+//! The [`Report`] holds what status says about each object (conditions with the spec's reasons);
+//! [`super::cluster::compile`] puts it in the draft beside the table it describes.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -33,7 +34,9 @@ use ramjet_shared::{
     Mirror, ObjectRef, PathKind, PathRewrite, Redirect, Rewrite, RoutePolicy, Rule, WeightedBackend,
 };
 
-use super::ingress::{namespace_of, ClusterSnapshot, PortRef, Resolver};
+use super::resolve::{PortRef, Resolver};
+use super::snapshot::{namespace_of, ClusterSnapshot};
+use super::status::{ClassReport, GatewayReport, ListenerReport, ParentReport, Report, RouteReport, StatusCondition};
 use super::Draft;
 use crate::canary::effective_total;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, CanaryState, Phase, SETTINGS, STATE_ANNOTATION};
@@ -42,77 +45,6 @@ use crate::gateway_api::{
     ReferenceGrant, GROUP,
 };
 use crate::routes_file::validate_host;
-
-/// The default `--gateway-controller-name`.
-pub const GATEWAY_CONTROLLER: &str = "ramjet.dev/gateway-controller";
-
-/// One status condition as ramjet computes it (the writer adds times and generations).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatusCondition {
-    pub type_: &'static str,
-    pub status: bool,
-    pub reason: &'static str,
-    pub message: String,
-}
-
-impl StatusCondition {
-    fn new(type_: &'static str, status: bool, reason: &'static str, message: impl Into<String>) -> Self {
-        StatusCondition { type_, status, reason, message: message.into() }
-    }
-}
-
-/// What status says about one of our GatewayClasses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClassReport {
-    pub name: String,
-    pub generation: Option<i64>,
-    pub conditions: Vec<StatusCondition>,
-}
-
-/// What status says about one listener of one of our Gateways.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ListenerReport {
-    pub name: String,
-    pub attached_routes: i32,
-    /// The route kinds the listener admits and ramjet serves.
-    pub supported_kinds: Vec<&'static str>,
-    pub conditions: Vec<StatusCondition>,
-}
-
-/// What status says about one of our Gateways.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewayReport {
-    pub namespace: String,
-    pub name: String,
-    pub generation: Option<i64>,
-    pub conditions: Vec<StatusCondition>,
-    pub listeners: Vec<ListenerReport>,
-}
-
-/// What one HTTPRoute's `status.parents` entry for one of our Gateways says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParentReport {
-    pub parent_ref: ParentReference,
-    pub conditions: Vec<StatusCondition>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RouteReport {
-    pub namespace: String,
-    pub name: String,
-    pub generation: Option<i64>,
-    pub parents: Vec<ParentReport>,
-}
-
-/// Everything the status writer needs, from one compile.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Report {
-    pub classes: Vec<ClassReport>,
-    pub gateways: Vec<GatewayReport>,
-    /// HTTPRoutes.
-    pub routes: Vec<RouteReport>,
-    pub grpc_routes: Vec<RouteReport>,
-}
 
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
@@ -126,14 +58,6 @@ struct ServedListener<'s> {
     /// The listener's hostname, validated (`None`: any host).
     hostname: Option<String>,
     certificate: Option<Arc<Certificate>>,
-}
-
-/// What status says about the Gateway API objects of `snapshot`, compiled on their own (the
-/// table they compile to is thrown away).
-pub fn report(snapshot: &ClusterSnapshot) -> Report {
-    let mut compiler = super::Compiler::new();
-    let mut resolver = Resolver::new(snapshot, &mut compiler);
-    compile(snapshot, &mut resolver, &mut Draft::default())
 }
 
 /// Compiles the Gateway API objects of our classes into `draft` and says what their status is.

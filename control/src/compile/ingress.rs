@@ -1,4 +1,4 @@
-//! Compiling Kubernetes objects — Ingresses and what they reference — into a draft table.
+//! Compiling Ingresses — and what they reference — into a draft table.
 //!
 //! A pure function of a [`ClusterSnapshot`]: the same objects always compile to the same table, so
 //! the watcher, the `--manifests` file source and the tests all share it. What it does, in order:
@@ -12,128 +12,44 @@
 //!    with a problem (unknown Service or port, missing or invalid Secret, invalid host or path) is
 //!    reported and left out whole; the others compile as if it were not there.
 //!
-//! 4. last, the Gateway API objects of the snapshot ([`super::gateway`]) add their routes to the
-//!    same draft: on a conflict, the Ingress keeps the path.
+//! [`super::cluster::compile`] runs it first, then the Gateway API compiler into the same draft: on
+//! a conflict, the Ingress keeps the path.
 //!
-//! `docs/ingress.md` describes the semantics for users (`docs/gateway-api.md` for the Gateway API).
+//! `docs/ingress.md` describes the semantics for users.
 
 mod auth;
 mod error_pages;
-pub(crate) mod external_auth;
-pub(crate) mod location;
+mod external_auth;
+mod location;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
-use std::hash::BuildHasherDefault;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, IngressServiceBackend};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{
-    check_regex_path, Backend, BackendKind, BackendProtocol, CertId, Certificate, Diagnostic, DirectResponse, Filter,
-    ObjectRef, PathKind, RouteLimits, RoutePolicy, Rule, UpstreamTlsSpec,
+    check_regex_path, Backend, BackendKind, BackendProtocol, CertId, Certificate, DirectResponse, Filter, ObjectRef,
+    PathKind, RouteLimits, RoutePolicy, Rule, UpstreamTlsSpec,
 };
 
-use rustc_hash::FxHasher;
-
-use super::annotations::{self, Verdict};
-use super::gateway;
-use super::{Compiler, Draft};
+use super::annotations::{self, values, Verdict, BACKEND_PROTOCOL_ANNOTATIONS, SSL_REDIRECT_ANNOTATIONS};
+use super::resolve::{PortRef, Resolver, OPAQUE_SECRET_TYPE, TLS_SECRET_TYPE};
+use super::snapshot::{namespace_of, ClusterSnapshot};
+use super::Draft;
 use crate::canary::promotion::{AutoPromote, CanaryPlan, CanaryState, STATE_ANNOTATION};
 use crate::canary::{effective_total, Annotations, MirrorTarget};
-use crate::certs::{is_expired, parse_certificate};
-use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use crate::certs::is_expired;
 use crate::routes_file::validate_host;
 use auth::AuthPlan;
 use location::{regex_location, PathAnnotations, RegexSource};
+
+/// Where the daemon and the integration tests name the options.
+pub use super::snapshot::IngressOptions;
 
 /// `kubernetes.io/ingress.class`: the class before `spec.ingressClassName` existed.
 pub const LEGACY_CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
 /// Marks an IngressClass as the one for Ingresses that name none.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
-/// The label that ties an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-/// Redirect plain HTTP to HTTPS for the Ingress's TLS hosts (`"true"`); ingress-nginx's name is
-/// accepted too.
-pub const SSL_REDIRECT_ANNOTATIONS: [&str; 2] = ["ramjet.dev/ssl-redirect", "nginx.ingress.kubernetes.io/ssl-redirect"];
-/// The protocol of an Ingress's backends (`HTTP`, `HTTPS`, `H2C`, `GRPC`, `GRPCS`), ramjet's name
-/// first.
-pub const BACKEND_PROTOCOL_ANNOTATIONS: [&str; 2] =
-    ["ramjet.dev/backend-protocol", "nginx.ingress.kubernetes.io/backend-protocol"];
-/// The Secret type that carries a certificate and key.
-pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
-/// The type of Secrets made by `kubectl create secret generic` (basic-auth users, CA bundles).
-pub const OPAQUE_SECRET_TYPE: &str = "Opaque";
-
-/// Which Ingresses are ours.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IngressOptions {
-    /// `--ingress-class`: the class name the legacy annotation must carry.
-    pub ingress_class: String,
-    /// `--controller-name`: the `spec.controller` of the IngressClasses that are ours.
-    pub controller_name: String,
-    /// `--gateway-controller-name`: the `spec.controllerName` of the GatewayClasses that are ours.
-    pub gateway_controller_name: String,
-    /// The ports a Gateway's HTTP listeners may name: where clients reach ramjet's plain listener
-    /// (its own port, and the Service port in front of it).
-    pub http_ports: Vec<u16>,
-    /// The same for HTTPS listeners and ramjet's TLS listener.
-    pub https_ports: Vec<u16>,
-}
-
-impl Default for IngressOptions {
-    fn default() -> Self {
-        IngressOptions {
-            ingress_class: "ramjet".into(),
-            controller_name: "ramjet.dev/ingress-controller".into(),
-            gateway_controller_name: gateway::GATEWAY_CONTROLLER.into(),
-            http_ports: vec![80, 8080],
-            https_ports: vec![443, 8443],
-        }
-    }
-}
-
-/// Everything the compiler reads: the objects as a watcher's stores or a manifests directory hold
-/// them.
-#[derive(Clone, Default)]
-pub struct ClusterSnapshot {
-    pub options: Arc<IngressOptions>,
-    pub ingress_classes: Vec<Arc<IngressClass>>,
-    pub ingresses: Vec<Arc<Ingress>>,
-    pub services: Vec<Arc<Service>>,
-    pub endpoint_slices: Vec<Arc<EndpointSlice>>,
-    pub secrets: Vec<Arc<Secret>>,
-    /// Namespaces, for Gateway listeners that admit routes by namespace labels.
-    pub namespaces: Vec<Arc<Namespace>>,
-    pub gateway_classes: Vec<Arc<GatewayClass>>,
-    pub gateways: Vec<Arc<Gateway>>,
-    pub http_routes: Vec<Arc<HttpRoute>>,
-    pub grpc_routes: Vec<Arc<GrpcRoute>>,
-    pub reference_grants: Vec<Arc<ReferenceGrant>>,
-    /// Problems found while reading the objects (a manifest that is not valid YAML); they are
-    /// carried into the generation's diagnostics.
-    pub diagnostics: Vec<Diagnostic>,
-}
-
-impl fmt::Debug for ClusterSnapshot {
-    /// Counts only: a snapshot holds Secrets.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClusterSnapshot")
-            .field("ingress_classes", &self.ingress_classes.len())
-            .field("ingresses", &self.ingresses.len())
-            .field("services", &self.services.len())
-            .field("endpoint_slices", &self.endpoint_slices.len())
-            .field("secrets", &self.secrets.len())
-            .field("gateways", &self.gateways.len())
-            .field("http_routes", &self.http_routes.len())
-            .field("grpc_routes", &self.grpc_routes.len())
-            .field("diagnostics", &self.diagnostics.len())
-            .finish()
-    }
-}
 
 /// Decides whether an Ingress belongs to this controller.
 #[derive(Debug, Clone)]
@@ -179,14 +95,11 @@ impl ClassSelector {
     }
 }
 
-/// Compiles the Ingresses of our class into a draft.
-pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
-    let mut draft = Draft::default();
-    draft.diagnostics.extend(snapshot.diagnostics.iter().cloned());
+/// Compiles the Ingresses of our class into `draft`, resolving through `resolver`.
+pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver<'s, '_>, draft: &mut Draft) {
     let selector = ClassSelector::new(&snapshot.ingress_classes, &snapshot.options);
     let mut ours: Vec<&Ingress> = snapshot.ingresses.iter().map(|i| &**i).filter(|i| selector.selects(i)).collect();
     ours.sort_by(|a, b| age(a).cmp(&age(b)));
-    let mut resolver = Resolver::new(snapshot, compiler);
     let mut tls_owner: HashMap<String, (CertId, String)> = HashMap::new();
     let mut default_owner: Option<String> = None;
     // Canaries apply to the routes of the primaries they shadow: set aside, merged below, and every
@@ -206,10 +119,10 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
             (namespace_of(&ingress.metadata.namespace), ingress.metadata.name.as_deref().unwrap_or(""));
         let source = format!("{namespace}/{name}");
         let object = ObjectRef::ingress(namespace, name);
-        if !judge_annotations(ingress, &snapshot.options, &object, &mut draft) {
+        if !judge_annotations(ingress, &snapshot.options, &object, draft) {
             continue;
         }
-        let Some(plan) = planned(resolver.plan(ingress, namespace), &object, "Ingress", &mut draft) else { continue };
+        let Some(plan) = planned(resolver.plan(ingress, namespace), &object, "Ingress", draft) else { continue };
         for warning in plan.warnings {
             draft.warn(&object, warning);
         }
@@ -284,8 +197,8 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
             }
         }
     }
-    merge_canaries(&canaries, &mut resolver, &mut routes, &mut draft);
-    for (alias, host) in add_aliases(&aliases, &mut routes, &mut draft) {
+    merge_canaries(&canaries, resolver, &mut routes, draft);
+    for (alias, host) in add_aliases(&aliases, &mut routes, draft) {
         if let Some(root) = app_roots.get(&host).cloned() {
             app_roots.entry(alias).or_insert(root);
         }
@@ -327,9 +240,6 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
             );
         }
     }
-    // Gateway API routes join the same table; on a conflict the Ingress, added first, keeps the path.
-    gateway::compile(snapshot, &mut resolver, &mut draft);
-    draft
 }
 
 /// Reports every annotation ramjet does not honour ([`annotations::review`]); `false` when the
@@ -539,18 +449,12 @@ fn merge_canaries<'s>(
         }
     }
 }
-
 /// Oldest first; namespace and name break ties (and order objects without a timestamp, such as
 /// manifests, which count as older than any object that has one).
 fn age(ingress: &Ingress) -> (Option<&Time>, &str, &str) {
     let m = &ingress.metadata;
     (m.creation_timestamp.as_ref(), namespace_of(&m.namespace), m.name.as_deref().unwrap_or(""))
 }
-
-pub(super) fn namespace_of(namespace: &Option<String>) -> &str {
-    namespace.as_deref().unwrap_or("default")
-}
-
 /// One Ingress, fully resolved and not yet in the table.
 struct Plan {
     routes: Vec<PlannedRoute>,
@@ -669,54 +573,7 @@ fn service_host(backend: &str) -> String {
     format!("{service}.{namespace}.svc")
 }
 
-/// How an Ingress names a Service port.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum PortRef<'a> {
-    Number(i32),
-    Name(&'a str),
-}
-
-impl fmt::Display for PortRef<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PortRef::Number(n) => write!(f, "{n}"),
-            PortRef::Name(n) => write!(f, "`{n}`"),
-        }
-    }
-}
-
-type BackendKey<'a> = (&'a str, &'a str, PortRef<'a>);
-/// Lookups by name happen once per path: a fast hash, not a DoS-resistant one (the keys are ours).
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
-
-/// Looks objects up by name and remembers what it resolved, for one compile.
-pub(super) struct Resolver<'s, 'c> {
-    pub(super) compiler: &'c mut Compiler,
-    services: FastMap<(&'s str, &'s str), &'s Service>,
-    /// EndpointSlices by the namespace and name of their Service.
-    slices: FastMap<(&'s str, &'s str), Vec<&'s EndpointSlice>>,
-    secrets: FastMap<(&'s str, &'s str), &'s Secret>,
-    backends: FastMap<BackendKey<'s>, Result<Arc<Backend>, String>>,
-    certificates: FastMap<(&'s str, &'s str), Result<Arc<Certificate>, String>>,
-}
-
-impl<'s, 'c> Resolver<'s, 'c> {
-    pub(super) fn new(snapshot: &'s ClusterSnapshot, compiler: &'c mut Compiler) -> Self {
-        let key = |m: &'s k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-            (namespace_of(&m.namespace), m.name.as_deref().unwrap_or(""))
-        };
-        let services = snapshot.services.iter().map(|s| (key(&s.metadata), &**s)).collect();
-        let secrets = snapshot.secrets.iter().map(|s| (key(&s.metadata), &**s)).collect();
-        let mut slices: FastMap<_, Vec<_>> = FastMap::default();
-        for slice in &snapshot.endpoint_slices {
-            let service = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
-            if let Some(service) = service {
-                slices.entry((namespace_of(&slice.metadata.namespace), service.as_str())).or_default().push(&**slice);
-            }
-        }
-        Resolver { compiler, services, slices, secrets, backends: FastMap::default(), certificates: FastMap::default() }
-    }
-
+impl<'s> Resolver<'s, '_> {
     /// Everything an Ingress asks for, or every problem that keeps it out of the table.
     fn plan(&mut self, ingress: &'s Ingress, namespace: &'s str) -> Result<Plan, Vec<String>> {
         let mut problems = Vec::new();
@@ -743,7 +600,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
         plan.app_root = paths.app_root.clone();
         plan.force_ssl_redirect = paths.force_ssl_redirect;
         if let Some((key, value)) = annotations.get("from-to-www-redirect") {
-            match location::parse_bool(value) {
+            match values::parse_bool(value) {
                 Ok(b) => plan.from_to_www = b,
                 Err(e) => problems.push(format!("{key}: {e}")),
             }
@@ -1021,7 +878,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
                          ({namespace}) is allowed, as in ingress-nginx"
                     ));
                 }
-                let Some(secret) = self.secrets.get(&(secret_namespace, name)) else {
+                let Some(secret) = self.secret(secret_namespace, name) else {
                     return Err(format!(
                         "{key}: Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE} or \
                          {OPAQUE_SECRET_TYPE})"
@@ -1069,7 +926,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
             (None, Some(p)) => (p, "permanent-redirect-code", 301, 308),
             (None, None) => return Ok(None),
         };
-        let location = annotations::redirect_location(target).map_err(|e| format!("{key}: {e}"))?;
+        let location = values::redirect_location(target).map_err(|e| format!("{key}: {e}"))?;
         let status = annotations
             .get(code)
             .and_then(|(_, v)| v.trim().parse::<u16>().ok())
@@ -1164,116 +1021,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
             },
             None => return Err(format!("the backend for Service {} names no port", service.name)),
         };
-        let key = (namespace, service.name.as_str(), port);
-        if let Some(known) = self.backends.get(&key) {
-            return known.clone();
-        }
-        let resolved = self.resolve_backend(namespace, service, port);
-        self.backends.insert(key, resolved.clone());
-        resolved
-    }
-
-    /// The Service port, then its ready endpoints from the Service's EndpointSlices.
-    pub(super) fn resolve_backend(
-        &mut self,
-        namespace: &str,
-        backend: &IngressServiceBackend,
-        port: PortRef<'_>,
-    ) -> Result<Arc<Backend>, String> {
-        let name = backend.name.as_str();
-        let Some(service) = self.services.get(&(namespace, name)) else {
-            return Err(format!("Service {namespace}/{name} does not exist"));
-        };
-        let spec = service.spec.as_ref();
-        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
-            return Err(format!("Service {namespace}/{name} is of type ExternalName, which is not supported"));
-        }
-        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
-        let found = ports.iter().find(|p| match port {
-            PortRef::Number(n) => p.port == n,
-            PortRef::Name(n) => p.name.as_deref() == Some(n),
-        });
-        let Some(service_port) = found else {
-            let known: Vec<String> = ports
-                .iter()
-                .map(|p| match &p.name {
-                    Some(n) if !n.is_empty() => format!("{} ({n})", p.port),
-                    _ => p.port.to_string(),
-                })
-                .collect();
-            return Err(format!(
-                "Service {namespace}/{name} has no port {port} (its ports: {})",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
-            ));
-        };
-        // EndpointSlice ports carry the Service port's name and the resolved target port.
-        let port_name = service_port.name.as_deref().unwrap_or("");
-        let mut endpoints = Vec::new();
-        for slice in self.slices.get(&(namespace, name)).into_iter().flatten() {
-            if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
-                continue;
-            }
-            let target = slice
-                .ports
-                .iter()
-                .flatten()
-                .find(|p| p.name.as_deref().unwrap_or("") == port_name)
-                .and_then(|p| p.port)
-                .and_then(|p| u16::try_from(p).ok());
-            let Some(target) = target else { continue };
-            for endpoint in &slice.endpoints {
-                let conditions = endpoint.conditions.as_ref();
-                let ready = conditions.and_then(|c| c.ready) != Some(false);
-                let terminating = conditions.and_then(|c| c.terminating) == Some(true);
-                if !ready || terminating {
-                    continue;
-                }
-                if let Some(ip) = endpoint.addresses.first().and_then(|a| a.parse::<IpAddr>().ok()) {
-                    endpoints.push(SocketAddr::new(ip, target));
-                }
-            }
-        }
-        endpoints.sort();
-        endpoints.dedup();
-        let backend_name = format!("{namespace}/{name}:{}", service_port.port);
-        Ok(self.compiler.backend(&backend_name, BackendKind::Endpoints(endpoints.into_boxed_slice())))
-    }
-
-    /// The `appProtocol` of a Service's port (by number), if it names one.
-    pub(super) fn app_protocol(&self, namespace: &str, name: &str, port: i32) -> Option<&'s str> {
-        let service = self.services.get(&(namespace, name))?;
-        let ports = service.spec.as_ref()?.ports.as_deref()?;
-        ports.iter().find(|p| p.port == port)?.app_protocol.as_deref()
-    }
-
-    pub(super) fn certificate(&mut self, namespace: &'s str, name: &'s str) -> Result<Arc<Certificate>, String> {
-        if let Some(known) = self.certificates.get(&(namespace, name)) {
-            return known.clone();
-        }
-        let resolved = self.load_certificate(namespace, name);
-        self.certificates.insert((namespace, name), resolved.clone());
-        resolved
-    }
-
-    fn load_certificate(&mut self, namespace: &str, name: &str) -> Result<Arc<Certificate>, String> {
-        let Some(secret) = self.secrets.get(&(namespace, name)) else {
-            return Err(format!("Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE})"));
-        };
-        if secret.type_.as_deref() != Some(TLS_SECRET_TYPE) {
-            return Err(format!("Secret {namespace}/{name} is not of type {TLS_SECRET_TYPE}"));
-        }
-        let data = secret.data.as_ref();
-        let field = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.as_slice());
-        let (Some(chain), Some(key)) = (field("tls.crt"), field("tls.key")) else {
-            return Err(format!("Secret {namespace}/{name} lacks tls.crt or tls.key"));
-        };
-        let id = CertId::of(chain, key);
-        if let Some(known) = self.compiler.known_certificate(&id) {
-            return Ok(known);
-        }
-        let parsed = parse_certificate(chain, key, &format!("{namespace}/{name}"))
-            .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?;
-        Ok(self.compiler.certificate(&parsed))
+        self.service_backend(namespace, service, port)
     }
 }
 

@@ -5,7 +5,7 @@ use ramjet_shared::{Generation, RequestView};
 
 use super::*;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, STATE_ANNOTATION};
-use crate::compile::{ingress, Compiler};
+use crate::compile::{cluster, Compiler};
 use crate::manifests;
 
 const BASE: &str = r#"
@@ -49,12 +49,13 @@ fn service(namespace: &str, name: &str, id: u16) -> String {
 }
 
 fn compile(yaml: &str) -> (Generation, Report) {
-    let mut snapshot = ingress::ClusterSnapshot::default();
+    let mut snapshot = ClusterSnapshot::default();
     manifests::parse(yaml, "test.yaml", &mut snapshot);
     assert!(snapshot.diagnostics.is_empty(), "{:?}", snapshot.diagnostics);
     let mut compiler = Compiler::new();
-    let draft = ingress::compile(&snapshot, &mut compiler);
-    (compiler.finish(draft).expect("a generation"), report(&snapshot))
+    let mut draft = cluster::compile(&snapshot, &mut compiler);
+    let report = std::mem::take(&mut draft.gateway_status);
+    (compiler.finish(draft).expect("a generation"), report)
 }
 
 struct Request<'a> {
@@ -375,13 +376,14 @@ spec:
 
 /// [`compile`], with the plans of the auto-promoting canaries.
 fn compile_with_plans(yaml: &str) -> (Generation, Report, Vec<CanaryPlan>) {
-    let mut snapshot = ingress::ClusterSnapshot::default();
+    let mut snapshot = ClusterSnapshot::default();
     manifests::parse(yaml, "test.yaml", &mut snapshot);
     assert!(snapshot.diagnostics.is_empty(), "{:?}", snapshot.diagnostics);
     let mut compiler = Compiler::new();
-    let mut draft = ingress::compile(&snapshot, &mut compiler);
+    let mut draft = cluster::compile(&snapshot, &mut compiler);
     let plans = std::mem::take(&mut draft.canaries);
-    (compiler.finish(draft).expect("a generation"), report(&snapshot), plans)
+    let report = std::mem::take(&mut draft.gateway_status);
+    (compiler.finish(draft).expect("a generation"), report, plans)
 }
 
 /// `web` for web.test: a header match to the canary, and a split of `/` between `stable` (the

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use ramjet_shared::htpasswd::Htpasswd;
 use ramjet_shared::BasicAuth;
 
-use super::Resolver;
 use crate::canary::Annotations;
+use crate::compile::resolve::Resolver;
 
 /// The Secret key of an `auth-file` Secret.
 const AUTH_FILE_KEY: &str = "auth";
@@ -48,7 +48,7 @@ impl<'s> Resolver<'s, '_> {
                  is allowed, as in ingress-nginx"
             ));
         }
-        let Some(found) = self.secrets.get(&(namespace, name)) else {
+        let Some(found) = self.secret(namespace, name) else {
             return AuthPlan::Denied(format!("{key}: Secret {namespace}/{name} does not exist"));
         };
         let data = found.data.as_ref();

@@ -8,8 +8,8 @@ use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use ramjet_shared::error_pages::parse_codes;
 use ramjet_shared::{Backend, BackendKind, ErrorPages, Filter};
 
-use super::{PortRef, Resolver};
 use crate::canary::Annotations;
+use crate::compile::resolve::{PortRef, Resolver};
 
 /// What an Ingress asks of its error backend.
 pub(super) struct ErrorBackend {
@@ -82,7 +82,7 @@ impl<'s> Resolver<'s, '_> {
             return None;
         };
         let name = name.trim();
-        let Some(service) = self.services.get(&(namespace, name)) else {
+        let Some(service) = self.service(namespace, name) else {
             warnings.push(format!("{key}: Service {namespace}/{name} does not exist; it is not used"));
             return None;
         };

@@ -14,47 +14,12 @@ use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use ramjet_shared::external_auth::{signin_with_redirect, SIGNIN_VARIABLES};
 use ramjet_shared::{AuthService, ExternalAuth};
 
-use super::{PortRef, Resolver};
 use crate::canary::Annotations;
+use crate::compile::annotations::values::{split_auth_url, SAME_HOST};
+use crate::compile::resolve::{PortRef, Resolver};
 
 /// ingress-nginx's default `auth-signin-redirect-param`.
 const REDIRECT_PARAM: &str = "rd";
-
-/// The host variables that send the sub-request to the request's own host.
-const SAME_HOST: [&str; 3] = ["$host", "$http_host", "$best_http_host"];
-
-/// Whether an `auth-url` has a form ramjet can reach (the registry's check; the Service itself is
-/// looked up when the Ingress compiles).
-pub(crate) fn check_url(value: &str) -> Result<(), String> {
-    split_url(value.trim()).map(drop)
-}
-
-/// `(https, authority, path)` of an auth URL.
-fn split_url(url: &str) -> Result<(bool, &str, &str), String> {
-    let (https, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
-        (Some(rest), _) => (false, rest),
-        (_, Some(rest)) => (true, rest),
-        _ => return Err(format!("`{url}` is not an http:// or https:// URL")),
-    };
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, "/"),
-    };
-    if path.contains('$') || (authority.contains('$') && !SAME_HOST.contains(&authority)) {
-        return Err(format!(
-            "`{url}`: nginx variables other than $host as the whole host are not supported in auth-url"
-        ));
-    }
-    if path.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
-        return Err(format!("`{url}`: the path has spaces or control characters"));
-    }
-    if https && !SAME_HOST.contains(&authority) {
-        return Err(format!(
-            "`{url}`: an https:// auth-url must use $host (a Service is reached in plain HTTP: use http://)"
-        ));
-    }
-    Ok((https, authority, path))
-}
 
 impl<'s> Resolver<'s, '_> {
     /// The Ingress's external authentication, if it asks for one; a problem keeps it out.
@@ -67,7 +32,7 @@ impl<'s> Resolver<'s, '_> {
         let given = |name| annotations.given(name);
         let (key, url) = given("auth-url")?;
         let url = url.trim();
-        let (_, authority, path) = split_url(url).map_err(|e| problems.push(format!("{key}: {e}"))).ok()?;
+        let (_, authority, path) = split_auth_url(url).map_err(|e| problems.push(format!("{key}: {e}"))).ok()?;
         let service = if SAME_HOST.contains(&authority) {
             AuthService::SameHost
         } else {

@@ -4,8 +4,6 @@
 //! `updateServerLocations` and `buildLocation` in its controller).
 
 use std::collections::HashSet;
-use std::time::Duration;
-
 use std::sync::Arc;
 
 use ramjet_shared::{
@@ -14,6 +12,9 @@ use ramjet_shared::{
 };
 
 use crate::canary::Annotations;
+use crate::compile::annotations::values::{
+    app_root, forwarded_prefix, parse_bool, parse_count, parse_seconds, parse_size, rewrite_target, upstream_vhost,
+};
 
 /// The Ingress's path annotations, read once.
 #[derive(Debug, Clone, Default)]
@@ -29,30 +30,6 @@ pub(super) struct PathAnnotations {
     pub force_ssl_redirect: bool,
     /// `proxy-body-size` and the proxy timeouts.
     pub limits: RouteLimits,
-}
-
-/// An nginx size (`client_max_body_size`): bytes, or a number with `k`, `m` or `g` (any case).
-/// `Ok(None)`: `0`, unlimited.
-pub(crate) fn parse_size(value: &str) -> Result<Option<u64>, String> {
-    let v = value.trim();
-    let (digits, unit) = match v.as_bytes().last() {
-        Some(b'k' | b'K') => (&v[..v.len() - 1], 1u64 << 10),
-        Some(b'm' | b'M') => (&v[..v.len() - 1], 1 << 20),
-        Some(b'g' | b'G') => (&v[..v.len() - 1], 1 << 30),
-        _ => (v, 1),
-    };
-    let bad = || format!("`{v}` is not an nginx size (a number of bytes, or with k, m or g)");
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let bytes = n.checked_mul(unit).ok_or_else(bad)?;
-    Ok((bytes > 0).then_some(bytes))
-}
-
-/// A count in a `limit-*` annotation: a whole number, 0 meaning no limit.
-pub(crate) fn parse_count(value: &str) -> Result<u64, String> {
-    value.trim().parse::<u32>().map(u64::from).map_err(|_| format!("`{}` is not a whole number", value.trim()))
 }
 
 /// ingress-nginx's burst multiplier when `limit-burst-multiplier` is not given.
@@ -231,72 +208,6 @@ pub(super) fn affinity(annotations: &Annotations<'_>, problems: &mut Vec<String>
         None => None,
     };
     Some(Affinity { cookie, path, domain, max_age, secure, same_site })
-}
-
-/// A proxy timeout: whole seconds, as ingress-nginx reads them (`"120"`).
-pub(crate) fn parse_seconds(value: &str) -> Result<Duration, String> {
-    match value.trim().parse::<u32>() {
-        Ok(n) if n > 0 => Ok(Duration::from_secs(n.into())),
-        _ => Err(format!("`{}` is not a number of seconds (ingress-nginx timeouts are unitless)", value.trim())),
-    }
-}
-
-/// Go's `strconv.ParseBool`, which ingress-nginx's boolean annotations go through.
-pub(crate) fn parse_bool(value: &str) -> Result<bool, String> {
-    match value.trim() {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        other => Err(format!("`{other}` is not a boolean (true or false)")),
-    }
-}
-
-/// ingress-nginx's `RegexPathWithCapture` (letters, digits, `-._~/:` and `$`), which its
-/// `rewrite-target`, `app-root` and `x-forwarded-prefix` values must match.
-fn path_with_capture(value: &str) -> bool {
-    value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/' | b':' | b'$'))
-}
-
-/// An `app-root` value: an absolute path (ingress-nginx refuses URLs and relative paths).
-pub(crate) fn app_root(value: &str) -> Result<(), String> {
-    let v = value.trim();
-    if !v.starts_with('/') || v.contains("://") || !path_with_capture(v) || v.contains('$') {
-        return Err(format!("app-root `{v}` is not an absolute path (letters, digits and `-._~/:`)"));
-    }
-    Ok(())
-}
-
-/// An `upstream-vhost` value: a host name or address, with an optional port (no nginx variables).
-pub(crate) fn upstream_vhost(value: &str) -> Result<(), String> {
-    let v = value.trim();
-    let (name, port) = match v.rsplit_once(':') {
-        Some((n, p)) if !n.contains(':') || n.starts_with('[') => (n, Some(p)),
-        _ => (v, None),
-    };
-    let name_ok = !name.is_empty()
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'[' | b']' | b':'));
-    let port_ok = port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
-    if !(name_ok && port_ok) {
-        return Err(format!("upstream-vhost `{v}` is not a host name with an optional port (no nginx variables)"));
-    }
-    Ok(())
-}
-
-/// An `x-forwarded-prefix` value: sent as it is (no nginx variables).
-pub(crate) fn forwarded_prefix(value: &str) -> Result<(), String> {
-    let v = value.trim();
-    if !path_with_capture(v) || v.contains('$') {
-        return Err(format!("x-forwarded-prefix `{v}` must be a path (letters, digits and `-._~/:`, no variables)"));
-    }
-    Ok(())
-}
-
-/// A `rewrite-target` value, checked against a placeholder path (the real paths are checked with
-/// the Ingress).
-pub(crate) fn rewrite_target(value: &str) -> Result<(), String> {
-    match value.trim() {
-        "" => Ok(()),
-        target => PathRewrite::regex("/", target).map(drop),
-    }
 }
 
 /// A `cors-allow-origin` entry ingress-nginx accepts: `*`, `null`, or
@@ -531,33 +442,5 @@ mod tests {
         assert_eq!(regex_location(&src("/foo", false, true), &exact), "/foo/");
         assert_eq!(regex_location(&src("/foo", true, true), &exact), "/foo");
         assert_eq!(regex_location(&src("/foo", false, false), &exact), "/foo");
-    }
-
-    #[test]
-    fn values_are_checked_as_ingress_nginx_validates_them() {
-        assert!(app_root("/app1").is_ok());
-        assert!(app_root("app1").is_err());
-        assert!(app_root("http://x/app1").is_err());
-        assert!(forwarded_prefix("/test/value").is_ok());
-        assert!(upstream_vhost("app.internal").is_ok());
-        assert!(upstream_vhost("app.internal:8080").is_ok());
-        assert!(upstream_vhost("[::1]:8080").is_ok());
-        assert!(upstream_vhost("$host").is_err());
-        assert!(upstream_vhost("a b").is_err());
-        assert!(upstream_vhost("a:port").is_err());
-        assert!(forwarded_prefix("/$host").is_err());
-        assert!(rewrite_target("/new/$1").is_ok());
-        assert!(rewrite_target("/$request_uri").is_err());
-        assert_eq!(parse_bool("True"), Ok(true));
-        assert_eq!(parse_size("8m"), Ok(Some(8 << 20)));
-        assert_eq!(parse_size("1K"), Ok(Some(1024)));
-        assert_eq!(parse_size("100"), Ok(Some(100)));
-        assert_eq!(parse_size("0"), Ok(None));
-        assert!(parse_size("1.5m").is_err());
-        assert!(parse_size("m").is_err());
-        assert!(parse_size("99999999999999999999g").is_err());
-        assert_eq!(parse_seconds("120"), Ok(Duration::from_secs(120)));
-        assert!(parse_seconds("5s").is_err());
-        assert!(parse_bool("yes").is_err());
     }
 }

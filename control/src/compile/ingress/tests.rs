@@ -10,6 +10,7 @@ use ramjet_shared::{BackendKind, CertId, RouteTable};
 use serde::Deserialize;
 
 use super::*;
+use crate::compile::cluster::compile;
 use crate::compile::Compiler;
 use crate::manifests;
 

@@ -1,0 +1,205 @@
+//! Looking objects of a [`ClusterSnapshot`] up by name, for one compile: Services and their ports,
+//! ready endpoints through EndpointSlices, certificates from Secrets. Both the Ingress and the
+//! Gateway API compilers resolve through the same [`Resolver`], so a Service or a Secret that both
+//! name is resolved once.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::BuildHasherDefault;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::IngressServiceBackend;
+use ramjet_shared::{Backend, BackendKind, CertId, Certificate};
+use rustc_hash::FxHasher;
+
+use super::snapshot::{namespace_of, ClusterSnapshot};
+use super::Compiler;
+use crate::certs::parse_certificate;
+
+/// The label that ties an EndpointSlice to its Service.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+/// The Secret type that carries a certificate and key.
+pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
+/// The type of Secrets made by `kubectl create secret generic` (basic-auth users, CA bundles).
+pub const OPAQUE_SECRET_TYPE: &str = "Opaque";
+
+/// How a backend names a Service port.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortRef<'a> {
+    Number(i32),
+    Name(&'a str),
+}
+
+impl fmt::Display for PortRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortRef::Number(n) => write!(f, "{n}"),
+            PortRef::Name(n) => write!(f, "`{n}`"),
+        }
+    }
+}
+
+type BackendKey<'a> = (&'a str, &'a str, PortRef<'a>);
+/// Lookups by name happen once per path: a fast hash, not a DoS-resistant one (the keys are ours).
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+/// Looks objects up by name and remembers what it resolved, for one compile.
+pub struct Resolver<'s, 'c> {
+    pub compiler: &'c mut Compiler,
+    services: FastMap<(&'s str, &'s str), &'s Service>,
+    /// EndpointSlices by the namespace and name of their Service.
+    slices: FastMap<(&'s str, &'s str), Vec<&'s EndpointSlice>>,
+    secrets: FastMap<(&'s str, &'s str), &'s Secret>,
+    backends: FastMap<BackendKey<'s>, Result<Arc<Backend>, String>>,
+    certificates: FastMap<(&'s str, &'s str), Result<Arc<Certificate>, String>>,
+}
+
+impl<'s, 'c> Resolver<'s, 'c> {
+    pub fn new(snapshot: &'s ClusterSnapshot, compiler: &'c mut Compiler) -> Self {
+        let key = |m: &'s k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            (namespace_of(&m.namespace), m.name.as_deref().unwrap_or(""))
+        };
+        let services = snapshot.services.iter().map(|s| (key(&s.metadata), &**s)).collect();
+        let secrets = snapshot.secrets.iter().map(|s| (key(&s.metadata), &**s)).collect();
+        let mut slices: FastMap<_, Vec<_>> = FastMap::default();
+        for slice in &snapshot.endpoint_slices {
+            let service = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
+            if let Some(service) = service {
+                slices.entry((namespace_of(&slice.metadata.namespace), service.as_str())).or_default().push(&**slice);
+            }
+        }
+        Resolver { compiler, services, slices, secrets, backends: FastMap::default(), certificates: FastMap::default() }
+    }
+
+    /// The Service `namespace/name`.
+    pub fn service(&self, namespace: &str, name: &str) -> Option<&'s Service> {
+        self.services.get(&(namespace, name)).copied()
+    }
+
+    /// The Secret `namespace/name` (of the types the watcher keeps).
+    pub fn secret(&self, namespace: &str, name: &str) -> Option<&'s Secret> {
+        self.secrets.get(&(namespace, name)).copied()
+    }
+
+    /// [`Resolver::resolve_backend`] for `namespace/service` and `port`, resolved once per compile.
+    pub fn service_backend(
+        &mut self,
+        namespace: &'s str,
+        service: &'s IngressServiceBackend,
+        port: PortRef<'s>,
+    ) -> Result<Arc<Backend>, String> {
+        let key = (namespace, service.name.as_str(), port);
+        if let Some(known) = self.backends.get(&key) {
+            return known.clone();
+        }
+        let resolved = self.resolve_backend(namespace, service, port);
+        self.backends.insert(key, resolved.clone());
+        resolved
+    }
+
+    /// The Service port, then its ready endpoints from the Service's EndpointSlices.
+    pub fn resolve_backend(
+        &mut self,
+        namespace: &str,
+        backend: &IngressServiceBackend,
+        port: PortRef<'_>,
+    ) -> Result<Arc<Backend>, String> {
+        let name = backend.name.as_str();
+        let Some(service) = self.services.get(&(namespace, name)) else {
+            return Err(format!("Service {namespace}/{name} does not exist"));
+        };
+        let spec = service.spec.as_ref();
+        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            return Err(format!("Service {namespace}/{name} is of type ExternalName, which is not supported"));
+        }
+        let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        let found = ports.iter().find(|p| match port {
+            PortRef::Number(n) => p.port == n,
+            PortRef::Name(n) => p.name.as_deref() == Some(n),
+        });
+        let Some(service_port) = found else {
+            let known: Vec<String> = ports
+                .iter()
+                .map(|p| match &p.name {
+                    Some(n) if !n.is_empty() => format!("{} ({n})", p.port),
+                    _ => p.port.to_string(),
+                })
+                .collect();
+            return Err(format!(
+                "Service {namespace}/{name} has no port {port} (its ports: {})",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            ));
+        };
+        // EndpointSlice ports carry the Service port's name and the resolved target port.
+        let port_name = service_port.name.as_deref().unwrap_or("");
+        let mut endpoints = Vec::new();
+        for slice in self.slices.get(&(namespace, name)).into_iter().flatten() {
+            if !matches!(slice.address_type.as_str(), "IPv4" | "IPv6") {
+                continue;
+            }
+            let target = slice
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref().unwrap_or("") == port_name)
+                .and_then(|p| p.port)
+                .and_then(|p| u16::try_from(p).ok());
+            let Some(target) = target else { continue };
+            for endpoint in &slice.endpoints {
+                let conditions = endpoint.conditions.as_ref();
+                let ready = conditions.and_then(|c| c.ready) != Some(false);
+                let terminating = conditions.and_then(|c| c.terminating) == Some(true);
+                if !ready || terminating {
+                    continue;
+                }
+                if let Some(ip) = endpoint.addresses.first().and_then(|a| a.parse::<IpAddr>().ok()) {
+                    endpoints.push(SocketAddr::new(ip, target));
+                }
+            }
+        }
+        endpoints.sort();
+        endpoints.dedup();
+        let backend_name = format!("{namespace}/{name}:{}", service_port.port);
+        Ok(self.compiler.backend(&backend_name, BackendKind::Endpoints(endpoints.into_boxed_slice())))
+    }
+
+    /// The `appProtocol` of a Service's port (by number), if it names one.
+    pub fn app_protocol(&self, namespace: &str, name: &str, port: i32) -> Option<&'s str> {
+        let service = self.services.get(&(namespace, name))?;
+        let ports = service.spec.as_ref()?.ports.as_deref()?;
+        ports.iter().find(|p| p.port == port)?.app_protocol.as_deref()
+    }
+
+    pub fn certificate(&mut self, namespace: &'s str, name: &'s str) -> Result<Arc<Certificate>, String> {
+        if let Some(known) = self.certificates.get(&(namespace, name)) {
+            return known.clone();
+        }
+        let resolved = self.load_certificate(namespace, name);
+        self.certificates.insert((namespace, name), resolved.clone());
+        resolved
+    }
+
+    fn load_certificate(&mut self, namespace: &str, name: &str) -> Result<Arc<Certificate>, String> {
+        let Some(secret) = self.secrets.get(&(namespace, name)) else {
+            return Err(format!("Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE})"));
+        };
+        if secret.type_.as_deref() != Some(TLS_SECRET_TYPE) {
+            return Err(format!("Secret {namespace}/{name} is not of type {TLS_SECRET_TYPE}"));
+        }
+        let data = secret.data.as_ref();
+        let field = |key: &str| data.and_then(|d| d.get(key)).map(|b| b.0.as_slice());
+        let (Some(chain), Some(key)) = (field("tls.crt"), field("tls.key")) else {
+            return Err(format!("Secret {namespace}/{name} lacks tls.crt or tls.key"));
+        };
+        let id = CertId::of(chain, key);
+        if let Some(known) = self.compiler.known_certificate(&id) {
+            return Ok(known);
+        }
+        let parsed = parse_certificate(chain, key, &format!("{namespace}/{name}"))
+            .map_err(|e| format!("Secret {namespace}/{name}: {e}"))?;
+        Ok(self.compiler.certificate(&parsed))
+    }
+}

@@ -1,0 +1,77 @@
+//! What Gateway API status says about each object of a compile: conditions with the spec's
+//! reasons, per GatewayClass, Gateway (and listener) and route parent. The Gateway API compiler
+//! writes it into the draft beside the table ([`super::Draft::gateway_status`]), so the status
+//! written to the cluster describes the same compile as the table — and the cluster's status
+//! writer takes it from the generation being served, never from a compile of its own.
+
+use crate::gateway_api::ParentReference;
+
+/// One status condition as ramjet computes it (the writer adds times and generations).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCondition {
+    pub type_: &'static str,
+    pub status: bool,
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl StatusCondition {
+    pub fn new(type_: &'static str, status: bool, reason: &'static str, message: impl Into<String>) -> Self {
+        StatusCondition { type_, status, reason, message: message.into() }
+    }
+}
+
+/// What status says about one of our GatewayClasses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassReport {
+    pub name: String,
+    pub generation: Option<i64>,
+    pub conditions: Vec<StatusCondition>,
+}
+
+/// What status says about one listener of one of our Gateways.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerReport {
+    pub name: String,
+    pub attached_routes: i32,
+    /// The route kinds the listener admits and ramjet serves.
+    pub supported_kinds: Vec<&'static str>,
+    pub conditions: Vec<StatusCondition>,
+}
+
+/// What status says about one of our Gateways.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayReport {
+    pub namespace: String,
+    pub name: String,
+    pub generation: Option<i64>,
+    pub conditions: Vec<StatusCondition>,
+    pub listeners: Vec<ListenerReport>,
+}
+
+/// What one HTTPRoute's `status.parents` entry for one of our Gateways says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentReport {
+    pub parent_ref: ParentReference,
+    pub conditions: Vec<StatusCondition>,
+}
+
+/// What status says about one HTTPRoute or GRPCRoute: its parents, and the `metadata.generation`
+/// compiled (the `observedGeneration` written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteReport {
+    pub namespace: String,
+    pub name: String,
+    pub generation: Option<i64>,
+    pub parents: Vec<ParentReport>,
+}
+
+/// Everything the status writer needs, from one compile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    pub classes: Vec<ClassReport>,
+    pub gateways: Vec<GatewayReport>,
+    /// HTTPRoutes.
+    pub routes: Vec<RouteReport>,
+    pub grpc_routes: Vec<RouteReport>,
+}
