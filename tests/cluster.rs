@@ -1,5 +1,5 @@
 //! The real `ramjet` binary against a real Kubernetes API server (kube-apiserver and etcd built
-//! from `tests/k8s`, see `tests/support/control_plane.rs`), installed the way `helm install` does:
+//! from `tests/k8s`, see `ramjet_test_support::control_plane`), installed the way `helm install` does:
 //! the chart is rendered by Helm's own engine, its ServiceAccount, RBAC, IngressClass and Service
 //! are applied, and ramjet runs with the chart's own arguments as that ServiceAccount (a token from
 //! the TokenRequest API). Backends are real processes on 127.0.0.1 named by EndpointSlices.
@@ -8,16 +8,8 @@
 //! own namespace with its own IngressClass and controller name, so tests never see each other.
 //! `RAMJET_KEEP_CONTROL_PLANE=1` keeps the control plane's directory (logs, audit log) after the run.
 
-#[path = "support/control_plane.rs"]
-mod control_plane;
-#[path = "support/kube_api.rs"]
-mod kube_api;
-#[path = "support/netns.rs"]
-mod netns;
-mod support;
-#[allow(dead_code)]
-#[path = "support/tls_backend.rs"]
-mod tls_backend;
+use ramjet_test_support as support;
+use ramjet_test_support::{control_plane, kube_api, netns, tls_backend};
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -32,6 +24,7 @@ use netns::bind_backend;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use serde_json::{json, Value};
 use support::client::{get, request, served_by};
+use support::manifests::{endpoint_slice, Ingress, Service};
 use support::pki::Pki;
 use support::{eventually, free_port};
 use tls_backend::TlsBackend;
@@ -170,11 +163,7 @@ impl Install {
 
     /// Service `name` (port `http` 80) and one EndpointSlice naming `endpoints`.
     fn service(&self, name: &str, endpoints: &[&Backend]) {
-        let ns = &self.ns;
-        self.admin.apply(&format!(
-            "apiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: {ns} }}\n\
-             spec: {{ ports: [{{ name: http, port: 80, targetPort: 8080 }}] }}\n"
-        ));
+        self.admin.apply(&Service::new(&self.ns, name).target_port(8080).service_yaml());
         self.slice(&format!("{name}-1"), name, endpoints);
     }
 
@@ -233,27 +222,19 @@ fn flag(args: &[String], name: &str) -> Option<String> {
     args.iter().find_map(|a| a.strip_prefix(name)?.strip_prefix('=').map(String::from))
 }
 
+/// EndpointSlice `slice` of `service`, to these backends (on the port of the first).
 fn slice_yaml(ns: &str, slice: &str, service: &str, endpoints: &[&Backend]) -> String {
-    let port = endpoints.first().map(|b| b.addr.port()).unwrap_or(8080);
-    let list: Vec<String> = endpoints
-        .iter()
-        .map(|b| format!("{{ addresses: [\"{}\"], conditions: {{ ready: true }} }}", b.addr.ip()))
-        .collect();
-    format!(
-        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
-         metadata: {{ name: {slice}, namespace: {ns}, labels: {{ kubernetes.io/service-name: {service} }} }}\n\
-         addressType: IPv4\nports: [{{ name: http, port: {port}, protocol: TCP }}]\nendpoints: [{}]\n",
-        list.join(", ")
-    )
+    let addrs: Vec<SocketAddr> = endpoints.iter().map(|b| b.addr).collect();
+    endpoint_slice(ns, slice, service, "http", &addrs)
 }
 
+/// Ingress `name` of `class`: `host` to `service`'s port `http`, with TLS from Secret `tls`.
 fn ingress_yaml(ns: &str, class: &str, name: &str, host: &str, service: &str, tls: Option<&str>) -> String {
-    let tls = tls.map(|secret| format!("  tls: [{{ hosts: [{host}], secretName: {secret} }}]\n")).unwrap_or_default();
-    format!(
-        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{ name: {name}, namespace: {ns} }}\n\
-         spec:\n  ingressClassName: {class}\n{tls}  rules: [{{ host: {host}, http: {{ paths: [{{ path: /, pathType: Prefix, \
-         backend: {{ service: {{ name: {service}, port: {{ name: http }} }} }} }}] }} }}]\n"
-    )
+    let ingress = Ingress::new(ns, name).class(class).host(host).to(service);
+    match tls {
+        Some(secret) => ingress.tls(secret).yaml(),
+        None => ingress.yaml(),
+    }
 }
 
 /// Starts the real binary with `args` (which must name these addresses); its log goes to `dir`.
@@ -633,10 +614,7 @@ fn rbac_objects(install: &Install, a: &Backend) {
          [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: web-v2, port: {{ name: http }} }} }} }}] }} }}]\n",
         install.class
     ));
-    install.admin.apply(&format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{ name: svc, namespace: {ns} }}\n\
-         spec: {{ ports: [{{ name: other, port: 80, targetPort: 8080 }}] }}\n"
-    ));
+    install.admin.apply(&Service::new(&ns, "svc").port("other", 80).target_port(8080).service_yaml());
     install.slice("svc-1", "svc", &[a]);
     install.ingress("svc", "svc.test", "svc");
     install.service("eps", &[]);
@@ -867,10 +845,7 @@ fn follows_the_cluster_through_the_api_server() {
     ramjet.wait_served("web.test", "404");
 
     // Service changed: a port that the Ingress names no longer exists → 503 for the route.
-    install.admin.apply(&format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{ name: web, namespace: {ns} }}\n\
-         spec: {{ ports: [{{ name: other, port: 80, targetPort: 8080 }}] }}\n"
-    ));
+    install.admin.apply(&Service::new(&ns, "web").port("other", 80).target_port(8080).service_yaml());
     assert!(eventually(PATIENCE, || ramjet.served("shop.test") != "b"), "a Service port removed still serves");
     install.service("web", &[&b]);
     ramjet.wait_served("shop.test", "b");
@@ -1467,10 +1442,7 @@ fn survives_the_api_server_starting_late_and_going_away() {
     let admin_api = Kube::new(&plane.admin_kubeconfig);
     admin_api.apply("apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: faults }\nspec: { controller: ramjet.dev/faults }\n");
     admin_api.apply("apiVersion: v1\nkind: Namespace\nmetadata: { name: shop }\n");
-    admin_api.apply(
-        "apiVersion: v1\nkind: Service\nmetadata: { name: web, namespace: shop }\n\
-         spec: { ports: [{ name: http, port: 80, targetPort: 8080 }] }\n",
-    );
+    admin_api.apply(&Service::new("shop", "web").target_port(8080).service_yaml());
     admin_api.apply(&slice_yaml("shop", "web-1", "web", &[&a]));
     admin_api.apply(&ingress_yaml("shop", "faults", "web", "web.test", "web", None));
     ramjet.wait_ready();
@@ -1636,10 +1608,7 @@ fn scale_thousands_of_ingresses() {
                 let kube = Kube::new(&plane.admin_kubeconfig);
                 for i in (t..n).step_by(4) {
                     let name = format!("web-{i}");
-                    kube.apply(&format!(
-                        "apiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: {ns} }}\n\
-                         spec: {{ ports: [{{ name: http, port: 80, targetPort: 8080 }}] }}\n"
-                    ));
+                    kube.apply(&Service::new(ns, &name).target_port(8080).service_yaml());
                     kube.apply(&slice_yaml(ns, &format!("{name}-1"), &name, &[a]));
                     kube.apply(&ingress_yaml(ns, class, &name, &format!("{name}.test"), &name, None));
                 }
