@@ -3,7 +3,7 @@
 //! Events' namespace not there yet, watches dropped with the history compacted away mid-run, a
 //! Lease left by a replica that died. The daemon
 //! (as the binary runs it) talks to it through the real `kube::Client`. Everything else about the
-//! cluster is tested against the real kube-apiserver in `tests/cluster.rs`.
+//! cluster is tested against the real kube-apiserver in `tests/cluster/`.
 
 use ramjet_test_support as support;
 use ramjet_test_support::apiserver;
@@ -113,7 +113,7 @@ fn the_first_event_waits_for_its_namespace() {
     seed(&api, &a);
     // A brand-new kube-apiserver answers before its bootstrap controller has created `default`,
     // where Events about our (cluster-scoped) IngressClass go; the real one does so only sometimes
-    // by the time of the first publish (tests/cluster.rs meets it in the fault test), this one on cue.
+    // by the time of the first publish (tests/cluster/faults.rs meets it), this one on cue.
     api.namespace_missing("default", true);
     let daemon = start(options(&api, &dir, "replica-a"));
     assert_eq!(served(&daemon, "web.test"), "a");
@@ -181,7 +181,7 @@ fn a_lease_held_by_a_dead_replica_is_taken_over_when_it_expires() {
     daemon.shutdown();
 }
 
-/// The scale figure of `tests/cluster.rs` (`scale_thousands_of_ingresses`) against this test API
+/// The scale figure of `tests/cluster/scale.rs` (`scale_thousands_of_ingresses`) against this test API
 /// server, for docs/benchmarks.md: the real binary, 5,000 Ingresses with their Services and
 /// EndpointSlices (RAMJET_SCALE_INGRESSES). A measurement, not a check:
 /// `cargo test --test kubernetes -- --ignored --nocapture scale`.
