@@ -6,8 +6,7 @@
 //!
 //! Ctrl-C stops both processes (they die with this one).
 
-#[path = "../tests/support/control_plane.rs"]
-mod control_plane;
+use ramjet_test_support::control_plane;
 
 fn main() {
     let plane = control_plane::ControlPlane::start("local");

@@ -3,10 +3,8 @@
 //! knobs; records that do not fit are counted; the file is reopened on SIGHUP (the binary); ids are
 //! kept or made, sent upstream and returned; trace context passes untouched.
 
-#[path = "support/h2client.rs"]
-#[allow(dead_code)]
-mod h2client;
-mod support;
+use ramjet_test_support as support;
+use ramjet_test_support::h2client;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

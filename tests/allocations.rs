@@ -4,7 +4,7 @@
 //! copied into the worker's ring; the writer thread allocates nothing per record either). The client and
 //! the backend here reuse fixed buffers, so every allocation counted would be the daemon's.
 
-mod support;
+use ramjet_test_support as support;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};

@@ -2,17 +2,8 @@
 //! real backends on loopback, a raw HTTP/1.1 client. Each test is written from ingress-nginx's
 //! documented behaviour (its docs and `test/e2e/annotations`), not from ramjet's code.
 
-#[path = "support/grpc_backend.rs"]
-mod grpc_backend;
-#[path = "support/h2_echo.rs"]
-mod h2_echo;
-#[path = "support/h2client.rs"]
-#[allow(dead_code)]
-mod h2client;
-mod support;
-#[path = "support/tls_backend.rs"]
-#[allow(dead_code)]
-mod tls_backend;
+use ramjet_test_support as support;
+use ramjet_test_support::{grpc_backend, h2_echo, h2client, tls_backend};
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -23,49 +14,22 @@ use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
 use support::client::{get, request, Conn, Response};
+use support::manifests::{ingress_class, service, Ingress, Service};
 use support::{temp_dir, wait_serving};
 
 const NGINX: &str = "nginx.ingress.kubernetes.io";
 
-/// The IngressClass `ramjet`, which every test's Ingresses name.
-const INGRESS_CLASS: &str = "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
-                             spec: { controller: ramjet.dev/ingress-controller }\n";
-
-/// Two Services, `a` and `b`, each with one endpoint.
+/// The IngressClass `ramjet`, which every test's Ingresses name, and two Services, `a` and `b`,
+/// each with one endpoint.
 fn services(a: SocketAddr, b: SocketAddr) -> String {
-    let mut text = String::from(INGRESS_CLASS);
-    for (name, addr) in [("a", a), ("b", b)] {
-        text.push_str(&format!(
-            "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\n\
-             spec: {{ ports: [{{ name: http, port: 80 }}] }}\n\
-             ---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
-             metadata: {{ name: {name}-1, namespace: shop, labels: {{ kubernetes.io/service-name: {name} }} }}\n\
-             addressType: IPv4\nports: [{{ name: http, port: {port} }}]\n\
-             endpoints: [{{ addresses: [\"{ip}\"], conditions: {{ ready: true }} }}]\n",
-            port = addr.port(),
-            ip = addr.ip()
-        ));
-    }
-    text
+    [ingress_class("ramjet"), service("shop", "a", a), service("shop", "b", b)].concat()
 }
 
 /// An Ingress with `annotations` (a YAML flow mapping body) and `paths` as (path, pathType,
-/// service).
+/// service), to the Services' port 80.
 fn ingress(name: &str, host: &str, annotations: &str, paths: &[(&str, &str, &str)]) -> String {
-    let paths: Vec<String> = paths
-        .iter()
-        .map(|(path, kind, service)| {
-            format!(
-                "{{ path: \"{path}\", pathType: {kind}, backend: {{ service: {{ name: {service}, port: {{ number: 80 }} }} }} }}"
-            )
-        })
-        .collect();
-    format!(
-        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\n\
-         metadata: {{ name: {name}, namespace: shop, annotations: {{ {annotations} }} }}\n\
-         spec:\n  ingressClassName: ramjet\n  rules: [{{ host: {host}, http: {{ paths: [{}] }} }}]\n",
-        paths.join(", ")
-    )
+    let ingress = Ingress::new("shop", name).host(host).port_number(80).annotations_yaml(annotations);
+    paths.iter().fold(ingress, |ingress, (path, kind, service)| ingress.path(path, kind, service)).yaml()
 }
 
 fn start(dir: &Path, text: &str) -> Daemon {
@@ -656,21 +620,7 @@ fn pair_service(a: SocketAddr, b: SocketAddr) -> String {
 /// A Service `name` whose endpoints are `addrs`, in this order (one EndpointSlice each, since a
 /// slice has one port for all its endpoints).
 fn service_of(name: &str, addrs: &[SocketAddr]) -> String {
-    let mut text = format!(
-        "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\n\
-         spec: {{ ports: [{{ name: http, port: 80 }}] }}\n"
-    );
-    for (i, addr) in addrs.iter().enumerate() {
-        text.push_str(&format!(
-            "---\napiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
-             metadata: {{ name: {name}-{i}, namespace: shop, labels: {{ kubernetes.io/service-name: {name} }} }}\n\
-             addressType: IPv4\nports: [{{ name: http, port: {} }}]\n\
-             endpoints: [{{ addresses: [\"{}\"], conditions: {{ ready: true }} }}]\n",
-            addr.port(),
-            addr.ip()
-        ));
-    }
-    text
+    Service::new("shop", name).slice_per_endpoint(addrs).yaml()
 }
 
 /// docs (annotations "Session Affinity") and test/e2e/annotations/affinity.go: with `affinity:
@@ -763,7 +713,7 @@ fn session_affinity_behaves_as_in_ingress_nginx() {
 fn session_affinity_holds_for_http2_clients_of_http2_backends() {
     let dir = temp_dir("annotations-affinity-h2");
     let (x, y) = (h2_echo::H2Echo::start(), h2_echo::H2Echo::start());
-    let mut text = format!("{INGRESS_CLASS}{}", service_of("pair", &[x.addr, y.addr]));
+    let mut text = [ingress_class("ramjet"), service_of("pair", &[x.addr, y.addr])].concat();
     let annotations = format!(
         "{NGINX}/affinity: cookie, {NGINX}/backend-protocol: H2C, {NGINX}/enable-cors: \"true\", \
          {NGINX}/cors-allow-origin: \"https://app.example\""
@@ -1109,10 +1059,7 @@ fn custom_http_errors_behave_as_in_ingress_nginx() {
     let dir = temp_dir("annotations-custom-errors");
     let (a, b) = (Backend::start("a"), Backend::start("b"));
     let mut text = services(a.addr, b.addr);
-    text.push_str(
-        "---\napiVersion: v1\nkind: Service\nmetadata: { name: none, namespace: shop }\n\
-         spec: { ports: [{ name: http, port: 80 }] }\n",
-    );
+    text.push_str(&Service::new("shop", "none").yaml());
     let errors = format!("{NGINX}/custom-http-errors: \"404, 503\", {NGINX}/default-backend: b");
     let cases = [
         ("errors", errors.clone(), "a"),

@@ -5,12 +5,8 @@
 //! `sni` sends it; a client certificate is presented when given. Whatever fails the handshake is a
 //! 502, counted as a `tls` upstream error, and connections are pooled per endpoint and settings.
 
-#[allow(dead_code)]
-#[path = "support/h2client.rs"]
-mod h2client;
-mod support;
-#[path = "support/tls_backend.rs"]
-mod tls_backend;
+use ramjet_test_support as support;
+use ramjet_test_support::{h2client, tls_backend};
 
 use h2client::H2Client;
 use ramjet_shared::UpstreamErrorKind;

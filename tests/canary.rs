@@ -2,7 +2,7 @@
 //! cookie and weight (from its annotations, through the Ingress compiler), sticky users, a bad
 //! annotation reported while everything else serves, and mirrors that never slow the real request.
 
-mod support;
+use ramjet_test_support as support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -14,6 +14,7 @@ use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
 use support::client::{served_by, Conn, Response};
+use support::manifests::{ingress_class, service, Ingress};
 use support::{daemon, daemon_with, dead_addr, eventually, routes, temp_dir, DRIVERS};
 
 fn canary_routes(primary: &Backend, canary: &Backend, canary_block: &str) -> String {
@@ -108,28 +109,10 @@ fn each_backend_of_a_canary_has_its_own_series() {
     }
 }
 
-const CLASS: &str = "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
-                     spec: { controller: ramjet.dev/ingress-controller }\n";
-
-fn service(name: &str, backend: &Backend) -> String {
-    format!(
-        "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\n\
-         spec: {{ ports: [{{ name: http, port: 80 }}] }}\n---\napiVersion: discovery.k8s.io/v1\n\
-         kind: EndpointSlice\nmetadata: {{ name: {name}-1, namespace: shop, labels: {{ kubernetes.io/service-name: {name} }} }}\n\
-         addressType: IPv4\nports: [{{ name: http, port: {port} }}]\n\
-         endpoints: [{{ addresses: [\"127.0.0.1\"], conditions: {{ ready: true }} }}]\n",
-        port = backend.addr.port()
-    )
-}
-
+/// An Ingress in `shop` to `service`'s port 80 for `host`, with `annotations`.
 fn ingress(name: &str, host: &str, service: &str, annotations: &[(&str, &str)]) -> String {
-    let annotations: String = annotations.iter().map(|(k, v)| format!("\n    {k}: \"{v}\"")).collect();
-    let annotations = if annotations.is_empty() { " {}".to_string() } else { annotations };
-    format!(
-        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: shop\n  \
-         annotations:{annotations}\nspec:\n  ingressClassName: ramjet\n  rules:\n    - host: {host}\n      http:\n        \
-         paths: [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: {service}, port: {{ number: 80 }} }} }} }}]\n"
-    )
+    let ingress = Ingress::new("shop", name).host(host).to(service).port_number(80);
+    annotations.iter().fold(ingress, |ingress, (k, v)| ingress.annotation(k, v)).yaml()
 }
 
 fn write(path: &Path, text: &str) {
@@ -183,9 +166,9 @@ fn header_cookie_and_weight_precede_as_in_ingress_nginx() {
     let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
     let always_by_weight = [("canary", "true"), ("canary-by-header", "X-Canary"), ("canary-by-cookie", "beta")];
     let objects = [
-        CLASS.to_string(),
-        service("web", &web),
-        service("web-v2", &v2),
+        ingress_class("ramjet"),
+        service("shop", "web", web.addr),
+        service("shop", "web-v2", v2.addr),
         // Weight 0: only the header or the cookie reach the canary.
         canary_pair(
             "zero.test",
@@ -281,9 +264,9 @@ fn a_bad_canary_annotation_is_reported_and_the_rest_serves() {
     let dir = temp_dir("canary-bad");
     let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
     let objects = [
-        CLASS.to_string(),
-        service("web", &web),
-        service("web-v2", &v2),
+        ingress_class("ramjet"),
+        service("shop", "web", web.addr),
+        service("shop", "web-v2", v2.addr),
         canary_pair("bad.test", &[("canary", "true"), ("canary-weight", "ten"), ("canary-by-header", "X-Canary")]),
         canary_pair(
             "regex.test",
@@ -329,7 +312,6 @@ fn an_auto_promoting_canary_serves_the_weight_its_state_says() {
         format!(
             r#"{{"phase":"{phase}","weight":{weight},"step":3,"failures":0,"last":"stepped","at":"2026-12-01T00:00:00Z","backend":"{backend}"}}"#
         )
-        .replace('"', "\\\"")
     };
     let ours = "shop/web-v2:80";
     let auto = ("ramjet.dev/canary-auto-promote", "true");
@@ -339,9 +321,9 @@ fn an_auto_promoting_canary_serves_the_weight_its_state_says() {
         canary_pair(host, &annotations)
     };
     let objects = [
-        CLASS.to_string(),
-        service("web", &web),
-        service("web-v2", &v2),
+        ingress_class("ramjet"),
+        service("shop", "web", web.addr),
+        service("shop", "web-v2", v2.addr),
         pair("progressing.test", "0", &[auto], &state("Progressing", 100, ours)),
         pair("promoted.test", "0", &[auto], &state("Promoted", 30, ours)),
         pair("aborted.test", "100", &[auto], &state("Aborted", 100, ours)),

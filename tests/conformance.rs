@@ -14,20 +14,8 @@
 //!
 //! `docs/gateway-api.md` lists what passes in the suite's vocabulary, and what is not translated.
 
-#[path = "support/control_plane.rs"]
-mod control_plane;
-#[path = "support/grpc_echo.rs"]
-mod grpc_echo;
-#[path = "support/h2_echo.rs"]
-mod h2_echo;
-#[path = "support/h2client.rs"]
-#[allow(dead_code)]
-mod h2client;
-#[path = "support/kube_api.rs"]
-mod kube_api;
-#[path = "support/netns.rs"]
-mod netns;
-mod support;
+use ramjet_test_support as support;
+use ramjet_test_support::{control_plane, go_tools, grpc_echo, h2_echo, h2client, kube_api, netns};
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -35,7 +23,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use control_plane::{base64, go_tools, ControlPlane};
+use control_plane::{base64, ControlPlane};
 use grpc_echo::GrpcEcho;
 use h2_echo::H2Echo;
 use h2client::H2Client;

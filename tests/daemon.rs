@@ -1,6 +1,6 @@
 //! The `ramjet` binary as a user runs it: validation before binding, double start, drain on SIGTERM.
 
-mod support;
+use ramjet_test_support as support;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

@@ -2,12 +2,8 @@
 //! `--manifests` directory, compiled into the same table as Ingresses, served to a real client by
 //! real backends.
 
-#[path = "support/h2_echo.rs"]
-mod h2_echo;
-#[path = "support/h2client.rs"]
-#[allow(dead_code)]
-mod h2client;
-mod support;
+use ramjet_test_support as support;
+use ramjet_test_support::{h2_echo, h2client};
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -19,20 +15,8 @@ use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
 use support::client::{served_by, Conn};
+use support::manifests::{service, Service};
 use support::{eventually, temp_dir, wait_serving, DRIVERS};
-
-/// A Service and its EndpointSlice, both named `name` in `namespace`, port 80 to `endpoint`.
-fn service(namespace: &str, name: &str, endpoint: SocketAddr) -> String {
-    format!(
-        "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: {namespace} }}\n\
-         spec: {{ ports: [{{ name: http, port: 80 }}] }}\n---\napiVersion: discovery.k8s.io/v1\n\
-         kind: EndpointSlice\nmetadata: {{ name: {name}-1, namespace: {namespace}, labels: \
-         {{ kubernetes.io/service-name: {name} }} }}\naddressType: IPv4\nports: [{{ name: http, port: {} }}]\n\
-         endpoints: [{{ addresses: [\"{}\"] }}]\n",
-        endpoint.port(),
-        endpoint.ip()
-    )
-}
 
 const GATEWAY: &str = r#"
 apiVersion: gateway.networking.k8s.io/v1
@@ -672,15 +656,6 @@ spec:
     - backendRefs: [{ name: echo, port: 80 }]
 "#;
 
-/// A Service and its EndpointSlice as [`service`] writes them, the port marked
-/// `appProtocol: kubernetes.io/h2c`: its backend speaks HTTP/2 by prior knowledge.
-fn h2c_service(namespace: &str, name: &str, endpoint: SocketAddr) -> String {
-    service(namespace, name, endpoint).replace(
-        "ports: [{ name: http, port: 80 }]",
-        "ports: [{ name: http, port: 80, appProtocol: kubernetes.io/h2c }]",
-    )
-}
-
 /// What the h2c echo backend received (the answer's body) and the answer's fields, over either
 /// client protocol: checks the edits of the `/v1` rule of [`H2_EDITS`] for `GET /v1/items?id=7`
 /// sent with `x-secret: s`, `x-env: dev` and `x-via-gateway: client`.
@@ -720,7 +695,13 @@ fn assert_unedited(seen: &str, header: impl Fn(&str) -> Option<String>, path: &s
 fn a_rules_header_edits_and_rewrite_reach_an_h2c_backend_from_http2_and_http1_clients() {
     let echo = h2_echo::H2Echo::start();
     let dir = temp_dir("gateway-h2-edits");
-    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{H2_EDITS}", h2c_service("shop", "echo", echo.addr)));
+    write(
+        &dir.join("shop.yaml"),
+        format!(
+            "{GATEWAY}{}{H2_EDITS}",
+            Service::new("shop", "echo").app_protocol("kubernetes.io/h2c").endpoints(&[echo.addr]).yaml()
+        ),
+    );
     for driver in DRIVERS {
         let d = start(&dir, driver);
         wait_serving(&d, 1);
@@ -762,7 +743,13 @@ fn a_rules_header_edits_and_rewrite_reach_an_h2c_backend_from_http2_and_http1_cl
 fn an_attacker_on_an_edited_route_cannot_reach_a_victim_on_the_shared_h2c_upstream() {
     let echo = h2_echo::H2Echo::start();
     let dir = temp_dir("gateway-h2-attack");
-    write(&dir.join("shop.yaml"), format!("{GATEWAY}{}{H2_EDITS}", h2c_service("shop", "echo", echo.addr)));
+    write(
+        &dir.join("shop.yaml"),
+        format!(
+            "{GATEWAY}{}{H2_EDITS}",
+            Service::new("shop", "echo").app_protocol("kubernetes.io/h2c").endpoints(&[echo.addr]).yaml()
+        ),
+    );
     for driver in DRIVERS {
         let d = start(&dir, driver);
         wait_serving(&d, 1);

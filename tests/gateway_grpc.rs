@@ -2,14 +2,8 @@
 //! directory, real gRPC backends (h2c) behind EndpointSlices, called with grpcurl (what a user's
 //! gRPC client sees) and with the h2 crate (the exact answer), on both I/O drivers.
 
-#[path = "support/go_tools.rs"]
-mod go_tools;
-#[path = "support/grpc_backend.rs"]
-mod grpc_backend;
-#[allow(dead_code)]
-#[path = "support/h2client.rs"]
-mod h2client;
-mod support;
+use ramjet_test_support as support;
+use ramjet_test_support::{go_tools, grpc_backend, h2client};
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -21,6 +15,7 @@ use h2client::H2Client;
 use ramjet::{Daemon, DaemonConfig, Source};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
+use support::manifests::Service;
 use support::{temp_dir, wait_serving, DRIVERS};
 
 const GATEWAY: &str = r#"
@@ -61,19 +56,6 @@ spec:
       backendRefs: [{ name: unary, port: 50051 }]
 "#;
 
-/// A Service named `name` in `app`, port 50051, and its EndpointSlice to `endpoint`.
-fn service(name: &str, endpoint: SocketAddr) -> String {
-    format!(
-        "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: app }}\n\
-         spec: {{ ports: [{{ name: grpc, port: 50051 }}] }}\n---\napiVersion: discovery.k8s.io/v1\n\
-         kind: EndpointSlice\nmetadata: {{ name: {name}-1, namespace: app, labels: \
-         {{ kubernetes.io/service-name: {name} }} }}\naddressType: IPv4\nports: [{{ name: grpc, port: {} }}]\n\
-         endpoints: [{{ addresses: [\"{}\"] }}]\n",
-        endpoint.port(),
-        endpoint.ip()
-    )
-}
-
 fn start(dir: &Path, driver: IoDriver) -> Daemon {
     let mut config = DaemonConfig::with_source(Source::Manifests {
         dir: dir.to_path_buf(),
@@ -103,7 +85,11 @@ fn a_grpcroute_routes_calls_by_service_method_and_header_to_h2_backends() {
     let names = ["any-service", "service", "canary", "unary"];
     let backends = names.map(|_| GrpcBackend::start());
     let dir = temp_dir("gateway-grpc");
-    let services: String = names.iter().zip(&backends).map(|(n, b)| service(n, b.addr)).collect();
+    let services: String = names
+        .iter()
+        .zip(&backends)
+        .map(|(n, b)| Service::new("app", n).port("grpc", 50051).endpoints(&[b.addr]).yaml())
+        .collect();
     std::fs::write(dir.join("grpc.yaml"), format!("{GATEWAY}{services}{ROUTE}")).unwrap();
     let calls = |b: &GrpcBackend| b.requests().into_iter().filter(|r| r.starts_with("POST ")).count();
     for driver in DRIVERS {

@@ -1,7 +1,7 @@
 //! Generations over the real daemon: the admin API's every verb and error, pin and release moving
 //! traffic, the audit webhook, and metrics.
 
-mod support;
+use ramjet_test_support as support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};

@@ -9,17 +9,8 @@
 //! come back, a backend's trailers-only error is relayed as it is, and `grpc-timeout` bounds the
 //! wait for an answer.
 
-#[path = "support/go_tools.rs"]
-mod go_tools;
-#[path = "support/grpc_backend.rs"]
-mod grpc_backend;
-#[allow(dead_code)]
-#[path = "support/h2client.rs"]
-mod h2client;
-mod support;
-#[allow(dead_code)]
-#[path = "support/tls_backend.rs"]
-mod tls_backend;
+use ramjet_test_support as support;
+use ramjet_test_support::{go_tools, grpc_backend, h2client, tls_backend};
 
 use std::process::Command;
 use std::time::Duration;

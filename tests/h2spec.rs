@@ -3,9 +3,8 @@
 //! proxied to a real HTTP/1.1 backend. Every case must pass except the ones in [`ACCEPTED_H2C`], each
 //! with the reason it is acceptable (docs/http2.md lists the same).
 
-#[path = "support/go_tools.rs"]
-mod go_tools;
-mod support;
+use ramjet_test_support as support;
+use ramjet_test_support::go_tools;
 
 use std::process::Command;
 

@@ -8,9 +8,8 @@
 //! request of its own, and another client's request on the same upstream connection gets exactly
 //! its own answer.
 
-#[path = "support/grpc_backend.rs"]
-mod grpc_backend;
-mod support;
+use ramjet_test_support as support;
+use ramjet_test_support::grpc_backend;
 
 use std::io::Read;
 use std::time::Duration;

@@ -4,9 +4,8 @@
 //! showing that another client of the same worker keeps being served and memory stays bounded.
 //! Every test runs once per I/O driver (io_uring, then epoll).
 
-#[path = "support/h2client.rs"]
-mod h2client;
-mod support;
+use ramjet_test_support as support;
+use ramjet_test_support::h2client;
 
 use std::net::SocketAddr;
 use std::process::Command;

@@ -3,11 +3,10 @@
 //! Events' namespace not there yet, watches dropped with the history compacted away mid-run, a
 //! Lease left by a replica that died. The daemon
 //! (as the binary runs it) talks to it through the real `kube::Client`. Everything else about the
-//! cluster is tested against the real kube-apiserver in `tests/cluster.rs`.
+//! cluster is tested against the real kube-apiserver in `tests/cluster/`.
 
-#[path = "support/apiserver.rs"]
-mod apiserver;
-mod support;
+use ramjet_test_support as support;
+use ramjet_test_support::apiserver;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -20,6 +19,7 @@ use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
 use support::client::get;
+use support::manifests::{endpoint_slice, ingress_class, Ingress, Service};
 use support::{eventually, served, temp_dir};
 
 const SLICES: &str = "discovery.k8s.io/v1/endpointslices";
@@ -49,42 +49,23 @@ fn start(options: ClusterOptions) -> Daemon {
     daemon
 }
 
-fn ingress_class() -> &'static str {
-    "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\nspec: { controller: ramjet.dev/ingress-controller }\n"
-}
-
-fn service(name: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\n\
-         spec: {{ ports: [{{ name: http, port: 80, targetPort: 8080 }}] }}\n"
-    )
+fn service(name: &str) -> Service {
+    Service::new("shop", name).target_port(8080)
 }
 
 /// One EndpointSlice for `service` with these ready endpoints (all on the port of the first).
 fn slice(name: &str, service: &str, endpoints: &[SocketAddr]) -> String {
-    let port = endpoints.first().map(|a| a.port()).unwrap_or(8080);
-    let list: Vec<String> =
-        endpoints.iter().map(|a| format!("{{ addresses: [\"{}\"], conditions: {{ ready: true }} }}", a.ip())).collect();
-    format!(
-        "apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\n\
-         metadata: {{ name: {name}, namespace: shop, labels: {{ kubernetes.io/service-name: {service} }} }}\n\
-         addressType: IPv4\nports: [{{ name: http, port: {port} }}]\nendpoints: [{}]\n",
-        list.join(", ")
-    )
+    endpoint_slice("shop", name, service, "http", endpoints)
 }
 
 fn ingress(name: &str, host: &str, service: &str) -> String {
-    format!(
-        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{ name: {name}, namespace: shop }}\n\
-         spec:\n  ingressClassName: ramjet\n  rules: [{{ host: {host}, http: {{ paths: [{{ path: /, pathType: Prefix, \
-         backend: {{ service: {{ name: {service}, port: {{ name: http }} }} }} }}] }} }}]\n"
-    )
+    Ingress::new("shop", name).host(host).to(service).yaml()
 }
 
 /// The cluster every test starts from: `web.test` → Service `web` → backend `a`.
 fn seed(api: &ApiServer, a: &Backend) {
-    api.apply(ingress_class());
-    api.apply(&service("web"));
+    api.apply(&ingress_class("ramjet"));
+    api.apply(&service("web").service_yaml());
     api.apply(&slice("web-1", "web", &[a.addr]));
     api.apply(&ingress("web", "web.test", "web"));
 }
@@ -132,7 +113,7 @@ fn the_first_event_waits_for_its_namespace() {
     seed(&api, &a);
     // A brand-new kube-apiserver answers before its bootstrap controller has created `default`,
     // where Events about our (cluster-scoped) IngressClass go; the real one does so only sometimes
-    // by the time of the first publish (tests/cluster.rs meets it in the fault test), this one on cue.
+    // by the time of the first publish (tests/cluster/faults.rs meets it), this one on cue.
     api.namespace_missing("default", true);
     let daemon = start(options(&api, &dir, "replica-a"));
     assert_eq!(served(&daemon, "web.test"), "a");
@@ -200,7 +181,7 @@ fn a_lease_held_by_a_dead_replica_is_taken_over_when_it_expires() {
     daemon.shutdown();
 }
 
-/// The scale figure of `tests/cluster.rs` (`scale_thousands_of_ingresses`) against this test API
+/// The scale figure of `tests/cluster/scale.rs` (`scale_thousands_of_ingresses`) against this test API
 /// server, for docs/benchmarks.md: the real binary, 5,000 Ingresses with their Services and
 /// EndpointSlices (RAMJET_SCALE_INGRESSES). A measurement, not a check:
 /// `cargo test --test kubernetes -- --ignored --nocapture scale`.
@@ -211,10 +192,10 @@ fn scale_on_the_test_api_server() {
     let api = ApiServer::start();
     let dir = temp_dir("k8s-scale");
     let a = Backend::start("a");
-    api.apply(ingress_class());
+    api.apply(&ingress_class("ramjet"));
     for i in 0..n {
         let name = format!("web-{i}");
-        api.apply(&service(&name));
+        api.apply(&service(&name).service_yaml());
         api.apply(&slice(&format!("{name}-1"), &name, &[a.addr]));
         api.apply(&ingress(&name, &format!("{name}.test"), &name));
     }

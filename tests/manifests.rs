@@ -1,7 +1,7 @@
 //! The file source (`--manifests DIR`) end to end: real Kubernetes objects in files, compiled by
 //! the Ingress compiler, published, rolled back — and the binary's `--check` on the same files.
 
-mod support;
+use ramjet_test_support as support;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -13,39 +13,17 @@ use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_dataplane::IoDriver;
 use support::backend::Backend;
 use support::client::{get, request};
+use support::manifests::{ingress_class, Ingress, Service};
 use support::{eventually, served, temp_dir, wait_serving};
 
+/// `web.test` → Service `web` → `endpoint`, and the IngressClass `ramjet`.
 fn objects(endpoint: SocketAddr) -> String {
-    format!(
-        r#"apiVersion: networking.k8s.io/v1
-kind: IngressClass
-metadata: {{ name: ramjet }}
-spec: {{ controller: ramjet.dev/ingress-controller }}
----
-apiVersion: v1
-kind: Service
-metadata: {{ name: web, namespace: shop }}
-spec: {{ ports: [{{ name: http, port: 80, targetPort: 8080 }}] }}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: {{ name: web-1, namespace: shop, labels: {{ kubernetes.io/service-name: web }} }}
-addressType: IPv4
-ports: [{{ name: http, port: {port} }}]
-endpoints: [{{ addresses: ["{ip}"], conditions: {{ ready: true }} }}]
----
-apiVersion: networking.k8s.io/v1
-kind: Ingress
-metadata: {{ name: web, namespace: shop }}
-spec:
-  ingressClassName: ramjet
-  rules:
-    - host: web.test
-      http: {{ paths: [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: web, port: {{ name: http }} }} }} }}] }}
-"#,
-        port = endpoint.port(),
-        ip = endpoint.ip()
-    )
+    [
+        ingress_class("ramjet"),
+        Service::new("shop", "web").target_port(8080).endpoints(&[endpoint]).yaml(),
+        Ingress::new("shop", "web").host("web.test").to("web").yaml(),
+    ]
+    .concat()
 }
 
 /// An Ingress of our class that names a port its Service does not have.
@@ -163,22 +141,11 @@ fn diagnostics_are_objects_in_the_admin_api() {
 /// `ingresses` Ingresses of five paths each for one Service, in one file; `version` is in every path,
 /// so each version compiles to another table.
 fn many_ingresses(ingresses: usize, version: u32) -> String {
-    let mut yaml = String::from(
-        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: { name: ramjet }\n\
-         spec: { controller: ramjet.dev/ingress-controller }\n---\n\
-         apiVersion: v1\nkind: Service\nmetadata: { name: web, namespace: shop }\n\
-         spec: { ports: [{ name: http, port: 80 }] }\n",
-    );
+    let mut yaml = ingress_class("ramjet") + &Service::new("shop", "web").yaml();
     for i in 0..ingresses {
-        yaml.push_str(&format!(
-            "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {{ name: web-{i}, namespace: shop }}\n\
-             spec:\n  ingressClassName: ramjet\n  rules:\n    - host: h{i}.test\n      http:\n        paths:\n"
-        ));
-        for p in 0..5 {
-            yaml.push_str(&format!(
-                "          - {{ path: /v{version}/p{p}, pathType: Prefix, backend: {{ service: {{ name: web, port: {{ number: 80 }} }} }} }}\n"
-            ));
-        }
+        let ingress = Ingress::new("shop", &format!("web-{i}")).host(&format!("h{i}.test")).port_number(80);
+        let ingress = (0..5).fold(ingress, |ingress, p| ingress.path(&format!("/v{version}/p{p}"), "Prefix", "web"));
+        yaml.push_str(&ingress.yaml());
     }
     yaml
 }

@@ -4,7 +4,7 @@
 //! backend series count what the requests did, and the series of a route that left the
 //! configuration go away after the grace period.
 
-mod support;
+use ramjet_test_support as support;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

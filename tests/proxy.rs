@@ -1,7 +1,7 @@
 //! The data plane over real sockets: routing, answers, framing, smuggling, upgrades, pooling.
 //! Every test runs once per I/O driver (io_uring, then epoll).
 
-mod support;
+use ramjet_test_support as support;
 
 use std::io::{Read, Write};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! the test checks what each of them received and what the backend saw. Every test runs once per
 //! I/O driver.
 
-mod support;
+use ramjet_test_support as support;
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! TLS termination over real handshakes: SNI selection from the serving generation, the default
 //! certificate, TLS 1.2 and 1.3, resumption, rotation under a handshake loop, redirects.
 
-mod support;
+use ramjet_test_support as support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

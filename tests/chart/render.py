@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders charts/ramjet with Helm's own engine and prints the manifests as one JSON list.
 
-Used by the cluster tests (tests/cluster.rs) to apply exactly what `helm install` would create.
+Used by the cluster tests (tests/cluster/) to apply exactly what `helm install` would create.
 Run through tests/chart/run.sh --render RELEASE NAMESPACE [VALUES_JSON].
 """
 

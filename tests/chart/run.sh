@@ -10,7 +10,7 @@
 #   tests/chart/run.sh            # everything
 #   tests/chart/run.sh digest     # only tests whose name contains "digest"
 #   tests/chart/run.sh --render RELEASE NAMESPACE [VALUES_JSON]
-#                                 # print the rendered manifests as JSON (tests/cluster.rs)
+#                                 # print the rendered manifests as JSON (tests/cluster/)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

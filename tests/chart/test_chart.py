@@ -491,7 +491,7 @@ def test_clusterrole_grants():
             assert rules_grant(rules, group, resource, verb), (group, resource, verb)
         # Listed and watched, never fetched one by one (the real API server's audit log agrees).
         assert not rules_grant(rules, group, resource, "get"), (group, resource)
-    # Status by server-side apply (a patch); Events created once each. tests/cluster.rs checks
+    # Status by server-side apply (a patch); Events created once each. tests/cluster/ checks
     # against a real API server's audit log that every write granted here is one ramjet makes.
     assert rules_grant(rules, "networking.k8s.io", "ingresses/status", "patch")
     assert not rules_grant(rules, "networking.k8s.io", "ingresses/status", "update")

@@ -15,8 +15,6 @@
 //!
 //! Tests change objects with [`ApiServer::apply`] and [`ApiServer::delete`] and read what the
 //! client wrote with [`ApiServer::events`], [`ApiServer::status_patches`] and friends.
-// Only the fault tests in tests/kubernetes.rs use it now; not every helper is exercised.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::convert::Infallible;

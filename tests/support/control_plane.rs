@@ -7,17 +7,9 @@
 //! Both processes are stopped by PID when the [`ControlPlane`] is dropped; the shared one (see
 //! [`ControlPlane::shared`]) is stopped when the test binary exits, and on Linux both also die with
 //! the thread that started them (`PR_SET_PDEATHSIG`), so a test binary killed mid-run leaves nothing.
-#![allow(dead_code)]
 
-#[path = "go_tools.rs"]
-pub mod go_tools;
-// Also `support::ports` in the tests that load both; each copy walks the range from a start of
-// its own (see the module).
-#[allow(clippy::duplicate_mod)]
-#[path = "ports.rs"]
-mod ports;
-
-use ports::free_port;
+use crate::go_tools;
+use crate::ports::free_port;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

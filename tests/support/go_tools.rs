@@ -1,6 +1,5 @@
 //! The Go test peers (h2spec, grpcurl), built from the pins in `tests/tools` by
 //! `tests/tools/build.sh` once per machine and cached under `target/go-tools/<stamp>/`.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -16,7 +15,7 @@ pub fn go_tools() -> &'static Path {
 /// binaries running at once build once) and returns the directory it printed. A missing Go
 /// toolchain (exit 127) gets a message that says how to fix it.
 pub fn go_build(script: &str, what: &str) -> PathBuf {
-    let script = format!("{}/{script}", env!("CARGO_MANIFEST_DIR"));
+    let script = format!("{}/{script}", crate::repo_root().display());
     let out = Command::new("bash")
         .arg(&script)
         .stderr(Stdio::inherit())

@@ -19,7 +19,6 @@
 //! `x-seen-<name>`. In the query, `length` adds a `content-length`, `trailers` ends the answer with
 //! the trailer `x-trailer: relayed`, `status=N` answers N, and `early` answers without reading the
 //! request body. Every request's `<method> <path>` is kept, in order ([`GrpcBackend::requests`]).
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

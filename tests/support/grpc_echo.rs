@@ -21,7 +21,6 @@
 //! the request's (Go's map gives a random one).
 //!
 //! Dropping the [`GrpcEcho`] stops it: the listener and every connection close.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

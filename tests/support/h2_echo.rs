@@ -4,7 +4,6 @@
 //! and `x-backend-secret: s` (for response edits to change) and `x-echo-path: <path and query>`.
 //! The `h2` crate on its own thread and tokio runtime; connections are counted and every request's
 //! `<method> <path and query>` is kept, in order.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

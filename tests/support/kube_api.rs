@@ -1,6 +1,5 @@
 //! A small blocking Kubernetes client for tests (kube-rs on a private current-thread runtime):
 //! server-side apply of YAML, get, list, delete, and TokenRequest.
-#![allow(dead_code)]
 
 use std::path::Path;
 

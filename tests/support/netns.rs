@@ -1,5 +1,4 @@
 //! Backends the real API server accepts in EndpointSlices, for the tests against it.
-#![allow(dead_code)]
 
 use std::process::Command;
 

@@ -21,7 +21,7 @@ impl Pki {
         params.distinguished_name.push(rcgen::DnType::CommonName, "ramjet test CA");
         let key = KeyPair::generate().unwrap();
         let ca = params.self_signed(&key).unwrap();
-        let dir = super::temp_dir(name);
+        let dir = crate::temp_dir(name);
         std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
         Pki { dir, ca: ca.der().clone(), issuer: Issuer::new(params, key) }
     }

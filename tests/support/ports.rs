@@ -25,10 +25,9 @@ pub fn free_port() -> u16 {
         return TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     }
     let span = u64::from(ephemeral - LOWEST);
-    // Test processes side by side start at different places, and so do the two copies of this
-    // module that a test crate may hold (`support::ports`, `control_plane::ports`).
+    // Test processes side by side start at different places.
     let mut hasher = DefaultHasher::new();
-    (std::process::id(), module_path!()).hash(&mut hasher);
+    std::process::id().hash(&mut hasher);
     let start = hasher.finish();
     for _ in 0..span {
         let port = LOWEST + (start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span) as u16;

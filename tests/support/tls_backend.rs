@@ -42,7 +42,7 @@ impl TlsBackend {
     /// required. `alpn`: the protocols offered (empty: no ALPN).
     pub fn start(
         name: &'static str,
-        pki: &crate::support::pki::Pki,
+        pki: &crate::pki::Pki,
         file: &str,
         client_ca: Option<CertificateDer<'static>>,
     ) -> Self {
@@ -53,7 +53,7 @@ impl TlsBackend {
     pub fn serve(
         name: &'static str,
         listener: TcpListener,
-        pki: &crate::support::pki::Pki,
+        pki: &crate::pki::Pki,
         file: &str,
         client_ca: Option<CertificateDer<'static>>,
     ) -> Self {
@@ -149,7 +149,7 @@ fn echo_after_switching<S: Read + Write>(reader: &mut BufReader<S>) {
 /// A server configuration for `<file>.crt` / `.key` of `pki`, recording SNIs, requiring a client
 /// certificate from `client_ca` when given, offering `alpn`.
 pub fn server_config(
-    pki: &crate::support::pki::Pki,
+    pki: &crate::pki::Pki,
     file: &str,
     client_ca: Option<CertificateDer<'static>>,
     alpn: &[&[u8]],

@@ -27,7 +27,7 @@ const REPLICAS: [[u8; 4]; 3] = [[127, 0, 0, 1], [127, 0, 0, 2], [127, 0, 0, 3]];
 /// Three daemons, each on its own loopback address with the same admin port. Replica i went
 /// through i extra generations first, so the same table has a different number on each.
 fn fleet(token: Option<&str>) -> (Vec<Daemon>, u16) {
-    let port = support::ports::free_port();
+    let port = ramjet_test_support::free_port();
     let daemons = REPLICAS
         .iter()
         .enumerate()

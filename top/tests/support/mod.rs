@@ -2,13 +2,6 @@
 //! read through a terminal emulator (vt100). Every wait polls the screen until the text appears,
 //! with a generous deadline, so the tests hold on a loaded 2-core machine.
 
-// Each test binary uses its own part of this.
-#![allow(dead_code)]
-
-/// Loopback ports for daemons the tests start, shared with the root package's tests.
-#[path = "../../../tests/support/ports.rs"]
-pub mod ports;
-
 use std::io::{Read, Write};
 use std::num::NonZeroU16;
 use std::path::PathBuf;

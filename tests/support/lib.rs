@@ -1,10 +1,26 @@
-//! Test helpers: real backends, a raw HTTP/1.1 client, and the daemon started as the binary runs it.
-#![allow(dead_code)]
+//! The integration tests' kit (`ramjet-test-support`, a dev-dependency of the root package): real
+//! backends and clients over loopback sockets, the daemon started in-process as the binary runs it,
+//! a real Kubernetes control plane and a fake API server, and the manifest builders every test
+//! writes its Services, EndpointSlices, Ingresses and Gateways with.
+//!
+//! Paths that only a test binary knows at compile time (`CARGO_BIN_EXE_ramjet`) are the test's to
+//! pass in; paths into this repository come from [`repo_root`].
 
+pub mod apiserver;
 pub mod backend;
 pub mod client;
+pub mod control_plane;
+pub mod go_tools;
+pub mod grpc_backend;
+pub mod grpc_echo;
+pub mod h2_echo;
+pub mod h2client;
+pub mod kube_api;
+pub mod manifests;
+pub mod netns;
 pub mod pki;
 pub mod ports;
+pub mod tls_backend;
 
 pub use ports::free_port;
 
@@ -15,6 +31,11 @@ use std::time::{Duration, Instant};
 use ramjet::{Daemon, DaemonConfig};
 use ramjet_control::routes_file::{self, StaticRoutes};
 use ramjet_dataplane::IoDriver;
+
+/// The root of this repository (the workspace), for the scripts and files the tests use.
+pub fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
 
 /// Both I/O drivers: every data-plane test runs on each.
 pub const DRIVERS: [IoDriver; 2] = [IoDriver::IoUring, IoDriver::Legacy];
