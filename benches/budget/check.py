@@ -3,8 +3,8 @@
 
 Counts the user-space instructions one ramjet worker spends on a plain keep-alive request (one
 route among 1,000, no optional feature on it, proxied to a backend) with valgrind's callgrind,
-on io_uring and on the epoll fallback, and fails when a count is over its budget in
-benches/budget/budget.json. Instruction counts are deterministic enough for CI where wall time is
+and fails when a count is over its budget in benches/budget/budget.json. CI checks the epoll
+driver; io_uring is measured only on request (see README.md: valgrind 3.19 cannot run it in time). Instruction counts are deterministic enough for CI where wall time is
 not: the per-request figure is the difference of two runs, (Ir(N2) - Ir(N1)) / (N2 - N1), so
 start-up, the first connection and shutdown cancel out.
 
@@ -152,9 +152,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ramjet", required=True, help="the release binary to measure")
     ap.add_argument("--budget", default=os.path.join(HERE, "budget.json"))
-    ap.add_argument("--drivers", default="io-uring,legacy")
-    ap.add_argument("--low", type=int, default=500)
-    ap.add_argument("--high", type=int, default=5500)
+    ap.add_argument("--drivers", default="legacy",
+                    help="comma list of io-uring,legacy (io-uring: see README.md before you wait for it)")
+    ap.add_argument("--low", type=int, default=200)
+    ap.add_argument("--high", type=int, default=5200)
     ap.add_argument("--report", action="store_true", help="print the counts; check nothing")
     args = ap.parse_args()
     if not shutil.which("valgrind"):
@@ -170,6 +171,10 @@ def main():
         for driver in args.drivers.split(","):
             per_request = measure(args.ramjet, backend_port, driver, args.low, args.high, tmp)
             limit = budget["plain_keepalive"][driver]
+            if limit["max"] is None:
+                print(f"plain keep-alive request, {driver}: {per_request:,.0f} worker instructions "
+                      f"(no budget yet, goal {limit['goal']:,})")
+                continue
             verdict = "ok" if per_request <= limit["max"] else "OVER BUDGET"
             print(f"plain keep-alive request, {driver}: {per_request:,.0f} worker instructions "
                   f"(budget {limit['max']:,}, goal {limit['goal']:,}): {verdict}")
