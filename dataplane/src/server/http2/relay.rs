@@ -24,6 +24,7 @@ use http::uri::PathAndQuery;
 use http::{Request, Response, Uri};
 use ramjet_shared::{Edits, UpstreamErrorKind, UpstreamTls};
 
+use super::stream::StreamRequest;
 use crate::base::deadline::Deadline;
 use crate::conn::ConnFacts;
 use crate::error::{Failure, ProxyError};
@@ -59,18 +60,14 @@ struct Relayed {
 
 /// Proxies the stream to `to` over HTTP/2; the status relayed, or why it failed. `tally` learns
 /// the endpoint, the times and the body bytes each way; the request carries the request id `id`.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn forward(
-    worker: &Worker,
-    facts: &ConnFacts,
-    parts: &Parts,
-    host: &str,
+    req: StreamRequest<'_>,
     body: RecvStream,
     respond: &mut SendResponse<Bytes>,
     to: Target<'_>,
-    id: &RequestId,
     tally: &mut Tally,
 ) -> Result<u16, Failure> {
+    let StreamRequest { worker, facts, parts, host, id } = req;
     let extras = to.extras;
     // The client's gRPC deadline and the rule's, whichever ends first, bound the wait for the head.
     let grpc = if to.grpc { grpc_timeout(&parts.headers) } else { None };

@@ -51,6 +51,17 @@ const X_REQUEST_ID: &str = "x-request-id";
 /// write; larger ones are written as they are.
 const COALESCE: usize = 16 * 1024;
 
+/// What every phase of one stream reads: the worker, the connection's facts, the request's head,
+/// the host it is routed by (validated), and its id.
+#[derive(Clone, Copy)]
+pub(super) struct StreamRequest<'s> {
+    pub worker: &'s Worker,
+    pub facts: &'s ConnFacts,
+    pub parts: &'s Parts,
+    pub host: &'s str,
+    pub id: &'s RequestId,
+}
+
 /// What a stream did, for its accounting: the status sent (0: none), the route, the tally.
 struct Seen<'t> {
     status: u16,
@@ -90,7 +101,13 @@ pub(crate) async fn serve(
         worker.log_begin(&fields, &mut record)
     };
     let mut seen = Seen { status: 0, served: None, tally: Tally::default() };
-    let outcome = handle(&worker, &facts, &generation.table, &parts, body, &mut respond, &id, &mut seen).await;
+    let outcome = match host(&parts) {
+        Ok(host) => {
+            let req = StreamRequest { worker: &worker, facts: &facts, parts: &parts, host, id: &id };
+            handle(req, &generation.table, body, &mut respond, &mut seen).await
+        }
+        Err(e) => Err(e.into()),
+    };
     match outcome {
         Ok(status) => seen.status = status,
         Err(failure) => {
@@ -131,18 +148,14 @@ pub(crate) async fn serve(
 /// Routes and answers the request; the status sent, or why it failed. The phases are the
 /// pipeline's (`crate::pipeline`); this function reads them from the stream's fields and writes
 /// their answers as HTTP/2.
-#[allow(clippy::too_many_arguments)]
 async fn handle<'t>(
-    worker: &Worker,
-    facts: &ConnFacts,
+    req: StreamRequest<'_>,
     table: &'t RouteTable,
-    parts: &Parts,
     body: RecvStream,
     respond: &mut SendResponse<Bytes>,
-    id: &RequestId,
     seen: &mut Seen<'t>,
 ) -> Result<u16, Failure> {
-    let host = host(parts)?;
+    let StreamRequest { worker, facts, parts, host, id } = req;
     let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
     let route_target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
@@ -203,7 +216,7 @@ async fn handle<'t>(
         None => {
             held.grant(&mut extras);
             extras.response = edits.response;
-            proxy_stream(worker, facts, parts, host, body, respond, seen, &mut extras, edits, id).await
+            proxy_stream(req, body, respond, seen, &mut extras, edits).await
         }
     };
     held.release(worker);
@@ -212,19 +225,15 @@ async fn handle<'t>(
 
 /// Sends the admitted stream to its backend, over HTTP/2 when the backend speaks it, else over
 /// HTTP/1.1 from the worker's pool.
-#[allow(clippy::too_many_arguments)]
 async fn proxy_stream<'t>(
-    worker: &Worker,
-    facts: &ConnFacts,
-    parts: &Parts,
-    host: &str,
+    req: StreamRequest<'_>,
     body: RecvStream,
     respond: &mut SendResponse<Bytes>,
     seen: &mut Seen<'t>,
     extras: &mut RouteExtras<'_>,
     edits: Edits<'_>,
-    id: &RequestId,
 ) -> Result<u16, Failure> {
+    let worker = req.worker;
     let Some(served) = seen.served else { return Err(ProxyError::NoRoute.into()) };
     let endpoints = match &served.backend.kind {
         ramjet_shared::BackendKind::Endpoints(endpoints) if !endpoints.is_empty() => &endpoints[..],
@@ -233,12 +242,12 @@ async fn proxy_stream<'t>(
     let index = extras.endpoint(worker, served.backend.slot, endpoints);
     let tls = served.backend.tls.as_deref();
     if served.backend.protocol.is_h2() {
-        let grpc = grpc::is_grpc(&parts.headers);
+        let grpc = grpc::is_grpc(&req.parts.headers);
         let to = relay::Target { endpoints, index, tls, grpc, extras, edits };
-        return relay::forward(worker, facts, parts, host, body, respond, to, id, &mut seen.tally).await;
+        return relay::forward(req, body, respond, to, &mut seen.tally).await;
     }
-    let to = Upstream { endpoints, tls, index, id };
-    forward(worker, facts, parts, host, body, respond, to, seen, extras, edits).await
+    let to = Upstream { endpoints, tls, index };
+    forward(req, body, respond, to, seen, extras, edits).await
 }
 
 /// Sends `request` (an error request, complete) to the error backend and reads its response
@@ -311,16 +320,11 @@ struct Upstream<'a> {
     endpoints: &'a [std::net::SocketAddr],
     tls: Option<&'a ramjet_shared::UpstreamTls>,
     index: usize,
-    id: &'a RequestId,
 }
 
 /// Proxies the stream to `endpoints[index]` (or the next one) over HTTP/1.1.
-#[allow(clippy::too_many_arguments)]
 async fn forward(
-    worker: &Worker,
-    facts: &ConnFacts,
-    parts: &Parts,
-    host: &str,
+    req: StreamRequest<'_>,
     mut body: RecvStream,
     respond: &mut SendResponse<Bytes>,
     to: Upstream<'_>,
@@ -328,7 +332,8 @@ async fn forward(
     extras: &mut RouteExtras<'_>,
     edits: Edits<'_>,
 ) -> Result<u16, Failure> {
-    let Upstream { endpoints, tls, index, id } = to;
+    let StreamRequest { worker, facts, parts, host, id } = req;
+    let Upstream { endpoints, tls, index } = to;
     let mut out = worker.out_buffers.take();
     let framing = match upstream_head(parts, host, facts, body.is_end_stream(), &mut out) {
         Ok(framing) => framing,
