@@ -39,8 +39,10 @@ pub(crate) trait AnswerHead {
     /// The status (HTTP/1.1 writes its status line here).
     fn status(&mut self, status: u16, reason: &str);
     /// A head compiled in HTTP/1.1 form (status line, then fields, each line ending in CRLF): a
-    /// route's configured answer and a rule's redirect are compiled that way for HTTP/1.1's sake.
-    fn compiled(&mut self, status: u16, write: impl FnOnce(&mut Vec<u8>));
+    /// route's configured answer is compiled that way for HTTP/1.1's sake.
+    fn compiled(&mut self, status: u16, head: &[u8]);
+    /// A head in the same form that `write` writes (a rule's redirect, finished per request).
+    fn compiled_with(&mut self, status: u16, write: impl FnOnce(&mut Vec<u8>));
     /// One field.
     fn field(&mut self, name: &'static str, value: &[u8]);
     /// One field whose value is written in place by `value`.
@@ -126,11 +128,11 @@ impl LocalAnswer<'_> {
             }
             LocalAnswer::Redirect { redirect, tls, host, target, scratch } => {
                 // Rendered when the table was built, as far as it does not depend on the request.
-                head.compiled(redirect.status(), |out| redirect.head(*tls, host, target, scratch, out));
+                head.compiled_with(redirect.status(), |out| redirect.head(*tls, host, target, scratch, out));
                 b""
             }
             LocalAnswer::Direct(response) => {
-                head.compiled(response.status, |out| out.extend_from_slice(&response.head));
+                head.compiled(response.status, &response.head);
                 &response.body
             }
         }

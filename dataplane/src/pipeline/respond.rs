@@ -44,28 +44,3 @@ pub(crate) fn edit_response(extras: &RouteExtras<'_>, status: u16, head: &mut im
         });
     }
 }
-
-/// HTTP/2 (and the `http` crate's) form: a field map.
-impl ResponseFields for http::HeaderMap {
-    fn apply_edits(&mut self, edits: &HeaderEdits) {
-        crate::policy::edit::edit_fields(self, edits);
-    }
-
-    fn set(&mut self, name: &'static str, value: &[u8]) {
-        if let Ok(value) = http::HeaderValue::from_bytes(value) {
-            self.insert(http::HeaderName::from_static(name), value);
-        }
-    }
-
-    fn add_cookie_lines(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
-        let mut lines = Vec::with_capacity(192);
-        write(&mut lines);
-        for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let value = line.strip_prefix(b"set-cookie: ").unwrap_or(line);
-            let value = value.strip_suffix(b"\r").unwrap_or(value);
-            if let Ok(value) = http::HeaderValue::from_bytes(value) {
-                self.append(http::header::SET_COOKIE, value);
-            }
-        }
-    }
-}

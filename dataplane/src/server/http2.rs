@@ -21,6 +21,8 @@
 
 mod answer;
 pub(crate) mod relay;
+mod request;
+mod respond;
 mod stream;
 mod streams;
 

@@ -17,7 +17,11 @@ impl AnswerHead for Http1Head<'_> {
         self.0.extend_from_slice(b"\r\n");
     }
 
-    fn compiled(&mut self, _status: u16, write: impl FnOnce(&mut Vec<u8>)) {
+    fn compiled(&mut self, _status: u16, head: &[u8]) {
+        self.0.extend_from_slice(head);
+    }
+
+    fn compiled_with(&mut self, _status: u16, write: impl FnOnce(&mut Vec<u8>)) {
         write(self.0);
     }
 

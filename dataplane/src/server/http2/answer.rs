@@ -1,7 +1,7 @@
 //! HTTP/2's spelling of the answers ramjet makes itself ([`LocalAnswer`]): a `Response` with the
-//! answer's fields and a `date`, and the body to send after it.
+//! answer's fields and a `date`, and the body to send after it (copied into the stream's send
+//! buffer by the caller, as a backend's body is).
 
-use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue, DATE};
 use http::{Response, StatusCode};
 
@@ -27,17 +27,21 @@ impl AnswerHead for H2Head {
         *self.response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
     }
 
-    fn compiled(&mut self, status: u16, write: impl FnOnce(&mut Vec<u8>)) {
+    fn compiled(&mut self, status: u16, head: &[u8]) {
         self.status(status, "");
-        let mut head = std::mem::take(&mut self.value);
-        head.clear();
-        write(&mut head);
-        // The compiled head is HTTP/1.1 text: the status line, then fields.
+        // The status line, then fields.
         for line in head.split(|&b| b == b'\n').skip(1).map(|l| l.strip_suffix(b"\r").unwrap_or(l)) {
             if let Some(colon) = line.iter().position(|&b| b == b':') {
                 self.append(&line[..colon], line[colon + 1..].trim_ascii());
             }
         }
+    }
+
+    fn compiled_with(&mut self, status: u16, write: impl FnOnce(&mut Vec<u8>)) {
+        let mut head = std::mem::take(&mut self.value);
+        head.clear();
+        write(&mut head);
+        self.compiled(status, &head);
         self.value = head;
     }
 
@@ -55,14 +59,9 @@ impl AnswerHead for H2Head {
 }
 
 /// The response head (with a `date`) and the body of `answer`.
-pub(crate) fn render(answer: &LocalAnswer<'_>, date: &[u8]) -> (Response<()>, Bytes) {
+pub(crate) fn render<'a>(answer: &'a LocalAnswer<'_>, date: &[u8]) -> (Response<()>, &'a [u8]) {
     let mut head = H2Head { response: Response::new(()), value: Vec::new() };
     let body = answer.write(&mut head);
-    let body = match answer {
-        // A configured body is shared with the table, not copied.
-        LocalAnswer::Direct(response) => response.body.clone(),
-        _ => Bytes::copy_from_slice(body),
-    };
     if let Ok(date) = HeaderValue::from_bytes(date) {
         head.response.headers_mut().insert(DATE, date);
     }

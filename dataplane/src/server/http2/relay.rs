@@ -24,7 +24,7 @@ use http::uri::PathAndQuery;
 use http::{Request, Response, Uri};
 use ramjet_shared::{Edits, UpstreamErrorKind, UpstreamTls};
 
-use super::stream::StreamRequest;
+use super::request::StreamRequest;
 use crate::base::deadline::Deadline;
 use crate::conn::ConnFacts;
 use crate::error::{Failure, ProxyError};

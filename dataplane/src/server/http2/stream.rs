@@ -15,13 +15,13 @@ use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http::header::HeaderValue;
-use http::request::Parts;
 use http::{Method, Request, Response};
 use monoio::io::AsyncWriteRentExt;
 use ramjet_shared::{is_idempotent, Edits, HashInput, RouteTable, UpstreamErrorKind};
 
 use super::answer::render;
 use super::relay::{self, Stalled};
+use super::request::StreamRequest;
 use super::streams::StreamSlot;
 use crate::base::buf::write_vec;
 use crate::base::deadline::Deadline;
@@ -50,17 +50,6 @@ const X_REQUEST_ID: &str = "x-request-id";
 /// Request body pieces up to this size are copied behind their chunk framing and sent in one
 /// write; larger ones are written as they are.
 const COALESCE: usize = 16 * 1024;
-
-/// What every phase of one stream reads: the worker, the connection's facts, the request's head,
-/// the host it is routed by (validated), and its id.
-#[derive(Clone, Copy)]
-pub(super) struct StreamRequest<'s> {
-    pub worker: &'s Worker,
-    pub facts: &'s ConnFacts,
-    pub parts: &'s Parts,
-    pub host: &'s str,
-    pub id: &'s RequestId,
-}
 
 /// What a stream did, for its accounting: the status sent (0: none), the route, the tally.
 struct Seen<'t> {
@@ -216,7 +205,7 @@ async fn handle<'t>(
         None => {
             held.grant(&mut extras);
             extras.response = edits.response;
-            proxy_stream(req, body, respond, seen, &mut extras, edits).await
+            proxy_stream(req, (served, endpoints), body, respond, seen, &mut extras, edits).await
         }
     };
     held.release(worker);
@@ -227,6 +216,7 @@ async fn handle<'t>(
 /// HTTP/1.1 from the worker's pool.
 async fn proxy_stream<'t>(
     req: StreamRequest<'_>,
+    (served, endpoints): (Served<'t>, &'t [std::net::SocketAddr]),
     body: RecvStream,
     respond: &mut SendResponse<Bytes>,
     seen: &mut Seen<'t>,
@@ -234,11 +224,9 @@ async fn proxy_stream<'t>(
     edits: Edits<'_>,
 ) -> Result<u16, Failure> {
     let worker = req.worker;
-    let Some(served) = seen.served else { return Err(ProxyError::NoRoute.into()) };
-    let endpoints = match &served.backend.kind {
-        ramjet_shared::BackendKind::Endpoints(endpoints) if !endpoints.is_empty() => &endpoints[..],
-        _ => return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into()),
-    };
+    if endpoints.is_empty() {
+        return Err(ProxyError::Upstream(UpstreamErrorKind::NoEndpoints).into());
+    }
     let index = extras.endpoint(worker, served.backend.slot, endpoints);
     let tls = served.backend.tls.as_deref();
     if served.backend.protocol.is_h2() {
@@ -311,7 +299,7 @@ async fn answer_with(
     if empty {
         return true;
     }
-    let mut body = BytesMut::from(&body[..]);
+    let mut body = BytesMut::from(body);
     send_chunk(&mut send, &mut body, true, worker.settings.client_write_timeout, Deadline::NONE).await.is_ok()
 }
 
