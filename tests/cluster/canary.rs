@@ -115,14 +115,7 @@ fn a_healthy_canary_promotes_itself_and_a_restart_resumes() {
     let ingress = install.ingress_value("web-canary");
     assert_eq!(ingress["metadata"]["annotations"]["team"], "shop");
     assert_eq!(state_weight(&install), Some(50), "{ingress:#}");
-    let managers: Vec<&str> = ingress["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["manager"] == "ramjet" && m["subresource"].is_null())
-        .flat_map(|m| m["fieldsV1"]["f:metadata"]["f:annotations"].as_object().unwrap().keys())
-        .map(String::as_str)
-        .collect();
+    let managers = annotations_owned_by_ramjet(&ingress);
     assert_eq!(managers, ["f:ramjet.dev/canary-state"], "ramjet owns exactly its annotation: {ingress:#}");
 
     // Restart: a new process resumes at 50, never back to 25, and does not start over.

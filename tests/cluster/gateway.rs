@@ -452,14 +452,7 @@ fn gateway_api_httproute_canaries_promote_or_abort_themselves() {
     let route = admin.get("HTTPRoute", Some(&ns), "shop").unwrap();
     assert_eq!(route["metadata"]["annotations"]["team"], "shop", "{route:#}");
     assert_eq!(route["spec"]["rules"][0]["backendRefs"][1]["weight"], 0, "the user's weights are theirs: {route:#}");
-    let owned: Vec<&str> = route["metadata"]["managedFields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["manager"] == "ramjet" && m["subresource"].is_null())
-        .flat_map(|m| m["fieldsV1"]["f:metadata"]["f:annotations"].as_object().unwrap().keys())
-        .map(String::as_str)
-        .collect();
+    let owned = annotations_owned_by_ramjet(&route);
     assert_eq!(owned, ["f:ramjet.dev/canary-state"], "ramjet owns exactly its annotation: {route:#}");
     assert_eq!(install.events("CanaryStarted", "shop").len(), 1, "{:#?}", install.events("CanaryStarted", "shop"));
     let stepped = install.events("CanaryStepped", "shop");

@@ -595,6 +595,19 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
+/// The annotations ramjet's field manager owns on an object (its server-side-apply entries, not
+/// the status subresource's): ramjet must own its own annotation and nothing of the user's.
+fn annotations_owned_by_ramjet(object: &Value) -> Vec<&str> {
+    object["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["manager"] == "ramjet" && m["subresource"].is_null())
+        .flat_map(|m| m["fieldsV1"]["f:metadata"]["f:annotations"].as_object().unwrap().keys())
+        .map(String::as_str)
+        .collect()
+}
+
 /// The canary's `ramjet.dev/canary-state`, parsed.
 fn canary_state(install: &Install) -> Option<Value> {
     let ingress = install.admin.get("Ingress", Some(&install.ns), "web-canary")?;
