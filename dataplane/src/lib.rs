@@ -45,6 +45,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use base::wakeup::EventSender;
 use ramjet_shared::{Published, WorkerStats};
 use rustls::ServerConfig;
 
@@ -79,7 +80,8 @@ pub enum StartError {
 /// The running workers.
 pub struct DataPlane {
     threads: Vec<JoinHandle<()>>,
-    drain: Option<flume::Sender<()>>,
+    /// One eventfd per worker, written once to drain it.
+    drain: Vec<EventSender>,
     /// Where HTTP is served (the real port when 0 was asked for).
     pub http_addr: SocketAddr,
     pub https_addr: Option<SocketAddr>,
@@ -115,7 +117,7 @@ impl DataPlane {
         };
         let cpus = if config.pin_workers { server::runtime::allowed_cpus() } else { Vec::new() };
         let settings = Arc::new(config.settings);
-        let (drain_tx, drain_rx) = flume::bounded::<()>(1);
+        let mut drain = Vec::with_capacity(workers);
         let (ready_tx, ready_rx) = mpsc::channel();
         let mut threads = Vec::with_capacity(workers);
         for (id, (http, https)) in http.into_iter().zip(https).enumerate() {
@@ -123,7 +125,11 @@ impl DataPlane {
             let settings = settings.clone();
             let published = published.clone();
             let stats = stats.clone();
-            let drain_rx = drain_rx.clone();
+            let (sender, drain_rx) = base::wakeup::event_pair().map_err(|e| StartError::Worker {
+                worker: id,
+                reason: format!("cannot create its drain eventfd: {e}"),
+            })?;
+            drain.push(sender);
             let ready_tx = ready_tx.clone();
             let tls_config = tls_config.clone();
             let log = worker_logs[id].take();
@@ -137,7 +143,9 @@ impl DataPlane {
                         }
                     }
                     let main = move |started: server::runtime::Started| async move {
-                        let worker = Rc::new(worker::Worker::new(id, settings, published, stats, log));
+                        let mut worker = worker::Worker::new(id, settings, published, stats, log);
+                        worker.io_uring = started.io_uring();
+                        let worker = Rc::new(worker);
                         let https = https.zip(tls_config.map(server::tls::TlsTerminator::new));
                         server::accept::run(worker, http, https, drain_rx, started).await
                     };
@@ -151,16 +159,14 @@ impl DataPlane {
         for _ in 0..workers {
             match ready_rx.recv() {
                 Ok((id, Ok(choice))) => drivers[id] = Some(choice),
-                Ok((worker, Err(reason))) => {
-                    drop(drain_tx);
-                    return Err(StartError::Worker { worker, reason });
-                }
+                // Dropping `drain` tells the workers that started to stop.
+                Ok((worker, Err(reason))) => return Err(StartError::Worker { worker, reason }),
                 Err(_) => return Err(StartError::Worker { worker: 0, reason: "worker exited".into() }),
             }
         }
         Ok(DataPlane {
             threads,
-            drain: Some(drain_tx),
+            drain,
             http_addr,
             https_addr,
             drivers: drivers.into_iter().flatten().collect(),
@@ -177,7 +183,8 @@ impl DataPlane {
 
     /// Stops accepting and lets the workers finish their connections (see [`Settings::drain_timeout`]).
     pub fn drain(&mut self) {
-        self.drain.take();
+        // Dropping a worker's sender tells it, once.
+        self.drain.clear();
     }
 
     /// Waits for every worker to finish (after [`DataPlane::drain`]).

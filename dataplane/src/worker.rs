@@ -12,7 +12,7 @@ use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
 
 use crate::base::buf::BufferPool;
 use crate::base::clock::Clock;
-use crate::base::coarse_timer::CoarseTimer;
+use crate::base::coarse_timer::{CoarseSleep, CoarseTimer};
 use crate::base::drain::DrainSignal;
 use crate::base::page_box::PagePool;
 use crate::codec::http1::{CLIENT_BUFFER, UPSTREAM_BUFFER};
@@ -54,8 +54,12 @@ pub(crate) struct Worker {
     pub drain: DrainSignal,
     /// The `Date` of answers the worker writes itself.
     pub clock: Clock,
-    /// Long waits that may end a tick late (quiet connections' keep-alive), at a few bytes each.
-    pub idle_timer: CoarseTimer,
+    /// Waits that may end a tick late (quiet connections' keep-alive, every timeout of a
+    /// connection's reads and writes through a `Watchdog`), at a few bytes each.
+    pub coarse_timer: Rc<CoarseTimer>,
+    /// The worker runs on io_uring: a read in flight holds its buffer in the kernel (on epoll a
+    /// pending read has read nothing yet).
+    pub io_uring: bool,
     stats: Arc<WorkerStats>,
     cache: RefCell<Cache<GenerationPointer, Arc<Generation>>>,
     /// The generation in use, wrapped so that requests share it by a worker-local count instead of
@@ -120,7 +124,8 @@ impl Worker {
             out_buffers: BufferPool::new(4096, 1024),
             drain: DrainSignal::default(),
             clock: Clock::default(),
-            idle_timer: CoarseTimer::default(),
+            coarse_timer: Rc::default(),
+            io_uring: true,
             settings,
             stats,
             cache: RefCell::new(cache),
@@ -139,6 +144,26 @@ impl Worker {
     /// The generation for a new request: one pointer comparison when nothing changed.
     #[inline]
     #[allow(clippy::redundant_allocation)]
+    /// `fut` for at most `after` (up to a [`crate::base::coarse_timer::TICK`] more), on the
+    /// worker's timer (monoio's is not built). A connection's own waits use its `Watchdog`.
+    pub async fn timeout<F: std::future::Future>(
+        &self,
+        after: std::time::Duration,
+        fut: F,
+    ) -> Result<F::Output, crate::base::watchdog::Elapsed> {
+        crate::base::watchdog::timeout(&self.coarse_timer, after, fut).await
+    }
+
+    /// How this worker opens a connection to an HTTP/2 backend, within `timeout`.
+    pub fn dial(&self, timeout: std::time::Duration) -> crate::upstream::h2::Dial<'_> {
+        crate::upstream::h2::Dial { timeout, timer: &self.coarse_timer, limits: &self.settings.http2 }
+    }
+
+    /// Completes after `after` (up to a tick more), on the worker's timer.
+    pub fn sleep(&self, after: std::time::Duration) -> CoarseSleep<'_> {
+        self.coarse_timer.sleep(after)
+    }
+
     pub fn generation(&self) -> Rc<Arc<Generation>> {
         let mut cache = self.cache.borrow_mut();
         let latest = cache.load();

@@ -1,14 +1,16 @@
-//! A worker's timer for long waits that may end a little late: the rest of a quiet connection's
-//! keep-alive wait.
+//! A worker's timer for waits that may end a little late: the rest of a quiet connection's
+//! keep-alive wait, and (through [`crate::base::watchdog`]) every timeout of a connection's reads
+//! and writes.
 //!
 //! monoio's `Sleep` is 640 bytes, aligned to 128, and it sits in the future that waits. Thousands
 //! of idle connections each holding one paid more for the timer than for the rest of their state
 //! (`docs/benchmarks.md`, idle connections). Here a wait is a key in one ordered map of the
-//! worker's (a deadline, counted in [`TICK`]s and rounded up, and a sequence number) with the
-//! task's waker: a few dozen bytes. One task per worker ([`CoarseTimer::run`]) sleeps on a single
-//! monoio timer until the earliest deadline, then wakes every wait that is due. Waits that end in
-//! the same tick share one wake-up, so the worker wakes at most once a tick for them, and not at
-//! all while nothing waits.
+//! worker's (a deadline, counted in [`TICK`]s of the monotonic clock and rounded up, and a sequence
+//! number) with the task's waker: a few dozen bytes. One task per worker ([`CoarseTimer::run`])
+//! sleeps on a timerfd ([`crate::base::wakeup`]) until the earliest deadline, then wakes every wait
+//! that is due. Waits that end in the same tick share one wake-up, so the worker wakes at most once
+//! a tick for them, and not at all while nothing waits. It is the worker's only timer: the runtime
+//! is built without monoio's, whose wheel cost every park of the runtime.
 //!
 //! A wait ends between its deadline and one tick later, never early.
 
@@ -17,17 +19,20 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::wakeup::{monotonic_nanos, Wakeup};
 
 /// The timer's resolution: how late a wait may end.
-pub const TICK: Duration = Duration::from_millis(50);
+pub const TICK: Duration = Duration::from_millis(10);
+const TICK_NANOS: u64 = TICK.as_nanos() as u64;
 
-/// A wait's place in the map: its deadline in ticks since the timer's start, then a number that
+/// A wait's place in the map: its deadline in ticks of the monotonic clock, then a number that
 /// keeps waits of the same tick apart.
-type Key = (u64, u64);
+pub(crate) type Key = (u64, u64);
 
+#[derive(Default)]
 pub struct CoarseTimer {
-    start: Instant,
     inner: RefCell<Inner>,
 }
 
@@ -42,12 +47,8 @@ struct Inner {
     timer_task: Option<Waker>,
     /// Wakers of the waits due, collected outside the map's borrow (kept for its capacity).
     due: Vec<Waker>,
-}
-
-impl Default for CoarseTimer {
-    fn default() -> Self {
-        CoarseTimer { start: Instant::now(), inner: RefCell::default() }
-    }
+    /// Every wait due at this tick or before has been woken.
+    fired_through: u64,
 }
 
 impl CoarseTimer {
@@ -58,13 +59,15 @@ impl CoarseTimer {
 
     /// Waits currently registered.
     #[cfg(test)]
-    fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.inner.borrow().waits.len()
     }
 
-    /// The worker's timer task: sleeps until the earliest deadline and wakes the waits that are due.
-    /// Runs for the worker's life.
-    pub async fn run(&self) {
+    /// The worker's timer task: sleeps on `clock` (a timerfd) until the earliest deadline and wakes
+    /// the waits that are due. Runs for the worker's life.
+    pub async fn run(&self, clock: Wakeup) {
+        // What the timerfd is set to (`None`: disarmed, or expired).
+        let mut set_for = None;
         loop {
             let earliest = {
                 let mut inner = self.inner.borrow_mut();
@@ -72,22 +75,35 @@ impl CoarseTimer {
                 inner.armed_for = inner.waits.first_key_value().map(|((tick, _), _)| *tick);
                 inner.armed_for
             };
-            match earliest {
-                None => Rearm(self).await,
-                Some(tick) => monoio::select! {
-                    _ = monoio::time::sleep_until(self.instant_of(tick).into()) => self.wake_due(),
-                    _ = Rearm(self) => {}
-                },
+            if earliest.is_some() && earliest != set_for {
+                if let Err(e) = clock.set_timer(earliest.map(|tick| tick.saturating_mul(TICK_NANOS))) {
+                    tracing::error!(error = %e, "cannot set the worker's timer");
+                }
+                set_for = earliest;
+            }
+            if earliest.is_none() {
+                Rearm(self).await;
+                continue;
+            }
+            let expired = monoio::select! {
+                biased;
+                r = clock.wait() => {
+                    if let Err(e) = r {
+                        tracing::error!(error = %e, "cannot read the worker's timer");
+                    }
+                    true
+                }
+                _ = Rearm(self) => false,
+            };
+            if expired {
+                set_for = None;
+                self.wake_due();
             }
         }
     }
 
     fn now_tick(&self) -> u64 {
-        (self.start.elapsed().as_nanos() / TICK.as_nanos()) as u64
-    }
-
-    fn instant_of(&self, tick: u64) -> Instant {
-        self.start + Duration::from_nanos(tick.saturating_mul(TICK.as_nanos() as u64))
+        monotonic_nanos() / TICK_NANOS
     }
 
     /// Removes the waits due by now and wakes their tasks.
@@ -96,6 +112,7 @@ impl CoarseTimer {
         let mut due = {
             let mut inner = self.inner.borrow_mut();
             let mut due = std::mem::take(&mut inner.due);
+            inner.fired_through = inner.fired_through.max(now);
             while let Some(entry) = inner.waits.first_entry() {
                 if entry.key().0 > now {
                     break;
@@ -111,10 +128,25 @@ impl CoarseTimer {
         self.inner.borrow_mut().due = due;
     }
 
+    /// The tick a wait of `after` from now is due at: rounded up, so that it never ends early.
+    pub(crate) fn tick_after(&self, after: Duration) -> u64 {
+        // In u64 nanoseconds (584 years of uptime): a u128 division costs more than the rest of a
+        // registration.
+        let after = u64::try_from(after.as_nanos()).unwrap_or(u64::MAX);
+        monotonic_nanos().saturating_add(after).div_ceil(TICK_NANOS)
+    }
+
+    /// Every wait due at `tick` or before has been woken: a wait of that tick is over.
+    pub(crate) fn fired_through(&self, tick: u64) -> bool {
+        self.inner.borrow().fired_through >= tick
+    }
+
     fn register(&self, after: Duration, waker: &Waker) -> Key {
-        // Rounded up: a wait never ends before `after`.
-        let deadline = self.start.elapsed() + after;
-        let tick = deadline.as_nanos().div_ceil(TICK.as_nanos()) as u64;
+        self.register_at(self.tick_after(after), waker)
+    }
+
+    /// Adds a wait due at `tick` that wakes `waker`.
+    pub(crate) fn register_at(&self, tick: u64, waker: &Waker) -> Key {
         let mut inner = self.inner.borrow_mut();
         let key = (tick, inner.next_seq);
         inner.next_seq += 1;
@@ -126,6 +158,24 @@ impl CoarseTimer {
             }
         }
         key
+    }
+
+    /// Whether the wait `key` is still registered (not yet due); if so it wakes `waker` from now on.
+    pub(crate) fn still_waiting(&self, key: Key, waker: &Waker) -> bool {
+        match self.inner.borrow_mut().waits.get_mut(&key) {
+            None => false,
+            Some(w) => {
+                if !w.will_wake(waker) {
+                    *w = waker.clone();
+                }
+                true
+            }
+        }
+    }
+
+    /// Takes the wait `key` out (nothing happens if it was due already).
+    pub(crate) fn cancel(&self, key: Key) {
+        self.inner.borrow_mut().waits.remove(&key);
     }
 }
 
@@ -172,21 +222,12 @@ impl Future for CoarseSleep<'_> {
                 Poll::Pending
             }
             State::Waiting(key) => {
-                let mut inner = self.timer.inner.borrow_mut();
-                match inner.waits.get_mut(&key) {
-                    // Taken out by the timer task: due.
-                    None => {
-                        drop(inner);
-                        self.state = State::Done;
-                        Poll::Ready(())
-                    }
-                    Some(w) => {
-                        if !w.will_wake(cx.waker()) {
-                            *w = cx.waker().clone();
-                        }
-                        Poll::Pending
-                    }
+                if self.timer.still_waiting(key, cx.waker()) {
+                    return Poll::Pending;
                 }
+                // Taken out by the timer task: due.
+                self.state = State::Done;
+                Poll::Ready(())
             }
         }
     }
@@ -195,7 +236,7 @@ impl Future for CoarseSleep<'_> {
 impl Drop for CoarseSleep<'_> {
     fn drop(&mut self) {
         if let State::Waiting(key) = self.state {
-            self.timer.inner.borrow_mut().waits.remove(&key);
+            self.timer.cancel(key);
         }
     }
 }
@@ -203,6 +244,7 @@ impl Drop for CoarseSleep<'_> {
 #[cfg(test)]
 mod tests {
     use std::rc::Rc;
+    use std::time::Instant;
 
     use super::*;
 
@@ -213,7 +255,7 @@ mod tests {
             let timer = Rc::new(CoarseTimer::default());
             let _task = monoio::spawn({
                 let timer = timer.clone();
-                async move { timer.run().await }
+                async move { timer.run(crate::base::wakeup::Wakeup::timer().unwrap()).await }
             });
             test(timer).await;
         });

@@ -10,7 +10,7 @@ use std::time::Duration;
 /// connection closed after (the caller knows which phase it is in); its upstream connection is
 /// closed, never pooled, as after any failed exchange.
 #[derive(Clone, Copy, Debug)]
-pub struct Deadline(Option<monoio::time::Instant>);
+pub struct Deadline(Option<std::time::Instant>);
 
 impl Deadline {
     /// No deadline: each wait lasts its own timeout.
@@ -19,7 +19,7 @@ impl Deadline {
     /// A deadline `deadline` from now (none for `None`).
     #[inline]
     pub fn from_now(deadline: Option<Duration>) -> Self {
-        Deadline(deadline.map(|d| monoio::time::Instant::now() + d))
+        Deadline(deadline.map(|d| std::time::Instant::now() + d))
     }
 
     /// How long a wait that may last `timeout` may last from now, and whether the deadline is what
@@ -30,7 +30,7 @@ impl Deadline {
         match self.0 {
             None => (timeout, false),
             Some(at) => {
-                let left = at.saturating_duration_since(monoio::time::Instant::now());
+                let left = at.saturating_duration_since(std::time::Instant::now());
                 if left <= timeout {
                     (left, true)
                 } else {
@@ -49,6 +49,6 @@ impl Deadline {
     /// Whether the deadline has passed (never, without one).
     #[inline]
     pub fn passed(self) -> bool {
-        self.0.is_some_and(|at| monoio::time::Instant::now() >= at)
+        self.0.is_some_and(|at| std::time::Instant::now() >= at)
     }
 }

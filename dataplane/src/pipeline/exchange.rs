@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ramjet_shared::{Backend, BackendKind, NextUpstream, UpstreamErrorKind, UpstreamTls};
 
 use crate::base::deadline::Deadline;
+use crate::base::watchdog::Watchdog;
 use crate::codec::http1::head::ResponseHead;
 use crate::error::{Failure, ProxyError};
 use crate::observe::requests::Tally;
@@ -123,7 +124,7 @@ pub(crate) async fn attempt<T: Answered>(
                 }
                 let connecting = Instant::now();
                 let timeout = deadline.limit(connect_timeout);
-                let connected = connect(addr, timeout, worker.upstream_buffers.take(), tls).await;
+                let connected = connect(addr, timeout, &worker.coarse_timer, worker.upstream_buffers.take(), tls).await;
                 tally.upstream_connect = Some(connecting.elapsed());
                 match connected {
                     Ok(up) => up,
@@ -221,10 +222,11 @@ pub(crate) fn write_failed(up: &UpstreamConn, io: Option<std::io::ErrorKind>) ->
 
 /// Reads the response head, skipping interim 1xx responses other than 101. `parse` sees the
 /// unconsumed bytes and returns the head with whatever it made of it (`Ok(None)`: incomplete). Each
-/// wait for bytes lasts at most `timeout` and what is left of `deadline`. The head stays in the
-/// buffer (its length is in the [`ResponseHead`]).
+/// wait for bytes lasts at most `timeout` and what is left of `deadline`, kept by `watch` (the
+/// calling task's). The head stays in the buffer (its length is in the [`ResponseHead`]).
 pub(crate) async fn read_response_head<X>(
     up: &mut UpstreamConn,
+    watch: &Watchdog<'_>,
     timeout: Duration,
     deadline: Deadline,
     mut parse: impl FnMut(&[u8]) -> Result<Option<(ResponseHead, X)>, ProxyError>,
@@ -244,7 +246,7 @@ pub(crate) async fn read_response_head<X>(
                 return Err(ProxyError::Upstream(UpstreamErrorKind::Protocol).into());
             }
         }
-        match monoio::time::timeout(deadline.limit(timeout), up.buf.fill(&mut up.stream)).await {
+        match watch.bound(deadline.limit(timeout), up.buf.fill(&mut up.stream)).await {
             Ok(Ok(n)) if n > 0 => {}
             Ok(_) if up.reused && !received => return Err(ProxyError::StaleUpstream.into()),
             Ok(Ok(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),

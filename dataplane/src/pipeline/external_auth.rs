@@ -15,6 +15,7 @@ use ramjet_shared::external_auth::{expand, SigninRequest};
 use ramjet_shared::{AuthService, ExternalAuth, RouteTable, UpstreamErrorKind};
 
 use crate::base::deadline::Deadline;
+use crate::base::watchdog::Watchdog;
 use crate::codec::http1::Framing;
 use crate::error::{Failure, ProxyError};
 use crate::observe::requests::Tally;
@@ -197,12 +198,13 @@ async fn exchange_with(
     request.clear();
     request.extend_from_slice(head);
     let answered = exchange::attempt(worker, to, &mut tally, async |up: &mut UpstreamConn| {
-        match monoio::time::timeout(timeout, crate::base::buf::write_vec(&mut up.stream, &mut request)).await {
+        match worker.timeout(timeout, crate::base::buf::write_vec(&mut up.stream, &mut request)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
             Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
         }
-        exchange::read_response_head(up, timeout, Deadline::NONE, |data| {
+        let watch = Watchdog::new(&worker.coarse_timer);
+        exchange::read_response_head(up, &watch, timeout, Deadline::NONE, |data| {
             crate::codec::http2::fields::response_head(data, false)
         })
         .await

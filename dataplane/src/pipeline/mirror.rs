@@ -59,8 +59,9 @@ fn send(worker: &Worker, mirror: &Mirror, head: &[u8], body: Option<&[u8]>) {
     copy.extend_from_slice(body);
     state.in_flight.set(state.in_flight.get() + 1);
     let state = state.clone();
+    let timer = worker.coarse_timer.clone();
     monoio::spawn(async move {
-        let sent = monoio::time::timeout(MIRROR_TIMEOUT, exchange(addr, copy)).await;
+        let sent = crate::base::watchdog::timeout(&timer, MIRROR_TIMEOUT, exchange(addr, copy)).await;
         match sent {
             Ok(Ok(())) => state.counters().mirror_sent(),
             Ok(Err(CopyFailure::NotConnected)) => {

@@ -6,12 +6,15 @@ use std::net::TcpListener as StdListener;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use std::os::fd::OwnedFd;
+
 use monoio::net::TcpListener;
 
 use super::contain;
 use super::http1;
 use super::runtime::Started;
 use super::tls::TlsTerminator;
+use crate::base::wakeup::Wakeup;
 use crate::conn::ConnFacts;
 use crate::worker::Worker;
 
@@ -21,9 +24,15 @@ pub(crate) async fn run(
     worker: Rc<Worker>,
     http: StdListener,
     https: Option<(StdListener, Rc<TlsTerminator>)>,
-    drain: flume::Receiver<()>,
+    drain: OwnedFd,
     started: Started,
 ) {
+    let (drain, clock) = match (Wakeup::event(drain), Wakeup::timer()) {
+        (Ok(drain), Ok(clock)) => (drain, clock),
+        (Err(e), _) | (_, Err(e)) => {
+            return started.failed(format!("cannot set up the worker's timer or drain signal: {e}"))
+        }
+    };
     let http = match TcpListener::from_std(http) {
         Ok(l) => l,
         Err(e) => return started.failed(format!("cannot register the HTTP listener: {e}")),
@@ -39,14 +48,15 @@ pub(crate) async fn run(
     started.serving();
     monoio::spawn(sweep_pool(worker.clone()));
     monoio::spawn(tick_clock(worker.clone()));
-    monoio::spawn(run_idle_timer(worker.clone()));
+    monoio::spawn(run_coarse_timer(worker.clone(), clock));
 
-    // Every sender gone (the daemon is draining) ends this wait.
-    let _ = drain.recv_async().await;
+    // The control thread writes the drain eventfd once, to drain (`DataPlane::drain`). An error
+    // reading it drains too: a worker that cannot hear the signal must not outlive the daemon.
+    let _ = drain.wait().await;
     worker.drain.fire();
     let deadline = Instant::now() + worker.settings.drain_timeout;
     while worker.open_connections.get() > 0 && Instant::now() < deadline {
-        monoio::time::sleep(Duration::from_millis(10)).await;
+        worker.sleep(Duration::from_millis(10)).await;
     }
     if worker.open_connections.get() > 0 {
         tracing::warn!(
@@ -69,7 +79,7 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<T
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(worker = worker.id, error = %e, "accept failed");
-                monoio::time::sleep(Duration::from_millis(50)).await;
+                worker.sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
@@ -102,7 +112,7 @@ async fn sweep_pool(worker: Rc<Worker>) {
     let period = (worker.settings.upstream_idle_timeout / 2).max(Duration::from_millis(100));
     loop {
         monoio::select! {
-            _ = monoio::time::sleep(period) => {
+            _ = worker.sleep(period) => {
                 worker.pool.sweep();
                 worker.h2_pool.sweep(worker.settings.upstream_idle_timeout);
                 worker.limiter.sweep();
@@ -114,8 +124,8 @@ async fn sweep_pool(worker: Rc<Worker>) {
 
 /// How often each worker frees the pooled buffers that went unused for the whole period.
 const BUFFER_TRIM_SECONDS: u64 = 5;
-async fn run_idle_timer(worker: Rc<Worker>) {
-    worker.idle_timer.run().await;
+async fn run_coarse_timer(worker: Rc<Worker>, clock: Wakeup) {
+    worker.coarse_timer.run(clock).await;
 }
 
 async fn tick_clock(worker: Rc<Worker>) {
@@ -124,7 +134,7 @@ async fn tick_clock(worker: Rc<Worker>) {
     let mut ticks = 0u64;
     loop {
         monoio::select! {
-            _ = monoio::time::sleep(Duration::from_secs(1)) => worker.clock.tick(),
+            _ = worker.sleep(Duration::from_secs(1)) => worker.clock.tick(),
             _ = worker.drain.wait() => return,
         }
         ticks += 1;

@@ -26,7 +26,8 @@ use ramjet_shared::{HashInput, RequestView, RouteTable};
 
 use super::http2;
 use crate::base::buf::ReadBuf;
-use crate::codec::http1::head::{parse_request, RequestHead};
+use crate::base::watchdog::Watchdog;
+use crate::codec::http1::head::{parse_request, text, RequestHead};
 use crate::conn::ConnFacts;
 use crate::error::ProxyError;
 use crate::observe::access_log::RequestFields;
@@ -67,6 +68,7 @@ where
 {
     let mut conn = ClientConn {
         worker,
+        watch: Watchdog::new(&worker.coarse_timer),
         stream,
         buf: ReadBuf::new(worker.client_buffers.take()),
         out: worker.out_buffers.take(),
@@ -104,6 +106,7 @@ where
                 }
             };
             let woke = monoio::select! {
+                biased;
                 r = idle::wait_quietly(&mut conn, left) => r,
                 _ = worker.drain.wait() => Ok(None),
             };
@@ -130,7 +133,9 @@ impl<S: idle::IdleWait> ClientConn<'_, S> {
         if self.buf.is_empty() {
             let wait = if self.first { settings.header_timeout } else { settings.keepalive_timeout };
             let worker = self.worker;
+            // Biased: the read first, without drawing a random number to pick the order.
             let read = monoio::select! {
+                biased;
                 r = idle::next_bytes(self, wait) => r,
                 _ = worker.drain.wait() => return Ok(Incoming::Close),
             };
@@ -163,8 +168,9 @@ impl<S: idle::IdleWait> ClientConn<'_, S> {
                 Ok(None) => {}
                 Err(e) => return Err(e),
             }
-            let deadline = *deadline.get_or_insert_with(|| monoio::time::Instant::now() + settings.header_timeout);
-            match monoio::time::timeout_at(deadline, self.buf.fill(&mut self.stream)).await {
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + settings.header_timeout);
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.watch.bound(left, self.buf.fill(&mut self.stream)).await {
                 Ok(Ok(n)) if n > 0 => {}
                 Ok(_) => return Ok(Incoming::Close),
                 Err(_) => return Err(ProxyError::HeaderTimeout),
@@ -267,8 +273,8 @@ where
     let worker = conn.worker;
     let keep_alive = head.keep_alive && !worker.drain.is_fired();
     let data = conn.buf.data();
-    let host = std::str::from_utf8(&data[head.host.clone()]).unwrap_or("");
-    let target = std::str::from_utf8(&data[head.target.clone()]).unwrap_or("/");
+    let host = text(&data[head.host.clone()]).unwrap_or("");
+    let target = text(&data[head.target.clone()]).unwrap_or("/");
     let target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
     let view = Http1View { head: &data[..head.head_len], target: target.as_bytes(), tls: conn.facts.tls };

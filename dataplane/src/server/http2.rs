@@ -94,7 +94,7 @@ pub(crate) async fn serve<S: IntoH2Io>(worker: Rc<Worker>, stream: S, read: Opti
     let io = crate::codec::http2::io::Prefixed::new(prefix, io);
     let settings = &worker.settings;
     let handshake = builder(&settings.http2).handshake::<_, Bytes>(io);
-    let mut conn = match monoio::time::timeout(settings.header_timeout, handshake).await {
+    let mut conn = match worker.timeout(settings.header_timeout, handshake).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
             tracing::debug!(worker = worker.id, error = %e, "HTTP/2 handshake failed");
@@ -105,9 +105,9 @@ pub(crate) async fn serve<S: IntoH2Io>(worker: Rc<Worker>, stream: S, read: Opti
     let streams = Rc::new(Streams::default());
     let limit = settings.http2.max_concurrent_streams as usize;
     // Until the next look at the clock: idle, or once shutting down, the next check for the end.
-    let mut deadline = monoio::time::Instant::now() + settings.header_timeout;
+    let mut deadline = Instant::now() + settings.header_timeout;
     // Once GOAWAY is sent: the connection closes when no stream is left, or at this instant.
-    let mut shutting: Option<monoio::time::Instant> = None;
+    let mut shutting: Option<Instant> = None;
     loop {
         let drive = poll_fn(|cx| loop {
             if streams.active.get() >= limit {
@@ -138,21 +138,21 @@ pub(crate) async fn serve<S: IntoH2Io>(worker: Rc<Worker>, stream: S, read: Opti
             _ = worker.drain.wait(), if shutting.is_none() => {
                 // GOAWAY: streams in flight finish, no new ones start, within the drain timeout.
                 conn.graceful_shutdown();
-                shutting = Some(monoio::time::Instant::now() + settings.drain_timeout);
-                deadline = monoio::time::Instant::now() + GOAWAY_FLUSH;
+                shutting = Some(Instant::now() + settings.drain_timeout);
+                deadline = Instant::now() + GOAWAY_FLUSH;
             }
-            _ = monoio::time::sleep_until(deadline) => {
+            _ = worker.sleep(deadline.saturating_duration_since(Instant::now())) => {
                 if let Some(end) = shutting {
                     // h2 would wait for the client to acknowledge GOAWAY; a connection with no
                     // stream left is closed now (as nginx does), one with streams when they end.
-                    if streams.active.get() == 0 || monoio::time::Instant::now() >= end {
+                    if streams.active.get() == 0 || Instant::now() >= end {
                         // What the last streams wrote may still be in h2's buffers: the connection
                         // is driven a moment longer to write it, or a loaded worker could drop the
                         // end of a response that had finished.
-                        let _ = monoio::time::timeout(GOAWAY_FLUSH, poll_fn(|cx| conn.poll_closed(cx))).await;
+                        let _ = worker.timeout(GOAWAY_FLUSH, poll_fn(|cx| conn.poll_closed(cx))).await;
                         break;
                     }
-                    deadline = monoio::time::Instant::now() + GOAWAY_FLUSH;
+                    deadline = Instant::now() + GOAWAY_FLUSH;
                     continue;
                 }
                 let idle = if streams.seen.get() { settings.keepalive_timeout } else { settings.header_timeout };
@@ -160,11 +160,11 @@ pub(crate) async fn serve<S: IntoH2Io>(worker: Rc<Worker>, stream: S, read: Opti
                 let quiet = streams.last_done.get().map_or(idle, |done| now.duration_since(done));
                 if streams.active.get() == 0 && quiet >= idle {
                     conn.graceful_shutdown();
-                    shutting = Some(monoio::time::Instant::now() + settings.header_timeout);
-                    deadline = monoio::time::Instant::now() + GOAWAY_FLUSH;
+                    shutting = Some(Instant::now() + settings.header_timeout);
+                    deadline = Instant::now() + GOAWAY_FLUSH;
                 } else {
                     let left = if streams.active.get() == 0 { idle - quiet } else { idle };
-                    deadline = monoio::time::Instant::now() + left;
+                    deadline = Instant::now() + left;
                 }
             }
         }

@@ -95,7 +95,7 @@ pub(crate) async fn splice(worker: &Worker, client: TcpStream, hello: Vec<u8>, b
     let timeout = worker.settings.upstream_timeout;
     let mut upstream = None;
     for index in [first, (first + 1) % endpoints.len()].into_iter().take(endpoints.len().min(2)) {
-        match monoio::time::timeout(timeout, crate::upstream::connect::connect_tcp(endpoints[index])).await {
+        match worker.timeout(timeout, crate::upstream::connect::connect_tcp(endpoints[index])).await {
             Ok(Ok(stream)) => {
                 upstream = Some(stream);
                 break;

@@ -15,8 +15,9 @@ where
     F: FnOnce(Started) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    type Uring = monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>;
-    type Legacy = monoio::Runtime<monoio::time::TimeDriver<monoio::LegacyDriver>>;
+    // No monoio timer: the worker's timer is its own (`base::coarse_timer`, on a timerfd).
+    type Uring = monoio::Runtime<monoio::IoUringDriver>;
+    type Legacy = monoio::Runtime<monoio::LegacyDriver>;
     enum Built {
         Uring(Uring, &'static str),
         Legacy(Legacy, String),
@@ -25,7 +26,6 @@ where
         .is_ok_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"));
     let build_legacy = |reason: String| -> Result<Built, String> {
         monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
-            .enable_timer()
             .build()
             .map(|rt| Built::Legacy(rt, reason))
             .map_err(|e| format!("cannot build the epoll runtime: {e}"))
@@ -41,7 +41,7 @@ where
             // benches/proxy: about half a reschedule IPI per request fewer, and 16 % less CPU.
             let mut cooperative = io_uring::IoUring::builder();
             cooperative.setup_coop_taskrun().setup_taskrun_flag();
-            let builder = || monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().enable_timer().with_entries(1024);
+            let builder = || monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().with_entries(1024);
             match builder().uring_builder(cooperative).build() {
                 Ok(rt) => Ok((rt, "io_uring available, cooperative task running")),
                 // Older kernels refuse the flag: the same ring without it.
@@ -120,6 +120,11 @@ pub(crate) struct Started {
 impl Started {
     pub fn new(id: usize, choice: DriverChoice, ready: Ready) -> Self {
         Started { id, choice, ready }
+    }
+
+    /// The worker runs on io_uring (else on epoll).
+    pub fn io_uring(&self) -> bool {
+        self.choice.io_uring
     }
 
     pub fn serving(self) {

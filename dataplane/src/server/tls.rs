@@ -132,11 +132,12 @@ impl TlsTerminator {
         let session = if generation.table.has_passthrough() {
             // Some server names are passed through: the ClientHello decides, read first.
             let config = &self.config;
-            let hello = monoio::time::timeout(
-                worker.settings.header_timeout,
-                passthrough::read_hello(&mut stream, config, &generation.table),
-            )
-            .await;
+            let hello = worker
+                .timeout(
+                    worker.settings.header_timeout,
+                    passthrough::read_hello(&mut stream, config, &generation.table),
+                )
+                .await;
             drop(generation);
             match hello {
                 Ok(Ok(passthrough::Hello::Terminate(session))) => *session,
@@ -165,8 +166,7 @@ impl TlsTerminator {
                 }
             }
         };
-        let session = match monoio::time::timeout(worker.settings.header_timeout, handshake(&mut stream, session)).await
-        {
+        let session = match worker.timeout(worker.settings.header_timeout, handshake(&mut stream, session)).await {
             Ok(Ok(session)) => session,
             Ok(Err(e)) => {
                 worker.counters().tls_handshake_failed();

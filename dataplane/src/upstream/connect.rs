@@ -1,6 +1,7 @@
 //! Connecting to an endpoint with a deadline, in plain TCP or over TLS (the handshake runs on the
 //! worker, within the same deadline as the connect), and the connection with its read buffer.
 
+use crate::base::coarse_timer::CoarseTimer;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
@@ -32,6 +33,7 @@ pub struct UpstreamConn {
 pub async fn connect(
     addr: SocketAddr,
     timeout: Duration,
+    timer: &CoarseTimer,
     buf: Vec<u8>,
     tls: Option<&UpstreamTls>,
 ) -> Result<UpstreamConn, ProxyError> {
@@ -46,7 +48,7 @@ pub async fn connect(
             }
         }
     };
-    match monoio::time::timeout(timeout, connecting).await {
+    match crate::base::watchdog::timeout(timer, timeout, connecting).await {
         Ok(Ok((stream, fd))) => Ok(UpstreamConn {
             stream,
             buf: ReadBuf::new(buf),

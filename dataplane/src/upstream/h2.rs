@@ -9,6 +9,7 @@
 //! replaced or dropped meanwhile finishes its streams and closes by itself once nothing holds it
 //! (h2's client connection ends when its last handle is dropped).
 
+use crate::base::coarse_timer::CoarseTimer;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -68,8 +69,7 @@ impl H2Pool {
         &self,
         addr: SocketAddr,
         tls: Option<&UpstreamTls>,
-        timeout: Duration,
-        limits: &Http2Settings,
+        dial: &Dial<'_>,
     ) -> Result<(SendRequest<Bytes>, StreamGuard, bool), ProxyError> {
         let key = (addr, tls.map_or(0, |t| t.id));
         if let Some(conn) = self.conns.borrow().get(&key) {
@@ -77,7 +77,7 @@ impl H2Pool {
                 return Ok((conn.send.clone(), guard(&conn.usage), false));
             }
         }
-        let (send, usage) = monoio::time::timeout(timeout, connect(addr, tls, limits))
+        let (send, usage) = crate::base::watchdog::timeout(dial.timer, dial.timeout, connect(addr, tls, dial.limits))
             .await
             .map_err(|_| ProxyError::Upstream(UpstreamErrorKind::Timeout))??;
         let held = guard(&usage);
@@ -105,6 +105,14 @@ impl H2Pool {
 }
 
 /// A stream opened on a worker's HTTP/2 connection to a backend.
+/// How a new connection to an HTTP/2 backend is opened: within `timeout` (on the worker's
+/// `timer`), with the HTTP/2 `limits` of the daemon's settings.
+pub(crate) struct Dial<'a> {
+    pub timeout: Duration,
+    pub timer: &'a CoarseTimer,
+    pub limits: &'a Http2Settings,
+}
+
 pub(crate) struct OpenStream {
     /// The backend's response head, when it comes.
     pub response: ResponseFuture,
@@ -128,8 +136,7 @@ impl H2Pool {
         &self,
         addr: SocketAddr,
         tls: Option<&UpstreamTls>,
-        connect_timeout: Duration,
-        limits: &Http2Settings,
+        dial: Dial<'_>,
         request: impl Fn() -> Result<Request<()>, ProxyError>,
         end: bool,
     ) -> Result<OpenStream, Failure> {
@@ -137,7 +144,7 @@ impl H2Pool {
         let mut connect = Duration::ZERO;
         loop {
             let connecting = Instant::now();
-            let (send, held, opened) = self.get(addr, tls, connect_timeout, limits).await?;
+            let (send, held, opened) = self.get(addr, tls, &dial).await?;
             if opened {
                 connect += connecting.elapsed();
             }

@@ -13,6 +13,7 @@ use super::chunked::ChunkedDecoder;
 use super::head::Framing;
 use crate::base::buf::{write_vec, ReadBuf};
 use crate::base::deadline::Deadline;
+use crate::base::watchdog::Watchdog;
 
 /// How much of a body is left, in its framing.
 pub(crate) struct Body {
@@ -99,12 +100,13 @@ pub(crate) enum CopyError {
 }
 
 /// Timeouts of one copy: each read from the source, each write to the destination, and the
-/// exchange's deadline, which bounds every one of them.
+/// exchange's deadline, which bounds every one of them; `watch` (the copying task's) keeps them.
 #[derive(Clone, Copy)]
-pub(crate) struct Deadlines {
+pub(crate) struct Deadlines<'w> {
     pub read: Duration,
     pub write: Duration,
     pub until: Deadline,
+    pub watch: &'w Watchdog<'w>,
 }
 
 /// Copies the body from `src` (starting with what `buf` holds) to `dst` until it ends, and returns
@@ -118,7 +120,7 @@ pub(crate) async fn copy_body<R, W>(
     dst: &mut W,
     pending: &mut Vec<u8>,
     dechunk: bool,
-    deadlines: Deadlines,
+    deadlines: Deadlines<'_>,
 ) -> Result<u64, (CopyError, bool)>
 where
     R: AsyncReadRent,
@@ -145,11 +147,11 @@ where
             // A pending head goes out in one write with the body bytes that are here already.
             pending.extend_from_slice(&buf.data()[..n]);
             buf.consume(n);
-            let r = monoio::time::timeout(wait, write_vec(dst, pending)).await;
+            let r = deadlines.watch.bound(wait, write_vec(dst, pending)).await;
             pending.clear();
             r
         } else {
-            monoio::time::timeout(wait, buf.forward(n, dst)).await
+            deadlines.watch.bound(wait, buf.forward(n, dst)).await
         };
         match write {
             Ok(Ok(())) => wrote |= writes,
@@ -161,7 +163,7 @@ where
             return Ok(moved);
         }
         let (wait, cut) = deadlines.until.clamp(deadlines.read);
-        match monoio::time::timeout(wait, buf.fill(src)).await {
+        match deadlines.watch.bound(wait, buf.fill(src)).await {
             Ok(Ok(n)) if n > 0 => {}
             Ok(Ok(_)) if body.framing == Framing::UntilClose => return Ok(moved),
             Ok(Ok(_)) => return Err((CopyError::SourceClosed(None), wrote)),

@@ -10,6 +10,7 @@ use ramjet_shared::Generation;
 
 use super::answer::render;
 use crate::base::buf::{write_vec, ReadBuf};
+use crate::base::watchdog::Watchdog;
 use crate::codec::http1::body::Body;
 use crate::codec::http1::head::RequestHead;
 use crate::conn::ConnFacts;
@@ -33,9 +34,11 @@ pub(crate) enum Next {
 
 /// A client connection: its stream, the bytes read and not yet consumed, the buffer heads are
 /// written into, and the facts every upstream head carries. Every read and write on it has a
-/// deadline from the worker's settings.
+/// deadline from the worker's settings, kept by its `watch` (and so are the waits of its upstream
+/// exchanges: the connection is one task).
 pub(crate) struct ClientConn<'w, S> {
     pub worker: &'w Worker,
+    pub watch: Watchdog<'w>,
     pub stream: S,
     pub buf: ReadBuf,
     pub out: Vec<u8>,
@@ -80,7 +83,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
 impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
     /// Reads more of the request (its body) within the body timeout.
     pub async fn fill_body(&mut self) -> Result<(), ProxyError> {
-        match monoio::time::timeout(self.worker.settings.client_body_timeout, self.buf.fill(&mut self.stream)).await {
+        match self.watch.bound(self.worker.settings.client_body_timeout, self.buf.fill(&mut self.stream)).await {
             Ok(Ok(n)) if n > 0 => Ok(()),
             Ok(_) => Err(ProxyError::ClientGone),
             Err(_) => Err(ProxyError::BodyTimeout),
@@ -89,11 +92,10 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
 
     /// Writes `out` to the client within the write timeout.
     pub async fn write_out(&mut self) -> Result<(), ProxyError> {
-        match monoio::time::timeout(
-            self.worker.settings.client_write_timeout,
-            write_vec(&mut self.stream, &mut self.out),
-        )
-        .await
+        match self
+            .watch
+            .bound(self.worker.settings.client_write_timeout, write_vec(&mut self.stream, &mut self.out))
+            .await
         {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) => Err(ProxyError::ClientGone),
@@ -103,7 +105,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
 
     /// Writes `bytes` to the client within the write timeout.
     pub async fn write_static(&mut self, bytes: &'static [u8]) -> Result<(), ProxyError> {
-        match monoio::time::timeout(self.worker.settings.client_write_timeout, self.stream.write_all(bytes)).await {
+        match self.watch.bound(self.worker.settings.client_write_timeout, self.stream.write_all(bytes)).await {
             Ok((Ok(_), _)) => Ok(()),
             Ok((Err(_), _)) => Err(ProxyError::ClientGone),
             Err(_) => Err(ProxyError::ClientWriteTimeout),

@@ -30,6 +30,7 @@ use ramjet_shared::{UpstreamErrorKind, UpstreamTls};
 
 use super::conn::{ClientConn, Next};
 use super::respond::{body_error, finish_response_head};
+use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
 use crate::codec::http1::body::Body;
 use crate::codec::http1::head::{push_decimal, push_framing, ContentLength, RequestHead, ResponsePlan, MAX_HEADERS};
@@ -62,7 +63,6 @@ where
     S: AsyncReadRent + AsyncWriteRent,
 {
     let worker = conn.worker;
-    let settings = &worker.settings;
     let Target { addr, tls, buffered } = to;
     let first = upstream_request(&conn.out, tls.is_some())?;
     let grpc = crate::codec::grpc::is_grpc(first.headers());
@@ -77,7 +77,7 @@ where
     let first = Cell::new(Some(first));
     let out = &conn.out;
     let request = || first.take().map_or_else(|| upstream_request(out, tls.is_some()), Ok);
-    let opened = worker.h2_pool.open_stream(addr, tls, timeouts.connect, &settings.http2, request, end).await;
+    let opened = worker.h2_pool.open_stream(addr, tls, worker.dial(timeouts.connect), request, end).await;
     let OpenStream { response, send, held: _held, connect, retried } = opened.map_err(|f| f.at(addr))?;
     if retried {
         worker.counters().upstream_retry();
@@ -90,7 +90,7 @@ where
     let response = {
         let mut pumped = end;
         let mut pump = pin!(send_body(conn, head.body, body, send, extras.max_body(), timeouts.send));
-        let mut answer = pin!(monoio::time::timeout(wait, response));
+        let mut answer = pin!(worker.timeout(wait, response));
         loop {
             monoio::select! {
                 sent = &mut pump, if !pumped => {
@@ -215,7 +215,7 @@ where
     S: AsyncReadRent + AsyncWriteRent,
 {
     if let Some(payload) = buffered {
-        return send_piece(&mut up, payload, true, wait).await.map(|_| 0);
+        return send_piece(&conn.worker.coarse_timer, &mut up, payload, true, wait).await.map(|_| 0);
     }
     let mut body = Body::with_limit(framing, limit);
     let mut read = 0u64;
@@ -231,7 +231,7 @@ where
         conn.buf.consume(n);
         read += n as u64;
         let done = body.is_done();
-        send_piece(&mut up, piece.freeze(), done, wait).await?;
+        send_piece(&conn.worker.coarse_timer, &mut up, piece.freeze(), done, wait).await?;
         if done {
             conn.body_pending = false;
             return Ok(read);
@@ -241,7 +241,13 @@ where
 }
 
 /// Sends `data` (which may be empty) on the request's stream, ending it when `end`.
-async fn send_piece(up: &mut SendStream<Bytes>, data: Bytes, end: bool, wait: Duration) -> Result<(), Failure> {
+async fn send_piece(
+    timer: &CoarseTimer,
+    up: &mut SendStream<Bytes>,
+    data: Bytes,
+    end: bool,
+    wait: Duration,
+) -> Result<(), Failure> {
     let upstream = |kind| Failure::from(ProxyError::Upstream(kind));
     if data.is_empty() {
         if end {
@@ -249,7 +255,7 @@ async fn send_piece(up: &mut SendStream<Bytes>, data: Bytes, end: bool, wait: Du
         }
         return Ok(());
     }
-    send_bytes(up, data, end, wait, Deadline::NONE).await.map_err(|stalled| match stalled {
+    send_bytes(timer, up, data, end, wait, Deadline::NONE).await.map_err(|stalled| match stalled {
         Stalled::Gone => upstream(UpstreamErrorKind::Reset),
         Stalled::Timeout | Stalled::Deadline => upstream(UpstreamErrorKind::Timeout),
     })
@@ -335,7 +341,7 @@ where
     let mut remaining = if let Framing::Length(n) = framing { n } else { u64::MAX };
     loop {
         // The head goes with the first piece of the body.
-        let piece = match monoio::time::timeout(read, up_body.data()).await {
+        let piece = match conn.watch.bound(read, up_body.data()).await {
             Err(_) => return Err(timeout()),
             Ok(None) => break,
             Ok(Some(Err(_))) => return Err(reset()),
@@ -365,7 +371,7 @@ where
     }
     match framing {
         Framing::Chunked => {
-            let trailers = match monoio::time::timeout(read, up_body.trailers()).await {
+            let trailers = match conn.watch.bound(read, up_body.trailers()).await {
                 Err(_) => return Err(timeout()),
                 Ok(Err(_)) => return Err(reset()),
                 Ok(Ok(trailers)) => trailers,

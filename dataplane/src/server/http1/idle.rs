@@ -46,6 +46,10 @@ pub(crate) enum Arrival {
 /// A client stream that can wait for its next request without its buffers: plain TCP, or TLS over
 /// it.
 pub(crate) trait IdleWait: CancelableAsyncReadRent + AsyncWriteRent + Sized {
+    /// Dropping a pending read loses nothing on the epoll driver: the read has not happened yet and
+    /// the bytes stay in the socket. Not so over TLS, whose read may have taken part of a record.
+    const READ_DROPS_CLEANLY_ON_EPOLL: bool;
+
     /// The socket, whose readiness a quiet connection waits for.
     fn socket(&self) -> &TcpStream;
 
@@ -59,6 +63,8 @@ pub(crate) trait IdleWait: CancelableAsyncReadRent + AsyncWriteRent + Sized {
 }
 
 impl IdleWait for TcpStream {
+    const READ_DROPS_CLEANLY_ON_EPOLL: bool = true;
+
     fn socket(&self) -> &TcpStream {
         self
     }
@@ -69,6 +75,8 @@ impl IdleWait for TcpStream {
 }
 
 impl IdleWait for ServerTlsStream<TcpStream> {
+    const READ_DROPS_CLEANLY_ON_EPOLL: bool = false;
+
     fn socket(&self) -> &TcpStream {
         self.get_ref()
     }
@@ -89,7 +97,7 @@ impl IdleWait for ServerTlsStream<TcpStream> {
 pub(crate) async fn next_bytes<S: IdleWait>(conn: &mut ClientConn<'_, S>, wait: Duration) -> io::Result<Arrival> {
     let release_after = conn.worker.settings.idle_release_after;
     if wait <= release_after {
-        return Ok(match monoio::time::timeout(wait, conn.buf.fill(&mut conn.stream)).await {
+        return Ok(match conn.watch.bound(wait, conn.buf.fill(&mut conn.stream)).await {
             Ok(read) => Arrival::Bytes(read?),
             Err(_) => Arrival::Nothing,
         });
@@ -111,7 +119,7 @@ pub(crate) async fn wait_quietly<S: IdleWait>(
     let deadline = std::time::Instant::now() + left;
     // The worker's coarse timer, not monoio's `Sleep`: 640 bytes less per idle connection, for a
     // keep-alive timeout that may end up to one tick late.
-    let timer = &conn.worker.idle_timer;
+    let timer = &conn.worker.coarse_timer;
     let ready = monoio::select! {
         r = conn.stream.socket().readable(false) => Some(r),
         _ = timer.sleep(left) => None,
@@ -133,11 +141,15 @@ pub(crate) async fn wait_quietly<S: IdleWait>(
 /// has been cancelled (the buffer is back and empty; on TLS, bytes of a partial record stay in the
 /// session).
 async fn read_unless_quiet<S: IdleWait>(conn: &mut ClientConn<'_, S>, quiet: Duration) -> Option<io::Result<usize>> {
+    if S::READ_DROPS_CLEANLY_ON_EPOLL && !conn.worker.io_uring {
+        // Nothing to cancel (a cancellable read costs its registration on every request): the
+        // read is dropped with its buffer, which `release_buffers` then has none of to give back.
+        return conn.watch.bound(quiet, conn.buf.fill(&mut conn.stream)).await.ok();
+    }
     let handle = conn.canceller.handle();
     let mut read = std::pin::pin!(conn.buf.fill_cancelable(&mut conn.stream, handle));
-    monoio::select! {
-        r = &mut read => return Some(r),
-        _ = monoio::time::sleep(quiet) => {}
+    if let Ok(r) = conn.watch.bound(quiet, &mut read).await {
+        return Some(r);
     }
     let canceller = std::mem::take(&mut conn.canceller);
     conn.canceller = canceller.cancel();

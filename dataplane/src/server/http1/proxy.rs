@@ -100,7 +100,8 @@ where
             }
         }
         let out = &mut conn.out;
-        exchange::read_response_head(up, timeouts.read, deadline, |data| parse_response(data, &plan, out)).await
+        exchange::read_response_head(up, &conn.watch, timeouts.read, deadline, |data| parse_response(data, &plan, out))
+            .await
     })
     .await;
     if let Some(copy) = request_head {
@@ -175,7 +176,7 @@ async fn error_exchange<S>(
         conn.out.extend_from_slice(&request);
         send_buffered(conn, 0, up, timeout).await?;
         let out = &mut conn.out;
-        exchange::read_response_head(up, timeout, none, |data| parse_response(data, plan, out)).await
+        exchange::read_response_head(up, &conn.watch, timeout, none, |data| parse_response(data, plan, out)).await
     })
     .await;
     worker.out_buffers.give(request);
@@ -235,7 +236,7 @@ async fn send_buffered<S>(
 ) -> Result<(), Failure> {
     let head_len = conn.out.len();
     conn.out.extend_from_slice(&conn.buf.data()[..len]);
-    let written = monoio::time::timeout(timeout, write_vec(&mut up.stream, &mut conn.out)).await;
+    let written = conn.watch.bound(timeout, write_vec(&mut up.stream, &mut conn.out)).await;
     conn.out.truncate(head_len);
     match written {
         Ok(Ok(())) => Ok(()),
@@ -259,7 +260,8 @@ where
     S: AsyncReadRent + AsyncWriteRent,
 {
     let settings = &conn.worker.settings;
-    let deadlines = Deadlines { read: settings.client_body_timeout, write: timeout, until: deadline };
+    let deadlines =
+        Deadlines { read: settings.client_body_timeout, write: timeout, until: deadline, watch: &conn.watch };
     // Over the limit mid-stream, the backend has part of the body: its connection is closed, never
     // reused, and the client gets 413.
     let mut body = Body::with_limit(head.body, limit);
@@ -299,7 +301,8 @@ where
 {
     let settings = &conn.worker.settings;
     let head_len = conn.out.len() as u64;
-    let deadlines = Deadlines { read: read_timeout, write: settings.client_write_timeout, until: deadline };
+    let deadlines =
+        Deadlines { read: read_timeout, write: settings.client_write_timeout, until: deadline, watch: &conn.watch };
     let mut body = Body::new(response.body);
     let dechunk = dechunk && response.body == Framing::Chunked;
     let copied =

@@ -25,6 +25,7 @@ use http::{Request, Response, Uri};
 use ramjet_shared::{Edits, UpstreamErrorKind, UpstreamTls};
 
 use super::request::StreamRequest;
+use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
 use crate::conn::ConnFacts;
 use crate::error::{Failure, ProxyError};
@@ -131,8 +132,7 @@ async fn exchange(
     let upstream_failed = |_| worker.h2_pool.failed(addr, tls);
     let started = Instant::now();
     let end = body.is_end_stream();
-    let opened =
-        worker.h2_pool.open_stream(addr, tls, settings.upstream_timeout, &settings.http2, request, end).await?;
+    let opened = worker.h2_pool.open_stream(addr, tls, worker.dial(settings.upstream_timeout), request, end).await?;
     let OpenStream { response, send: up_send, held: _held, connect, retried } = opened;
     if retried {
         worker.counters().upstream_retry();
@@ -147,7 +147,7 @@ async fn exchange(
     });
     // The response head, within the upstream timeout and the gRPC deadline.
     let wait = deadline.map_or(settings.upstream_timeout, |d| d.min(settings.upstream_timeout));
-    let mut head = pin!(monoio::time::timeout(wait, response));
+    let mut head = pin!(worker.timeout(wait, response));
     let mut pumped = false;
     let response = loop {
         monoio::select! {
@@ -309,22 +309,24 @@ async fn pump_request(
 ) -> Result<(), Failure> {
     let settings = &worker.settings;
     loop {
-        let piece = match monoio::time::timeout(settings.client_body_timeout, body.data()).await {
+        let piece = match worker.timeout(settings.client_body_timeout, body.data()).await {
             Err(_) => return Err(ProxyError::BodyTimeout.into()),
             Ok(None) => break,
             Ok(Some(Ok(piece))) => piece,
             Ok(Some(Err(_))) => return Err(ProxyError::ClientGone.into()),
         };
         let len = piece.len();
-        send_bytes(&mut up, piece, false, settings.upstream_timeout, Deadline::NONE).await.map_err(|e| match e {
-            Stalled::Gone => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)),
-            Stalled::Timeout | Stalled::Deadline => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
-        })?;
+        send_bytes(&worker.coarse_timer, &mut up, piece, false, settings.upstream_timeout, Deadline::NONE)
+            .await
+            .map_err(|e| match e {
+                Stalled::Gone => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Reset)),
+                Stalled::Timeout | Stalled::Deadline => Failure::from(ProxyError::Upstream(UpstreamErrorKind::Timeout)),
+            })?;
         sent.set(sent.get() + len as u64);
         // Taken by the backend's window: the client may send that much more.
         let _ = body.flow_control().release_capacity(len);
     }
-    let trailers = match monoio::time::timeout(settings.client_body_timeout, body.trailers()).await {
+    let trailers = match worker.timeout(settings.client_body_timeout, body.trailers()).await {
         Err(_) => return Err(ProxyError::BodyTimeout.into()),
         Ok(Err(_)) => return Err(ProxyError::ClientGone.into()),
         Ok(Ok(trailers)) => trailers,
@@ -346,7 +348,7 @@ async fn relay_response(
     let settings = &worker.settings;
     loop {
         let next = monoio::select! {
-            r = monoio::time::timeout(settings.upstream_timeout, up_body.data()) => r,
+            r = worker.timeout(settings.upstream_timeout, up_body.data()) => r,
             _ = poll_fn(|cx| client.poll_reset(cx)) => return Err(ProxyError::ClientGone.into()),
         };
         let piece = match next {
@@ -356,14 +358,16 @@ async fn relay_response(
             Ok(Some(Err(_))) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
         };
         let len = piece.len();
-        send_bytes(client, piece, false, settings.client_write_timeout, Deadline::NONE).await.map_err(|e| match e {
-            Stalled::Gone => Failure::from(ProxyError::ClientGone),
-            Stalled::Timeout | Stalled::Deadline => Failure::from(ProxyError::ClientWriteTimeout),
-        })?;
+        send_bytes(&worker.coarse_timer, client, piece, false, settings.client_write_timeout, Deadline::NONE)
+            .await
+            .map_err(|e| match e {
+                Stalled::Gone => Failure::from(ProxyError::ClientGone),
+                Stalled::Timeout | Stalled::Deadline => Failure::from(ProxyError::ClientWriteTimeout),
+            })?;
         sent.set(sent.get() + len as u64);
         let _ = up_body.flow_control().release_capacity(len);
     }
-    let trailers = match monoio::time::timeout(settings.upstream_timeout, up_body.trailers()).await {
+    let trailers = match worker.timeout(settings.upstream_timeout, up_body.trailers()).await {
         Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
         Ok(Err(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
         Ok(Ok(trailers)) => trailers,
@@ -386,6 +390,7 @@ pub(crate) enum Stalled {
 /// Sends `data` as the peer's window allows, waiting at most `wait` (and what is left of `until`)
 /// each time for it to open.
 pub(crate) async fn send_bytes(
+    timer: &CoarseTimer,
     send: &mut SendStream<Bytes>,
     mut data: Bytes,
     end: bool,
@@ -400,7 +405,7 @@ pub(crate) async fn send_bytes(
                 break capacity;
             }
             let (wait, cut) = until.clamp(wait);
-            match monoio::time::timeout(wait, poll_fn(|cx| send.poll_capacity(cx))).await {
+            match crate::base::watchdog::timeout(timer, wait, poll_fn(|cx| send.poll_capacity(cx))).await {
                 Ok(Some(Ok(_))) => {}
                 Ok(Some(Err(_)) | None) => return Err(Stalled::Gone),
                 Err(_) if cut => return Err(Stalled::Deadline),

@@ -24,7 +24,9 @@ use super::relay::{self, Stalled};
 use super::request::StreamRequest;
 use super::streams::StreamSlot;
 use crate::base::buf::write_vec;
+use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
+use crate::base::watchdog::Watchdog;
 use crate::codec::grpc;
 use crate::codec::http1::body::Body;
 use crate::codec::http1::head::ResponseHead;
@@ -252,12 +254,13 @@ async fn error_exchange(
     let timeout = to.connect_timeout;
     let none = Deadline::NONE;
     exchange::attempt(worker, to, tally, async |up: &mut UpstreamConn| {
-        match monoio::time::timeout(timeout, write_vec(&mut up.stream, request)).await {
+        match worker.timeout(timeout, write_vec(&mut up.stream, request)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(exchange::write_failed(up, Some(e.kind()))),
             Err(_) => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
         }
-        exchange::read_response_head(up, timeout, none, |data| response_head(data, is_head)).await
+        let watch = Watchdog::new(&worker.coarse_timer);
+        exchange::read_response_head(up, &watch, timeout, none, |data| response_head(data, is_head)).await
     })
     .await
 }
@@ -300,7 +303,9 @@ async fn answer_with(
         return true;
     }
     let mut body = BytesMut::from(body);
-    send_chunk(&mut send, &mut body, true, worker.settings.client_write_timeout, Deadline::NONE).await.is_ok()
+    send_chunk(&worker.coarse_timer, &mut send, &mut body, true, worker.settings.client_write_timeout, Deadline::NONE)
+        .await
+        .is_ok()
 }
 
 /// Where a stream is proxied: `endpoints[index]` (or the next one), with the request's id.
@@ -366,7 +371,8 @@ async fn forward(
     let upstream = exchange::attempt(worker, to, tally, async |up: &mut UpstreamConn| {
         let to = Sending { framing, limit, timeout: timeouts.send, until: deadline };
         send_request(worker, up, &mut out, &mut body, to, &mut sent).await?;
-        exchange::read_response_head(up, timeouts.read, deadline, |data| response_head(data, is_head)).await
+        let watch = Watchdog::new(&worker.coarse_timer);
+        exchange::read_response_head(up, &watch, timeouts.read, deadline, |data| response_head(data, is_head)).await
     });
     // A client that resets the stream ends the exchange (and the upstream connection) at once.
     let result = monoio::select! {
@@ -457,7 +463,7 @@ async fn send_request(
     let settings = &worker.settings;
     let Sending { framing, limit, timeout, until } = sending;
     if !framing.has_body() {
-        return match write(up, out, until.limit(timeout)).await {
+        return match write(worker, up, out, until.limit(timeout)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(exchange::write_failed(up, Some(e.kind()))),
             Err(_) => Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
@@ -467,7 +473,7 @@ async fn send_request(
     // The head waits in `out` for the first piece of body, to go out in one write with it.
     loop {
         let (wait, cut) = until.clamp(settings.client_body_timeout);
-        let piece = match monoio::time::timeout(wait, body.data()).await {
+        let piece = match worker.timeout(wait, body.data()).await {
             Err(_) if cut => return Err(ProxyError::Upstream(UpstreamErrorKind::Timeout).into()),
             Err(_) => return Err(ProxyError::BodyTimeout.into()),
             Ok(None) => None,
@@ -484,7 +490,7 @@ async fn send_request(
             if chunked {
                 out.extend_from_slice(b"0\r\n\r\n");
             }
-            return flush(write(up, out, until.limit(timeout)).await, up, out);
+            return flush(write(worker, up, out, until.limit(timeout)).await, up, out);
         };
         let len = piece.len();
         if len == 0 {
@@ -500,30 +506,31 @@ async fn send_request(
         if len <= COALESCE {
             out.extend_from_slice(&piece);
         } else {
-            flush(write(up, out, until.limit(timeout)).await, up, out)?;
-            let written = monoio::time::timeout(until.limit(timeout), up.stream.write_all(piece)).await;
+            flush(write(worker, up, out, until.limit(timeout)).await, up, out)?;
+            let written = worker.timeout(until.limit(timeout), up.stream.write_all(piece)).await;
             flush(written.map(|(r, _)| r.map(|_| ())), up, out)?;
         }
         if chunked {
             out.extend_from_slice(b"\r\n");
         }
-        flush(write(up, out, until.limit(timeout)).await, up, out)?;
+        flush(write(worker, up, out, until.limit(timeout)).await, up, out)?;
         // Written upstream: the client may send that much more.
         let _ = body.flow_control().release_capacity(len);
     }
 }
 
 async fn write(
+    worker: &Worker,
     up: &mut UpstreamConn,
     out: &mut Vec<u8>,
     timeout: Duration,
-) -> Result<std::io::Result<()>, monoio::time::error::Elapsed> {
-    monoio::time::timeout(timeout, write_vec(&mut up.stream, out)).await
+) -> Result<std::io::Result<()>, crate::base::watchdog::Elapsed> {
+    worker.timeout(timeout, write_vec(&mut up.stream, out)).await
 }
 
 /// The outcome of one upstream write; `out` is emptied once written.
 fn flush(
-    written: Result<std::io::Result<()>, monoio::time::error::Elapsed>,
+    written: Result<std::io::Result<()>, crate::base::watchdog::Elapsed>,
     up: &UpstreamConn,
     out: &mut Vec<u8>,
 ) -> Result<(), Failure> {
@@ -563,19 +570,19 @@ async fn relay_body(
         up.buf.consume(n);
         *relayed += chunk.len() as u64;
         let done = body.is_done();
-        send_chunk(send, &mut chunk, done, settings.client_write_timeout, until).await?;
+        send_chunk(&worker.coarse_timer, send, &mut chunk, done, settings.client_write_timeout, until).await?;
         if done {
             return Ok(true);
         }
         // A read cut by the deadline is the upstream's timeout too.
         let read = monoio::select! {
-            r = monoio::time::timeout(until.limit(read_timeout), up.buf.fill(&mut up.stream)) => r,
+            r = worker.timeout(until.limit(read_timeout), up.buf.fill(&mut up.stream)) => r,
             _ = poll_fn(|cx| send.poll_reset(cx)) => return Err(ProxyError::ClientGone.into()),
         };
         match read {
             Ok(Ok(n)) if n > 0 => {}
             Ok(Ok(_)) if framing == Framing::UntilClose => {
-                send_chunk(send, &mut chunk, true, settings.client_write_timeout, until).await?;
+                send_chunk(&worker.coarse_timer, send, &mut chunk, true, settings.client_write_timeout, until).await?;
                 return Ok(true);
             }
             Ok(Ok(_)) => return Err(ProxyError::Upstream(UpstreamErrorKind::Reset).into()),
@@ -590,6 +597,7 @@ async fn relay_body(
 /// Sends all of `chunk` as the client's window allows (`end`: and ends the stream), waiting at
 /// most `wait` (and what is left of `until`) each time for the window to open.
 async fn send_chunk(
+    timer: &CoarseTimer,
     send: &mut SendStream<Bytes>,
     chunk: &mut BytesMut,
     end: bool,
@@ -602,7 +610,7 @@ async fn send_chunk(
         }
         send.send_data(Bytes::new(), true).map_err(|_| Stalled::Gone)
     } else {
-        relay::send_bytes(send, chunk.split().freeze(), end, wait, until).await
+        relay::send_bytes(timer, send, chunk.split().freeze(), end, wait, until).await
     };
     sent.map_err(|e| match e {
         Stalled::Gone => Failure::from(ProxyError::ClientGone),
