@@ -17,7 +17,7 @@ pub use request::{parse_request, RequestHead};
 pub(crate) use response::inspect;
 pub use response::{parse_response, ResponseHead, ResponsePlan};
 
-pub(crate) use common::{ensure, push_decimal, push_framing, text, ContentLength, MAX_HEADERS};
+pub(crate) use common::{ensure, no_headers, push_decimal, push_framing, text, ContentLength};
 pub use common::{Framing, MAX_HEAD, MAX_URI};
 
 #[cfg(test)]

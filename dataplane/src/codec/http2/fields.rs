@@ -8,8 +8,8 @@ use http::request::Parts;
 use http::{Method, Response, StatusCode};
 
 use crate::codec::http1::head::{
-    ensure, inspect, is_consumed_request, push_forwarded, push_framing, valid_host, ContentLength, ResponseHead,
-    MAX_HEADERS,
+    ensure, inspect, is_consumed_request, no_headers, push_forwarded, push_framing, valid_host, ContentLength,
+    ResponseHead,
 };
 use crate::codec::http1::Framing;
 use crate::conn::ConnFacts;
@@ -97,7 +97,7 @@ pub(crate) fn upstream_head(
 /// status, the fields that pass (hop-by-hop and framing fields dropped, as for HTTP/1.1 clients),
 /// and `content-length` when the length is known. Interim 1xx heads come back without fields.
 pub(crate) fn response_head(data: &[u8], is_head: bool) -> Result<Option<(ResponseHead, Response<()>)>, ProxyError> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut headers = no_headers();
     let Some(inspected) = inspect(data, is_head, &mut headers)? else { return Ok(None) };
     let head = inspected.head.clone();
     let mut response = Response::new(());

@@ -33,7 +33,7 @@ use super::respond::{body_error, finish_response_head};
 use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
 use crate::codec::http1::body::Body;
-use crate::codec::http1::head::{push_decimal, push_framing, ContentLength, RequestHead, ResponsePlan, MAX_HEADERS};
+use crate::codec::http1::head::{no_headers, push_decimal, push_framing, ContentLength, RequestHead, ResponsePlan};
 use crate::codec::http1::Framing;
 use crate::error::{Failure, ProxyError};
 use crate::pipeline::route::{RouteExtras, Timeouts};
@@ -139,9 +139,9 @@ where
 /// request gets `te: trailers`, which gRPC requires and HTTP/1.1 clients do not send.
 fn upstream_request(out: &[u8], tls: bool) -> Result<Request<()>, ProxyError> {
     let invalid = ProxyError::BadRequest("request not expressible in HTTP/2");
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut head = httparse::Request::new(&mut headers);
-    if !matches!(head.parse(out), Ok(httparse::Status::Complete(_))) {
+    let mut headers = no_headers();
+    let mut head = httparse::Request::new(&mut []);
+    if !matches!(head.parse_with_uninit_headers(out, &mut headers), Ok(httparse::Status::Complete(_))) {
         return Err(invalid);
     }
     let mut host = "";

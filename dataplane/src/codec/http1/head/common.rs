@@ -5,6 +5,14 @@ use std::ops::Range;
 
 /// Most fields accepted in a request or response head.
 pub const MAX_HEADERS: usize = 128;
+
+/// Room for a head's fields, left uninitialised: httparse writes the ones it parses, and filling
+/// 128 empty fields first cost more than parsing a short head.
+pub(crate) type Headers<'b> = [std::mem::MaybeUninit<httparse::Header<'b>>; MAX_HEADERS];
+
+pub(crate) const fn no_headers<'b>() -> Headers<'b> {
+    [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS]
+}
 /// Longest request target accepted (414 beyond).
 pub const MAX_URI: usize = 8 * 1024;
 /// Largest request head accepted (431 beyond).

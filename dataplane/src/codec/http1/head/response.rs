@@ -2,7 +2,9 @@
 
 use ramjet_shared::UpstreamErrorKind;
 
-use super::common::{push_field, push_framing, ConnectionOptions, ContentLength, Framing, TransferCoding, MAX_HEADERS};
+use super::common::{
+    no_headers, push_field, push_framing, ConnectionOptions, ContentLength, Framing, Headers, TransferCoding,
+};
 use crate::error::ProxyError;
 
 /// What the proxy needs to know about an upstream response head.
@@ -94,10 +96,11 @@ impl<'b> Inspected<'_, 'b> {
 pub(crate) fn inspect<'h, 'b>(
     data: &'b [u8],
     is_head: bool,
-    headers: &'h mut [httparse::Header<'b>; MAX_HEADERS],
+    headers: &'h mut Headers<'b>,
 ) -> Result<Option<Inspected<'h, 'b>>, ProxyError> {
-    let mut resp = httparse::Response::new(headers);
-    let head_len = match resp.parse(data) {
+    let mut resp = httparse::Response::new(&mut []);
+    let head_len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, data, headers)
+    {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(_) => return Err(protocol_error()),
@@ -161,7 +164,7 @@ pub fn parse_response(
     plan: &ResponsePlan,
     out: &mut Vec<u8>,
 ) -> Result<Option<(ResponseHead, bool)>, ProxyError> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut headers = no_headers();
     let Some(response) = inspect(data, plan.is_head, &mut headers)? else { return Ok(None) };
     let body = response.head.body;
     let switching = response.head.status == 101;

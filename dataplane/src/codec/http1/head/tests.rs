@@ -190,7 +190,7 @@ fn smuggling_vectors_are_refused() {
 fn size_limits() {
     let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(MAX_URI + 1));
     assert_eq!(bad(&long), ProxyError::UriTooLong);
-    let many: String = (0..MAX_HEADERS + 1).map(|i| format!("X-{i}: v\r\n")).collect();
+    let many: String = (0..super::common::MAX_HEADERS + 1).map(|i| format!("X-{i}: v\r\n")).collect();
     assert_eq!(bad(&format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n")), ProxyError::HeadTooLarge);
 }
 
