@@ -74,6 +74,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# The valgrind command of the instructions sections (set in main when they run).
+VALGRIND = ["valgrind"]
 
 DOMAIN = "bench.local"
 ROUTES_PER_HOST = 10
@@ -1747,10 +1749,9 @@ def parse_args():
                     help="instructions section: the requests over HTTPS keep-alive (ramjet with --default-certificate)")
     ap.add_argument("--insn-rounds", type=int, default=5,
                     help="instructions section: repeat the four callgrind runs this often; medians (default 5)")
-    ap.add_argument("--insn-driver", choices=("io-uring", "legacy"), default="legacy",
-                    help="instructions section: ramjet's --io-driver under valgrind (default legacy: valgrind "
-                         "3.19 holds its big lock while a thread waits in io_uring_enter, so with io-uring the "
-                         "whole process stalls whenever the worker is idle, and start-up can take minutes)")
+    ap.add_argument("--insn-driver", choices=("io-uring", "legacy"), default="io-uring",
+                    help="instructions section: ramjet's --io-driver under valgrind (default io-uring, with a "
+                         "valgrind that can count it: benches/budget/valgrind.py)")
     ap.add_argument("--mirror-sleep", type=float, default=5.0,
                     help="seconds the slow mirror of the mirror section waits before it answers (default 5)")
     ap.add_argument("--routes", type=int, default=1000, help="routes per proxy in http/tls/handshake (default 1000)")
@@ -1869,10 +1870,14 @@ def main():
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGHUP, _on_signal)
     atexit.register(PROCS.stop_all)
+    if "instructions" in args.sections or ("gateway" in args.sections and "insn" in args.gw_parts):
+        # A valgrind that can count the io_uring driver (Debian 12's 3.19 cannot), fetched if need be.
+        global VALGRIND
+        sys.path.insert(0, os.path.join(REPO, "benches", "budget"))
+        from valgrind import command
+        VALGRIND = command(os.path.join(REPO, "target"))
     tools = ("wrk", "nginx", "haproxy", "openssl", "gcc") + (("taskset",) if args.pin else ())
     tools += (("h2load",) if {"h2", "instructions", "gateway"} & set(args.sections) else ())
-    tools += (("valgrind",) if "instructions" in args.sections
-              or ("gateway" in args.sections and "insn" in args.gw_parts) else ())
     for tool in tools:
         if not shutil.which(tool):
             sys.exit(f"bench: `{tool}` is not installed (benches/proxy/run.sh installs it)")
@@ -2119,7 +2124,7 @@ def main():
                     for n in (lo, hi):
                         tag = f"{t}-{n}-{r}"
                         prefix = f"{d}/callgrind-{tag}.out"
-                        wrapper = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                        wrapper = VALGRIND + ["--tool=callgrind", "--separate-threads=yes",
                                    f"--callgrind-out-file={prefix}.%p"]
                         t0 = time.monotonic()
                         p = start_ramjet(args, f"ramjet-insn-{tag}", croutes, d, ports["ramjet-insn_http"],
@@ -2225,7 +2230,7 @@ def main():
                             for n in (lo, hi):
                                 tag = f"{side}-{kind}-{n}-{r}"
                                 prefix = f"{d}/callgrind-gw-{tag}.out"
-                                wrapper = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                                wrapper = VALGRIND + ["--tool=callgrind", "--separate-threads=yes",
                                            f"--callgrind-out-file={prefix}.%p"]
                                 t0 = time.monotonic()
                                 p = start_ramjet(args, f"ramjet-gwinsn-{tag}", gw_dirs[side], d,

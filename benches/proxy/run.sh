@@ -20,8 +20,8 @@
 #   benches/proxy/run.sh --no-build --sections close,idle,pins --rounds 3 --duration 5   # ~3 min
 #   --no-build: use the existing target/release/ramjet (or pass --ramjet PATH)
 #
-# It installs what is missing (apt-get: wrk, nginx, haproxy, openssl, gcc, python3, h2load; valgrind for
-# the instructions and gateway sections), builds
+# It installs what is missing (apt-get: wrk, nginx, haproxy, openssl, gcc, python3, h2load; for the
+# instructions and gateway sections, a valgrind that can count io_uring, via benches/budget/valgrind.py), builds
 # target/release/ramjet, and runs bench.py. Results: target/bench-proxy/<timestamp>/results.md.
 # Only 127.0.0.1 is used; every process started is stopped at the end, also on Ctrl-C.
 set -euo pipefail
@@ -52,7 +52,7 @@ command -v taskset >/dev/null || need+=(util-linux)
 command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v sha256sum >/dev/null || need+=(coreutils)
 if [[ " $* " == *" --profile "* ]] && ! command -v perf >/dev/null; then need+=(linux-perf); fi
-if [[ " $* " == *instructions* || " $* " == *gateway* ]] && ! command -v valgrind >/dev/null; then need+=(valgrind); fi
+# valgrind for the instructions and gateway sections: bench.py fetches one that can count io_uring.
 apt_install "${need[@]}"
 
 if ((build)); then
