@@ -141,9 +141,6 @@ impl Worker {
         self.stats.worker(self.id)
     }
 
-    /// The generation for a new request: one pointer comparison when nothing changed.
-    #[inline]
-    #[allow(clippy::redundant_allocation)]
     /// `fut` for at most `after` (up to a [`crate::base::coarse_timer::TICK`] more), on the
     /// worker's timer (monoio's is not built). A connection's own waits use its `Watchdog`.
     pub async fn timeout<F: std::future::Future>(
@@ -164,6 +161,9 @@ impl Worker {
         self.coarse_timer.sleep(after)
     }
 
+    /// The generation for a new request: one pointer comparison when nothing changed.
+    #[inline]
+    #[allow(clippy::redundant_allocation)]
     pub fn generation(&self) -> Rc<Arc<Generation>> {
         let mut cache = self.cache.borrow_mut();
         let latest = cache.load();
