@@ -64,7 +64,7 @@ fn module_dir() -> PathBuf {
 /// The documents of a manifest, with the GatewayClass name templated in. Gateways and routes
 /// written as `v1beta1` are sent as `v1`, the same schema, which the test client speaks.
 fn documents(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(&text.replace("{GATEWAY_CLASS_NAME}", CLASS))
+    serde_yaml_ng::Deserializer::from_str(&text.replace("{GATEWAY_CLASS_NAME}", CLASS))
         .filter_map(|doc| <Value as serde::Deserialize>::deserialize(doc).ok())
         .filter(|doc| doc.is_object())
         .map(|mut doc: Value| {

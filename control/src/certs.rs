@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use ramjet_shared::{CaBundle, CertId, Certificate};
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
@@ -29,15 +30,17 @@ pub enum CertError {
 
 /// Parses a PEM chain and key into a certificate, once; the id is the content hash of both.
 pub fn parse_certificate(chain_pem: &[u8], key_pem: &[u8], source: &str) -> Result<Arc<Certificate>, CertError> {
-    let chain: Vec<CertificateDer<'static>> = rustls_pemfile::certs(&mut &chain_pem[..])
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(chain_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| CertError::Pem(e.to_string()))?;
     if chain.is_empty() {
         return Err(CertError::NoCertificate);
     }
-    let key: PrivateKeyDer<'static> = rustls_pemfile::private_key(&mut &key_pem[..])
-        .map_err(|e| CertError::Pem(e.to_string()))?
-        .ok_or(CertError::NoKey)?;
+    let key = match PrivateKeyDer::from_pem_slice(key_pem) {
+        Ok(key) => key,
+        Err(pem::Error::NoItemsFound) => return Err(CertError::NoKey),
+        Err(e) => return Err(CertError::Pem(e.to_string())),
+    };
     let signer = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| CertError::Key(e.to_string()))?;
     let not_after = leaf_not_after(&chain[0]);
     let certified = CertifiedKey::new(chain, signer);
@@ -53,7 +56,7 @@ pub fn parse_certificate(chain_pem: &[u8], key_pem: &[u8], source: &str) -> Resu
 /// Parses a CA bundle (PEM, one or more `CERTIFICATE` blocks) for verifying backends.
 pub fn parse_ca_bundle(pem: &[u8], source: &str) -> Result<Arc<CaBundle>, String> {
     let certs: Vec<CertificateDer<'static>> =
-        rustls_pemfile::certs(&mut &pem[..]).collect::<Result<_, _>>().map_err(|e| format!("invalid PEM: {e}"))?;
+        CertificateDer::pem_slice_iter(pem).collect::<Result<_, _>>().map_err(|e| format!("invalid PEM: {e}"))?;
     CaBundle::parse(pem, certs, source)
 }
 

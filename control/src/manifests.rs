@@ -118,10 +118,10 @@ pub fn load(dir: &Path, options: Arc<IngressOptions>) -> Result<ClusterSnapshot,
 /// Adds the objects in `text` (one or more YAML documents) to `snapshot`; `file` names the origin in
 /// diagnostics.
 pub fn parse(text: &str, file: &str, snapshot: &mut ClusterSnapshot) {
-    for (i, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+    for (i, document) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
         let at = format!("{file} (document {})", i + 1);
-        match serde_yaml::Value::deserialize(document) {
-            Ok(serde_yaml::Value::Null) => {}
+        match serde_yaml_ng::Value::deserialize(document) {
+            Ok(serde_yaml_ng::Value::Null) => {}
             Ok(value) => add(value, &at, snapshot),
             Err(e) => {
                 snapshot.diagnostics.push(Diagnostic::new(
@@ -136,12 +136,12 @@ pub fn parse(text: &str, file: &str, snapshot: &mut ClusterSnapshot) {
     }
 }
 
-fn add(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) {
+fn add(value: serde_yaml_ng::Value, at: &str, snapshot: &mut ClusterSnapshot) {
     let field = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or("").to_string();
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     match (api_version.as_str(), kind.as_str()) {
         ("v1", "List") => {
-            if let Some(serde_yaml::Value::Sequence(items)) = value.get("items").cloned() {
+            if let Some(serde_yaml_ng::Value::Sequence(items)) = value.get("items").cloned() {
                 for (i, item) in items.into_iter().enumerate() {
                     add(item, &format!("{at} items[{i}]"), snapshot);
                 }
@@ -213,7 +213,7 @@ fn add(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) {
 }
 
 /// A namespaced object; without a namespace in the file it lives in `default`, as kubectl would put it.
-fn namespaced<T>(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T>
+fn namespaced<T>(value: serde_yaml_ng::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T>
 where
     T: DeserializeOwned + kube::Resource,
 {
@@ -222,11 +222,11 @@ where
     Some(o)
 }
 
-fn typed<T: DeserializeOwned>(value: serde_yaml::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T> {
+fn typed<T: DeserializeOwned>(value: serde_yaml_ng::Value, at: &str, snapshot: &mut ClusterSnapshot) -> Option<T> {
     let metadata = |field: &str| value.get("metadata").and_then(|m| m.get(field)).and_then(|n| n.as_str());
     let kind = value.get("kind").and_then(|k| k.as_str()).unwrap_or("").to_string();
     let object = ObjectRef::new(&kind, metadata("namespace"), metadata("name").unwrap_or("")).in_file(at);
-    match serde_yaml::from_value(value) {
+    match serde_yaml_ng::from_value(value) {
         Ok(o) => Some(o),
         Err(e) => {
             let message = format!("not a valid {kind}: {e}");

@@ -146,7 +146,7 @@ pub fn load(path: &Path) -> Result<StaticRoutes, ConfigError> {
 /// Parses static routes from text; `base_dir` resolves relative certificate paths, `file` names the
 /// origin in errors.
 pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, ConfigError> {
-    let error = |e: serde_yaml::Error| {
+    let error = |e: serde_yaml_ng::Error| {
         let location = e.location();
         ConfigError {
             file: file.to_string(),
@@ -159,14 +159,14 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
     #[derive(Deserialize)]
     struct Names {
         #[serde(default)]
-        backends: Option<BTreeMap<String, serde_yaml::Value>>,
+        backends: Option<BTreeMap<String, serde_yaml_ng::Value>>,
     }
-    let names: Names = serde_yaml::from_str(text).map_err(error)?;
+    let names: Names = serde_yaml_ng::from_str(text).map_err(error)?;
     let backends = names.backends.unwrap_or_default().into_keys().collect();
     CONTEXT.with(|c| {
         *c.borrow_mut() = Some(ParseContext { backends, base_dir: base_dir.to_path_buf(), warnings: Vec::new() })
     });
-    let parsed: Result<File, _> = serde_yaml::from_str(text);
+    let parsed: Result<File, _> = serde_yaml_ng::from_str(text);
     let warnings = CONTEXT.with(|c| c.borrow_mut().take()).map(|c| c.warnings).unwrap_or_default();
     let file_spec = parsed.map_err(error)?;
     if let Some(name) = &file_spec.default_backend {
@@ -228,7 +228,7 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
     })
 }
 
-/// serde_yaml appends " at line L column C" (carried separately here) and reports a custom error at
+/// serde_yaml_ng appends " at line L column C" (carried separately here) and reports a custom error at
 /// the enclosing entry (`routes[0]: …`); a field-tagged message (see [`field_error`]) names the field
 /// itself: `routes[0].backend: …`.
 fn strip_location(message: &str) -> String {

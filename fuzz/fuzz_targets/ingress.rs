@@ -347,7 +347,7 @@ fn objects(u: &mut Unstructured) -> Result<String> {
     let mut text = String::new();
     for _ in 0..u.int_in_range(1..=10)? {
         let o = object(u, 0)?;
-        text.push_str(&serde_yaml::to_string(&o).map_err(|_| arbitrary::Error::IncorrectFormat)?);
+        text.push_str(&serde_yaml_ng::to_string(&o).map_err(|_| arbitrary::Error::IncorrectFormat)?);
         text.push_str("---\n");
     }
     Ok(text)

@@ -253,7 +253,7 @@ impl ApiServer {
     /// ADDED or MODIFIED.
     pub fn apply(&self, yaml: &str) {
         for document in yaml.split("\n---\n").filter(|d| !d.trim().is_empty()) {
-            let object: Value = serde_yaml::from_str(document).unwrap_or_else(|e| panic!("{e}\n{document}"));
+            let object: Value = serde_yaml_ng::from_str(document).unwrap_or_else(|e| panic!("{e}\n{document}"));
             self.apply_value(object);
         }
     }
@@ -643,7 +643,7 @@ fn apply_status(
             &format!("the test server only takes server-side apply, not {content_type}"),
         );
     }
-    let Ok(patch) = serde_yaml::from_slice::<Value>(body) else {
+    let Ok(patch) = serde_yaml_ng::from_slice::<Value>(body) else {
         return status(400, "BadRequest", "the body is not YAML");
     };
     let namespace = target.namespace.clone().unwrap_or_default();

@@ -88,7 +88,7 @@ impl Kube {
     /// Server-side applies every document of `yaml` as field manager `manager`; the objects as stored.
     pub fn try_apply_as(&self, yaml: &str, manager: &str) -> Result<Vec<Value>, kube::Error> {
         let mut out = Vec::new();
-        for doc in serde_yaml::Deserializer::from_str(yaml) {
+        for doc in serde_yaml_ng::Deserializer::from_str(yaml) {
             let value: Value = serde::Deserialize::deserialize(doc).unwrap();
             if value.is_null() {
                 continue;

@@ -13,7 +13,7 @@ pub const INGRESS_CONTROLLER: &str = "ramjet.dev/ingress-controller";
 
 /// One document: `---` and the object as YAML.
 fn document(object: &Value) -> String {
-    format!("---\n{}", serde_yaml::to_string(object).expect("an object is YAML"))
+    format!("---\n{}", serde_yaml_ng::to_string(object).expect("an object is YAML"))
 }
 
 /// The IngressClass `name` of ramjet's controller.
@@ -212,7 +212,7 @@ impl Ingress {
     /// Annotations written as the body of a YAML flow mapping (`a: "1", b: "2"`).
     pub fn annotations_yaml(mut self, body: &str) -> Ingress {
         let parsed: Map<String, Value> =
-            serde_yaml::from_str(&format!("{{ {body} }}")).unwrap_or_else(|e| panic!("annotations `{body}`: {e}"));
+            serde_yaml_ng::from_str(&format!("{{ {body} }}")).unwrap_or_else(|e| panic!("annotations `{body}`: {e}"));
         self.annotations.extend(parsed);
         self
     }

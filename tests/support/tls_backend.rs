@@ -9,6 +9,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
@@ -155,13 +156,8 @@ pub fn server_config(
     alpn: &[&[u8]],
 ) -> (Arc<ServerConfig>, Snis) {
     let chain: Vec<CertificateDer<'static>> =
-        rustls_pemfile::certs(&mut &std::fs::read(pki.path(&format!("{file}.crt"))).unwrap()[..])
-            .collect::<Result<_, _>>()
-            .unwrap();
-    let key: PrivateKeyDer<'static> =
-        rustls_pemfile::private_key(&mut &std::fs::read(pki.path(&format!("{file}.key"))).unwrap()[..])
-            .unwrap()
-            .unwrap();
+        CertificateDer::pem_file_iter(pki.path(&format!("{file}.crt"))).unwrap().collect::<Result<_, _>>().unwrap();
+    let key = PrivateKeyDer::from_pem_file(pki.path(&format!("{file}.key"))).unwrap();
     let signer = rustls::crypto::ring::sign::any_supported_type(&key).unwrap();
     let snis = Arc::new(Mutex::new(Vec::new()));
     let resolver = Arc::new(Recorder { key: Arc::new(CertifiedKey::new(chain, signer)), snis: snis.clone() });

@@ -85,7 +85,7 @@ fn snapshot_and_expect(name: &str) -> (ClusterSnapshot, Option<Expect>) {
     let mut expect = None;
     for document in text.split("\n---\n") {
         if document.contains("kind: Expect") {
-            expect = Some(serde_yaml::from_str(document).unwrap_or_else(|e| panic!("{name}: Expect: {e}")));
+            expect = Some(serde_yaml_ng::from_str(document).unwrap_or_else(|e| panic!("{name}: Expect: {e}")));
         } else {
             objects.push_str(document);
             objects.push_str("\n---\n");
