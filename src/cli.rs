@@ -104,7 +104,13 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_IDLE_RELEASE_AFTER", default_value = "1s", value_parser = duration)]
     pub idle_release_after: Duration,
 
-    /// On SIGTERM, in-flight requests get this long to finish.
+    /// On SIGTERM, `/readyz` fails at once and the listeners keep accepting this long, while the
+    /// endpoint's removal reaches load balancers and kube-proxy; then they close and in-flight
+    /// requests get `--drain-timeout` to finish. A second SIGTERM, or SIGINT, cuts it short.
+    #[arg(long, env = "RAMJET_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
+    pub shutdown_delay: Duration,
+
+    /// After the listeners close, in-flight requests get this long to finish.
     #[arg(long, env = "RAMJET_DRAIN_TIMEOUT", default_value = "30s", value_parser = duration)]
     pub drain_timeout: Duration,
 

@@ -245,16 +245,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         "serving"
     );
     runtime.block_on(async {
-        loop {
+        let delay = loop {
             tokio::select! {
-                _ = term.recv() => break tracing::info!("SIGTERM: draining"),
-                _ = int.recv() => break tracing::info!("SIGINT: draining"),
+                _ = term.recv() => break cli.shutdown_delay,
+                // Interactive: no load balancer to wait for.
+                _ = int.recv() => break Duration::ZERO,
                 _ = hup.recv() => {
                     tracing::info!("SIGHUP: reopening the access log");
                     daemon.reopen_access_log();
                 }
             }
+        };
+        // Out of rotation first: /readyz fails while the listeners still accept, so connections
+        // sent before the endpoint's removal has propagated are served, not refused.
+        daemon.control.mark_terminating();
+        if !delay.is_zero() {
+            tracing::info!(delay = ?delay, "shutting down: not ready; accepting for --shutdown-delay before draining");
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = term.recv() => tracing::info!("second SIGTERM: draining now"),
+                _ = int.recv() => tracing::info!("SIGINT: draining now"),
+            }
         }
+        tracing::info!("draining");
     });
     daemon.shutdown();
     tracing::info!("drained; exiting");

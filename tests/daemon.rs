@@ -176,7 +176,8 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
         ),
     );
     for env in [&[][..], &[("MONOIO_FORCE_LEGACY_DRIVER", "1")][..]] {
-        let daemon = Running::start(&routes, &[], env);
+        // The drain itself: no delay before it (`sigterm_first_takes_the_daemon_out_of_rotation`).
+        let daemon = Running::start(&routes, &["--shutdown-delay", "0s"], env);
         let idle = Conn::open(daemon.http);
         let http = daemon.http;
         let in_flight = std::thread::spawn(move || Conn::open(http).get("h", "/slow/700"));
@@ -196,6 +197,41 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
         assert!(log.contains(driver), "{log}");
         assert!(!log.contains('\x1b'), "no terminal colour codes in a log that goes to a pipe: {log:?}");
     }
+}
+
+/// What a rolling update needs: on SIGTERM `/readyz` fails at once, but the listeners keep
+/// accepting for `--shutdown-delay` (the endpoint's removal takes that long to reach every load
+/// balancer), and every connection made then is served; only after it do they close and the
+/// daemon drains. A client at a steady rate sees no refused connection and no failed request
+/// until the delay is over.
+#[test]
+fn sigterm_first_takes_the_daemon_out_of_rotation_then_drains() {
+    let dir = temp_dir("shutdown-delay");
+    let routes = write(&dir, "r.yaml", HELLO);
+    let delay = Duration::from_millis(1500);
+    let daemon = Running::start(&routes, &["--shutdown-delay", "1500ms"], &[]);
+    let (http, admin) = (daemon.http, daemon.admin);
+    let ready = || Conn::open(admin).get("x", "/readyz");
+    assert!(eventually(Duration::from_secs(5), || ready().status == 200), "never ready");
+    let sent = Instant::now();
+    daemon.signal("-TERM");
+    assert!(eventually(Duration::from_millis(500), || ready().status == 503), "/readyz still says ready after SIGTERM");
+    assert_eq!(ready().body, "shutting down\n");
+    // New connections, one every 50 ms through the delay: each is accepted and answered.
+    let mut served = 0;
+    while sent.elapsed() < delay - Duration::from_millis(300) {
+        let resp = Conn::open(http).get("h", "/");
+        assert_eq!((resp.status, resp.body.as_str()), (200, "hello from ramjet\n"), "during the delay");
+        served += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(served >= 10, "only {served} connections during the delay");
+    // Then the listeners close and the daemon exits.
+    assert!(eventually(Duration::from_secs(5), || std::net::TcpStream::connect(http).is_err()));
+    assert!(sent.elapsed() >= delay, "the listeners closed before the delay was over");
+    let (ok, log) = daemon.stop();
+    assert!(ok, "exit 0: {log}");
+    assert!(log.contains("accepting for --shutdown-delay"), "{log}");
 }
 
 /// Static routes without a certificate leave the HTTPS port alone: nothing could be served there,

@@ -8,7 +8,7 @@
 //! | `DELETE /admin/rollback` | release the pin, publish the newest (idempotent) | with `--admin-token-file` |
 //! | `GET /admin/traffic` | per route and backend counters, as JSON (for `ramjet-top`) | never |
 //! | `GET /metrics` | Prometheus text | never |
-//! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published and the data plane listens | never |
+//! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published and the data plane listens, until shutdown begins | never |
 //!
 //! The JSON bodies are [`ramjet_shared::admin`]'s types, the one schema `ramjet-top` reads too.
 
@@ -49,6 +49,9 @@ pub struct AdminState {
     /// Set once the data plane's listeners are bound: the daemon starts them after the first
     /// generation, and a probe that said ready before would send traffic to a closed port.
     pub listening: Arc<AtomicBool>,
+    /// Set on SIGTERM: `/readyz` fails at once, so the endpoint is taken out of rotation while
+    /// the data plane still accepts (`--shutdown-delay`).
+    pub terminating: Arc<AtomicBool>,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
@@ -199,7 +202,9 @@ async fn metrics(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
-    if !state.applier.is_ready() {
+    if state.terminating.load(Ordering::Acquire) {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    } else if !state.applier.is_ready() {
         (StatusCode::SERVICE_UNAVAILABLE, "no configuration published yet\n").into_response()
     } else if !state.listening.load(Ordering::Acquire) {
         (StatusCode::SERVICE_UNAVAILABLE, "the data plane is not listening yet\n").into_response()

@@ -107,6 +107,7 @@ pub struct ControlHandle {
     /// This process's random id, as the admin API reports it (`GET /admin/traffic`).
     pub instance: String,
     listening: Arc<AtomicBool>,
+    terminating: Arc<AtomicBool>,
 }
 
 impl Control {
@@ -119,6 +120,7 @@ impl Control {
         config.admin_listener.set_nonblocking(true)?;
         let instance = instance_id();
         let listening = Arc::new(AtomicBool::new(false));
+        let terminating = Arc::new(AtomicBool::new(false));
         let admin_state = Arc::new(admin::AdminState {
             applier: applier.clone(),
             metrics: MetricsSources {
@@ -130,6 +132,7 @@ impl Control {
             token_digest: config.admin_token.as_deref().map(admin::token_digest),
             instance: instance.clone(),
             listening: listening.clone(),
+            terminating: terminating.clone(),
         });
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -200,6 +203,7 @@ impl Control {
             audit,
             instance,
             listening,
+            terminating,
         })
     }
 }
@@ -248,6 +252,12 @@ impl ControlHandle {
     /// Says the data plane's listeners are bound: `/readyz` answers 200 from now on.
     pub fn mark_listening(&self) {
         self.listening.store(true, Ordering::Release);
+    }
+
+    /// Says the daemon is shutting down: `/readyz` fails from now on (the data plane keeps
+    /// serving until it is drained).
+    pub fn mark_terminating(&self) {
+        self.terminating.store(true, Ordering::Release);
     }
 
     /// Stops the admin listener and the control thread.

@@ -51,6 +51,7 @@ NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos
 NAMESPACED_KINDS = {
     "Deployment", "DaemonSet", "Service", "ServiceAccount", "Role",
     "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "ConfigMap", "PrometheusRule",
+    "HorizontalPodAutoscaler",
 }
 
 SCENARIOS: dict[str, dict] = {
@@ -95,6 +96,11 @@ SCENARIOS: dict[str, dict] = {
         }
     },
     "pdb": {"controller": {"podDisruptionBudget": {"enabled": True}}},
+    "single": {"controller": {"replicaCount": 1}},
+    "no-pdb": {"controller": {"podDisruptionBudget": {"enabled": False}}},
+    "hpa": {"controller": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12,
+                                           "targetCPUUtilizationPercentage": 60}}},
+    "slow-lb": {"controller": {"shutdownDelay": "20s", "terminationGracePeriodSeconds": 70}},
     "low-ports": {"controller": {"containerPorts": {"http": 80, "https": 443}}},
     "restricted": {"controller": {"seccompProfile": {"type": "RuntimeDefault"}, "ioDriver": "auto"}},
     "localhost-seccomp": {
@@ -163,6 +169,11 @@ BAD_VALUES: dict[str, tuple[dict, str, str | None]] = {
     "bad-digest": ({"image": {"digest": "latest"}}, "/image/digest", "image.digest must look like"),
     "short-digest": ({"image": {"digest": "sha256:abc"}}, "/image/digest", "image.digest must look like"),
     "bad-kind": ({"controller": {"kind": "StatefulSet"}}, "/controller/kind", "controller.kind must be"),
+    "hpa-on-daemonset": ({"controller": {"kind": "DaemonSet", "autoscaling": {"enabled": True}}}, None,
+                         "controller.autoscaling needs controller.kind Deployment"),
+    "hpa-min-over-max": ({"controller": {"autoscaling": {"enabled": True, "minReplicas": 5, "maxReplicas": 2}}},
+                         None, "minReplicas must not exceed maxReplicas"),
+    "bad-shutdown-delay": ({"controller": {"shutdownDelay": "5 seconds"}}, "/controller/shutdownDelay", None),
     "bad-io-driver": ({"controller": {"ioDriver": "epoll"}}, "/controller/ioDriver",
                       "controller.ioDriver must be"),
     "bad-log-format": ({"controller": {"logFormat": "yaml"}}, "/controller/logFormat",
@@ -399,7 +410,6 @@ def test_default_is_a_deployment_with_loadbalancer_service():
     assert ports == {"http": (80, "http"), "https": (443, "https")}, ports
     cports = {p["name"]: p["containerPort"] for p in container("default")["ports"]}
     assert cports == {"http": 8080, "https": 8443, "admin": 10254}
-    assert not find("default", "PodDisruptionBudget")
     assert not find("default", "ServiceMonitor")
     assert not find("default", "DaemonSet")
 
@@ -609,6 +619,40 @@ def test_publish_service_and_address():
     assert flag("no-service", "publish-address") == "203.0.113.10"
     assert flag("everything", "publish-service") == "edge/public-lb"
     assert not [d for d in find("no-service", "Service")]
+
+
+def test_rollouts_refuse_no_connection_by_default():
+    """Two replicas, spread over nodes, a PodDisruptionBudget, and on SIGTERM ramjet stays out of
+    rotation but accepting for --shutdown-delay before draining, within the grace period."""
+    w = workload("default")
+    pod = w["spec"]["template"]["spec"]
+    assert flag("default", "shutdown-delay") == "5s" and flag("default", "drain-timeout") == "30s"
+    assert pod["terminationGracePeriodSeconds"] >= 5 + 30
+    assert container("default")["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert pod["topologySpreadConstraints"] == [{
+        "maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": w["spec"]["selector"]["matchLabels"]}}]
+    pdb = one("default", "PodDisruptionBudget", FULLNAME)
+    assert pdb["spec"] == {"minAvailable": 1, "selector": w["spec"]["selector"]}
+    assert flag("slow-lb", "shutdown-delay") == "20s"
+    assert workload("slow-lb")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 70
+    # One replica: a budget would block node drains; turned off: none.
+    assert not find("single", "PodDisruptionBudget") and not find("no-pdb", "PodDisruptionBudget")
+    # A DaemonSet is not spread by the chart: it runs on every node it may.
+    assert "topologySpreadConstraints" not in workload("daemonset")["spec"]["template"]["spec"]
+
+
+def test_autoscaler_owns_the_replica_count():
+    w = workload("hpa")
+    assert "replicas" not in w["spec"]
+    hpa = one("hpa", "HorizontalPodAutoscaler", FULLNAME)
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": FULLNAME}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (3, 12)
+    assert hpa["spec"]["metrics"] == [{"type": "Resource", "resource": {
+        "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]
+    assert one("hpa", "PodDisruptionBudget", FULLNAME)
+    assert not find("default", "HorizontalPodAutoscaler")
 
 
 def test_pdb():

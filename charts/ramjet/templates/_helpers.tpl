@@ -118,6 +118,12 @@ person can act on.
 {{- if or (lt (float64 $c.accessLog.successSample) 0.0) (gt (float64 $c.accessLog.successSample) 1.0) }}
 {{- fail (printf "controller.accessLog.successSample must be between 0 and 1, got %v" $c.accessLog.successSample) }}
 {{- end }}
+{{- if and $c.autoscaling.enabled (ne $c.kind "Deployment") }}
+{{- fail "controller.autoscaling needs controller.kind Deployment: a DaemonSet runs one pod per node" }}
+{{- end }}
+{{- if and $c.autoscaling.enabled (gt (int $c.autoscaling.minReplicas) (int $c.autoscaling.maxReplicas)) }}
+{{- fail "controller.autoscaling.minReplicas must not exceed maxReplicas" }}
+{{- end }}
 {{- if lt (int $c.historySize) 1 }}
 {{- fail "controller.historySize must be at least 1" }}
 {{- end }}
@@ -169,6 +175,7 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 {{- end }}
 - {{ printf "--upstream-timeout=%s" (toString $c.upstreamTimeout) | quote }}
 - {{ printf "--header-timeout=%s" (toString $c.headerTimeout) | quote }}
+- {{ printf "--shutdown-delay=%s" (toString $c.shutdownDelay) | quote }}
 - {{ printf "--drain-timeout=%s" (toString $c.drainTimeout) | quote }}
 {{- if gt (int $c.workers) 0 }}
 - {{ printf "--workers=%d" (int $c.workers) | quote }}
@@ -358,5 +365,15 @@ spec:
   {{- with $c.topologySpreadConstraints }}
   topologySpreadConstraints:
     {{- toYaml . | nindent 4 }}
+  {{- else }}
+  {{- if eq $c.kind "Deployment" }}
+  topologySpreadConstraints:
+    - maxSkew: 1
+      topologyKey: kubernetes.io/hostname
+      whenUnsatisfiable: ScheduleAnyway
+      labelSelector:
+        matchLabels:
+          {{- include "ramjet.selectorLabels" . | nindent 10 }}
+  {{- end }}
   {{- end }}
 {{- end }}
