@@ -266,6 +266,13 @@ fn ssl_redirect_sends_plain_http_to_https() {
         assert_eq!((r.status, r.header("location")), (308, Some("https://example.com/path?q=1")));
         // Other hosts are served over plain HTTP as before.
         assert_eq!(get(d.http_addr(), "www.example.com", "/").status, 200);
+        // An ACME HTTP-01 challenge reaches its route over plain HTTP (cert-manager renews the
+        // certificate of a host that redirects); the rest of `.well-known` is still redirected.
+        let r = get(d.http_addr(), "example.com", "/.well-known/acme-challenge/tok3n");
+        assert_eq!((r.status, r.header("location")), (200, None), "{driver:?}");
+        assert!(r.body.contains("target=/.well-known/acme-challenge/tok3n"), "{}", r.body);
+        let r = get(d.http_addr(), "example.com", "/.well-known/security.txt");
+        assert_eq!((r.status, r.header("location")), (308, Some("https://example.com/.well-known/security.txt")));
         d.shutdown();
     }
 }

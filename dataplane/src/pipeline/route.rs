@@ -52,6 +52,9 @@ pub(crate) enum Decision<'t, 'b> {
 /// route's own redirects come next, then its source ranges, checked against `peer`. A route
 /// with a policy reads the request through `req` and draws from `random` (the worker's generator);
 /// a plain route touches neither.
+/// Where an ACME server looks for an HTTP-01 challenge's answer: never redirected to HTTPS.
+const ACME_CHALLENGE: &str = "/.well-known/acme-challenge/";
+
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decide<'t, 'b>(
@@ -66,7 +69,11 @@ pub(crate) fn decide<'t, 'b>(
 ) -> Decision<'t, 'b> {
     if !tls && table.has_ssl_redirects() {
         if let Some(h) = normalize_host(host, host_buf).filter(|h| table.redirects_to_https(h)) {
-            return Decision::Redirect(h);
+            // An ACME HTTP-01 challenge is answered over plain HTTP (cert-manager's solver), as
+            // ingress-nginx's `no-tls-redirect-locations` default does.
+            if !target.starts_with(ACME_CHALLENGE) {
+                return Decision::Redirect(h);
+            }
         }
     }
     let Some(route) = table.route(host, target) else { return Decision::NoRoute };
