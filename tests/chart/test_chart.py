@@ -20,6 +20,7 @@ non-zero when anything failed.
 
 from __future__ import annotations
 
+import base64
 import copy
 import os
 import re
@@ -50,7 +51,7 @@ NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos
 
 NAMESPACED_KINDS = {
     "Deployment", "DaemonSet", "Service", "ServiceAccount", "Role",
-    "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "ConfigMap", "PrometheusRule",
+    "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "ConfigMap", "PrometheusRule", "Secret",
     "HorizontalPodAutoscaler",
 }
 
@@ -97,6 +98,7 @@ SCENARIOS: dict[str, dict] = {
     },
     "pdb": {"controller": {"podDisruptionBudget": {"enabled": True}}},
     "single": {"controller": {"replicaCount": 1}},
+    "no-admin-token": {"controller": {"adminToken": {"generate": False}}},
     "no-pdb": {"controller": {"podDisruptionBudget": {"enabled": False}}},
     "hpa": {"controller": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12,
                                            "targetCPUUtilizationPercentage": 60}}},
@@ -438,7 +440,7 @@ def test_default_security_context():
     assert flag("default", "io-driver") == "io-uring"
     # The read-only root gets a small writable /tmp.
     mounts = {m["mountPath"]: m["name"] for m in container("default")["volumeMounts"]}
-    assert mounts == {"/tmp": "tmp"}
+    assert mounts == {"/tmp": "tmp", "/etc/ramjet/admin-token": "admin-token"}
 
 
 def test_low_ports_add_net_bind_service_and_sysctl():
@@ -480,11 +482,28 @@ def test_admin_token_is_mounted_and_passed():
     assert "WARNING: controller.adminToken" not in notes("admin-token")
 
 
-def test_no_admin_token_by_default_and_notes_warn():
-    assert flag("default", "admin-token-file") is None
+def test_an_admin_token_is_made_by_default_and_only_an_explicit_opt_out_has_none():
+    """A pin needs a token unless the operator says otherwise: without a Secret named, the chart
+    makes one with a random token and mounts it; `generate: false` leaves none, with a warning."""
+    name = f"{FULLNAME}-admin-token"
+    secret = one("default", "Secret", name)
+    token = base64.b64decode(secret["data"]["token"])
+    assert len(token) == 48 and token.isalnum(), token
+    assert secret["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert flag("default", "admin-token-file") == "/etc/ramjet/admin-token/token"
+    vol = next(v for v in workload("default")["spec"]["template"]["spec"]["volumes"] if v["name"] == "admin-token")
+    assert vol["secret"]["secretName"] == name and vol["secret"]["items"] == [{"key": "token", "path": "token"}]
+    assert f"get secret {name}" in notes("default") and "WARNING: controller.adminToken" not in notes("default")
+    # Two installs do not share a token.
+    assert render_raw(None)["ramjet/templates/admin-token-secret.yaml"] != \
+        render_raw(None)["ramjet/templates/admin-token-secret.yaml"]
+    # A Secret of one's own: the chart makes none.
+    assert not find("admin-token", "Secret", name)
+    assert flag("no-admin-token", "admin-token-file") is None
+    assert not find("no-admin-token", "Secret", name)
     assert not any(v["name"] == "admin-token"
-                   for v in workload("default")["spec"]["template"]["spec"]["volumes"])
-    assert "WARNING: controller.adminToken.secretName is not set" in notes("default")
+                   for v in workload("no-admin-token")["spec"]["template"]["spec"]["volumes"])
+    assert "WARNING: controller.adminToken.generate is false" in notes("no-admin-token")
 
 
 def test_admin_token_custom_key():

@@ -91,6 +91,16 @@ An int-or-string value (a count or a percentage) as YAML.
 {{- end }}
 
 {{- define "ramjet.adminTokenDir" -}}/etc/ramjet/admin-token{{- end }}
+
+{{- /* The Secret holding the admin token: the one named, else the one the chart makes; empty: none. */}}
+{{- define "ramjet.adminTokenSecret" -}}
+{{- $t := .Values.controller.adminToken }}
+{{- if $t.secretName }}{{ $t.secretName }}{{ else if $t.generate }}{{ include "ramjet.fullname" . }}-admin-token{{ end }}
+{{- end }}
+
+{{- define "ramjet.adminTokenKey" -}}
+{{- if .Values.controller.adminToken.secretName }}{{ .Values.controller.adminToken.key }}{{ else }}token{{ end }}
+{{- end }}
 {{- define "ramjet.defaultCertDir" -}}/etc/ramjet/default-certificate{{- end }}
 
 {{/*
@@ -195,7 +205,7 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 {{- /* Canary promotion sums every replica's traffic, found through the fleet Service. */}}
 - {{ printf "--peers=%s-fleet.%s.svc:%d" (include "ramjet.fullname" .) .Release.Namespace (int $c.containerPorts.admin) | quote }}
 {{- end }}
-{{- if $c.adminToken.secretName }}
+{{- if include "ramjet.adminTokenSecret" . }}
 - {{ printf "--admin-token-file=%s/token" (include "ramjet.adminTokenDir" .) | quote }}
 {{- end }}
 {{- if $c.defaultCertificate.secretName }}
@@ -316,7 +326,7 @@ spec:
       volumeMounts:
         - name: tmp
           mountPath: /tmp
-        {{- if $c.adminToken.secretName }}
+        {{- if include "ramjet.adminTokenSecret" . }}
         - name: admin-token
           mountPath: {{ include "ramjet.adminTokenDir" . }}
           readOnly: true
@@ -330,13 +340,13 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 16Mi
-    {{- if $c.adminToken.secretName }}
+    {{- with include "ramjet.adminTokenSecret" . }}
     - name: admin-token
       secret:
-        secretName: {{ $c.adminToken.secretName }}
+        secretName: {{ . }}
         defaultMode: 288 # 0440: owner and group (fsGroup) may read
         items:
-          - key: {{ $c.adminToken.key }}
+          - key: {{ include "ramjet.adminTokenKey" $ }}
             path: token
     {{- end }}
     {{- if $c.defaultCertificate.secretName }}
