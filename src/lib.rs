@@ -241,13 +241,20 @@ impl Daemon {
         self.control.submit(Input::Static(Arc::new(routes)));
     }
 
-    /// Gives up the Lease (cluster mode), stops accepting, lets in-flight requests finish, then
-    /// stops the control thread.
-    pub fn shutdown(mut self) {
-        // Another replica takes over writing status at once, not after the lease expires.
+    /// The first step of a shutdown, while the data plane still serves: `/readyz` fails, and the
+    /// Lease (cluster mode) is given up, so another replica takes over writing status at once,
+    /// not after the lease expires.
+    pub fn begin_shutdown(&mut self) {
+        self.control.mark_terminating();
         if let Some(cluster) = &mut self.cluster {
             cluster.release_lease(Duration::from_secs(5));
         }
+    }
+
+    /// [`Daemon::begin_shutdown`] if it was not called, then stops accepting, lets in-flight
+    /// requests finish, and stops the control thread.
+    pub fn shutdown(mut self) {
+        self.begin_shutdown();
         self.dataplane.join();
         self.control.shutdown();
     }

@@ -195,7 +195,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         ))
     })?;
 
-    let daemon = Daemon::start(DaemonConfig {
+    let mut daemon = Daemon::start(DaemonConfig {
         source,
         http_addr: cli.http_addr,
         https_addr: cli.https_addr.unwrap_or(DEFAULT_HTTPS_ADDR),
@@ -244,8 +244,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         workers = daemon.dataplane.drivers.len(),
         "serving"
     );
-    runtime.block_on(async {
-        let delay = loop {
+    let delay = runtime.block_on(async {
+        loop {
             tokio::select! {
                 _ = term.recv() => break cli.shutdown_delay,
                 // Interactive: no load balancer to wait for.
@@ -255,10 +255,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     daemon.reopen_access_log();
                 }
             }
-        };
-        // Out of rotation first: /readyz fails while the listeners still accept, so connections
-        // sent before the endpoint's removal has propagated are served, not refused.
-        daemon.control.mark_terminating();
+        }
+    });
+    // Out of rotation first: /readyz fails (and the Lease is given up) while the listeners still
+    // accept, so connections sent before the endpoint's removal has propagated are served.
+    daemon.begin_shutdown();
+    runtime.block_on(async {
         if !delay.is_zero() {
             tracing::info!(delay = ?delay, "shutting down: not ready; accepting for --shutdown-delay before draining");
             tokio::select! {

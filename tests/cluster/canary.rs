@@ -214,7 +214,7 @@ fn a_pin_pauses_promotion() {
     assert!(eventually(PATIENCE, || state_weight(&install) >= Some(20)), "never stepped; log:\n{}", ramjet.log());
     let serving = ramjet.generations()["serving"].as_u64().unwrap();
     let (status, body) =
-        http_request(ramjet.admin, "POST", "/admin/rollback", &format!("{{\"generation\": {serving}}}")).unwrap();
+        ramjet.admin_request("POST", "/admin/rollback", &format!("{{\"generation\": {serving}}}")).unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(eventually(PATIENCE, || install.events("CanaryPaused", "web-canary").len() == 1));
     let held = canary_state(&install);
@@ -226,7 +226,7 @@ fn a_pin_pauses_promotion() {
         writes_by(plane, &install.user(), since).into_iter().filter(|w| w == "patch ingresses").collect();
     assert!(writes.is_empty(), "ramjet wrote the canary while pinned: {writes:?}");
     assert_eq!(install.events("CanaryPaused", "web-canary").len(), 1);
-    let (status, body) = http_request(ramjet.admin, "DELETE", "/admin/rollback", "").unwrap();
+    let (status, body) = ramjet.admin_request("DELETE", "/admin/rollback", "").unwrap();
     assert_eq!(status, 200, "{body}");
     let before = held.as_ref().and_then(|s| s["weight"].as_u64());
     assert!(eventually(PATIENCE, || state_weight(&install) > before), "never went on after the release");

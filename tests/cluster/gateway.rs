@@ -580,7 +580,7 @@ fn gateway_api_a_pin_pauses_httproute_promotion() {
     assert!(eventually(PATIENCE, || weight() >= Some(20)), "never stepped: {:?}; log:\n{}", state(), ramjet.log());
     let serving = ramjet.generations()["serving"].as_u64().unwrap();
     let (status, body) =
-        http_request(ramjet.admin, "POST", "/admin/rollback", &format!("{{\"generation\": {serving}}}")).unwrap();
+        ramjet.admin_request("POST", "/admin/rollback", &format!("{{\"generation\": {serving}}}")).unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(
         eventually(PATIENCE, || install.events("CanaryPaused", "shop").len() == 1),
@@ -595,7 +595,7 @@ fn gateway_api_a_pin_pauses_httproute_promotion() {
         writes_by(plane, &install.user(), since).into_iter().filter(|w| w.starts_with("patch httproutes")).collect();
     assert!(writes.is_empty(), "ramjet wrote the route while pinned: {writes:?}");
     assert_eq!(install.events("CanaryPaused", "shop").len(), 1);
-    let (status, body) = http_request(ramjet.admin, "DELETE", "/admin/rollback", "").unwrap();
+    let (status, body) = ramjet.admin_request("DELETE", "/admin/rollback", "").unwrap();
     assert_eq!(status, 200, "{body}");
     let before = held.as_ref().and_then(|s| s["weight"].as_u64());
     assert!(eventually(PATIENCE, || weight() > before), "never went on after the release");

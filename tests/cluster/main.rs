@@ -59,6 +59,8 @@ struct Install {
     args: Vec<String>,
     /// A kubeconfig holding a TokenRequest token of the chart's ServiceAccount.
     kubeconfig: PathBuf,
+    /// The admin token of the Secret the chart makes, which the kubelet would mount.
+    admin_token: Option<String>,
     dir: PathBuf,
     admin: Kube,
 }
@@ -126,10 +128,29 @@ impl Install {
                 .unwrap();
         }
         let dir = support::temp_dir(&format!("cluster-{name}"));
+        let admin_token = docs
+            .iter()
+            .find(|d| {
+                d["kind"] == "Secret" && d["metadata"]["name"].as_str().is_some_and(|n| n.ends_with("-admin-token"))
+            })
+            .map(|s| {
+                String::from_utf8(support::control_plane::unbase64(s["data"]["token"].as_str().unwrap())).unwrap()
+            });
         let token = admin.token(&ns, &service_account);
         let kubeconfig = dir.join("ramjet.kubeconfig");
         plane.write_kubeconfig(&kubeconfig, &token, &ns);
-        Install { name: name.into(), class: name.into(), ns, election, service_account, args, kubeconfig, dir, admin }
+        Install {
+            name: name.into(),
+            class: name.into(),
+            ns,
+            election,
+            service_account,
+            args,
+            kubeconfig,
+            admin_token,
+            dir,
+            admin,
+        }
     }
 
     /// Starts the real binary with the chart's arguments (ports moved to free loopback ones).
@@ -150,10 +171,17 @@ impl Install {
             .args
             .iter()
             .filter(|a| {
-                !["--http-addr", "--https-addr", "--admin-addr", "--io-driver"].iter().any(|f| a.starts_with(f))
+                !["--http-addr", "--https-addr", "--admin-addr", "--io-driver", "--admin-token-file"]
+                    .iter()
+                    .any(|f| a.starts_with(f))
             })
             .cloned()
             .collect();
+        // Where the kubelet would mount the chart's admin-token Secret.
+        if let Some(token) = &self.admin_token {
+            let file = support::control_plane::write_file(&self.dir, "admin-token", token);
+            args.push(format!("--admin-token-file={}", file.display()));
+        }
         args.extend([
             format!("--http-addr={http}"),
             format!("--https-addr={https}"),
@@ -284,7 +312,12 @@ fn spawn_ramjet(
         .stderr(std::fs::File::options().append(true).open(&log).unwrap())
         .spawn()
         .expect("start ramjet");
-    Ramjet { child: Some(child), http, https, admin, log, identity: identity.into() }
+    // The admin token it was started with, for the mutating admin calls.
+    let admin_token = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--admin-token-file="))
+        .map(|file| std::fs::read_to_string(file).unwrap().trim().to_string());
+    Ramjet { child: Some(child), http, https, admin, admin_token, log, identity: identity.into() }
 }
 
 /// The real binary, killed (SIGKILL) when dropped.
@@ -293,11 +326,17 @@ struct Ramjet {
     http: SocketAddr,
     https: SocketAddr,
     admin: SocketAddr,
+    admin_token: Option<String>,
     log: PathBuf,
     identity: String,
 }
 
 impl Ramjet {
+    /// A call to the admin API with the token it was started with, if any.
+    fn admin_request(&self, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+        http_request(self.admin, self.admin_token.as_deref(), method, path, body)
+    }
+
     fn readyz(&self) -> Option<u16> {
         http(self.admin, "localhost", "/readyz").map(|(status, _)| status)
     }
@@ -396,12 +435,13 @@ impl Drop for Ramjet {
 }
 
 /// A request to the admin listener with a JSON body and `Connection: close`.
-fn http_request(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+fn http_request(addr: SocketAddr, token: Option<&str>, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n{auth}\
          Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )

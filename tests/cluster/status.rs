@@ -218,10 +218,10 @@ fn events_pass_the_real_validation() {
     assert!(eventually(PATIENCE, || install.events("ConfigApplied", &install.class).len() == 2));
 
     // A pin and its release: ConfigPinned and ConfigResumed on the IngressClass, one each.
-    let (status, body) = http_request(ramjet.admin, "POST", "/admin/rollback", r#"{"generation": 1}"#).unwrap();
+    let (status, body) = ramjet.admin_request("POST", "/admin/rollback", r#"{"generation": 1}"#).unwrap();
     assert_eq!(status, 200, "{body}");
     ramjet.wait_served("shop.test", "404");
-    let (status, body) = http_request(ramjet.admin, "DELETE", "/admin/rollback", "").unwrap();
+    let (status, body) = ramjet.admin_request("DELETE", "/admin/rollback", "").unwrap();
     assert_eq!(status, 200, "{body}");
     ramjet.wait_served("shop.test", "a");
     for reason in ["ConfigPinned", "ConfigResumed"] {

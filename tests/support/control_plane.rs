@@ -452,6 +452,22 @@ pub fn base64(bytes: &[u8]) -> String {
     out
 }
 
+/// The bytes of standard base64 `text` (a Secret's `data`); panics on anything else.
+pub fn unbase64(text: &str) -> Vec<u8> {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let digits: Vec<u32> = text
+        .bytes()
+        .filter(|&b| b != b'=')
+        .map(|b| T.iter().position(|&t| t == b).unwrap_or_else(|| panic!("not base64: {text}")) as u32)
+        .collect();
+    let mut out = Vec::new();
+    for chunk in digits.chunks(4) {
+        let n = chunk.iter().enumerate().fold(0, |n, (i, d)| n | d << (18 - 6 * i));
+        out.extend(n.to_be_bytes()[1..chunk.len()].iter());
+    }
+    out
+}
+
 /// Writes `text` to a fresh file in `dir` and returns its path.
 pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
