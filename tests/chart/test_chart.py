@@ -47,12 +47,13 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 # Kinds that have no schema in kubernetes-validate (CRDs). They are skipped by
 # the schema validation on purpose, and checked by hand in test_servicemonitor.
 NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule"),
+             ("security-profiles-operator.x-k8s.io/v1beta1", "SeccompProfile"),
              ("gateway.networking.k8s.io/v1", "GatewayClass")}
 
 NAMESPACED_KINDS = {
     "Deployment", "DaemonSet", "Service", "ServiceAccount", "Role",
     "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "ConfigMap", "PrometheusRule", "Secret",
-    "HorizontalPodAutoscaler",
+    "HorizontalPodAutoscaler", "SeccompProfile",
 }
 
 SCENARIOS: dict[str, dict] = {
@@ -99,6 +100,7 @@ SCENARIOS: dict[str, dict] = {
     "pdb": {"controller": {"podDisruptionBudget": {"enabled": True}}},
     "single": {"controller": {"replicaCount": 1}},
     "no-admin-token": {"controller": {"adminToken": {"generate": False}}},
+    "seccomp-operator": {"controller": {"seccompOperator": {"enabled": True}, "ioDriver": "io-uring"}},
     "no-pdb": {"controller": {"podDisruptionBudget": {"enabled": False}}},
     "hpa": {"controller": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12,
                                            "targetCPUUtilizationPercentage": 60}}},
@@ -362,7 +364,10 @@ def check_invariants(s: str) -> None:
     assert csc["privileged"] is False
     assert csc["capabilities"]["drop"] == ["ALL"]
     assert csc["capabilities"].get("add", []) in ([], ["NET_BIND_SERVICE"])
-    assert psc["seccompProfile"] == values["controller"]["seccompProfile"]
+    if values["controller"]["seccompOperator"]["enabled"]:
+        assert psc["seccompProfile"]["localhostProfile"].startswith("operator/")
+    else:
+        assert psc["seccompProfile"] == values["controller"]["seccompProfile"]
 
     # Image, probes, env.
     assert c["image"].startswith(values["image"]["repository"] + ":"), c["image"]
@@ -433,11 +438,11 @@ def test_default_security_context():
     assert pod["securityContext"]["runAsUser"] == 65532
     assert pod["securityContext"]["runAsGroup"] == 65532
     assert pod["securityContext"]["fsGroup"] == 65532
-    assert pod["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert "sysctls" not in pod["securityContext"]
     assert csc["readOnlyRootFilesystem"] is True and csc["allowPrivilegeEscalation"] is False
     assert csc["capabilities"] == {"drop": ["ALL"]}, "default ports need no capability"
-    assert flag("default", "io-driver") == "io-uring"
+    assert flag("default", "io-driver") == "auto"
     # The read-only root gets a small writable /tmp.
     mounts = {m["mountPath"]: m["name"] for m in container("default")["volumeMounts"]}
     assert mounts == {"/tmp": "tmp", "/etc/ramjet/admin-token": "admin-token"}
@@ -821,15 +826,36 @@ def test_service_types():
 
 
 def test_seccomp_choices():
+    # The default passes "baseline" and "restricted": RuntimeDefault, io_uring where it allows it.
+    pod = workload("default")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert flag("default", "io-driver") == "auto"
+    assert "WARNING: controller.ioDriver" not in notes("default")
+    assert "controller.seccompOperator" in notes("default")
     pod = workload("restricted")["spec"]["template"]["spec"]
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert flag("restricted", "io-driver") == "auto"
     assert "WARNING: controller.ioDriver" not in notes("restricted")
+    # The Security Profiles Operator's route keeps io_uring under a profile the chart ships.
+    pod = workload("seccomp-operator")["spec"]["template"]["spec"]
+    profile = one("seccomp-operator", "SeccompProfile", f"{FULLNAME}-io-uring")
+    assert pod["securityContext"]["seccompProfile"] == {
+        "type": "Localhost", "localhostProfile": f"operator/{NAMESPACE}/{FULLNAME}-io-uring.json"}
+    assert flag("seccomp-operator", "io-driver") == "io-uring"
+    assert "WARNING: controller.ioDriver" not in notes("seccomp-operator")
+    spec = profile["spec"]
+    allowed = {n for r in spec["syscalls"] if r["action"] == "SCMP_ACT_ALLOW" for n in r["names"]}
+    assert {"io_uring_setup", "io_uring_enter", "io_uring_register"} <= allowed
+    assert spec["defaultAction"] == "SCMP_ACT_ERRNO"
+    # What ramjet's own system calls need, and what a container without capabilities must not do.
+    assert {"epoll_wait", "accept4", "timerfd_create", "eventfd2", "sendmsg", "recvfrom"} <= allowed
+    assert not {"mount", "kexec_load", "init_module", "bpf", "unshare"} & allowed
+    assert not find("default", "SeccompProfile")
     pod = workload("localhost-seccomp")["spec"]["template"]["spec"]
     assert pod["securityContext"]["seccompProfile"] == {"type": "Localhost",
                                                         "localhostProfile": "profiles/ramjet.json"}
     # RuntimeDefault with io-uring is allowed (some runtimes permit io_uring) but NOTES warn.
-    out = render_raw({"controller": {"seccompProfile": {"type": "RuntimeDefault"}}})
+    out = render_raw({"controller": {"ioDriver": "io-uring"}})
     n = next(v for k, v in out.items() if k.endswith("NOTES.txt"))
     assert "WARNING: controller.ioDriver is \"io-uring\"" in n
 
@@ -853,7 +879,8 @@ def test_memlock_is_documented():
     for needle in ("RLIMIT_MEMLOCK", "105 KB", "LimitMEMLOCK", "io_uring_setup", "RuntimeDefault",
                    "auto"):
         assert needle in values_text, needle
-    assert "4 workers: 512 KiB" in notes("watch-namespace")
+    out = render_raw({"controller": {"workers": 4, "ioDriver": "io-uring"}})
+    assert "4 workers: 512 KiB" in next(v for k, v in out.items() if k.endswith("NOTES.txt"))
     assert "RLIMIT_MEMLOCK" not in notes("restricted"), "auto driver: no memlock lecture"
 
 

@@ -92,6 +92,8 @@ An int-or-string value (a count or a percentage) as YAML.
 
 {{- define "ramjet.adminTokenDir" -}}/etc/ramjet/admin-token{{- end }}
 
+{{- define "ramjet.seccompProfileName" -}}{{ include "ramjet.fullname" . }}-io-uring{{- end }}
+
 {{- /* The Secret holding the admin token: the one named, else the one the chart makes; empty: none. */}}
 {{- define "ramjet.adminTokenSecret" -}}
 {{- $t := .Values.controller.adminToken }}
@@ -260,7 +262,12 @@ spec:
     runAsGroup: {{ int $c.runAsGroup }}
     fsGroup: {{ int $c.runAsGroup }}
     seccompProfile:
+      {{- if $c.seccompOperator.enabled }}
+      type: Localhost
+      localhostProfile: {{ printf "operator/%s/%s.json" .Release.Namespace (include "ramjet.seccompProfileName" .) }}
+      {{- else }}
       {{- toYaml $c.seccompProfile | nindent 6 }}
+      {{- end }}
     {{- if and (include "ramjet.lowPorts" .) (not $c.hostNetwork) }}
     # Lets the non-root process bind the privileged ports it was given.
     sysctls:
