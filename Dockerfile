@@ -18,6 +18,10 @@
 FROM rust:1.95-bookworm AS builder
 WORKDIR /src
 COPY . .
+# The context has no .git: `--version` names the commit when the build says which
+# (--build-arg RAMJET_COMMIT=$(git rev-parse --short=12 HEAD) --build-arg RAMJET_COMMIT_DATE=$(git log -1 --format=%cs)).
+ARG RAMJET_COMMIT=""
+ARG RAMJET_COMMIT_DATE=""
 # The cache mounts keep the crate registry and the build directory between
 # builds; the binaries are copied out of the cached target/ before it goes.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

@@ -11,10 +11,14 @@ use ramjet_dataplane::AccessLogSettings;
 /// `--https-addr` when it is not given.
 pub const DEFAULT_HTTPS_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 8443);
 
+/// The version, the commit and the commit's date (`build.rs`).
+pub const VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (", env!("RAMJET_COMMIT"), " ", env!("RAMJET_COMMIT_DATE"), ")");
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ramjet",
-    version,
+    version = VERSION,
     about = "Kubernetes ingress controller and edge proxy: a configuration change is one pointer store"
 )]
 pub struct Cli {
@@ -211,6 +215,12 @@ pub enum Command {
     /// (honoured, approximated, refused, ignored, refused-to-serve, unknown). Exits 0 when every
     /// Ingress would behave as it does under ingress-nginx, 1 otherwise.
     MigrationReport(MigrationReportArgs),
+    /// Prints the shell completion script for SHELL (bash, zsh, fish, elvish, powershell), e.g.
+    /// `ramjet completions bash > /etc/bash_completion.d/ramjet`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -26,6 +26,19 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    if let Some(Command::Completions { shell }) = cli.command {
+        // Into a buffer first: the generator panics on a write error (`| head`).
+        let mut script = Vec::new();
+        clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "ramjet", &mut script);
+        return match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ramjet completions: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     if let Some(Command::MigrationReport(args)) = &cli.command {
         return match migration_report(args) {
             Ok(true) => ExitCode::SUCCESS,

@@ -234,6 +234,37 @@ fn sigterm_first_takes_the_daemon_out_of_rotation_then_drains() {
     assert!(log.contains("accepting for --shutdown-delay"), "{log}");
 }
 
+/// `--version` says which commit the binary is, and `completions SHELL` prints a script the shell
+/// accepts that completes the flags.
+#[test]
+fn version_names_the_commit_and_completions_complete_the_flags() {
+    let out = run(&["--version"]);
+    assert!(out.status.success());
+    let version = String::from_utf8(out.stdout).unwrap();
+    // `ramjet 0.1.0 (0123456789ab 2026-12-05)`: the tests run in a git checkout, so both are known.
+    let (name, build) = version.trim_end().split_once(" (").unwrap_or_else(|| panic!("{version:?}"));
+    assert_eq!(name, format!("ramjet {}", env!("CARGO_PKG_VERSION")));
+    let (commit, date) = build.trim_end_matches(')').split_once(' ').unwrap_or_else(|| panic!("{version:?}"));
+    assert!(commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit()), "{version:?}");
+    assert!(date.len() == 10 && date.as_bytes()[4] == b'-' && date.as_bytes()[7] == b'-', "{version:?}");
+    let dir = temp_dir("completions");
+    let out = run(&["completions", "bash"]);
+    assert!(out.status.success());
+    let script = write(&dir, "ramjet.bash", &String::from_utf8(out.stdout).unwrap());
+    // Sourced by bash, then asked what follows `ramjet --shut`.
+    let probe = format!(
+        "source {script}; COMP_WORDS=(ramjet --shut); COMP_CWORD=1; _ramjet ramjet --shut ramjet; \
+         printf '%s\\n' \"${{COMPREPLY[@]}}\""
+    );
+    let out = Command::new("bash").args(["-c", &probe]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "--shutdown-delay");
+    for shell in ["zsh", "fish"] {
+        let out = run(&["completions", shell]);
+        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("shutdown-delay"), "{shell}");
+    }
+}
+
 /// Static routes without a certificate leave the HTTPS port alone: nothing could be served there,
 /// so a second daemon with the same `--https-addr` starts, and the log says HTTPS is off and why.
 /// A default certificate (or a `tls:` entry) is something to serve: then the port is bound.
