@@ -197,3 +197,30 @@ fn route_series_count_what_requests_did() {
     assert!(text.contains(app), "{text}");
     d.shutdown();
 }
+
+/// Each TLS host's certificate expiry, from the serving generation: what an alert on renewals that
+/// did not happen (cert-manager's, or a file that was not replaced) reads.
+#[test]
+fn certificate_expiry_is_exported_per_host() {
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("metrics-expiry");
+    let not_after = rcgen::date_time_ymd(2031, 7, 1);
+    pki.leaf_with("example", &["example.com"], |p| p.not_after = not_after);
+    pki.leaf("wild", &["*.example.com"]);
+    let yaml = "backends:\n  hi: { respond: { status: 200 } }\nroutes:\n  - { path: /, backend: hi }\n\
+                tls:\n  - { hosts: [example.com], certFile: example.crt, keyFile: example.key }\n  \
+                - { hosts: [\"*.example.com\"], certFile: wild.crt, keyFile: wild.key }\n";
+    let d = daemon_with(support::routes_in(yaml, &pki.dir), IoDriver::Auto, |_| {});
+    let text = metrics(d.admin_addr());
+    let example = pki.path("example.crt").display().to_string();
+    let series =
+        format!("ramjet_ssl_certificate_expiry_timestamp_seconds{{host=\"example.com\",secret=\"{example}\"}}");
+    assert_eq!(value(&text, &series), Some(not_after.unix_timestamp() as f64), "{text}");
+    let wild = format!(
+        "ramjet_ssl_certificate_expiry_timestamp_seconds{{host=\"*.example.com\",secret=\"{}\"}}",
+        pki.path("wild.crt").display()
+    );
+    assert!(value(&text, &wild).is_some_and(|t| t > 1.7e9), "{text}");
+    check_with_promtool(&text);
+    d.shutdown();
+}

@@ -128,6 +128,7 @@ impl Control {
                 workers: config.worker_stats,
                 webhook: config.audit_webhook.as_ref().map(|w| (w.delivered.clone(), w.failures.clone())),
                 history_size: config.history_size,
+                published: config.published.clone(),
             },
             token_digest: config.admin_token.as_deref().map(admin::token_digest),
             instance: instance.clone(),

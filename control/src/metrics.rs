@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ramjet_shared::{HistogramSnapshot, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats, DURATION_BUCKETS};
+use ramjet_shared::{
+    HistogramSnapshot, Published, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats, DURATION_BUCKETS,
+};
 
 /// Upper bounds of the publish-latency histogram, in seconds.
 const PUBLISH_BUCKETS: [f64; 10] = [1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 1e-1];
@@ -53,6 +55,8 @@ pub struct MetricsSources {
     pub workers: Arc<WorkerStats>,
     pub webhook: Option<(Arc<AtomicU64>, Arc<AtomicU64>)>,
     pub history_size: usize,
+    /// The serving generation and certificate store (certificate expiry).
+    pub published: Arc<Published>,
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -74,6 +78,30 @@ fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) 
     let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
     let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_us as f64 / 1e6);
     let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+}
+
+/// When each TLS host's certificate in the serving generation expires (hosts whose certificate
+/// could not be read for a date are left out).
+fn render_certificates(out: &mut String, published: &Published) {
+    family(
+        out,
+        "ramjet_ssl_certificate_expiry_timestamp_seconds",
+        "gauge",
+        "End of validity (notAfter) of the certificate served for each TLS host, in Unix seconds; secret is its source.",
+    );
+    let table = &published.generation().load().table;
+    let certs = published.certs().load();
+    for (host, id) in table.tls_hosts() {
+        let Some(cert) = certs.get(id) else { continue };
+        let Some(secs) = cert.not_after.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()) else { continue };
+        let _ = writeln!(
+            out,
+            "ramjet_ssl_certificate_expiry_timestamp_seconds{{host=\"{}\",secret=\"{}\"}} {}",
+            label(host),
+            label(&cert.source),
+            secs.as_secs()
+        );
+    }
 }
 
 /// The per route and backend families (each family's samples together, as the format requires).
@@ -219,6 +247,8 @@ pub fn render(m: &MetricsSources) -> String {
     let _ = writeln!(out, "ramjet_publish_duration_seconds_bucket{{le=\"+Inf\"}} {count}");
     let _ = writeln!(out, "ramjet_publish_duration_seconds_sum {}", c.publish_nanos.load(Relaxed) as f64 / 1e9);
     let _ = writeln!(out, "ramjet_publish_duration_seconds_count {count}");
+
+    render_certificates(&mut out, &m.published);
 
     if let Some((delivered, failed)) = &m.webhook {
         family(&mut out, "ramjet_audit_webhook_deliveries_total", "counter", "Audit webhook POSTs, by outcome.");

@@ -777,8 +777,9 @@ def test_prometheus_rule_alerts_and_promtool():
     assert rule["metadata"]["labels"]["release"] == "prometheus"
     rules = rule["spec"]["groups"][0]["rules"]
     by_name = {r["alert"]: r for r in rules}
-    assert sorted(by_name) == ["RamjetAccessLogDropping", "RamjetConfigDiagnostics", "RamjetPinnedTooLong",
-                               "RamjetRoute5xxRatioHigh"]
+    assert sorted(by_name) == ["RamjetAccessLogDropping", "RamjetCertificateExpiring", "RamjetConfigDiagnostics",
+                               "RamjetPinnedTooLong", "RamjetRoute5xxRatioHigh"]
+    assert "< 14 * 86400" in by_name["RamjetCertificateExpiring"]["expr"]
     assert "> 0.02" in by_name["RamjetRoute5xxRatioHigh"]["expr"]
     assert by_name["RamjetPinnedTooLong"]["for"] == "2h"
     assert by_name["RamjetConfigDiagnostics"]["expr"].strip().endswith("> 0")
@@ -789,7 +790,7 @@ def test_prometheus_rule_alerts_and_promtool():
     out = subprocess.run([promtool(), "check", "rules", f.name], capture_output=True, text=True)
     os.unlink(f.name)
     assert out.returncode == 0, f"promtool check rules:\n{out.stdout}{out.stderr}"
-    assert "SUCCESS: 4 rules found" in out.stdout, out.stdout
+    assert "SUCCESS: 5 rules found" in out.stdout, out.stdout
 
 
 def test_servicemonitor():
