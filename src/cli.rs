@@ -118,7 +118,8 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_DRAIN_TIMEOUT", default_value = "30s", value_parser = duration)]
     pub drain_timeout: Duration,
 
-    /// Certificate (PEM chain) for handshakes without SNI or for hosts without a certificate.
+    /// Certificate (PEM chain) for handshakes without SNI or for hosts without a certificate
+    /// (without it, a self-signed one). Re-read when the file or its key changes.
     #[arg(long, env = "RAMJET_DEFAULT_CERTIFICATE", value_name = "PATH", requires = "default_certificate_key")]
     pub default_certificate: Option<PathBuf>,
 

@@ -19,12 +19,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use arc_swap::ArcSwap;
 use ramjet_control::audit::{EventSink, Webhook};
 use ramjet_control::cluster::{AuditEvents, ClusterOptions, PromotionContext};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_control::routes_file::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
-use ramjet_dataplane::{AccessLogSettings, DataPlane, DataPlaneConfig, IoDriver, Settings};
+use ramjet_dataplane::{AccessLogSettings, DataPlane, DataPlaneConfig, DefaultCertificate, IoDriver, Settings};
 use ramjet_shared::{Published, WorkerStats};
 use rustls::sign::CertifiedKey;
 
@@ -97,6 +98,9 @@ pub struct Daemon {
     pub dataplane: DataPlane,
     pub published: Arc<Published>,
     pub stats: Arc<WorkerStats>,
+    /// The certificate for names without one: `--default-certificate`, else a self-signed one.
+    /// Storing a new one serves it from the next handshake on.
+    pub default_certificate: DefaultCertificate,
 }
 
 /// Whether the HTTPS listener is bound: in cluster and `--manifests` mode always (certificates may
@@ -137,6 +141,13 @@ impl Daemon {
         })?;
         let workers = if config.workers == 0 { ramjet_dataplane::default_workers() } else { config.workers };
         let https = serves_https(&config.source, config.default_certificate.is_some());
+        // A name without a certificate gets the default one, else a self-signed one: a handshake
+        // and an HTTP answer rather than a TLS alert.
+        let default_certificate = match config.default_certificate {
+            Some(default) => default,
+            None => ramjet_control::certs::fallback_certificate().context("cannot make the fallback certificate")?,
+        };
+        let default_certificate = Arc::new(ArcSwap::new(default_certificate));
         let published = Arc::new(Published::new());
         let stats = Arc::new(WorkerStats::new(workers));
         let mut event_sinks: Vec<Arc<dyn EventSink>> = Vec::new();
@@ -195,7 +206,7 @@ impl Daemon {
             bail!("the first configuration was not published within {}", humantime::format_duration(ready_within));
         }
         let https = if https {
-            let tls = ramjet_dataplane::server_config(published.clone(), config.default_certificate)
+            let tls = ramjet_dataplane::server_config(published.clone(), default_certificate.clone())
                 .context("cannot set up TLS")?;
             Some((config.https_addr, tls))
         } else {
@@ -215,7 +226,7 @@ impl Daemon {
             stats.clone(),
         )?;
         control.mark_listening();
-        Ok(Daemon { control, cluster, dataplane, published, stats })
+        Ok(Daemon { control, cluster, dataplane, published, stats, default_certificate })
     }
 
     pub fn http_addr(&self) -> SocketAddr {

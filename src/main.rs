@@ -1,7 +1,7 @@
 //! `ramjet`: the daemon. Parses flags, validates everything before binding a port, starts the
 //! [`ramjet::Daemon`], and drains on SIGTERM or SIGINT.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -257,9 +257,23 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         workers = daemon.dataplane.drivers.len(),
         "serving"
     );
+    let mut certificate_files =
+        cli.default_certificate.clone().zip(cli.default_certificate_key.clone()).map(|(cert, key)| {
+            let read = std::fs::read(&cert).ok().zip(std::fs::read(&key).ok());
+            DefaultCertificateFiles { cert, key, read }
+        });
     let delay = runtime.block_on(async {
+        // How often the default certificate's files are looked at (cert-manager and the kubelet
+        // replace a mounted Secret's files without telling anyone).
+        let mut look = tokio::time::interval(Duration::from_secs(2));
+        look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = look.tick(), if certificate_files.is_some() => {
+                    if let Some(files) = &mut certificate_files {
+                        files.reload_into(&daemon.default_certificate);
+                    }
+                }
                 _ = term.recv() => break cli.shutdown_delay,
                 // Interactive: no load balancer to wait for.
                 _ = int.recv() => break Duration::ZERO,
@@ -287,6 +301,37 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     daemon.shutdown();
     tracing::info!("drained; exiting");
     Ok(())
+}
+
+/// `--default-certificate` and its key as last read: re-read when either file changes, and served
+/// from the next handshake once both parse and match. A renewal half written (the certificate
+/// replaced, the key not yet) fails to match and is tried again at the next look.
+struct DefaultCertificateFiles {
+    cert: PathBuf,
+    key: PathBuf,
+    read: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl DefaultCertificateFiles {
+    fn reload_into(&mut self, default: &ramjet_dataplane::DefaultCertificate) {
+        let (Ok(chain), Ok(key)) = (std::fs::read(&self.cert), std::fs::read(&self.key)) else { return };
+        if self.read.as_ref().is_some_and(|(c, k)| *c == chain && *k == key) {
+            return;
+        }
+        let source = self.cert.display().to_string();
+        match parse_certificate(&chain, &key, &source) {
+            Ok(parsed) => {
+                default.store(parsed.key.clone());
+                tracing::info!(certificate = %source, "default certificate reloaded");
+                self.read = Some((chain, key));
+            }
+            // The files are looked at again in two seconds; said once per content.
+            Err(e) => {
+                tracing::warn!(certificate = %source, error = %e, "default certificate changed but cannot be used; serving the previous one");
+                self.read = Some((chain, key));
+            }
+        }
+    }
 }
 
 /// An access-log file must be writable before any port is bound: opened for appending (and so

@@ -265,6 +265,58 @@ fn version_names_the_commit_and_completions_complete_the_flags() {
     }
 }
 
+/// `--default-certificate` is read again when its files change (cert-manager renewing a mounted
+/// Secret): the next handshake gets the new certificate, with no restart and no dropped listener.
+/// A half-written renewal (a key that does not match) keeps the previous one in service.
+#[test]
+fn the_default_certificate_is_reloaded_when_its_files_change() {
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("default-reload");
+    pki.leaf("first", &["first.test"]);
+    pki.leaf("second", &["second.test"]);
+    let cert = pki.path("default.crt");
+    let key = pki.path("default.key");
+    let copy = |from: &str| {
+        std::fs::copy(pki.path(&format!("{from}.crt")), &cert).unwrap();
+        std::fs::copy(pki.path(&format!("{from}.key")), &key).unwrap();
+    };
+    copy("first");
+    let routes = write(&pki.dir, "r.yaml", HELLO);
+    let https = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let args = ["--default-certificate", cert.to_str().unwrap(), "--default-certificate-key", key.to_str().unwrap()];
+    let daemon = Running::start_with_https(&routes, https, &args, &[]);
+    // The subject of the certificate served to a name ramjet has no certificate for.
+    let subject = || {
+        let out = Command::new("curl")
+            .args([
+                "-skv",
+                "--max-time",
+                "5",
+                "-o",
+                "/dev/null",
+                "--resolve",
+                &format!("any.test:{}:127.0.0.1", https.port()),
+            ])
+            .arg(format!("https://any.test:{}/", https.port()))
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr).to_string();
+        log.lines().find(|l| l.contains("subject:")).unwrap_or_default().to_string()
+    };
+    assert!(subject().contains("first.test"), "{}", subject());
+    // Half a renewal: the new certificate with the old key. Refused; the first one stays.
+    std::fs::copy(pki.path("second.crt"), &cert).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(subject().contains("first.test"), "a certificate without its key was served");
+    // The rest of it.
+    std::fs::copy(pki.path("second.key"), &key).unwrap();
+    assert!(eventually(Duration::from_secs(10), || subject().contains("second.test")), "{}", subject());
+    let (ok, log) = daemon.stop();
+    assert!(ok, "{log}");
+    assert!(log.contains("default certificate changed but cannot be used"), "{log}");
+    assert!(log.contains("default certificate reloaded"), "{log}");
+}
+
 /// Static routes without a certificate leave the HTTPS port alone: nothing could be served there,
 /// so a second daemon with the same `--https-addr` starts, and the log says HTTPS is off and why.
 /// A default certificate (or a `tls:` entry) is something to serve: then the port is bound.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ramjet_control::certs::parse_certificate;
+use ramjet_dataplane::IoDriver;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use support::backend::Backend;
@@ -177,7 +178,7 @@ fn a_request_sent_with_the_end_of_the_handshake_arrives_whole() {
 }
 
 #[test]
-fn no_certificate_fails_the_handshake_and_resumption_works() {
+fn a_name_without_a_certificate_fails_verification_and_resumption_works() {
     ramjet::install_crypto();
     let pki = Pki::new("tls-resume");
     pki.leaf("example", &["example.com"]);
@@ -187,7 +188,10 @@ fn no_certificate_fails_the_handshake_and_resumption_works() {
         let d = daemon_with(routes_in(&config(&pki, &backend, "example", false), &pki.dir), driver, |_| {});
         let addr = d.https_addr().unwrap();
         let client = pki.client(BOTH);
-        assert!(handshake(addr, &client, "unknown.org").is_err(), "no certificate for the name: the handshake fails");
+        assert!(
+            handshake(addr, &client, "unknown.org").is_err(),
+            "no certificate for the name: the fallback one, which a verifying client refuses"
+        );
         for versions in [&[&rustls::version::TLS13][..], &[&rustls::version::TLS12][..]] {
             let client = pki.client(versions);
             let mut first = handshake(addr, &client, "example.com").unwrap();
@@ -198,6 +202,40 @@ fn no_certificate_fails_the_handshake_and_resumption_works() {
         }
         d.shutdown();
     }
+}
+
+/// A client asking for a name ramjet has no certificate for gets ramjet's self-signed one (as
+/// ingress-nginx serves its "Fake Certificate") and then an HTTP answer, not a TLS alert; `curl`
+/// without verification shows both. With verification the handshake fails, as it should.
+#[test]
+fn a_name_without_a_certificate_gets_the_fallback_certificate_and_an_http_answer() {
+    ramjet::install_crypto();
+    let pki = Pki::new("tls-fallback");
+    pki.leaf("example", &["example.com"]);
+    pki.leaf("wild", &["*.example.com"]);
+    let backend = Backend::start("b");
+    let yaml = config(&pki, &backend, "example", false)
+        .replace("routes:\n  - { path: /, backend: b }", "routes:\n  - { host: example.com, path: /, backend: b }");
+    let d = daemon_with(routes_in(&yaml, &pki.dir), IoDriver::Auto, |_| {});
+    let port = d.https_addr().unwrap().port();
+    let curl = |insecure: bool| {
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args(["-sv", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
+            .args(["--resolve", &format!("unknown.org:{port}:127.0.0.1")])
+            .arg(format!("https://unknown.org:{port}/"));
+        if insecure {
+            cmd.arg("-k");
+        }
+        cmd.output().expect("curl")
+    };
+    let out = curl(true);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "404", "{log}");
+    assert!(log.contains(ramjet_control::certs::FALLBACK_SUBJECT), "{log}");
+    let out = curl(false);
+    assert!(!out.status.success(), "a verifying client refuses the fallback certificate");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "000");
+    d.shutdown();
 }
 
 #[test]

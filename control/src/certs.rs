@@ -53,6 +53,23 @@ pub fn parse_certificate(chain_pem: &[u8], key_pem: &[u8], source: &str) -> Resu
     }))
 }
 
+/// The subject of the certificate served to a TLS client whose server name has no certificate
+/// (and none was given by `--default-certificate`), as ingress-nginx serves its "Fake Certificate".
+pub const FALLBACK_SUBJECT: &str = "Ramjet Ingress Controller Fake Certificate";
+
+/// A self-signed certificate made at start, so that a client asking for a name ramjet has no
+/// certificate for gets a handshake and then an HTTP answer (a 404, usually) rather than a TLS
+/// alert it cannot explain. No client trusts it.
+pub fn fallback_certificate() -> Result<Arc<CertifiedKey>, CertError> {
+    let key = rcgen::KeyPair::generate().map_err(|e| CertError::Key(e.to_string()))?;
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(|e| CertError::Key(e.to_string()))?;
+    params.distinguished_name.push(rcgen::DnType::CommonName, FALLBACK_SUBJECT);
+    let cert = params.self_signed(&key).map_err(|e| CertError::Key(e.to_string()))?;
+    let key = PrivateKeyDer::try_from(key.serialize_der()).map_err(|e| CertError::Key(e.to_string()))?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&key).map_err(|e| CertError::Key(e.to_string()))?;
+    Ok(Arc::new(CertifiedKey::new(vec![cert.der().clone()], signer)))
+}
+
 /// Parses a CA bundle (PEM, one or more `CERTIFICATE` blocks) for verifying backends.
 pub fn parse_ca_bundle(pem: &[u8], source: &str) -> Result<Arc<CaBundle>, String> {
     let certs: Vec<CertificateDer<'static>> =

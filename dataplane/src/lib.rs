@@ -36,7 +36,7 @@ mod worker;
 pub use base::listener::{bind_shared, ListenError};
 pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use observe::access_log::{self, AccessLog, AccessLogSettings};
-pub use server::tls::{server_config, SniResolver};
+pub use server::tls::{server_config, DefaultCertificate, SniResolver};
 pub use settings::{DriverChoice, Http2Settings, IoDriver, Settings};
 
 use std::net::{SocketAddr, TcpListener};

@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use monoio_rustls::ServerTlsStream;
@@ -31,20 +32,24 @@ use super::passthrough;
 use crate::conn::{ConnFacts, TlsSession};
 use crate::worker::Worker;
 
+/// The certificate for names that have none: swapped whole when its files change
+/// (`--default-certificate`), read by every handshake that needs it.
+pub type DefaultCertificate = Arc<ArcSwap<CertifiedKey>>;
+
 /// Picks the certificate for each handshake from what is published now.
 pub struct SniResolver {
     published: Arc<Published>,
-    default: Option<Arc<CertifiedKey>>,
+    default: DefaultCertificate,
 }
 
 impl fmt::Debug for SniResolver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SniResolver").field("default", &self.default.is_some()).finish()
+        f.debug_struct("SniResolver").finish_non_exhaustive()
     }
 }
 
 impl SniResolver {
-    pub fn new(published: Arc<Published>, default: Option<Arc<CertifiedKey>>) -> Self {
+    pub fn new(published: Arc<Published>, default: DefaultCertificate) -> Self {
         SniResolver { published, default }
     }
 
@@ -65,9 +70,9 @@ impl SniResolver {
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        // A host without a certificate in the table: the default certificate, else the handshake
-        // fails with an alert.
-        self.lookup(hello.server_name()).or_else(|| self.default.clone())
+        // A host without a certificate in the table: the default certificate (the daemon passes
+        // `--default-certificate`, else a self-signed one, so that the client gets an HTTP answer).
+        self.lookup(hello.server_name()).or_else(|| Some(self.default.load_full()))
     }
 }
 
@@ -75,7 +80,7 @@ impl ResolvesServerCert for SniResolver {
 /// defaults, ALPN `h2` preferred and `http/1.1` offered, stateless session tickets.
 pub fn server_config(
     published: Arc<Published>,
-    default: Option<Arc<CertifiedKey>>,
+    default: DefaultCertificate,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let mut config = ServerConfig::builder()
         .with_no_client_auth()
