@@ -188,6 +188,12 @@ pub struct Cli {
     #[arg(long, env = "RAMJET_GATEWAY_CONTROLLER_NAME", default_value = "ramjet.dev/gateway-controller")]
     pub gateway_controller_name: String,
 
+    /// Kubernetes and --manifests mode: the `kubernetes.io/tls` Secret served to TLS clients whose
+    /// name has no certificate (as ingress-nginx's flag of the same name), compiled like an
+    /// Ingress's, so a renewed Secret is served with the next generation. Before --default-certificate.
+    #[arg(long, env = "RAMJET_DEFAULT_SSL_CERTIFICATE", value_name = "NAMESPACE/NAME", value_parser = secret_name)]
+    pub default_ssl_certificate: Option<(String, String)>,
+
     /// Kubernetes mode: watch only this namespace.
     #[arg(long, env = "RAMJET_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
@@ -311,4 +317,14 @@ fn peer(s: &str) -> Result<String, String> {
 
 fn duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("`{s}` is not a duration like 500ms, 10s or 2m: {e}"))
+}
+
+/// `NAMESPACE/NAME` of a Secret.
+fn secret_name(text: &str) -> Result<(String, String), String> {
+    match text.split_once('/') {
+        Some((namespace, name)) if !namespace.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((namespace.to_string(), name.to_string()))
+        }
+        _ => Err(format!("expected NAMESPACE/NAME, got {text:?}")),
+    }
 }

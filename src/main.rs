@@ -102,6 +102,7 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
         ingress_class: cli.ingress_class.clone(),
         controller_name: cli.controller_name.clone(),
         gateway_controller_name: cli.gateway_controller_name.clone(),
+        default_ssl_certificate: cli.default_ssl_certificate.clone(),
         ..IngressOptions::default()
     };
     // A Gateway listener names the port clients use: the Service's (80, 443, the defaults) or ramjet's own.

@@ -267,3 +267,62 @@ fn permanent_and_temporal_redirects_answer_as_in_ingress_nginx() {
     assert!(problem.message.contains("nginx variables ($request_uri, $host, ...)"), "{problem:?}");
     d.shutdown();
 }
+
+/// `--default-ssl-certificate NAMESPACE/NAME`: the Secret's certificate for TLS names that have
+/// none, compiled like an Ingress's, so a renewed Secret is served with the next generation. A
+/// Secret that does not exist is reported, and the fallback serves.
+#[test]
+fn the_default_ssl_certificate_comes_from_a_secret_and_is_renewed_with_it() {
+    ramjet::install_crypto();
+    let dir = temp_dir("manifests-default-ssl");
+    let pki = support::pki::Pki::new("manifests-default-ssl");
+    pki.leaf("first", &["first.test"]);
+    pki.leaf("second", &["second.test"]);
+    let secret = |leaf: &str| {
+        let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: fallback-tls, namespace: edge }}\ntype: kubernetes.io/tls\n\
+             data:\n  tls.crt: {}\n  tls.key: {}\n",
+            b64(&format!("{leaf}.crt")),
+            b64(&format!("{leaf}.key"))
+        )
+    };
+    let backend = Backend::start("a");
+    write(&dir.join("app.yaml"), objects(backend.addr)).unwrap();
+    write(&dir.join("secret.yaml"), secret("first")).unwrap();
+    let options = |secret: &str| IngressOptions {
+        default_ssl_certificate: Some(("edge".into(), secret.into())),
+        ..IngressOptions::default()
+    };
+    let start_with = |options: IngressOptions| {
+        let mut config = DaemonConfig::with_source(Source::Manifests {
+            dir: dir.clone(),
+            options,
+            interval: Duration::from_millis(20),
+        });
+        config.io_driver = IoDriver::Auto;
+        Daemon::start(config).expect("the daemon starts")
+    };
+    // The subject curl sees for a name no Ingress has a certificate for.
+    let subject = |daemon: &Daemon| {
+        let port = daemon.https_addr().unwrap().port();
+        let out = Command::new("curl")
+            .args(["-skv", "--max-time", "5", "-o", "/dev/null", "--resolve", &format!("any.test:{port}:127.0.0.1")])
+            .arg(format!("https://any.test:{port}/"))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stderr).lines().find(|l| l.contains("subject:")).unwrap_or_default().to_string()
+    };
+    let daemon = start_with(options("fallback-tls"));
+    assert!(subject(&daemon).contains("first.test"), "{}", subject(&daemon));
+    write(&dir.join("secret.yaml"), secret("second")).unwrap();
+    assert!(eventually(Duration::from_secs(10), || subject(&daemon).contains("second.test")), "{}", subject(&daemon));
+    daemon.shutdown();
+
+    let daemon = start_with(options("missing"));
+    assert!(subject(&daemon).contains(ramjet_control::certs::FALLBACK_SUBJECT), "{}", subject(&daemon));
+    let report =
+        request(daemon.admin_addr(), "GET /admin/generations HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    assert!(report.body.contains("--default-ssl-certificate cannot be served"), "{}", report.body);
+    daemon.shutdown();
+}

@@ -3,6 +3,8 @@
 //! the Gateway API status report, all from the same objects in the same pass (as Envoy Gateway's
 //! translator yields its IR and its status together).
 
+use ramjet_shared::ObjectRef;
+
 use super::resolve::Resolver;
 use super::snapshot::ClusterSnapshot;
 use super::{gateway, ingress, Compiler, Draft};
@@ -17,5 +19,27 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
     let mut resolver = Resolver::new(snapshot, compiler);
     ingress::compile(snapshot, &mut resolver, &mut draft);
     draft.gateway_status = gateway::compile(snapshot, &mut resolver, &mut draft);
+    default_certificate(snapshot, &mut resolver, &mut draft);
     draft
+}
+
+/// `--default-ssl-certificate`: the Secret's certificate for every name that has none, as the
+/// table's catch-all (a TLS entry without hosts, which an Ingress that has one keeps). A Secret
+/// that is missing or unusable is reported and the previous handshakes' fallback serves.
+fn default_certificate<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver<'s, '_>, draft: &mut Draft) {
+    let Some((namespace, name)) = &snapshot.options.default_ssl_certificate else { return };
+    let object = ObjectRef::new("Secret", Some(namespace), name.clone());
+    match resolver.certificate(namespace, name) {
+        Ok(cert) => {
+            if draft.builder.add_tls_host("", cert.id) {
+                draft.certificates.push(cert);
+            } else {
+                draft.warn(
+                    &object,
+                    "--default-ssl-certificate is not used: an Ingress's TLS entry without hosts serves every name",
+                );
+            }
+        }
+        Err(why) => draft.warn(&object, format!("--default-ssl-certificate cannot be served: {why}")),
+    }
 }

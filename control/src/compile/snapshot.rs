@@ -28,6 +28,9 @@ pub struct IngressOptions {
     pub http_ports: Vec<u16>,
     /// The same for HTTPS listeners and ramjet's TLS listener.
     pub https_ports: Vec<u16>,
+    /// `--default-ssl-certificate`: the TLS Secret (namespace, name) served to names without a
+    /// certificate of their own, compiled (and so renewed) like an Ingress's.
+    pub default_ssl_certificate: Option<(String, String)>,
 }
 
 impl Default for IngressOptions {
@@ -38,6 +41,7 @@ impl Default for IngressOptions {
             gateway_controller_name: GATEWAY_CONTROLLER.into(),
             http_ports: vec![80, 8080],
             https_ports: vec![443, 8443],
+            default_ssl_certificate: None,
         }
     }
 }
