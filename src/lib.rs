@@ -165,6 +165,11 @@ impl Daemon {
             admin_token: config.admin_token,
             audit_webhook: config.audit_webhook,
             event_sinks,
+            build: ramjet_control::metrics::BuildInfo {
+                version: env!("CARGO_PKG_VERSION").into(),
+                commit: env!("RAMJET_COMMIT").into(),
+                date: env!("RAMJET_COMMIT_DATE").into(),
+            },
         })?;
         let mut cluster = None;
         let ready_within = match config.source {

@@ -92,12 +92,22 @@ fn metrics_parse_as_prometheus_text() {
     }
     let text = request(d.admin_addr(), "GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").body;
     assert!(text.contains("ramjet_requests_total{class=\"2xx\"} 3"), "{text}");
+    // Which build, whether it leads (never, without a cluster), and the process's own figures.
+    let build = text.lines().find(|l| l.starts_with("ramjet_build_info{")).expect("ramjet_build_info");
+    assert!(build.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))) && build.ends_with(" 1"), "{build}");
+    assert_eq!(value(&text, "ramjet_leader"), Some(0.0));
+    assert!(value(&text, "process_resident_memory_bytes").is_some_and(|b| b > 1e6), "{text}");
+    assert!(value(&text, "process_open_fds").is_some_and(|n| n >= 3.0), "{text}");
+    let started = value(&text, "process_start_time_seconds").unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    assert!(started <= now + 1.0 && started > now - 3600.0, "started {started}, now {now}");
     let script = r#"
 import sys
 from prometheus_client.parser import text_string_to_metric_families
 families = {f.name: f for f in text_string_to_metric_families(sys.stdin.read())}
 for name in ["ramjet_requests", "ramjet_upstream_errors", "ramjet_connections_active", "ramjet_pinned",
-             "ramjet_serving_generation", "ramjet_publish_duration_seconds"]:
+             "ramjet_serving_generation", "ramjet_publish_duration_seconds", "ramjet_build_info", "ramjet_leader",
+             "process_cpu_seconds", "process_resident_memory_bytes", "process_start_time_seconds"]:
     assert name in families, name
 print(len(families))
 "#;

@@ -81,6 +81,11 @@ pub struct Applier {
 }
 
 impl Applier {
+    /// The control thread's counters, for the parts of it that report through them.
+    pub fn metrics(&self) -> &Arc<ControlMetrics> {
+        &self.metrics
+    }
+
     pub fn new(
         published: Arc<Published>,
         history_size: usize,

@@ -251,6 +251,17 @@ pub fn start(
     Ok(ClusterHandle { stop_election: Some(stop_election) })
 }
 
+/// Mirrors whether this replica leads into `ramjet_leader`.
+async fn report_leadership(metrics: Arc<crate::metrics::ControlMetrics>, mut leader: tokio_watch::Receiver<bool>) {
+    loop {
+        let leading = *leader.borrow_and_update();
+        metrics.leader.store(leading as u64, std::sync::atomic::Ordering::Relaxed);
+        if leader.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn run(
     client: Client,
@@ -272,6 +283,7 @@ async fn run(
     tokio::spawn(lease::elect(client.clone(), options.lease.clone(), lease_namespace, leader_tx, stop_election));
     tokio::spawn(events::report_diagnostics(writer.clone(), stores.ingresses.clone(), diagnostics, leader.clone()));
     let served = promotion.applier.served();
+    tokio::spawn(report_leadership(promotion.applier.metrics().clone(), leader.clone()));
     tokio::spawn(promote::run(client.clone(), stores.clone(), promotion, leader.clone(), writer.clone()));
     tokio::spawn(gateway_status::run(client.clone(), stores.clone(), options.clone(), leader.clone(), served));
     tokio::spawn(status::run(client.clone(), stores.clone(), options.clone(), leader, writer));

@@ -78,6 +78,8 @@ pub struct ControlConfig {
     pub admin_token: Option<String>,
     pub audit_webhook: Option<Webhook>,
     pub event_sinks: Vec<Arc<dyn EventSink>>,
+    /// Which build this is (`ramjet_build_info`).
+    pub build: metrics::BuildInfo,
 }
 
 /// Why the control thread did not start.
@@ -129,6 +131,7 @@ impl Control {
                 webhook: config.audit_webhook.as_ref().map(|w| (w.delivered.clone(), w.failures.clone())),
                 history_size: config.history_size,
                 published: config.published.clone(),
+                build: config.build.clone(),
             },
             token_digest: config.admin_token.as_deref().map(admin::token_digest),
             instance: instance.clone(),

@@ -25,6 +25,8 @@ pub struct ControlMetrics {
     publish_count: AtomicU64,
     publish_nanos: AtomicU64,
     pub diagnostics: AtomicU64,
+    /// 1 while this replica holds the leader Lease (cluster mode).
+    pub leader: AtomicU64,
 }
 
 impl ControlMetrics {
@@ -57,6 +59,16 @@ pub struct MetricsSources {
     pub history_size: usize,
     /// The serving generation and certificate store (certificate expiry).
     pub published: Arc<Published>,
+    /// `ramjet_build_info`'s labels: version, commit, commit date.
+    pub build: BuildInfo,
+}
+
+/// Which build this is, for `ramjet_build_info`.
+#[derive(Clone, Debug, Default)]
+pub struct BuildInfo {
+    pub version: String,
+    pub commit: String,
+    pub date: String,
 }
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
@@ -78,6 +90,54 @@ fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) 
     let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
     let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_us as f64 / 1e6);
     let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+}
+
+/// The standard `process_*` families (as every Prometheus client library exports them), read
+/// from /proc at scrape time.
+fn render_process(out: &mut String) {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return };
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let Some(fields) = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect::<Vec<_>>()) else {
+        return;
+    };
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf reads a constant of the system.
+    #[allow(unsafe_code)]
+    let (ticks, page) = unsafe { (libc::sysconf(libc::_SC_CLK_TCK) as f64, libc::sysconf(libc::_SC_PAGESIZE) as f64) };
+    let boot = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("btime ")?.trim().parse::<f64>().ok()))
+        .unwrap_or(0.0);
+    let fds = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the limit into `limit`.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit)
+    };
+    let samples = [
+        (
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, in seconds.",
+            (field(14) + field(15)) / ticks,
+        ),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since the Unix epoch, in seconds.",
+            boot + field(22) / ticks,
+        ),
+        ("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", field(23)),
+        ("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", field(24) * page),
+        ("process_open_fds", "gauge", "Open file descriptors.", fds as f64),
+        ("process_max_fds", "gauge", "Maximum open file descriptors.", limit.rlim_cur as f64),
+        ("process_threads", "gauge", "Threads of the process.", field(20)),
+    ];
+    for (name, kind, help, value) in samples {
+        family(out, name, kind, help);
+        let _ = writeln!(out, "{name} {value}");
+    }
 }
 
 /// When each TLS host's certificate in the serving generation expires (hosts whose certificate
@@ -214,6 +274,18 @@ pub fn render(m: &MetricsSources) -> String {
     let _ = writeln!(out, "ramjet_mirror_requests_total{{outcome=\"sent\"}} {}", w.mirrors_sent());
     let _ = writeln!(out, "ramjet_mirror_requests_total{{outcome=\"dropped\"}} {}", w.mirrors_dropped());
 
+    family(&mut out, "ramjet_build_info", "gauge", "Always 1; the labels say which build is running.");
+    let b = &m.build;
+    let _ = writeln!(
+        out,
+        "ramjet_build_info{{version=\"{}\",commit=\"{}\",date=\"{}\"}} 1",
+        label(&b.version),
+        label(&b.commit),
+        label(&b.date)
+    );
+    family(&mut out, "ramjet_leader", "gauge", "1 while this replica holds the leader Lease and writes status.");
+    let _ = writeln!(out, "ramjet_leader {}", c.leader.load(Relaxed));
+    render_process(&mut out);
     family(&mut out, "ramjet_pinned", "gauge", "1 while an operator pin (rollback) holds the configuration.");
     let _ = writeln!(out, "ramjet_pinned {}", c.pinned.load(Relaxed));
     family(&mut out, "ramjet_serving_generation", "gauge", "Number of the generation serving traffic.");

@@ -30,6 +30,13 @@ fn two_replicas_one_writer_and_takeover() {
         .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == install.user().as_str())
         .count();
     assert_eq!(status_writes, 1, "the new Ingress's status was written {status_writes} times by two replicas");
+    // What each replica says about itself on /metrics.
+    let leads = |r: &Ramjet| {
+        let (_, text) = http(r.admin, "localhost", "/metrics").expect("metrics");
+        text.lines().find_map(|l| l.strip_prefix("ramjet_leader ")).map(str::to_string)
+    };
+    assert_eq!(leads(&leader_proc).as_deref(), Some("1"));
+    assert_eq!(leads(&follower).as_deref(), Some("0"));
 
     // SIGKILL the leader: the other takes over within the lease duration (15 s) of the leader's last
     // renewal and writes status. The follower watches the Lease, so it sees that renewal within the
