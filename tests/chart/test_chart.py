@@ -53,7 +53,7 @@ NO_SCHEMA = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos
 NAMESPACED_KINDS = {
     "Deployment", "DaemonSet", "Service", "ServiceAccount", "Role",
     "RoleBinding", "PodDisruptionBudget", "ServiceMonitor", "ConfigMap", "PrometheusRule", "Secret",
-    "HorizontalPodAutoscaler", "SeccompProfile",
+    "HorizontalPodAutoscaler", "SeccompProfile", "NetworkPolicy",
 }
 
 SCENARIOS: dict[str, dict] = {
@@ -100,6 +100,8 @@ SCENARIOS: dict[str, dict] = {
     "pdb": {"controller": {"podDisruptionBudget": {"enabled": True}}},
     "single": {"controller": {"replicaCount": 1}},
     "no-admin-token": {"controller": {"adminToken": {"generate": False}}},
+    "network-policy": {"networkPolicy": {"enabled": True, "adminFrom": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}},
     "seccomp-operator": {"controller": {"seccompOperator": {"enabled": True}, "ioDriver": "io-uring"}},
     "no-pdb": {"controller": {"podDisruptionBudget": {"enabled": False}}},
     "hpa": {"controller": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12,
@@ -677,6 +679,22 @@ def test_autoscaler_owns_the_replica_count():
         "name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]
     assert one("hpa", "PodDisruptionBudget", FULLNAME)
     assert not find("default", "HorizontalPodAutoscaler")
+
+
+def test_network_policy_opens_the_traffic_ports_and_guards_the_admin_port():
+    assert not find("default", "NetworkPolicy")
+    np = one("network-policy", "NetworkPolicy", FULLNAME)["spec"]
+    w = workload("network-policy")
+    assert np["podSelector"] == w["spec"]["selector"] and np["policyTypes"] == ["Ingress"]
+    traffic, admin = np["ingress"]
+    assert traffic == {"ports": [{"port": "http", "protocol": "TCP"}, {"port": "https", "protocol": "TCP"}]}
+    assert admin["ports"] == [{"port": "admin", "protocol": "TCP"}]
+    assert admin["from"] == [
+        {"podSelector": w["spec"]["selector"]},
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
+    ]
+    # The named ports exist on the container.
+    assert {"http", "https", "admin"} <= {p["name"] for p in container("network-policy")["ports"]}
 
 
 def test_pdb():
