@@ -352,3 +352,38 @@ fn pin_by_digest_names_the_same_table_whatever_its_number() {
     let r = admin(&d, "POST", "/admin/rollback", Some(&format!(r#"{{"digest": "{one}"}}"#)), None);
     assert_eq!(json(&r)["pinned"].as_u64(), Some(3), "{}", r.body);
 }
+
+/// `GET /admin/route`: which route and backend the serving generation gives a host and path,
+/// the way the workers decide it — and a clear 400 for a question that is not one.
+#[test]
+fn the_admin_api_says_which_route_and_backend_would_serve_a_request() {
+    let api = support::backend::Backend::start("api");
+    let yaml = format!(
+        "backends:\n  api: {{ endpoints: [\"{}\"] }}\n  hello: {{ respond: {{ status: 200, body: hi }} }}\n\
+         routes:\n  - {{ host: shop.test, path: /api, pathType: Prefix, backend: api }}\n  \
+         - {{ host: shop.test, path: /, pathType: Prefix, backend: hello }}\n",
+        api.addr
+    );
+    let d = daemon_with(routes(&yaml), IoDriver::Auto, |_| {});
+    let ask = |query: &str| admin(&d, "GET", &format!("/admin/route?{query}"), None, None);
+    let r = ask("host=Shop.Test:8080&path=/api/cart");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v = json(&r);
+    assert_eq!((v["answer"].as_str(), v["host"].as_str()), (Some("route"), Some("shop.test")), "{v}");
+    assert_eq!(v["route"]["backend"], "api");
+    assert_eq!(v["route"]["endpoints"], serde_json::json!([api.addr.to_string()]));
+    assert_eq!(v["generation"], d.published.current().number);
+    // What a real request to the same place gets agrees.
+    assert!(get(d.http_addr(), "shop.test", "/api/cart").body.contains("api"));
+    let v = json(&ask("host=shop.test&path=/"));
+    assert_eq!((v["route"]["backend"].as_str(), v["route"]["responds"].as_u64()), (Some("hello"), Some(200)), "{v}");
+    let v = json(&ask("host=other.test"));
+    assert_eq!(v["answer"], "no_route", "{v}");
+    assert_eq!(get(d.http_addr(), "other.test", "/").status, 404);
+    for bad in ["path=/x", "host=shop.test&path=x", "host=a%20b", "host=shop.test&colour=blue"] {
+        let r = ask(bad);
+        assert_eq!(r.status, 400, "{bad}: {}", r.body);
+        assert!(json(&r)["error"].is_string(), "{bad}: {}", r.body);
+    }
+    d.shutdown();
+}

@@ -311,6 +311,15 @@ fn ssl_redirect_sends_plain_http_to_https() {
         assert!(r.body.contains("target=/.well-known/acme-challenge/tok3n"), "{}", r.body);
         let r = get(d.http_addr(), "example.com", "/.well-known/security.txt");
         assert_eq!((r.status, r.header("location")), (308, Some("https://example.com/.well-known/security.txt")));
+        // The admin API says the same.
+        let route = |q: &str| {
+            let raw = format!("GET /admin/route?{q} HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+            let body = support::client::request(d.admin_addr(), &raw).body;
+            serde_json::from_str::<serde_json::Value>(&body).unwrap()["answer"].as_str().unwrap().to_string()
+        };
+        assert_eq!(route("host=example.com&path=/x"), "https_redirect");
+        assert_eq!(route("host=example.com&path=/x&tls=true"), "route");
+        assert_eq!(route("host=example.com&path=/.well-known/acme-challenge/t"), "route");
         d.shutdown();
     }
 }

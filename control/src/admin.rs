@@ -28,9 +28,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use ramjet_shared::admin::{
-    GenerationInfo, Generations, PinAnswer, RollbackRequest, RollbackTarget, RouteTraffic, Traffic,
+    GenerationInfo, Generations, PinAnswer, RollbackRequest, RollbackTarget, RouteAnswer, RouteServing, RouteTraffic,
+    Traffic,
 };
-use ramjet_shared::{StatusClass, DURATION_BUCKETS};
+use ramjet_shared::{BackendKind, StatusClass, DURATION_BUCKETS};
 use sha2::{Digest as _, Sha256};
 
 use crate::apply::{Applier, RollbackError};
@@ -59,13 +60,14 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/admin/generations", get(generations))
         .route("/admin/rollback", axum::routing::post(rollback).delete(release))
         .route("/admin/traffic", get(traffic))
+        .route("/admin/route", get(route))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .fallback(|| async {
             AdminError::new(
                 StatusCode::NOT_FOUND,
-                "no such admin endpoint; see /admin/generations, /admin/rollback, /admin/traffic, /metrics, /healthz, /readyz",
+                "no such admin endpoint; see /admin/generations, /admin/rollback, /admin/traffic, /admin/route, /metrics, /healthz, /readyz",
             )
         })
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -173,6 +175,65 @@ async fn release(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Re
         format!("nothing was pinned; generation {} is serving", pin.serving)
     };
     Ok(Json(PinAnswer { state: pin, message }))
+}
+
+/// `GET /admin/route`'s query.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteQuery {
+    host: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    tls: bool,
+}
+
+/// Which route and backend the generation serving now gives a request, as the workers decide it
+/// (`dataplane::pipeline::route`): the HTTPS redirect first, then the host and the path.
+async fn route(
+    State(state): State<Arc<AdminState>>,
+    query: Result<axum::extract::Query<RouteQuery>, axum::extract::rejection::QueryRejection>,
+) -> Response {
+    let Ok(axum::extract::Query(q)) = query else {
+        return AdminError::new(StatusCode::BAD_REQUEST, "expected ?host=NAME&path=/PATH (and tls=true for HTTPS)")
+            .into_response();
+    };
+    let path = q.path.unwrap_or_else(|| "/".into());
+    if !path.starts_with('/') {
+        return AdminError::new(StatusCode::BAD_REQUEST, "path must start with /").into_response();
+    }
+    let mut buf = [0u8; 256];
+    let host_chars = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b':' | b'[' | b']');
+    let Some(host) = ramjet_shared::normalize_host(&q.host, &mut buf).filter(|_| q.host.bytes().all(host_chars)) else {
+        return AdminError::new(StatusCode::BAD_REQUEST, "host is not a host name").into_response();
+    };
+    let generation = state.metrics.published.generation().load_full();
+    let table = &generation.table;
+    let mut answer = RouteAnswer {
+        generation: generation.number,
+        host: host.to_string(),
+        path: path.clone(),
+        answer: "no_route".into(),
+        route: None,
+    };
+    if !q.tls && table.redirects_request_to_https(host, &path) {
+        answer.answer = "https_redirect".into();
+    } else if let Some(route) = table.route(host, &path) {
+        let backend = &route.backend;
+        let (endpoints, responds) = match &backend.kind {
+            BackendKind::Endpoints(e) => (e.iter().map(|a| a.to_string()).collect(), None),
+            BackendKind::Respond(r) => (Vec::new(), Some(r.status)),
+        };
+        answer.answer = "route".into();
+        answer.route = Some(RouteServing {
+            source: route.source.to_string(),
+            backend: backend.name.to_string(),
+            endpoints,
+            responds,
+            rules: route.policy.as_ref().map_or(0, |p| p.rules.len()),
+        });
+    }
+    Json(answer).into_response()
 }
 
 async fn traffic(State(state): State<Arc<AdminState>>) -> Json<Traffic> {

@@ -11,11 +11,45 @@
 //! | `POST /admin/rollback` [`RollbackRequest`] | [`PinAnswer`] |
 //! | `DELETE /admin/rollback` | [`PinAnswer`] |
 //! | `GET /admin/traffic` | [`Traffic`] |
+//! | `GET /admin/route?host=H&path=P[&tls=true]` | [`RouteAnswer`] |
 //! | any error | [`ErrorBody`] |
 
 use serde::{Deserialize, Serialize};
 
 use crate::generation::Diagnostic;
+
+/// `GET /admin/route`: what the generation serving now does with a request for `host` and `path`
+/// (over TLS or not), before any rule of the route looks at the request's headers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteAnswer {
+    pub generation: u64,
+    /// The host as routing sees it (lowercase, without port or trailing dot).
+    pub host: String,
+    pub path: String,
+    /// `route`, `https_redirect` (a plain request, answered 308) or `no_route` (404).
+    pub answer: String,
+    /// The route that serves it, when `answer` is `route`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<RouteServing>,
+}
+
+/// The route a request reaches, and the backend that answers when no rule of it picks another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RouteServing {
+    /// The object that declared it (`namespace/ingress`, `static-routes[3]`).
+    pub source: String,
+    pub backend: String,
+    /// Its endpoints now (empty: 503), or none for a backend that answers directly.
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    /// The status of a backend that answers directly (`respond:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub responds: Option<u16>,
+    /// Rules of its policy (canaries, header or cookie conditions) that may send the request
+    /// elsewhere: what they decide depends on the request.
+    #[serde(default)]
+    pub rules: usize,
+}
 
 /// `GET /admin/generations`: the history ring, newest first, with what serves and what is pinned.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

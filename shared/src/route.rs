@@ -440,6 +440,9 @@ impl HostRoutes {
     }
 }
 
+/// Where an ACME server looks for an HTTP-01 challenge's answer: never redirected to HTTPS.
+pub const ACME_CHALLENGE: &str = "/.well-known/acme-challenge/";
+
 /// The immutable, compiled routing table of one generation.
 #[derive(Debug, Default)]
 pub struct RouteTable {
@@ -558,6 +561,14 @@ impl RouteTable {
     /// clients that send no SNI.
     pub fn any_certificate(&self) -> Option<CertId> {
         self.tls.get("").copied()
+    }
+
+    /// Whether a plain-HTTP request for this normalized host and target is redirected to HTTPS: the
+    /// host redirects, and the target is not an ACME HTTP-01 challenge (cert-manager's solver is
+    /// answered over plain HTTP, as ingress-nginx's `no-tls-redirect-locations` default does).
+    #[inline]
+    pub fn redirects_request_to_https(&self, host: &str, target: &str) -> bool {
+        self.redirects_to_https(host) && !target.starts_with(ACME_CHALLENGE)
     }
 
     /// Whether plain-HTTP requests for this normalized host are redirected to HTTPS.

@@ -52,9 +52,6 @@ pub(crate) enum Decision<'t, 'b> {
 /// route's own redirects come next, then its source ranges, checked against `peer`. A route
 /// with a policy reads the request through `req` and draws from `random` (the worker's generator);
 /// a plain route touches neither.
-/// Where an ACME server looks for an HTTP-01 challenge's answer: never redirected to HTTPS.
-const ACME_CHALLENGE: &str = "/.well-known/acme-challenge/";
-
 #[inline]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn decide<'t, 'b>(
@@ -68,12 +65,8 @@ pub(crate) fn decide<'t, 'b>(
     random: &mut impl FnMut() -> u32,
 ) -> Decision<'t, 'b> {
     if !tls && table.has_ssl_redirects() {
-        if let Some(h) = normalize_host(host, host_buf).filter(|h| table.redirects_to_https(h)) {
-            // An ACME HTTP-01 challenge is answered over plain HTTP (cert-manager's solver), as
-            // ingress-nginx's `no-tls-redirect-locations` default does.
-            if !target.starts_with(ACME_CHALLENGE) {
-                return Decision::Redirect(h);
-            }
+        if let Some(h) = normalize_host(host, host_buf).filter(|h| table.redirects_request_to_https(h, target)) {
+            return Decision::Redirect(h);
         }
     }
     let Some(route) = table.route(host, target) else { return Decision::NoRoute };
