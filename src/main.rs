@@ -214,6 +214,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             upstream_keepalive_connections: cli.upstream_keepalive_connections,
             drain_timeout: cli.drain_timeout,
             metrics_grace: cli.metrics_grace,
+            client_address: cli.client_address(),
             ..Settings::default()
         },
         access_log,
@@ -236,6 +237,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
              --default-certificate is given, so there is no certificate to serve"
         );
     }
+    log_client_address(&cli);
     let https = daemon.https_addr().map_or_else(|| "off".to_string(), |a| a.to_string());
     tracing::info!(
         http = %daemon.http_addr(),
@@ -259,6 +261,31 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     daemon.shutdown();
     tracing::info!("drained; exiting");
     Ok(())
+}
+
+/// Says once at start how the client's address is learnt, and warns when every peer is trusted.
+fn log_client_address(cli: &Cli) {
+    let address = cli.client_address();
+    for (listener, on) in [("http", address.proxy_protocol_http), ("https", address.proxy_protocol_https)] {
+        if on {
+            tracing::info!(listener, "the {listener} listener expects a PROXY protocol header on every connection");
+        }
+    }
+    if !cli.trusted_proxies.is_empty() {
+        let trusted: Vec<String> = cli.trusted_proxies.iter().map(|b| b.to_string()).collect();
+        tracing::info!(
+            field = address.rules.field.name(),
+            trusted = trusted.join(","),
+            "the client's address is read from requests of trusted proxies"
+        );
+        if trusted.iter().any(|b| b == "0.0.0.0/0" || b == "::/0") {
+            tracing::warn!(
+                "--trusted-proxies includes {}: every client can name its own address with {}",
+                if trusted.iter().any(|b| b == "0.0.0.0/0") { "0.0.0.0/0" } else { "::/0" },
+                address.rules.field.name()
+            );
+        }
+    }
 }
 
 /// An access-log file must be writable before any port is bound: opened for appending (and so

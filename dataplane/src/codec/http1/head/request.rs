@@ -6,6 +6,7 @@ use super::common::{
     offset, push_field, push_framing, trim, ConnectionOptions, ContentLength, Framing, TransferCoding, MAX_HEADERS,
     MAX_URI,
 };
+use crate::codec::forwarded::{push_forwarded, request_client};
 use crate::conn::ConnFacts;
 use crate::error::ProxyError;
 
@@ -35,6 +36,9 @@ pub struct RequestHead {
     /// The client's `X-Request-ID` value, if it sent one (never forwarded as it came: ramjet writes
     /// the id it keeps or makes).
     pub request_id: Option<Range<usize>>,
+    /// The client the request names through its fields, believed because the connection's peer is
+    /// a trusted proxy (`codec::forwarded`); `None`: the connection's peer.
+    pub client: Option<std::net::SocketAddr>,
 }
 
 /// Field names the proxy consumes itself or writes itself; never forwarded as they came.
@@ -54,17 +58,6 @@ pub(crate) fn is_consumed(name: &[u8]) -> bool {
         16 => eq("proxy-connection") || eq("x-forwarded-host") || eq("x-forwarded-port"),
         17 => eq("x-forwarded-proto") || eq("transfer-encoding"),
         _ => false,
-    }
-}
-
-/// Appends the `x-forwarded-*` and `x-real-ip` fields of every upstream head (`x-forwarded-host`
-/// when there is a host).
-pub(crate) fn push_forwarded(out: &mut Vec<u8>, conn: &ConnFacts, host: &[u8]) {
-    out.extend_from_slice(&conn.forwarded);
-    if !host.is_empty() {
-        out.extend_from_slice(b"x-forwarded-host: ");
-        out.extend_from_slice(host);
-        out.extend_from_slice(b"\r\n");
     }
 }
 
@@ -114,7 +107,11 @@ fn absolute_form(target: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// Parses the request head at the start of `data`. `Ok(None)`: incomplete, read more. On success,
 /// `out` holds the head to send upstream.
-pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result<Option<RequestHead>, ProxyError> {
+pub fn parse_request<'c>(
+    data: &[u8],
+    conn: &'c ConnFacts,
+    out: &mut Vec<u8>,
+) -> Result<Option<RequestHead>, ProxyError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     let head_len = match req.parse(data) {
@@ -226,6 +223,9 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
         _ => false,
     };
     let keep_alive = if minor == 0 { connection.keep_alive && !connection.close } else { !connection.close };
+    // Only a connection with address rules looks at these fields again (`ConnFacts::rules`).
+    let fields = |name: &'c str| req.headers.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value);
+    let client = request_client(conn, fields);
 
     // The upstream head: request line, Host, the fields that pass unchanged, then ours.
     out.clear();
@@ -249,7 +249,7 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
         }
     }
     push_framing(out, body);
-    push_forwarded(out, conn, host);
+    push_forwarded(out, conn, client, fields, host);
     if let (true, Some(u)) = (upgrade, upgrade_value) {
         out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
         out.extend_from_slice(u);
@@ -270,5 +270,6 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
         method: 0..method.len(),
         user_agent: if user_agent.is_empty() { 0..0 } else { offset(data, user_agent) },
         request_id: request_id.map(|id| offset(data, id)),
+        client,
     }))
 }
