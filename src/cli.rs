@@ -255,6 +255,12 @@ pub struct MigrationReportArgs {
     #[arg(long, value_name = "CLASS")]
     pub ingress_class: Option<String>,
 
+    /// Also judge ingress-nginx's controller ConfigMap (the `--configmap` ingress-nginx ran with,
+    /// usually ingress-nginx/ingress-nginx-controller), from the cluster or the --manifests
+    /// directory: what ramjet does with its settings, and the flags that keep them.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
+    pub nginx_configmap: Option<(String, String)>,
+
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     pub format: ReportFormat,
@@ -340,6 +346,15 @@ fn peer(s: &str) -> Result<String, String> {
         Ok(s.to_string())
     } else {
         Err(format!("`{s}` is not HOST:PORT (a replica's admin listener, e.g. ramjet-fleet.ingress.svc:10254)"))
+    }
+}
+
+fn namespaced_name(s: &str) -> Result<(String, String), String> {
+    match s.trim().split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(format!("`{s}` is not NAMESPACE/NAME (e.g. ingress-nginx/ingress-nginx-controller)")),
     }
 }
 

@@ -17,7 +17,7 @@ use ramjet_control::compile::cluster;
 use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
 use ramjet_control::manifests;
-use ramjet_control::migration::Report;
+use ramjet_control::migration::{configmap, Report};
 use ramjet_control::routes_file;
 use ramjet_dataplane::access_log::Destination;
 use ramjet_dataplane::{IoDriver, Settings};
@@ -73,7 +73,21 @@ fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
             runtime.block_on(listed)?
         }
     };
-    let report = Report::new(&ingresses, args.ingress_class.as_deref());
+    let mut report = Report::new(&ingresses, args.ingress_class.as_deref());
+    if let Some((namespace, name)) = &args.nginx_configmap {
+        let data = match &args.manifests {
+            Some(dir) => configmap::find_in_dir(dir, namespace, name)
+                .with_context(|| format!("reading {}", dir.display()))?
+                .with_context(|| format!("no ConfigMap {namespace}/{name} in {}", dir.display()))?,
+            None => {
+                ramjet::install_crypto();
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let read = ramjet_control::cluster::get_configmap(args.kubeconfig.as_deref(), namespace, name);
+                runtime.block_on(read)?
+            }
+        };
+        report = report.with_settings(configmap::review(&format!("{namespace}/{name}"), &data));
+    }
     let text = match args.format {
         ReportFormat::Text => report.text(),
         ReportFormat::Json => report.json() + "\n",
