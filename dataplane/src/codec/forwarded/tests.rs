@@ -65,6 +65,57 @@ fn garbage_ends_the_walk_at_the_last_trusted_address() {
     assert_eq!(walk_xff(PROXIES, &["203.0.113.7,, ,10.1.1.1,"]).as_deref(), Some("203.0.113.7"));
 }
 
+/// The IPv4 fast path reads exactly what `Ipv4Addr::from_str` reads, and writes what `Display` writes.
+#[test]
+fn ipv4_is_read_and_written_as_the_standard_library_does() {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut samples: Vec<String> = (0..20_000)
+        .map(|_| {
+            let n = next();
+            match n % 4 {
+                0 => std::net::Ipv4Addr::from(n as u32 >> (n % 3 * 8)).to_string(),
+                1 => format!("{}.{}.{}.{}", n % 300, n / 7 % 260, n / 11 % 256, n / 13 % 1000),
+                2 => format!("0{}.{}.{}", n % 9, n / 3 % 256, n / 5 % 256),
+                _ => (0..(n % 12)).map(|i| b"0123456789.:x"[((n >> (i * 4)) % 13) as usize] as char).collect(),
+            }
+        })
+        .collect();
+    samples.extend(
+        ["", ".", "1.2.3.", ".1.2.3", "1..2.3", "00.0.0.0", "0.0.0.0", "255.255.255.255", "256.0.0.0", "1.2.3.4.5"]
+            .map(String::from),
+    );
+    for text in samples {
+        let std_reads = text.parse::<std::net::Ipv4Addr>().ok();
+        assert_eq!(ipv4(text.as_bytes()), std_reads, "{text:?}");
+        if let Some(ip) = std_reads {
+            let mut out = Vec::new();
+            push_ip(&mut out, IpAddr::V4(ip));
+            assert_eq!(String::from_utf8(out).unwrap(), ip.to_string());
+        }
+    }
+    let mut out = Vec::new();
+    push_ip(&mut out, "2001:db8::1".parse().unwrap());
+    assert_eq!(out, b"2001:db8::1");
+}
+
+#[test]
+fn entries_are_read_right_to_left_trimmed_and_never_empty() {
+    let entries = |v: &str| {
+        RevEntries { rest: v.as_bytes() }.map(|e| String::from_utf8_lossy(e).into_owned()).collect::<Vec<_>>()
+    };
+    assert_eq!(entries("a, b ,c"), ["c", "b", "a"]);
+    assert_eq!(entries(" ,, a\t,\t, b c ,"), ["b c", "a"]);
+    assert_eq!(entries(""), Vec::<String>::new());
+    assert_eq!(entries(" , ,\t"), Vec::<String>::new());
+    assert_eq!(entries("x"), ["x"]);
+}
+
 #[test]
 fn a_list_of_trusted_addresses_names_its_leftmost() {
     assert_eq!(walk_xff(PROXIES, &["10.9.9.9, 10.1.1.1, 192.168.1.1"]).as_deref(), Some("10.9.9.9"));

@@ -61,6 +61,12 @@ pub(crate) fn is_consumed(name: &[u8]) -> bool {
     }
 }
 
+/// Whether a field's name is `lower` (a lower-case name): only the field's side is folded.
+#[inline]
+fn is_named(name: &[u8], lower: &str) -> bool {
+    name.len() == lower.len() && name.iter().zip(lower.as_bytes()).all(|(&a, &b)| a.to_ascii_lowercase() == b)
+}
+
 /// RFC 9112 §3.2 / RFC 3986 §3.2.2: `host [ ":" port ]`, where host is an IP literal in brackets or
 /// a reg-name. Refused: empty, lists (`a, b`), whitespace, userinfo (`@`), a non-numeric port.
 pub(crate) fn valid_host(h: &[u8]) -> bool {
@@ -224,7 +230,7 @@ pub fn parse_request<'c>(
     };
     let keep_alive = if minor == 0 { connection.keep_alive && !connection.close } else { !connection.close };
     // Only a connection with address rules looks at these fields again (`ConnFacts::rules`).
-    let fields = |name: &'c str| req.headers.iter().filter(move |h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value);
+    let fields = |name: &'c str| req.headers.iter().filter(move |h| is_named(h.name.as_bytes(), name)).map(|h| h.value);
     let client = request_client(conn, fields);
 
     // The upstream head: request line, Host, the fields that pass unchanged, then ours.
