@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ramjet_dataplane::access_log::{Destination, Format};
-use ramjet_dataplane::AccessLogSettings;
+use ramjet_dataplane::{AccessLogSettings, AddressField, AddressRules, ClientAddress};
+use ramjet_shared::IpBlock;
 
 /// `--https-addr` when it is not given.
 pub const DEFAULT_HTTPS_ADDR: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 8443);
@@ -117,6 +118,35 @@ pub struct Cli {
     /// After the listeners close, in-flight requests get this long to finish.
     #[arg(long, env = "RAMJET_DRAIN_TIMEOUT", default_value = "30s", value_parser = duration)]
     pub drain_timeout: Duration,
+
+    /// Listeners that expect a PROXY protocol header (v1 or v2) before each connection's first
+    /// byte: `http`, `https`, or both (comma-separated). A connection without a valid header is
+    /// closed. Only for a listener that nothing but the load balancer can reach
+    /// (docs/client-address.md).
+    #[arg(long, env = "RAMJET_PROXY_PROTOCOL", value_enum, value_delimiter = ',', value_name = "http,https")]
+    pub proxy_protocol: Vec<ListenerArg>,
+
+    /// A PROXY protocol header must be whole within this.
+    #[arg(long, env = "RAMJET_PROXY_PROTOCOL_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub proxy_protocol_timeout: Duration,
+
+    /// Peers (addresses and CIDR blocks, comma-separated) whose --forwarded-for-header is believed:
+    /// walked from its right past every trusted address, the first untrusted one is the client.
+    /// The peer is the connection's, or the address a PROXY protocol header named. Without this
+    /// flag, nobody's.
+    #[arg(long, env = "RAMJET_TRUSTED_PROXIES", value_delimiter = ',', value_name = "CIDR,...", value_parser = ip_block)]
+    pub trusted_proxies: Vec<IpBlock>,
+
+    /// The request field that names the client in requests from --trusted-proxies:
+    /// X-Forwarded-For, X-Real-IP, Forwarded (RFC 7239's for=), or another field holding a list of
+    /// addresses.
+    #[arg(long, env = "RAMJET_FORWARDED_FOR_HEADER", default_value = "X-Forwarded-For", value_parser = address_field)]
+    pub forwarded_for_header: AddressField,
+
+    /// X-Forwarded-For upstream is the client's own X-Forwarded-For with the peer appended, rather
+    /// than the client's address alone.
+    #[arg(long, env = "RAMJET_COMPUTE_FULL_FORWARDED_FOR")]
+    pub compute_full_forwarded_for: bool,
 
     /// Certificate (PEM chain) for handshakes without SNI or for hosts without a certificate
     /// (without it, a self-signed one). Re-read when the file or its key changes.
@@ -248,6 +278,12 @@ pub struct MigrationReportArgs {
     #[arg(long, value_name = "CLASS")]
     pub ingress_class: Option<String>,
 
+    /// Also judge ingress-nginx's controller ConfigMap (the `--configmap` ingress-nginx ran with,
+    /// usually ingress-nginx/ingress-nginx-controller), from the cluster or the --manifests
+    /// directory: what ramjet does with its settings, and the flags that keep them.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
+    pub nginx_configmap: Option<(String, String)>,
+
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     pub format: ReportFormat,
@@ -259,6 +295,13 @@ pub enum ReportFormat {
     Json,
 }
 
+/// A listener of the daemon, for --proxy-protocol.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenerArg {
+    Http,
+    Https,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IoDriverArg {
     IoUring,
@@ -267,6 +310,20 @@ pub enum IoDriverArg {
 }
 
 impl Cli {
+    /// How the client's address is learnt, as the flags say.
+    pub fn client_address(&self) -> ClientAddress {
+        ClientAddress {
+            proxy_protocol_http: self.proxy_protocol.contains(&ListenerArg::Http),
+            proxy_protocol_https: self.proxy_protocol.contains(&ListenerArg::Https),
+            proxy_protocol_timeout: self.proxy_protocol_timeout,
+            rules: AddressRules {
+                trusted: self.trusted_proxies.clone().into(),
+                field: self.forwarded_for_header.clone(),
+                full_forwarded_for: self.compute_full_forwarded_for,
+            },
+        }
+    }
+
     /// The access-log settings the flags ask for (`None`: off).
     pub fn access_log(&self) -> Option<AccessLogSettings> {
         let destination = match self.access_log.as_str() {
@@ -313,6 +370,23 @@ fn peer(s: &str) -> Result<String, String> {
     } else {
         Err(format!("`{s}` is not HOST:PORT (a replica's admin listener, e.g. ramjet-fleet.ingress.svc:10254)"))
     }
+}
+
+fn namespaced_name(s: &str) -> Result<(String, String), String> {
+    match s.trim().split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_string(), name.to_string()))
+        }
+        _ => Err(format!("`{s}` is not NAMESPACE/NAME (e.g. ingress-nginx/ingress-nginx-controller)")),
+    }
+}
+
+fn ip_block(s: &str) -> Result<IpBlock, String> {
+    IpBlock::parse(s)
+}
+
+fn address_field(s: &str) -> Result<AddressField, String> {
+    AddressField::new(s.trim())
 }
 
 fn duration(s: &str) -> Result<Duration, String> {

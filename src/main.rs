@@ -17,7 +17,7 @@ use ramjet_control::compile::cluster;
 use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
 use ramjet_control::manifests;
-use ramjet_control::migration::Report;
+use ramjet_control::migration::{configmap, Report};
 use ramjet_control::routes_file;
 use ramjet_dataplane::access_log::Destination;
 use ramjet_dataplane::{IoDriver, Settings};
@@ -86,7 +86,21 @@ fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
             runtime.block_on(listed)?
         }
     };
-    let report = Report::new(&ingresses, args.ingress_class.as_deref());
+    let mut report = Report::new(&ingresses, args.ingress_class.as_deref());
+    if let Some((namespace, name)) = &args.nginx_configmap {
+        let data = match &args.manifests {
+            Some(dir) => configmap::find_in_dir(dir, namespace, name)
+                .with_context(|| format!("reading {}", dir.display()))?
+                .with_context(|| format!("no ConfigMap {namespace}/{name} in {}", dir.display()))?,
+            None => {
+                ramjet::install_crypto();
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                let read = ramjet_control::cluster::get_configmap(args.kubeconfig.as_deref(), namespace, name);
+                runtime.block_on(read)?
+            }
+        };
+        report = report.with_settings(configmap::review(&format!("{namespace}/{name}"), &data));
+    }
     let text = match args.format {
         ReportFormat::Text => report.text(),
         ReportFormat::Json => report.json() + "\n",
@@ -228,6 +242,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             upstream_keepalive_connections: cli.upstream_keepalive_connections,
             drain_timeout: cli.drain_timeout,
             metrics_grace: cli.metrics_grace,
+            client_address: cli.client_address(),
             ..Settings::default()
         },
         access_log,
@@ -250,6 +265,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
              --default-certificate is given, so there is no certificate to serve"
         );
     }
+    log_client_address(&cli);
     let https = daemon.https_addr().map_or_else(|| "off".to_string(), |a| a.to_string());
     tracing::info!(
         http = %daemon.http_addr(),
@@ -331,6 +347,31 @@ impl DefaultCertificateFiles {
                 tracing::warn!(certificate = %source, error = %e, "default certificate changed but cannot be used; serving the previous one");
                 self.read = Some((chain, key));
             }
+        }
+    }
+}
+
+/// Says once at start how the client's address is learnt, and warns when every peer is trusted.
+fn log_client_address(cli: &Cli) {
+    let address = cli.client_address();
+    for (listener, on) in [("http", address.proxy_protocol_http), ("https", address.proxy_protocol_https)] {
+        if on {
+            tracing::info!(listener, "the {listener} listener expects a PROXY protocol header on every connection");
+        }
+    }
+    if !cli.trusted_proxies.is_empty() {
+        let trusted: Vec<String> = cli.trusted_proxies.iter().map(|b| b.to_string()).collect();
+        tracing::info!(
+            field = address.rules.field.name(),
+            trusted = trusted.join(","),
+            "the client's address is read from requests of trusted proxies"
+        );
+        if trusted.iter().any(|b| b == "0.0.0.0/0" || b == "::/0") {
+            tracing::warn!(
+                "--trusted-proxies includes {}: every client can name its own address with {}",
+                if trusted.iter().any(|b| b == "0.0.0.0/0") { "0.0.0.0/0" } else { "::/0" },
+                address.rules.field.name()
+            );
         }
     }
 }

@@ -102,19 +102,42 @@ fn drive(conn: &mut TcpStream, request: &[u8], count: usize) {
 
 #[test]
 fn steady_state_requests_allocate_nothing() {
-    requests_allocate_nothing(None);
+    requests_allocate_nothing(None, None, "");
+}
+
+/// With the client's address read from a trusted proxy's `X-Forwarded-For` (walked, and the
+/// forwarded lines written per request, the peer appended), over a connection that began with a
+/// PROXY protocol header.
+#[test]
+fn steady_state_requests_allocate_nothing_from_a_trusted_proxy() {
+    use ramjet_dataplane::{AddressRules, ClientAddress};
+    let address = ClientAddress {
+        proxy_protocol_http: true,
+        rules: AddressRules {
+            trusted: ramjet_shared::parse_ranges("10.0.0.0/8").unwrap().into(),
+            full_forwarded_for: true,
+            ..AddressRules::default()
+        },
+        ..ClientAddress::default()
+    };
+    let xff = "X-Forwarded-For: 198.51.100.1, 203.0.113.7, 10.0.0.3\r\n";
+    requests_allocate_nothing(None, Some(address), xff);
 }
 
 #[test]
 fn steady_state_requests_allocate_nothing_with_the_access_log_on() {
     let file = support::temp_dir("alloc-log").join("access.log");
     let log = AccessLogSettings::new(Destination::File(file.clone()), Format::Json);
-    requests_allocate_nothing(Some(log));
+    requests_allocate_nothing(Some(log), None, "");
     let written = std::fs::read_to_string(&file).unwrap().lines().count();
     assert_eq!(written, 2 * 2 * 2200, "every request was logged");
 }
 
-fn requests_allocate_nothing(log: Option<AccessLogSettings>) {
+fn requests_allocate_nothing(
+    log: Option<AccessLogSettings>,
+    address: Option<ramjet_dataplane::ClientAddress>,
+    extra: &str,
+) {
     // One process-wide counter: the tests of this file take turns, or they would count each other.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -123,12 +146,21 @@ fn requests_allocate_nothing(log: Option<AccessLogSettings>) {
         let yaml = format!(
             "backends:\n  be: {{ endpoints: [\"{backend}\"] }}\n  hi: {{ respond: {{ status: 200, body: \"hi\" }} }}\nroutes:\n  - {{ path: /proxy, backend: be }}\n  - {{ path: /direct, backend: hi }}\n"
         );
-        let d = daemon_with(routes(&yaml), driver, |c| c.access_log = log.clone());
+        let d = daemon_with(routes(&yaml), driver, |c| {
+            c.access_log = log.clone();
+            if let Some(address) = &address {
+                c.settings.client_address = address.clone();
+            }
+        });
         for path in ["/proxy", "/direct"] {
             let request =
-                format!("GET {path} HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\nAccept: */*\r\n\r\n");
+                format!("GET {path} HTTP/1.1\r\nHost: example.com\r\nUser-Agent: test\r\n{extra}Accept: */*\r\n\r\n");
             let mut conn = TcpStream::connect(d.http_addr()).unwrap();
             conn.set_nodelay(true).unwrap();
+            if address.as_ref().is_some_and(|a| a.proxy_protocol_http) {
+                // The balancer in front is a trusted proxy.
+                conn.write_all(b"PROXY TCP4 10.0.0.2 10.0.0.1 4000 80\r\n").unwrap();
+            }
             // Warm up: buffers, pools and caches fill once.
             drive(&mut conn, request.as_bytes(), 200);
             let before = ALLOCATIONS.load(Relaxed);

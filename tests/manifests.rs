@@ -219,6 +219,57 @@ fn migration_report_reads_a_directory_and_its_exit_code_says_whether_it_is_clean
     assert!(String::from_utf8_lossy(&missing.stderr).contains("ramjet migration-report:"));
 }
 
+/// `ramjet migration-report --nginx-configmap`: ingress-nginx's controller settings for the
+/// client's address, judged, with the flags that keep them; a ConfigMap that is not there is an
+/// error (exit 2), never an empty review.
+#[test]
+fn migration_report_maps_the_ingress_nginx_configmap_to_flags() {
+    let dir = temp_dir("migration-configmap");
+    write(&dir.join("app.yaml"), objects("10.0.0.1:8080".parse().unwrap())).unwrap();
+    write(
+        &dir.join("controller.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ingress-nginx-controller\n  namespace: ingress-nginx\n\
+         data:\n  use-proxy-protocol: \"true\"\n  use-forwarded-headers: \"true\"\n  proxy-real-ip-cidr: \"10.0.0.0/8\"\n  \
+         compute-full-forwarded-for: \"true\"\n  allow-snippet-annotations: \"false\"\n",
+    )
+    .unwrap();
+    let ramjet = env!("CARGO_BIN_EXE_ramjet");
+    let report = |configmap: &str, format: &str| {
+        Command::new(ramjet)
+            .args(["migration-report", "--manifests"])
+            .arg(&dir)
+            .args(["--nginx-configmap", configmap, "--format", format])
+            .output()
+            .unwrap()
+    };
+    let out = report("ingress-nginx/ingress-nginx-controller", "text");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("ConfigMap ingress-nginx/ingress-nginx-controller (ingress-nginx's controller settings)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("approximated     use-proxy-protocol=\"true\": set --proxy-protocol=http,https"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("not reviewed yet: allow-snippet-annotations"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "ramjet flags for these settings: --proxy-protocol=http,https --trusted-proxies=10.0.0.0/8 \
+             --compute-full-forwarded-for"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("1 Ingresses and a ConfigMap, 4 findings"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&report("ingress-nginx/ingress-nginx-controller", "json").stdout).unwrap();
+    assert_eq!(json["settings"]["flags"][1], "--trusted-proxies=10.0.0.0/8", "{json}");
+    let missing = report("ingress-nginx/other", "text");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no ConfigMap ingress-nginx/other"));
+}
+
 /// ingress-nginx's redirects: `permanent-redirect` answers 301 (or its code in 300–308),
 /// `temporal-redirect` 302 (or its code in 300–307) and wins over the permanent one; every path
 /// answers, whatever Service it names; a target with nginx variables keeps the Ingress out.

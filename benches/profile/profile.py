@@ -57,9 +57,9 @@ def log(msg):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ramjet", help="ramjet release binary (required unless --servers nginx); not built here")
-    ap.add_argument("--shape", choices=("close", "https"), default="close",
-                    help="close: plain HTTP, Connection: close on every request; https: HTTPS keep-alive "
-                         "(default close)")
+    ap.add_argument("--shape", choices=("close", "https", "keepalive"), default="close",
+                    help="close: plain HTTP, Connection: close on every request; https: HTTPS keep-alive; "
+                         "keepalive: plain HTTP keep-alive (default close)")
     ap.add_argument("--duration", type=int, default=10, help="seconds of wrk under perf record (default 10)")
     ap.add_argument("--strace-duration", type=int, default=5,
                     help="seconds of wrk under strace -c (default 5)")
@@ -447,7 +447,7 @@ def run(args, ports, d):
         bench.check_route(srv["name"], port, target_host, target_path, tls=tls)
         srv["url"] = f"{'https' if tls else 'http'}://127.0.0.1:{port}{target_path}"
         srv["host"] = target_host
-        srv["headers"] = () if tls else ("Connection: close",)
+        srv["headers"] = ("Connection: close",) if args.shape == "close" else ()
         srv["env"] = {"LD_PRELOAD": shim, "BENCH_SNI": target_host} if tls else None
         if tls:
             srv["what"] += f"; TLS: {bench.tls_params(port, target_host, target_path)}"
@@ -462,8 +462,9 @@ def run(args, ports, d):
     with open(f"{d}/results.json", "w") as f:
         json.dump(res, f, indent=1, default=str)
 
-    shape = ("plain HTTP, every request `Connection: close` (the harness's close section)" if not tls
-             else "HTTPS keep-alive (the harness's tls section)")
+    shape = {"close": "plain HTTP, every request `Connection: close` (the harness's close section)",
+             "https": "HTTPS keep-alive (the harness's tls section)",
+             "keepalive": "plain HTTP keep-alive (the harness's http section)"}[args.shape]
     out = [f"# Where the CPU goes: shape `{args.shape}`, {shape}",
            f"wrk -t{args.threads} -c{args.connections} to {target_host}{target_path} ({args.routes} routes), "
            f"one nginx `return 200` backend, 127.0.0.1; perf record -e cpu-clock -F {args.freq} -g for "

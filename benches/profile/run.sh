@@ -15,6 +15,7 @@
 #
 #   benches/profile/run.sh --ramjet target/release/ramjet --shape close    # Connection: close, plain HTTP
 #   benches/profile/run.sh --ramjet target/release/ramjet --shape https    # HTTPS keep-alive
+#   benches/profile/run.sh --ramjet target/release/ramjet --shape keepalive  # plain HTTP keep-alive
 #   benches/profile/run.sh --ramjet target/release/ramjet --shape https --duration 5 --keep --out report.txt
 #   benches/profile/run.sh --servers nginx --shape close                   # nginx alone (no ramjet binary)
 #   benches/profile/run.sh --help                                          # every option

@@ -173,6 +173,13 @@ pub enum ClusterError {
     /// The control thread stopped before the client was ready.
     #[error("the control thread stopped while connecting to the cluster")]
     Stopped,
+    /// A get request failed (`ramjet migration-report --nginx-configmap`).
+    #[error("cannot read {what}: {source}")]
+    Get {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 /// Reads the client configuration: `--kubeconfig`, else in-cluster, else the usual kubeconfig.
@@ -202,6 +209,23 @@ pub async fn list_ingresses(
     };
     let list = api.list(&ListParams::default()).await;
     Ok(list.map_err(|source| ClusterError::List { what: "Ingresses", source })?.items)
+}
+
+/// The data of ConfigMap `namespace/name` (`ramjet migration-report --nginx-configmap`).
+pub async fn get_configmap(
+    kubeconfig: Option<&std::path::Path>,
+    namespace: &str,
+    name: &str,
+) -> Result<std::collections::BTreeMap<String, String>, ClusterError> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::Api;
+    let (client, _) = connect(kubeconfig).await?;
+    let api: Api<ConfigMap> = Api::namespaced(client, namespace);
+    let map = api
+        .get(name)
+        .await
+        .map_err(|source| ClusterError::Get { what: format!("ConfigMap {namespace}/{name}"), source })?;
+    Ok(map.data.unwrap_or_default())
 }
 
 /// The running cluster source.

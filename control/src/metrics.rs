@@ -245,6 +245,13 @@ pub fn render(m: &MetricsSources) -> String {
     let _ = writeln!(out, "ramjet_tls_handshake_failures_total {}", w.tls_handshake_failures());
     family(
         &mut out,
+        "ramjet_proxy_protocol_refused_total",
+        "counter",
+        "Connections to a listener that expects a PROXY protocol header closed without a valid one.",
+    );
+    let _ = writeln!(out, "ramjet_proxy_protocol_refused_total {}", w.proxy_protocol_refusals());
+    family(
+        &mut out,
         "ramjet_idle_buffer_releases_total",
         "counter",
         "Times a quiet client connection gave its buffers back to its worker while waiting for a request.",

@@ -4,7 +4,11 @@
 //! Ingresses come from the API server ([`crate::cluster::list_ingresses`]) or a manifests
 //! directory; each is judged by the same registry the compiler uses
 //! ([`crate::compile::annotations::review`]), so the report says exactly what the compiler will
-//! warn about, refuse or leave out. Rendered as text for people or JSON for scripts.
+//! warn about, refuse or leave out. With `--nginx-configmap`, ingress-nginx's controller ConfigMap
+//! is judged too ([`configmap`]): the settings it knows and the daemon flags that keep them.
+//! Rendered as text for people or JSON for scripts.
+
+pub mod configmap;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -13,6 +17,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 
 use crate::compile::annotations::{review, Finding, Verdict};
 use crate::compile::ingress::LEGACY_CLASS_ANNOTATION;
+use configmap::SettingsReport;
 
 /// One Ingress and what ramjet makes of its annotations.
 #[derive(Debug, serde::Serialize)]
@@ -28,6 +33,9 @@ pub struct IngressReport {
 #[derive(Debug, serde::Serialize)]
 pub struct Report {
     pub ingresses: Vec<IngressReport>,
+    /// ingress-nginx's controller ConfigMap, when one was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SettingsReport>,
     /// Findings per verdict.
     pub totals: BTreeMap<Verdict, usize>,
 }
@@ -56,7 +64,16 @@ impl Report {
         for finding in reports.iter().flat_map(|r| &r.findings) {
             *totals.entry(finding.verdict).or_insert(0) += 1;
         }
-        Report { ingresses: reports, totals }
+        Report { ingresses: reports, settings: None, totals }
+    }
+
+    /// Adds the review of ingress-nginx's controller ConfigMap.
+    pub fn with_settings(mut self, settings: SettingsReport) -> Report {
+        for finding in &settings.findings {
+            *self.totals.entry(finding.verdict).or_insert(0) += 1;
+        }
+        self.settings = Some(settings);
+        self
     }
 
     /// Nothing refused, ignored or unknown: every Ingress behaves under ramjet as it did.
@@ -85,16 +102,44 @@ impl Report {
                 let _ = writeln!(out, "  {:<16} {}{value}: {}", f.verdict.as_str(), f.annotation, f.detail);
             }
         }
+        if let Some(settings) = &self.settings {
+            let _ = writeln!(out, "ConfigMap {} (ingress-nginx's controller settings)", settings.configmap);
+            if settings.findings.is_empty() {
+                let _ = writeln!(out, "  no client-address settings");
+            }
+            for f in &settings.findings {
+                let value = one_line(&f.value);
+                let _ = writeln!(out, "  {:<16} {}={value}: {}", f.verdict.as_str(), f.key, f.detail);
+            }
+            if !settings.not_reviewed.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "  not reviewed yet: {} (only the client-address settings are)",
+                    settings.not_reviewed.join(", ")
+                );
+            }
+            match settings.flags.is_empty() {
+                true => {
+                    let _ = writeln!(out, "  ramjet flags for these settings: none");
+                }
+                false => {
+                    let _ = writeln!(out, "  ramjet flags for these settings: {}", settings.flags.join(" "));
+                }
+            }
+        }
         let counted: Vec<String> = self.totals.iter().map(|(verdict, n)| format!("{n} {verdict}")).collect();
         let _ = writeln!(
             out,
-            "{} Ingresses, {} findings{}{}",
+            "{} Ingresses{}, {} findings{}{}",
             self.ingresses.len(),
+            if self.settings.is_some() { " and a ConfigMap" } else { "" },
             self.totals.values().sum::<usize>(),
             if counted.is_empty() { "" } else { ": " },
             counted.join(", ")
         );
-        let verdict = if self.is_clean() {
+        let verdict = if self.is_clean() && self.settings.as_ref().is_some_and(|s| !s.flags.is_empty()) {
+            "ramjet serves these Ingresses as ingress-nginx does, started with the flags above"
+        } else if self.is_clean() {
             "ramjet serves these Ingresses as ingress-nginx does"
         } else {
             "not clean: ramjet would serve some of these Ingresses differently (see above)"

@@ -1,7 +1,11 @@
 //! Wire formats, the bottom floor of the request path: HTTP/1 heads, chunked coding and body framing
 //! (used by the client side and the upstream side alike), the HTTP/2 field conversions and I/O
-//! adapter, and gRPC's status trailers. Nothing here routes, pools or keeps state across requests.
+//! adapter, gRPC's status trailers, the PROXY protocol header a balancer puts before a connection,
+//! and the forwarded fields (`X-Forwarded-For`, `X-Real-IP`, `Forwarded`) read from trusted proxies
+//! and written upstream. Nothing here routes, pools or keeps state across requests.
 
+pub mod forwarded;
 pub mod grpc;
 pub mod http1;
 pub mod http2;
+pub mod proxy_protocol;

@@ -1,38 +1,74 @@
-//! What is known of a client connection once it is accepted (and its TLS handshake settled): the
-//! facts every request on it carries upstream and into the access log. The codecs, the pipeline and
-//! the servers all read them from here.
+//! What is known of a client connection once it is accepted (its PROXY protocol header read, if its
+//! listener expects one, and its TLS handshake settled): the facts every request on it carries
+//! upstream and into the access log, and the rules that say when a request's own fields may name
+//! its client instead ([`AddressRules`]). The codecs, the pipeline and the servers all read them
+//! from here.
+
+use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
+
+use ramjet_shared::IpBlock;
 
 /// Per-connection facts added to every upstream head.
 pub struct ConnFacts {
-    /// The client's address.
-    pub peer: std::net::SocketAddr,
+    /// The client's address as the connection tells it: the TCP peer, or the source a PROXY
+    /// protocol header named. A request from a trusted proxy may name another
+    /// (`codec::forwarded::request_client`).
+    pub peer: SocketAddr,
     /// The client connection is TLS.
     pub tls: bool,
-    /// The port the client connected to (nginx's `$server_port`).
+    /// The port the client connected to (nginx's `$server_port`; with a PROXY header, the
+    /// destination port it names, nginx's `$proxy_protocol_server_port`).
     pub local_port: u16,
     /// What the TLS handshake settled, for the access log (`None` on a plain connection).
     pub tls_session: Option<TlsSession>,
     /// `x-forwarded-for`, `x-real-ip`, `x-forwarded-proto` and `x-forwarded-port` lines, rendered once
-    /// per connection.
+    /// per connection for `peer`.
     pub forwarded: Vec<u8>,
+    /// Where the `x-forwarded-proto` line starts in `forwarded`.
+    proto_at: usize,
+    /// The rules its requests' fields are read by, only where they may change something: the
+    /// peer is a trusted proxy, or the client's `X-Forwarded-For` is kept
+    /// (`compute-full-forwarded-for`). `None` for every other connection, whose requests are not
+    /// looked at for it.
+    pub rules: Option<Rc<AddressRules>>,
+    /// The peer is a trusted proxy: its requests' address field is believed.
+    pub trusted: bool,
 }
 
 impl ConnFacts {
-    pub fn new(peer: std::net::SocketAddr, tls: bool, local_port: u16) -> Self {
+    pub fn new(peer: SocketAddr, tls: bool, local_port: u16) -> Self {
         use std::io::Write;
         let mut forwarded = Vec::with_capacity(128);
         let ip = peer.ip().to_canonical();
+        let _ = write!(forwarded, "x-forwarded-for: {ip}\r\nx-real-ip: {ip}\r\n");
+        let proto_at = forwarded.len();
         let proto = if tls { "https" } else { "http" };
-        let _ = write!(
-            forwarded,
-            "x-forwarded-for: {ip}\r\nx-real-ip: {ip}\r\nx-forwarded-proto: {proto}\r\nx-forwarded-port: {local_port}\r\n"
-        );
-        ConnFacts { peer, tls, local_port, tls_session: None, forwarded }
+        let _ = write!(forwarded, "x-forwarded-proto: {proto}\r\nx-forwarded-port: {local_port}\r\n");
+        ConnFacts { peer, tls, local_port, tls_session: None, forwarded, proto_at, rules: None, trusted: false }
     }
 
     /// The facts of a TLS connection, once its handshake has settled the version and the name.
-    pub fn with_tls_session(peer: std::net::SocketAddr, local_port: u16, session: TlsSession) -> Self {
+    pub fn with_tls_session(peer: SocketAddr, local_port: u16, session: TlsSession) -> Self {
         ConnFacts { tls_session: Some(session), ..ConnFacts::new(peer, true, local_port) }
+    }
+
+    /// Keeps `rules` for this connection's requests where they can change anything for it (see
+    /// [`ConnFacts::rules`]); a connection from anyone else is left as it is.
+    pub fn with_rules(mut self, rules: Option<&Rc<AddressRules>>) -> Self {
+        if let Some(rules) = rules {
+            let trusted = rules.trusts(self.peer.ip());
+            if trusted || rules.full_forwarded_for {
+                self.rules = Some(rules.clone());
+                self.trusted = trusted;
+            }
+        }
+        self
+    }
+
+    /// The `x-forwarded-proto` and `x-forwarded-port` lines.
+    pub fn proto_and_port_lines(&self) -> &[u8] {
+        &self.forwarded[self.proto_at..]
     }
 }
 
@@ -42,4 +78,69 @@ pub struct TlsSession {
     pub version: &'static str,
     /// The server name from the ClientHello (empty when the client sent none).
     pub sni: Box<str>,
+}
+
+/// Who may name a request's client, and how (what an operator sets: `--trusted-proxies`,
+/// `--forwarded-for-header`, `--compute-full-forwarded-for`; ingress-nginx's `proxy-real-ip-cidr`,
+/// `forwarded-for-header` and `compute-full-forwarded-for`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddressRules {
+    /// Peers whose requests' [`AddressRules::field`] is believed, walked from the right past
+    /// every trusted address. Empty: nobody's.
+    pub trusted: Box<[IpBlock]>,
+    /// The field that names the client.
+    pub field: AddressField,
+    /// `X-Forwarded-For` upstream is the client's own with the peer appended, rather than the
+    /// client's address alone.
+    pub full_forwarded_for: bool,
+}
+
+impl AddressRules {
+    /// Whether `ip` is a trusted proxy (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    #[inline]
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.trusted.iter().any(|b| b.contains(ip))
+    }
+
+    /// Whether the rules can change anything for any request.
+    pub fn is_active(&self) -> bool {
+        !self.trusted.is_empty() || self.full_forwarded_for
+    }
+}
+
+/// The request field that names the client when the peer is trusted: `X-Forwarded-For` (the
+/// default), `X-Real-IP`, `Forwarded` (RFC 7239: its `for=` parameters), or any other field whose
+/// value is a comma-separated list of addresses (`CF-Connecting-IP`, `True-Client-IP`, …).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddressField {
+    /// Lower case.
+    name: Box<str>,
+}
+
+impl AddressField {
+    /// A field name (an HTTP token), or why it is not one.
+    pub fn new(name: &str) -> Result<Self, String> {
+        let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if name.is_empty() || !name.bytes().all(token) {
+            return Err(format!("`{name}` is not an HTTP field name"));
+        }
+        Ok(AddressField { name: name.to_ascii_lowercase().into() })
+    }
+
+    /// The name, in lower case.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// RFC 7239's `Forwarded`, whose elements carry the address in a `for=` parameter.
+    pub fn is_forwarded(&self) -> bool {
+        &*self.name == "forwarded"
+    }
+}
+
+impl Default for AddressField {
+    fn default() -> Self {
+        AddressField { name: "x-forwarded-for".into() }
+    }
 }

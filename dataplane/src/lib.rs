@@ -9,6 +9,13 @@
 //! [`http1`]). [`DataPlane::drain`] stops accepting, lets in-flight requests finish within the drain
 //! timeout, and closes idle keep-alive connections.
 //!
+//! The client of a request is one value, the client address, used by routing (source ranges),
+//! admission (per-client limits, external auth), endpoint hashing, the access log and the forwarded
+//! fields upstream: the connection's peer, unless its listener expects a PROXY protocol header
+//! ([`Settings::client_address`]; read once per connection, before anything else) or the peer is a
+//! trusted proxy whose requests name their client (read once per request, only for such peers; see
+//! [`codec::forwarded`] and [`codec::proxy_protocol`]).
+//!
 //! HTTP/2 connections (module `http2`, h2c by prior knowledge or ALPN `h2`) are served on the same
 //! worker by the `h2` crate; tokio is a dependency only for the I/O traits that crate is written
 //! against (no tokio runtime runs here). The crate takes no lock on the request path.
@@ -34,10 +41,11 @@ mod upstream;
 mod worker;
 
 pub use base::listener::{bind_shared, ListenError};
+pub use conn::{AddressField, AddressRules};
 pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use observe::access_log::{self, AccessLog, AccessLogSettings};
 pub use server::tls::{server_config, DefaultCertificate, SniResolver};
-pub use settings::{DriverChoice, Http2Settings, IoDriver, Settings};
+pub use settings::{ClientAddress, DriverChoice, Http2Settings, IoDriver, Settings};
 
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;

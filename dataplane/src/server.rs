@@ -7,5 +7,6 @@ pub mod contain;
 pub mod http1;
 pub mod http2;
 pub mod passthrough;
+pub mod proxy_header;
 pub mod runtime;
 pub mod tls;

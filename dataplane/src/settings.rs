@@ -1,10 +1,12 @@
 //! What an operator sets for the data plane: timeouts and limits of the request path, HTTP/2's
-//! limits, and which I/O driver the workers may use.
+//! limits, how the client's address is learnt (the PROXY protocol, trusted proxies), and which I/O
+//! driver the workers may use.
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::codec::http1::MAX_HEAD;
+use crate::conn::AddressRules;
 
 /// Timeouts and limits of the request path.
 #[derive(Debug, Clone)]
@@ -41,6 +43,36 @@ pub struct Settings {
     /// Limits of HTTP/2 connections (the preface and first request share `header_timeout`, idle
     /// connections `keepalive_timeout`).
     pub http2: Http2Settings,
+    /// How the client's address is learnt.
+    pub client_address: ClientAddress,
+}
+
+/// How the client's address is learnt, when a load balancer stands between the client and ramjet
+/// (see `docs/client-address.md`). The default believes nothing: the client is the connection's
+/// peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientAddress {
+    /// The plain-HTTP listener expects a PROXY protocol header (v1 or v2) before every
+    /// connection's first byte, and refuses a connection without a valid one.
+    pub proxy_protocol_http: bool,
+    /// The same for the HTTPS listener (the header comes before the TLS ClientHello).
+    pub proxy_protocol_https: bool,
+    /// A PROXY protocol header must be whole within this time (ingress-nginx's
+    /// `proxy-protocol-header-timeout`, 5 s).
+    pub proxy_protocol_timeout: Duration,
+    /// Whose forwarded fields are believed, which field, and what goes upstream.
+    pub rules: AddressRules,
+}
+
+impl Default for ClientAddress {
+    fn default() -> Self {
+        ClientAddress {
+            proxy_protocol_http: false,
+            proxy_protocol_https: false,
+            proxy_protocol_timeout: Duration::from_secs(5),
+            rules: AddressRules::default(),
+        }
+    }
 }
 
 /// Limits of downstream HTTP/2 connections. The defaults are nginx's where nginx has the setting,
@@ -100,6 +132,7 @@ impl Default for Settings {
             drain_timeout: Duration::from_secs(30),
             metrics_grace: Duration::from_secs(300),
             http2: Http2Settings::default(),
+            client_address: ClientAddress::default(),
         }
     }
 }

@@ -91,6 +91,7 @@ pub struct WorkerCounters {
     connections_accepted: AtomicU64,
     connections_closed: AtomicU64,
     tls_handshake_failures: AtomicU64,
+    proxy_protocol_refusals: AtomicU64,
     idle_buffer_releases: AtomicU64,
     task_panics: AtomicU64,
     upstream_retries: AtomicU64,
@@ -129,6 +130,13 @@ impl WorkerCounters {
     #[inline]
     pub fn tls_handshake_failed(&self) {
         bump(&self.tls_handshake_failures);
+    }
+
+    /// A connection to a listener that expects a PROXY protocol header was closed without a valid
+    /// one (none, malformed, too long, or not within the timeout).
+    #[inline]
+    pub fn proxy_protocol_refused(&self) {
+        bump(&self.proxy_protocol_refusals);
     }
 
     /// A quiet client connection gave its buffers back while it waits.
@@ -360,6 +368,10 @@ impl WorkerStats {
 
     pub fn tls_handshake_failures(&self) -> u64 {
         self.sum(|w| &w.tls_handshake_failures)
+    }
+
+    pub fn proxy_protocol_refusals(&self) -> u64 {
+        self.sum(|w| &w.proxy_protocol_refusals)
     }
 
     pub fn task_panics(&self) -> u64 {

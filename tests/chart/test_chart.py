@@ -107,6 +107,18 @@ SCENARIOS: dict[str, dict] = {
     "hpa": {"controller": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12,
                                            "targetCPUUtilizationPercentage": 60}}},
     "slow-lb": {"controller": {"shutdownDelay": "20s", "terminationGracePeriodSeconds": 70}},
+    "client-address": {
+        "controller": {
+            "clientAddress": {
+                "proxyProtocol": {"http": True, "https": True, "timeout": "3s"},
+                "trustedProxies": ["10.0.0.0/8", "2001:db8::/32", "192.0.2.7"],
+                "forwardedForHeader": "X-Real-IP",
+                "computeFullForwardedFor": True,
+            },
+            "service": {"annotations": {"service.beta.kubernetes.io/aws-load-balancer-proxy-protocol": "*"}},
+        }
+    },
+    "proxy-protocol-https": {"controller": {"clientAddress": {"proxyProtocol": {"https": True}}}},
     "low-ports": {"controller": {"containerPorts": {"http": 80, "https": 443}}},
     "restricted": {"controller": {"seccompProfile": {"type": "RuntimeDefault"}, "ioDriver": "auto"}},
     "localhost-seccomp": {
@@ -195,6 +207,11 @@ BAD_VALUES: dict[str, tuple[dict, str, str | None]] = {
     "bad-seccomp-type": ({"controller": {"seccompProfile": {"type": "Disabled"}}},
                          "/controller/seccompProfile/type", None),
     "bad-duration": ({"controller": {"drainTimeout": "30 seconds"}}, "/controller/drainTimeout", None),
+    "bad-forwarded-for-header": ({"controller": {"clientAddress": {"forwardedForHeader": "X Forwarded For"}}},
+                                 "/controller/clientAddress/forwardedForHeader",
+                                 "controller.clientAddress.forwardedForHeader must be"),
+    "bad-trusted-proxy": ({"controller": {"clientAddress": {"trustedProxies": ["proxy.example.com"]}}},
+                          "/controller/clientAddress/trustedProxies/0", None),
     "bad-access-log-format": ({"controller": {"accessLog": {"format": "csv"}}}, "/controller/accessLog/format",
                               "controller.accessLog.format must be"),
     "bad-access-log-sample": ({"controller": {"accessLog": {"successSample": 2}}},
@@ -623,6 +640,20 @@ def test_watch_namespace_and_other_flags():
     assert flag("default", "upstream-timeout") == "60s"
     assert flag("default", "header-timeout") == "10s"
     assert flag("default", "drain-timeout") == "30s"
+
+
+def test_client_address_flags_only_when_asked():
+    for name in ("default", "everything"):
+        for f in ("proxy-protocol", "proxy-protocol-timeout", "trusted-proxies", "forwarded-for-header"):
+            assert flag(name, f) is None, f"{name}: {f}"
+        assert "--compute-full-forwarded-for" not in args(name)
+    assert flag("client-address", "proxy-protocol") == "http,https"
+    assert flag("client-address", "proxy-protocol-timeout") == "3s"
+    assert flag("client-address", "trusted-proxies") == "10.0.0.0/8,2001:db8::/32,192.0.2.7"
+    assert flag("client-address", "forwarded-for-header") == "X-Real-IP"
+    assert "--compute-full-forwarded-for" in args("client-address")
+    assert flag("proxy-protocol-https", "proxy-protocol") == "https"
+    assert flag("proxy-protocol-https", "proxy-protocol-timeout") == "5s"
 
 
 def test_access_log_defaults_to_json_on_stdout():

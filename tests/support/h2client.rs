@@ -44,12 +44,18 @@ impl H2Client {
     }
 
     pub fn connect_with(addr: SocketAddr, tweak: impl FnOnce(&mut h2::client::Builder)) -> H2Client {
+        Self::connect_after(addr, b"", tweak)
+    }
+
+    /// [`H2Client::connect_with`], sending `prefix` (a PROXY protocol header) before the preface.
+    pub fn connect_after(addr: SocketAddr, prefix: &[u8], tweak: impl FnOnce(&mut h2::client::Builder)) -> H2Client {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let mut builder = h2::client::Builder::new();
         tweak(&mut builder);
         let (send, conn) = rt.block_on(async {
-            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
             tcp.set_nodelay(true).unwrap();
+            tokio::io::AsyncWriteExt::write_all(&mut tcp, prefix).await.unwrap();
             let (send, conn) = builder.handshake::<_, Bytes>(tcp).await.unwrap();
             (send, tokio::spawn(conn))
         });

@@ -136,6 +136,9 @@ person can act on.
 {{- if and $c.autoscaling.enabled (gt (int $c.autoscaling.minReplicas) (int $c.autoscaling.maxReplicas)) }}
 {{- fail "controller.autoscaling.minReplicas must not exceed maxReplicas" }}
 {{- end }}
+{{- if not (regexMatch "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" (toString $c.clientAddress.forwardedForHeader)) }}
+{{- fail (printf "controller.clientAddress.forwardedForHeader must be an HTTP field name, got %q" (toString $c.clientAddress.forwardedForHeader)) }}
+{{- end }}
 {{- if lt (int $c.historySize) 1 }}
 {{- fail "controller.historySize must be at least 1" }}
 {{- end }}
@@ -189,6 +192,24 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 - {{ printf "--header-timeout=%s" (toString $c.headerTimeout) | quote }}
 - {{ printf "--shutdown-delay=%s" (toString $c.shutdownDelay) | quote }}
 - {{ printf "--drain-timeout=%s" (toString $c.drainTimeout) | quote }}
+{{- with $c.clientAddress }}
+{{- $listeners := list }}
+{{- if .proxyProtocol.http }}{{ $listeners = append $listeners "http" }}{{ end }}
+{{- if .proxyProtocol.https }}{{ $listeners = append $listeners "https" }}{{ end }}
+{{- if $listeners }}
+- {{ printf "--proxy-protocol=%s" (join "," $listeners) | quote }}
+- {{ printf "--proxy-protocol-timeout=%s" (toString .proxyProtocol.timeout) | quote }}
+{{- end }}
+{{- with .trustedProxies }}
+- {{ printf "--trusted-proxies=%s" (join "," .) | quote }}
+{{- end }}
+{{- if ne .forwardedForHeader "X-Forwarded-For" }}
+- {{ printf "--forwarded-for-header=%s" .forwardedForHeader | quote }}
+{{- end }}
+{{- if .computeFullForwardedFor }}
+- "--compute-full-forwarded-for"
+{{- end }}
+{{- end }}
 {{- if gt (int $c.workers) 0 }}
 - {{ printf "--workers=%d" (int $c.workers) | quote }}
 {{- end }}

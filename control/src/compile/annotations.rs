@@ -263,13 +263,15 @@ const TIMEOUT: Support = Checked {
 };
 const ALLOW_RANGE: Support = Checked {
     check: source_ranges,
-    how: "requests from other client addresses (the connection's peer, as nginx's $remote_addr) are answered 403; \
-          a list with anything but addresses and CIDR blocks keeps the Ingress out",
+    how: "requests from other client addresses (nginx's $remote_addr: the connection's peer, or who a PROXY \
+          protocol header or a --trusted-proxies proxy names) are answered 403; a list with anything but addresses \
+          and CIDR blocks keeps the Ingress out",
 };
 const DENY_RANGE: Support = Checked {
     check: source_ranges,
-    how: "requests from these client addresses (the connection's peer) are answered 403, before the allow-list is \
-          looked at; a list with anything but addresses and CIDR blocks keeps the Ingress out",
+    how: "requests from these client addresses (the connection's peer, or who a PROXY protocol header or a \
+          --trusted-proxies proxy names) are answered 403, before the allow-list is looked at; a list with anything \
+          but addresses and CIDR blocks keeps the Ingress out",
 };
 const FORCE_SSL_REDIRECT: Support = Checked {
     check: boolean,

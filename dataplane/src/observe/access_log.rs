@@ -448,12 +448,17 @@ fn push_millis(out: &mut Vec<u8>, d: Duration) {
     out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
 }
 
+/// An address with its port; port 0 is a client address a forwarded field gave without one, written
+/// as the address alone.
 fn push_addr(out: &mut Vec<u8>, addr: SocketAddr) {
     use std::io::Write as _;
     let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
     // Writing into a Vec cannot fail, and a socket address fits the capacity kept from earlier
     // records: no allocation in steady state.
-    let _ = write!(out, "{addr}");
+    let _ = match addr.port() {
+        0 => write!(out, "{}", addr.ip()),
+        _ => write!(out, "{addr}"),
+    };
 }
 
 /// RFC 3339 in UTC with milliseconds: `2026-12-01T02:45:00.123Z`.

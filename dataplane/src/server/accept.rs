@@ -12,6 +12,7 @@ use monoio::net::TcpListener;
 
 use super::contain;
 use super::http1;
+use super::proxy_header;
 use super::runtime::Started;
 use super::tls::TlsTerminator;
 use crate::base::wakeup::Wakeup;
@@ -69,6 +70,11 @@ pub(crate) async fn run(
 
 async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<TlsTerminator>>) {
     let local_port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let client_address = &worker.settings.client_address;
+    let proxy_protocol =
+        if tls.is_some() { client_address.proxy_protocol_https } else { client_address.proxy_protocol_http };
+    // This worker's copy of the address rules, shared by the connections they concern.
+    let rules = client_address.rules.is_active().then(|| Rc::new(client_address.rules.clone()));
     loop {
         let accepted = monoio::select! {
             r = listener.accept() => r,
@@ -85,22 +91,39 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<T
         };
         let worker = worker.clone();
         let tls = tls.clone();
+        let rules = rules.clone();
         // The connection's state (0.8 KB plain, 7.8 KB with TLS) lives in a box of its own,
         // allocated once: the task itself stays a few words. monoio copies a task's whole future
         // when it spawns it (twice) and when it finishes; with the state inline that was four
         // copies of it per connection, 3 µs of every `Connection: close` request. Two tasks of
         // their own sizes: a plain connection does not carry the TLS one's state.
+        // A listener that expects a PROXY protocol header reads it first (in a box of its own: a
+        // listener that does not costs its connections nothing for it).
         match tls {
             None => monoio::spawn(async move {
                 worker.connection_opened();
-                let facts = Rc::new(ConnFacts::new(peer, false, local_port));
-                Box::pin(contain::contained(&worker, "connection", http1::serve(&worker, stream, &facts))).await;
+                let mut stream = stream;
+                let origin = match proxy_protocol {
+                    false => Some((peer, local_port)),
+                    true => Box::pin(proxy_header::origin(&worker, &mut stream, peer, local_port)).await,
+                };
+                if let Some((peer, local_port)) = origin {
+                    let facts = Rc::new(ConnFacts::new(peer, false, local_port).with_rules(rules.as_ref()));
+                    Box::pin(contain::contained(&worker, "connection", http1::serve(&worker, stream, &facts))).await;
+                }
                 worker.connection_closed();
             }),
             Some(tls) => monoio::spawn(async move {
                 worker.connection_opened();
-                Box::pin(contain::contained(&worker, "TLS connection", tls.serve(&worker, stream, peer, local_port)))
-                    .await;
+                let mut stream = stream;
+                let origin = match proxy_protocol {
+                    false => Some((peer, local_port)),
+                    true => Box::pin(proxy_header::origin(&worker, &mut stream, peer, local_port)).await,
+                };
+                if let Some((peer, local_port)) = origin {
+                    let serve = tls.serve(&worker, stream, peer, local_port, rules);
+                    Box::pin(contain::contained(&worker, "TLS connection", serve)).await;
+                }
                 worker.connection_closed();
             }),
         };

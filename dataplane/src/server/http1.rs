@@ -242,7 +242,7 @@ where
     let id = worker.request_id(head.request_id.clone().map(|r| &data[r]));
     id.insert_before_end(&mut conn.out);
     let fields = RequestFields {
-        client: conn.facts.peer,
+        client: head.client.unwrap_or(conn.facts.peer),
         method: &data[head.method.clone()],
         host: &data[head.host.clone()],
         path: &data[head.target.clone()],
@@ -278,7 +278,7 @@ where
     let target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
     let view = Http1View { head: &data[..head.head_len], target: target.as_bytes(), tls: conn.facts.tls };
-    let peer = conn.facts.peer.ip();
+    let peer = head.client.unwrap_or(conn.facts.peer).ip();
     let tls = conn.facts.tls;
     let to = Addressed { host, target, tls, port: conn.facts.local_port };
     let decision = decide(table, host, target, tls, peer, &mut host_buf, &view, &mut || worker.random());

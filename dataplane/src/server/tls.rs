@@ -29,7 +29,7 @@ use rustls::{ProtocolVersion, ServerConfig, ServerConnection};
 use super::http1;
 use super::http2;
 use super::passthrough;
-use crate::conn::{ConnFacts, TlsSession};
+use crate::conn::{AddressRules, ConnFacts, TlsSession};
 use crate::worker::Worker;
 
 /// The certificate for names that have none: swapped whole when its files change
@@ -107,11 +107,18 @@ impl TlsTerminator {
     /// future is made in a block that ends before it is awaited: what a connection holds while it
     /// waits for its next request is only the HTTP/1.1 state and the TLS stream, once (2.6 KB, not
     /// the 7.8 KB the handshake's futures needed).
-    pub async fn serve(&self, worker: &Rc<Worker>, stream: TcpStream, peer: SocketAddr, local_port: u16) {
+    pub async fn serve(
+        &self,
+        worker: &Rc<Worker>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        local_port: u16,
+        rules: Option<Rc<AddressRules>>,
+    ) {
         let facts;
         let serving = {
             let Some(Established { tls, facts: established, h2 }) =
-                Box::pin(self.establish(worker, stream, peer, local_port)).await
+                Box::pin(self.establish(worker, stream, peer, local_port, rules)).await
             else {
                 return;
             };
@@ -132,6 +139,7 @@ impl TlsTerminator {
         mut stream: TcpStream,
         peer: SocketAddr,
         local_port: u16,
+        rules: Option<Rc<AddressRules>>,
     ) -> Option<Established> {
         let generation = worker.generation();
         let session = if generation.table.has_passthrough() {
@@ -183,7 +191,8 @@ impl TlsTerminator {
                 return None;
             }
         };
-        let facts = Rc::new(ConnFacts::with_tls_session(peer, local_port, settled(&session)));
+        let facts =
+            Rc::new(ConnFacts::with_tls_session(peer, local_port, settled(&session)).with_rules(rules.as_ref()));
         let h2 = session.alpn_protocol() == Some(b"h2");
         Some(Established { tls: ServerTlsStream::new(stream, session), facts, h2 })
     }

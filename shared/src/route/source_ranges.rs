@@ -1,8 +1,9 @@
 //! Source address allow- and deny-lists (ingress-nginx's `allowlist-source-range`,
 //! `whitelist-source-range` and `denylist-source-range`): nginx's `deny <cidr>;` lines, then
-//! `allow <cidr>; … deny all;`, the first that matches deciding. The address is the connection's
-//! peer (nginx's `$remote_addr` without `use-forwarded-headers`); an IPv4-mapped IPv6 peer counts as
-//! its IPv4 address.
+//! `allow <cidr>; … deny all;`, the first that matches deciding. The address is the request's client
+//! address (nginx's `$remote_addr`): the connection's peer, or who a PROXY protocol header or a
+//! trusted proxy names (the data plane decides which); an IPv4-mapped IPv6 address counts as its
+//! IPv4 address. [`IpBlock`] is also the data plane's trusted-proxy block.
 
 use std::fmt;
 use std::net::IpAddr;

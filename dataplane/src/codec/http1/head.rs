@@ -12,7 +12,7 @@ mod common;
 mod request;
 mod response;
 
-pub(crate) use request::{is_consumed as is_consumed_request, push_forwarded, valid_host};
+pub(crate) use request::{is_consumed as is_consumed_request, valid_host};
 pub use request::{parse_request, RequestHead};
 pub(crate) use response::inspect;
 pub use response::{parse_response, ResponseHead, ResponsePlan};

@@ -3,13 +3,15 @@
 //! for HTTP/1.1 clients holds: **framing is ramjet's** — `Host`, `Content-Length` and
 //! `Transfer-Encoding` upstream are written from what ramjet parsed, never copied.
 
-use http::header::{HeaderName, HeaderValue, CONTENT_LENGTH, COOKIE, HOST};
-use http::request::Parts;
-use http::{Method, Response, StatusCode};
+use std::net::SocketAddr;
 
+use http::header::{HeaderName, HeaderValue, ValueIter, CONTENT_LENGTH, COOKIE, HOST};
+use http::request::Parts;
+use http::{HeaderMap, Method, Response, StatusCode};
+
+use crate::codec::forwarded::push_forwarded;
 use crate::codec::http1::head::{
-    ensure, inspect, is_consumed_request, no_headers, push_forwarded, push_framing, valid_host, ContentLength,
-    ResponseHead,
+    ensure, inspect, is_consumed_request, no_headers, push_framing, valid_host, ContentLength, ResponseHead,
 };
 use crate::codec::http1::Framing;
 use crate::conn::ConnFacts;
@@ -30,14 +32,23 @@ pub(crate) fn host(parts: &Parts) -> Result<&str, ProxyError> {
     Ok(host)
 }
 
+/// The values of a stream's fields of one (lower-case) name, as `codec::forwarded` reads them.
+pub(crate) type Values<'a> = std::iter::Map<ValueIter<'a, HeaderValue>, fn(&'a HeaderValue) -> &'a [u8]>;
+
+/// Finds a stream's fields by name, for `codec::forwarded`.
+pub(crate) fn values<'a>(headers: &'a HeaderMap) -> impl Fn(&str) -> Values<'a> + Copy + 'a {
+    move |name| headers.get_all(name).iter().map(HeaderValue::as_bytes as fn(&HeaderValue) -> &[u8])
+}
+
 /// Writes the HTTP/1.1 head for `parts` into `out` and returns the framing of the body that
 /// follows: the client's `content-length` when it gave one, none when the stream ended with its
 /// headers, else chunked. Connection-specific and proxy-written fields are dropped (as for
 /// HTTP/1.1 clients); `cookie` fields, which HTTP/2 may split, are joined (RFC 9113 §8.2.3).
+/// `client` is the client the stream's fields named (`None`: the connection's peer).
 pub(crate) fn upstream_head(
     parts: &Parts,
     host: &str,
-    facts: &ConnFacts,
+    (facts, client): (&ConnFacts, Option<SocketAddr>),
     end_of_stream: bool,
     out: &mut Vec<u8>,
 ) -> Result<Framing, ProxyError> {
@@ -88,7 +99,7 @@ pub(crate) fn upstream_head(
         out.extend_from_slice(b"\r\n");
     }
     push_framing(out, body);
-    push_forwarded(out, facts, host.as_bytes());
+    push_forwarded(out, facts, client, values(&parts.headers), host.as_bytes());
     out.extend_from_slice(b"\r\n");
     Ok(body)
 }

@@ -27,6 +27,8 @@ use ramjet_shared::{Edits, UpstreamErrorKind, UpstreamTls};
 use super::request::StreamRequest;
 use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
+use crate::codec::forwarded::push_address_lines;
+use crate::codec::http2::fields::values;
 use crate::conn::ConnFacts;
 use crate::error::{Failure, ProxyError};
 use crate::observe::requests::{RequestId, Tally};
@@ -68,7 +70,7 @@ pub(super) async fn forward(
     to: Target<'_>,
     tally: &mut Tally,
 ) -> Result<u16, Failure> {
-    let StreamRequest { worker, facts, parts, host, id } = req;
+    let StreamRequest { worker, facts, parts, host, id, client } = req;
     let extras = to.extras;
     // The client's gRPC deadline and the rule's, whichever ends first, bound the wait for the head.
     let grpc = if to.grpc { grpc_timeout(&parts.headers) } else { None };
@@ -98,7 +100,7 @@ pub(super) async fn forward(
     };
     let upstream = Upstream { authority, target: &target, forwarded_host: host };
     let request = || {
-        upstream_request(parts, &upstream, facts, id).map(|mut r| {
+        upstream_request(parts, &upstream, (facts, client), id).map(|mut r| {
             set_fields(r.headers_mut(), extras);
             if let Some(edits) = edits.request {
                 crate::policy::edit::edit_fields(r.headers_mut(), edits);
@@ -242,7 +244,7 @@ struct Upstream<'a> {
 fn upstream_request(
     parts: &Parts,
     to: &Upstream<'_>,
-    facts: &ConnFacts,
+    (facts, client): (&ConnFacts, Option<SocketAddr>),
     id: &RequestId,
 ) -> Result<Request<()>, ProxyError> {
     let uri = Uri::builder()
@@ -262,8 +264,17 @@ fn upstream_request(
         }
         fields.append(name.clone(), value.clone());
     }
-    // The forwarded lines rendered once per connection: `name: value\r\n` each.
-    for line in facts.forwarded.split(|&b| b == b'\n') {
+    // The forwarded lines (rendered once per connection unless address rules apply to it):
+    // `name: value\r\n` each.
+    let mut rendered = Vec::new();
+    let lines = match facts.rules {
+        None => &facts.forwarded[..],
+        Some(_) => {
+            push_address_lines(&mut rendered, facts, client, values(&parts.headers));
+            &rendered[..]
+        }
+    };
+    for line in lines.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
         if let (Ok(name), Ok(value)) =

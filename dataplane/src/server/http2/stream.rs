@@ -27,11 +27,12 @@ use crate::base::buf::write_vec;
 use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
 use crate::base::watchdog::Watchdog;
+use crate::codec::forwarded::request_client;
 use crate::codec::grpc;
 use crate::codec::http1::body::Body;
 use crate::codec::http1::head::ResponseHead;
 use crate::codec::http1::Framing;
-use crate::codec::http2::fields::{host, push_chunk_size, response_head, upstream_head};
+use crate::codec::http2::fields::{host, push_chunk_size, response_head, upstream_head, values};
 use crate::conn::ConnFacts;
 use crate::error::{Failure, ProxyError};
 use crate::observe::access_log::RequestFields;
@@ -74,12 +75,14 @@ pub(crate) async fn serve(
     // One generation for the whole life of this stream.
     let generation = worker.generation();
     let id = worker.request_id(parts.headers.get(X_REQUEST_ID).map(|v| v.as_bytes()));
+    // The client its fields name, where the peer is a trusted proxy (else nothing is looked at).
+    let client = request_client(&facts, values(&parts.headers));
     let mut record = Vec::new();
     let logging = {
         let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
         let host_field = parts.headers.get(http::header::HOST).map(|h| h.as_bytes());
         let fields = RequestFields {
-            client: facts.peer,
+            client: client.unwrap_or(facts.peer),
             method: parts.method.as_str().as_bytes(),
             host: authority.or(host_field).unwrap_or_default(),
             path: parts.uri.path_and_query().map_or(b"/", |t| t.as_str().as_bytes()),
@@ -94,7 +97,7 @@ pub(crate) async fn serve(
     let mut seen = Seen { status: 0, served: None, tally: Tally::default() };
     let outcome = match host(&parts) {
         Ok(host) => {
-            let req = StreamRequest { worker: &worker, facts: &facts, parts: &parts, host, id: &id };
+            let req = StreamRequest { worker: &worker, facts: &facts, parts: &parts, host, id: &id, client };
             handle(req, &generation.table, body, &mut respond, &mut seen).await
         }
         Err(e) => Err(e.into()),
@@ -146,13 +149,13 @@ async fn handle<'t>(
     respond: &mut SendResponse<Bytes>,
     seen: &mut Seen<'t>,
 ) -> Result<u16, Failure> {
-    let StreamRequest { worker, facts, parts, host, id } = req;
+    let StreamRequest { worker, facts, parts, host, id, .. } = req;
     let target = parts.uri.path_and_query().map_or("/", |t| t.as_str());
     let route_target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
     let is_head = parts.method == Method::HEAD;
     let view = H2View(parts, facts.tls);
-    let peer = facts.peer.ip();
+    let peer = req.client_addr().ip();
     let to = Addressed { host, target: route_target, tls: facts.tls, port: facts.local_port };
     let decision = decide(table, host, route_target, facts.tls, peer, &mut host_buf, &view, &mut || worker.random());
     let proxy = match decision.step(&to, &worker.rewrite) {
@@ -325,10 +328,10 @@ async fn forward(
     extras: &mut RouteExtras<'_>,
     edits: Edits<'_>,
 ) -> Result<u16, Failure> {
-    let StreamRequest { worker, facts, parts, host, id } = req;
+    let StreamRequest { worker, facts, parts, host, id, client } = req;
     let Upstream { endpoints, tls, index } = to;
     let mut out = worker.out_buffers.take();
-    let framing = match upstream_head(parts, host, facts, body.is_end_stream(), &mut out) {
+    let framing = match upstream_head(parts, host, (facts, client), body.is_end_stream(), &mut out) {
         Ok(framing) => framing,
         Err(e) => {
             worker.out_buffers.give(out);

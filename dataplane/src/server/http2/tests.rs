@@ -21,7 +21,7 @@ fn head(request: Request<()>, end_of_stream: bool) -> Result<(Framing, String), 
     let (parts, ()) = request.into_parts();
     let host = host(&parts)?.to_string();
     let mut out = Vec::new();
-    let framing = upstream_head(&parts, &host, &facts, end_of_stream, &mut out)?;
+    let framing = upstream_head(&parts, &host, (&facts, None), end_of_stream, &mut out)?;
     Ok((framing, String::from_utf8(out).unwrap()))
 }
 

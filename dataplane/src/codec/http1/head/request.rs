@@ -6,6 +6,7 @@ use super::common::{
     no_headers, offset, push_field, push_framing, trim, ConnectionOptions, ContentLength, Framing, TransferCoding,
     MAX_URI,
 };
+use crate::codec::forwarded::{push_forwarded, request_client};
 use crate::conn::ConnFacts;
 use crate::error::ProxyError;
 
@@ -35,6 +36,9 @@ pub struct RequestHead {
     /// The client's `X-Request-ID` value, if it sent one (never forwarded as it came: ramjet writes
     /// the id it keeps or makes).
     pub request_id: Option<Range<usize>>,
+    /// The client the request names through its fields, believed because the connection's peer is
+    /// a trusted proxy (`codec::forwarded`); `None`: the connection's peer.
+    pub client: Option<std::net::SocketAddr>,
 }
 
 /// Field names the proxy consumes itself or writes itself; never forwarded as they came.
@@ -57,15 +61,10 @@ pub(crate) fn is_consumed(name: &[u8]) -> bool {
     }
 }
 
-/// Appends the `x-forwarded-*` and `x-real-ip` fields of every upstream head (`x-forwarded-host`
-/// when there is a host).
-pub(crate) fn push_forwarded(out: &mut Vec<u8>, conn: &ConnFacts, host: &[u8]) {
-    out.extend_from_slice(&conn.forwarded);
-    if !host.is_empty() {
-        out.extend_from_slice(b"x-forwarded-host: ");
-        out.extend_from_slice(host);
-        out.extend_from_slice(b"\r\n");
-    }
+/// Whether a field's name is `lower` (a lower-case name): only the field's side is folded.
+#[inline]
+fn is_named(name: &[u8], lower: &str) -> bool {
+    name.len() == lower.len() && name.iter().zip(lower.as_bytes()).all(|(&a, &b)| a.to_ascii_lowercase() == b)
 }
 
 /// The bytes of a reg-name: letters, digits, RFC 3986's unreserved and sub-delims but `,` (a list
@@ -125,7 +124,11 @@ fn absolute_form(target: &[u8]) -> Option<(&[u8], &[u8])> {
 
 /// Parses the request head at the start of `data`. `Ok(None)`: incomplete, read more. On success,
 /// `out` holds the head to send upstream.
-pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result<Option<RequestHead>, ProxyError> {
+pub fn parse_request<'c>(
+    data: &[u8],
+    conn: &'c ConnFacts,
+    out: &mut Vec<u8>,
+) -> Result<Option<RequestHead>, ProxyError> {
     let mut headers = no_headers();
     let mut req = httparse::Request::new(&mut []);
     let head_len = match req.parse_with_uninit_headers(data, &mut headers) {
@@ -237,6 +240,9 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
         _ => false,
     };
     let keep_alive = if minor == 0 { connection.keep_alive && !connection.close } else { !connection.close };
+    // Only a connection with address rules looks at these fields again (`ConnFacts::rules`).
+    let fields = |name: &'c str| req.headers.iter().filter(move |h| is_named(h.name.as_bytes(), name)).map(|h| h.value);
+    let client = request_client(conn, fields);
 
     // The upstream head: request line, Host, the fields that pass unchanged, then ours.
     out.clear();
@@ -260,7 +266,7 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
         }
     }
     push_framing(out, body);
-    push_forwarded(out, conn, host);
+    push_forwarded(out, conn, client, fields, host);
     if let (true, Some(u)) = (upgrade, upgrade_value) {
         out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
         out.extend_from_slice(u);
@@ -281,5 +287,6 @@ pub fn parse_request(data: &[u8], conn: &ConnFacts, out: &mut Vec<u8>) -> Result
         method: 0..method.len(),
         user_agent: if user_agent.is_empty() { 0..0 } else { offset(data, user_agent) },
         request_id: request_id.map(|id| offset(data, id)),
+        client,
     }))
 }

@@ -1,0 +1,379 @@
+//! ingress-nginx's controller ConfigMap (its `--configmap`), judged for `ramjet migration-report
+//! --nginx-configmap`: what ramjet does with each setting it knows and the daemon flags that keep
+//! it. Ramjet does not read the ConfigMap itself (its settings are flags, which the chart sets), so
+//! the report says which flags to set.
+//!
+//! Reviewed so far: the settings of the client's address — `use-proxy-protocol`,
+//! `proxy-protocol-header-timeout`, `use-forwarded-headers`, `enable-real-ip`,
+//! `proxy-real-ip-cidr`, `forwarded-for-header`, `compute-full-forwarded-for` and
+//! `forwarded-for-proxy-protocol-header`, read as ingress-nginx's template
+//! (`rootfs/etc/nginx/template/nginx.tmpl`) reads them. Other keys are listed as not reviewed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ramjet_shared::parse_ranges;
+
+use crate::compile::annotations::Verdict;
+
+/// The keys reviewed, in the order they are reported.
+pub const KEYS: [&str; 8] = [
+    "use-proxy-protocol",
+    "proxy-protocol-header-timeout",
+    "use-forwarded-headers",
+    "enable-real-ip",
+    "proxy-real-ip-cidr",
+    "forwarded-for-header",
+    "compute-full-forwarded-for",
+    "forwarded-for-proxy-protocol-header",
+];
+
+/// ingress-nginx's default `proxy-real-ip-cidr`.
+const DEFAULT_CIDR: &str = "0.0.0.0/0";
+const DEFAULT_HEADER: &str = "X-Forwarded-For";
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One ConfigMap key, judged.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SettingFinding {
+    pub key: String,
+    pub value: String,
+    pub verdict: Verdict,
+    /// What ramjet does, and the flag to set.
+    pub detail: String,
+}
+
+/// The ConfigMap's review.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SettingsReport {
+    /// `namespace/name`.
+    pub configmap: String,
+    pub findings: Vec<SettingFinding>,
+    /// The daemon flags that keep these settings (`--flag=value` each); the chart's values are in
+    /// the details.
+    pub flags: Vec<String>,
+    /// Keys of the ConfigMap that are not reviewed yet.
+    pub not_reviewed: Vec<String>,
+}
+
+/// Go's `strconv.ParseBool`, which ingress-nginx reads booleans with.
+fn go_bool(value: &str) -> Option<bool> {
+    match value.trim() {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Judges the ConfigMap `configmap` (`namespace/name`) whose data is `data`.
+pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsReport {
+    let get = |key: &str| data.get(key).map(|v| v.trim());
+    let on = |key: &str| get(key).and_then(go_bool).unwrap_or(false);
+    let proxy = on("use-proxy-protocol");
+    let forwarded = on("use-forwarded-headers");
+    let real_ip = on("enable-real-ip");
+    let full = on("compute-full-forwarded-for");
+    let cidr = get("proxy-real-ip-cidr").unwrap_or(DEFAULT_CIDR);
+    let trusted = parse_ranges(cidr).map(|blocks| blocks.iter().map(|b| b.to_string()).collect::<Vec<_>>().join(","));
+    let header = get("forwarded-for-header").unwrap_or(DEFAULT_HEADER);
+    let timeout = get("proxy-protocol-header-timeout");
+
+    let mut flags = Vec::new();
+    if proxy {
+        flags.push("--proxy-protocol=http,https".to_string());
+        if let Some(t) = timeout.filter(|t| humantime::parse_duration(t).is_ok_and(|d| d != DEFAULT_TIMEOUT)) {
+            flags.push(format!("--proxy-protocol-timeout={t}"));
+        }
+    }
+    let believes_headers = forwarded || real_ip;
+    if believes_headers {
+        if let Ok(list) = &trusted {
+            flags.push(format!("--trusted-proxies={list}"));
+        }
+        if !header.eq_ignore_ascii_case(DEFAULT_HEADER) {
+            flags.push(format!("--forwarded-for-header={header}"));
+        }
+        if forwarded && full {
+            flags.push("--compute-full-forwarded-for".to_string());
+        }
+    }
+    let everyone = trusted.as_ref().is_ok_and(|t| t.split(',').any(|b| b == "0.0.0.0/0" || b == "::/0"));
+    let trusted_flag = match &trusted {
+        Ok(list) => format!("set --trusted-proxies={list} (chart: controller.clientAddress.trustedProxies)"),
+        Err(e) => format!("proxy-real-ip-cidr is not a list ramjet can read ({e}): fix it, then set --trusted-proxies"),
+    };
+    let everyone_warning = if everyone {
+        "; proxy-real-ip-cidr trusts every address of a family (0.0.0.0/0, ingress-nginx's default, or ::/0), so \
+         any client can name its own: list only your load balancers' ranges"
+    } else {
+        ""
+    };
+
+    let mut findings = Vec::new();
+    for key in KEYS {
+        let Some(value) = get(key) else { continue };
+        let default = |detail: &str| (Verdict::Honoured, format!("ingress-nginx's default{detail}: nothing to do"));
+        let bad_bool = || {
+            (Verdict::Ignored, format!("`{value}` is not a boolean ingress-nginx reads; it keeps its default (false)"))
+        };
+        let (verdict, detail) = match key {
+            "use-proxy-protocol" => match go_bool(value) {
+                None => bad_bool(),
+                Some(false) => default(""),
+                Some(true) => (
+                    Verdict::Approximated,
+                    "set --proxy-protocol=http,https (chart: controller.clientAddress.proxyProtocol.http and .https): \
+                     both listeners expect a PROXY protocol header (v1 or v2) and refuse a connection without one. \
+                     Ramjet believes the header from any peer of those listeners; ingress-nginx also required the \
+                     peer to be in proxy-real-ip-cidr (by default any IPv4 address)"
+                        .to_string(),
+                ),
+            },
+            "proxy-protocol-header-timeout" => match humantime::parse_duration(value) {
+                Ok(d) if d == DEFAULT_TIMEOUT => default(" (5s)"),
+                Ok(_) if proxy => (
+                    Verdict::Honoured,
+                    format!(
+                        "set --proxy-protocol-timeout={value} (chart: controller.clientAddress.proxyProtocol.timeout)"
+                    ),
+                ),
+                Ok(_) => (Verdict::Honoured, "read only with use-proxy-protocol: nothing to do".to_string()),
+                Err(_) => (Verdict::Ignored, format!("`{value}` is not a duration; ramjet's default (5s) applies")),
+            },
+            "use-forwarded-headers" => match go_bool(value) {
+                None => bad_bool(),
+                Some(false) => default(""),
+                Some(true) => (
+                    Verdict::Approximated,
+                    format!(
+                        "{trusted_flag}: the client's address is the right-most address of {header} that is not a \
+                         trusted proxy's, from trusted peers only (nginx's real_ip_recursive). X-Forwarded-Proto, \
+                         -Host and -Port from them are not passed on: ramjet writes its own{everyone_warning}"
+                    ),
+                ),
+            },
+            "enable-real-ip" => match go_bool(value) {
+                None => bad_bool(),
+                Some(false) => default(""),
+                Some(true) => (
+                    Verdict::Honoured,
+                    format!(
+                        "{trusted_flag}: the client's address is read from {header} of trusted peers{everyone_warning}"
+                    ),
+                ),
+            },
+            "proxy-real-ip-cidr" => match (&trusted, believes_headers, proxy) {
+                (Err(e), true, _) => (Verdict::Ignored, format!("not a list ramjet can read ({e})")),
+                (Ok(list), true, _) => (Verdict::Honoured, format!("the trusted proxies: --trusted-proxies={list}")),
+                (_, false, true) => (
+                    Verdict::Approximated,
+                    "with use-proxy-protocol alone it says whose PROXY header ingress-nginx believes; ramjet \
+                     believes the header from any peer of a listener that expects one"
+                        .to_string(),
+                ),
+                (_, false, false) => (
+                    Verdict::Honoured,
+                    "read only with use-forwarded-headers, enable-real-ip or use-proxy-protocol: nothing to do"
+                        .to_string(),
+                ),
+            },
+            "forwarded-for-header" if value.eq_ignore_ascii_case(DEFAULT_HEADER) => default(" (X-Forwarded-For)"),
+            "forwarded-for-header" if believes_headers => (
+                Verdict::Honoured,
+                format!("set --forwarded-for-header={value} (chart: controller.clientAddress.forwardedForHeader)"),
+            ),
+            "forwarded-for-header" => {
+                (Verdict::Honoured, "read only with use-forwarded-headers or enable-real-ip: nothing to do".to_string())
+            }
+            "compute-full-forwarded-for" => match go_bool(value) {
+                None => bad_bool(),
+                Some(false) => default(""),
+                Some(true) if forwarded => (
+                    Verdict::Honoured,
+                    "set --compute-full-forwarded-for (chart: controller.clientAddress.computeFullForwardedFor): \
+                     X-Forwarded-For upstream is the client's own with the peer appended"
+                        .to_string(),
+                ),
+                Some(true) => (
+                    Verdict::Honoured,
+                    "ingress-nginx reads it only with use-forwarded-headers: nothing to do".to_string(),
+                ),
+            },
+            _ => (
+                Verdict::Honoured,
+                "the name of a field internal to ingress-nginx's template: nothing to set".to_string(),
+            ),
+        };
+        findings.push(SettingFinding { key: key.to_string(), value: value.to_string(), verdict, detail });
+    }
+    let not_reviewed = data.keys().filter(|k| !KEYS.contains(&k.as_str())).cloned().collect();
+    SettingsReport { configmap: configmap.to_string(), findings, flags, not_reviewed }
+}
+
+/// Finds ConfigMap `namespace/name` in the YAML files (`.yaml`, `.yml`) under `dir`; its `data`.
+pub fn find_in_dir(
+    dir: &std::path::Path,
+    namespace: &str,
+    name: &str,
+) -> std::io::Result<Option<BTreeMap<String, String>>> {
+    let mut pending = vec![dir.to_path_buf()];
+    let mut files = Vec::new();
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    for file in files {
+        if let Some(data) = find_in_yaml(&std::fs::read_to_string(&file)?, namespace, name) {
+            return Ok(Some(data));
+        }
+    }
+    Ok(None)
+}
+
+/// Finds ConfigMap `namespace/name` among the YAML documents of `text`; its `data`.
+pub fn find_in_yaml(text: &str, namespace: &str, name: &str) -> Option<BTreeMap<String, String>> {
+    use serde::Deserialize;
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        let Ok(value) = serde_yaml_ng::Value::deserialize(document) else { return None };
+        let items = match value.get("kind").and_then(|k| k.as_str()) {
+            Some("List") => value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default(),
+            _ => vec![value],
+        };
+        for item in items {
+            let field = |path: &[&str]| {
+                path.iter().try_fold(&item, |v, k| v.get(*k)).and_then(|v| v.as_str()).map(str::to_string)
+            };
+            let ours = field(&["kind"]).as_deref() == Some("ConfigMap")
+                && field(&["metadata", "name"]).as_deref() == Some(name)
+                && field(&["metadata", "namespace"]).as_deref().unwrap_or("default") == namespace;
+            if ours {
+                let data = item.get("data").and_then(|d| d.as_mapping()).cloned().unwrap_or_default();
+                let scalar = |v: &serde_yaml_ng::Value| match v {
+                    serde_yaml_ng::Value::String(s) => Some(s.clone()),
+                    serde_yaml_ng::Value::Bool(b) => Some(b.to_string()),
+                    serde_yaml_ng::Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                };
+                return Some(data.iter().filter_map(|(k, v)| Some((scalar(k)?, scalar(v)?))).collect());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    fn verdict(report: &SettingsReport, key: &str) -> (Verdict, String) {
+        let f = report.findings.iter().find(|f| f.key == key).unwrap_or_else(|| panic!("{key}: {report:#?}"));
+        (f.verdict, f.detail.clone())
+    }
+
+    #[test]
+    fn defaults_ask_for_no_flag() {
+        let r = review(
+            "ingress-nginx/ingress-nginx-controller",
+            &data(&[
+                ("use-proxy-protocol", "false"),
+                ("use-forwarded-headers", "false"),
+                ("compute-full-forwarded-for", "false"),
+                ("proxy-real-ip-cidr", "0.0.0.0/0"),
+                ("forwarded-for-header", "X-Forwarded-For"),
+                ("allow-snippet-annotations", "false"),
+            ]),
+        );
+        assert!(r.flags.is_empty(), "{r:#?}");
+        assert!(r.findings.iter().all(|f| f.verdict == Verdict::Honoured), "{r:#?}");
+        assert_eq!(r.not_reviewed, ["allow-snippet-annotations"]);
+    }
+
+    #[test]
+    fn proxy_protocol_behind_a_tcp_balancer() {
+        let r = review("ns/cm", &data(&[("use-proxy-protocol", "true"), ("proxy-protocol-header-timeout", "10s")]));
+        assert_eq!(r.flags, ["--proxy-protocol=http,https", "--proxy-protocol-timeout=10s"]);
+        assert_eq!(verdict(&r, "use-proxy-protocol").0, Verdict::Approximated);
+        assert!(verdict(&r, "proxy-protocol-header-timeout").1.contains("--proxy-protocol-timeout=10s"));
+    }
+
+    #[test]
+    fn forwarded_headers_behind_an_http_balancer() {
+        let r = review(
+            "ns/cm",
+            &data(&[
+                ("use-forwarded-headers", "true"),
+                ("proxy-real-ip-cidr", "10.0.0.0/8, 192.168.0.0/16"),
+                ("forwarded-for-header", "CF-Connecting-IP"),
+                ("compute-full-forwarded-for", "true"),
+            ]),
+        );
+        assert_eq!(
+            r.flags,
+            [
+                "--trusted-proxies=10.0.0.0/8,192.168.0.0/16",
+                "--forwarded-for-header=CF-Connecting-IP",
+                "--compute-full-forwarded-for"
+            ]
+        );
+        let (v, detail) = verdict(&r, "use-forwarded-headers");
+        assert_eq!(v, Verdict::Approximated);
+        assert!(detail.contains("X-Forwarded-Proto") && !detail.contains("any client"), "{detail}");
+    }
+
+    #[test]
+    fn the_default_cidr_trusts_everyone_and_the_report_says_so() {
+        let r = review("ns/cm", &data(&[("use-forwarded-headers", "True")]));
+        assert_eq!(r.flags, ["--trusted-proxies=0.0.0.0/0"]);
+        assert!(verdict(&r, "use-forwarded-headers").1.contains("any client can name its own"));
+    }
+
+    #[test]
+    fn proxy_protocol_and_forwarded_headers_together() {
+        let r = review(
+            "ns/cm",
+            &data(&[("use-proxy-protocol", "1"), ("use-forwarded-headers", "t"), ("proxy-real-ip-cidr", "10.0.0.0/8")]),
+        );
+        assert_eq!(r.flags, ["--proxy-protocol=http,https", "--trusted-proxies=10.0.0.0/8"]);
+    }
+
+    #[test]
+    fn settings_read_only_with_others_ask_for_nothing() {
+        let r = review(
+            "ns/cm",
+            &data(&[
+                ("compute-full-forwarded-for", "true"),
+                ("forwarded-for-header", "X-Real-IP"),
+                ("proxy-protocol-header-timeout", "9s"),
+                ("forwarded-for-proxy-protocol-header", "X-Whatever"),
+            ]),
+        );
+        assert!(r.flags.is_empty(), "{r:#?}");
+        assert!(r.findings.iter().all(|f| f.verdict == Verdict::Honoured && f.detail.contains("nothing to")), "{r:#?}");
+        let bad = review("ns/cm", &data(&[("use-proxy-protocol", "yes")]));
+        assert_eq!(verdict(&bad, "use-proxy-protocol").0, Verdict::Ignored);
+        assert!(bad.flags.is_empty());
+    }
+
+    #[test]
+    fn the_configmap_is_found_among_yaml_documents() {
+        let text = "kind: Service\nmetadata: {name: x}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: ingress-nginx-controller\n  namespace: ingress-nginx\ndata:\n  use-proxy-protocol: \"true\"\n";
+        let found = find_in_yaml(text, "ingress-nginx", "ingress-nginx-controller").unwrap();
+        assert_eq!(found.get("use-proxy-protocol").map(String::as_str), Some("true"));
+        assert!(find_in_yaml(text, "other", "ingress-nginx-controller").is_none());
+        let list = "apiVersion: v1\nkind: List\nitems:\n  - kind: ConfigMap\n    metadata: {name: c, namespace: n}\n    data: {a: b, on: true}\n";
+        let found = find_in_yaml(list, "n", "c").unwrap();
+        assert_eq!(found.get("a").map(String::as_str), Some("b"));
+        assert_eq!(found.get("on").map(String::as_str), Some("true"), "an unquoted boolean is read as its text");
+    }
+}
