@@ -27,221 +27,273 @@ pub struct Cli {
     pub command: Option<Command>,
 
     /// Serve the routes in this YAML file instead of watching a cluster.
-    #[arg(long, env = "RAMJET_STATIC_ROUTES", value_name = "FILE")]
+    #[arg(help_heading = "Configuration", long, env = "RAMJET_STATIC_ROUTES", value_name = "FILE")]
     pub static_routes: Option<PathBuf>,
 
     /// Serve the Kubernetes objects (Ingress, IngressClass, Service, EndpointSlice, Secret) in the
     /// YAML files of this directory instead of watching a cluster; re-read when they change.
-    #[arg(long, env = "RAMJET_MANIFESTS", value_name = "DIR", conflicts_with = "static_routes")]
+    #[arg(
+        help_heading = "Configuration",
+        long,
+        env = "RAMJET_MANIFESTS",
+        value_name = "DIR",
+        conflicts_with = "static_routes"
+    )]
     pub manifests: Option<PathBuf>,
 
     /// Validate the configuration and exit (0 when it is usable), binding no port.
-    #[arg(long)]
+    #[arg(help_heading = "Configuration", long)]
     pub check: bool,
 
     /// Where plain HTTP is served.
-    #[arg(long, env = "RAMJET_HTTP_ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_HTTP_ADDR", default_value = "0.0.0.0:8080")]
     pub http_addr: SocketAddr,
 
     /// Where HTTPS is served [default: 0.0.0.0:8443]. Bound in cluster and --manifests mode, where
     /// certificates may arrive at any time; with --static-routes only when the file has a `tls:`
     /// entry or --default-certificate is given — otherwise there is nothing to serve on it.
-    #[arg(long, env = "RAMJET_HTTPS_ADDR")]
+    #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_HTTPS_ADDR")]
     pub https_addr: Option<SocketAddr>,
 
     /// The admin listener: /admin/generations, /admin/rollback, /metrics, /healthz, /readyz.
-    #[arg(long, env = "RAMJET_ADMIN_ADDR", default_value = "0.0.0.0:10254")]
+    #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_ADMIN_ADDR", default_value = "0.0.0.0:10254")]
     pub admin_addr: SocketAddr,
 
     /// Data-plane workers (0: one per CPU this process may run on).
-    #[arg(long, env = "RAMJET_WORKERS", default_value_t = 0)]
+    #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_WORKERS", default_value_t = 0)]
     pub workers: usize,
 
     /// Applied generations kept for rollback.
-    #[arg(long, env = "RAMJET_HISTORY_SIZE", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    #[arg(help_heading = "Admin API and history", long, env = "RAMJET_HISTORY_SIZE", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub history_size: u64,
 
     /// File holding the bearer token that POST and DELETE /admin/rollback require.
-    #[arg(long, env = "RAMJET_ADMIN_TOKEN_FILE", value_name = "PATH")]
+    #[arg(help_heading = "Admin API and history", long, env = "RAMJET_ADMIN_TOKEN_FILE", value_name = "PATH")]
     pub admin_token_file: Option<PathBuf>,
 
     /// The replicas' admin listeners (`HOST:PORT`, comma-separated; a headless Service's name
     /// resolves to every replica): the Lease holder judges auto-promoting canaries on all of their
     /// traffic, not only its own share (the chart sets its fleet Service).
-    #[arg(long, env = "RAMJET_PEERS", value_name = "HOST:PORT", value_delimiter = ',', value_parser = peer)]
+    #[arg(help_heading = "Admin API and history", long, env = "RAMJET_PEERS", value_name = "HOST:PORT", value_delimiter = ',', value_parser = peer)]
     pub peers: Vec<String>,
 
     /// POST each audit record as JSON to this http:// URL (https is refused).
-    #[arg(long, env = "RAMJET_AUDIT_WEBHOOK", value_name = "URL")]
+    #[arg(help_heading = "Admin API and history", long, env = "RAMJET_AUDIT_WEBHOOK", value_name = "URL")]
     pub audit_webhook: Option<String>,
 
     /// Connect, send, and each wait for the upstream must finish within this (504 otherwise).
-    #[arg(long, env = "RAMJET_UPSTREAM_TIMEOUT", default_value = "60s", value_parser = duration)]
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_UPSTREAM_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub upstream_timeout: Duration,
 
     /// Idle connections each worker keeps open to each backend endpoint for reuse (HTTP/1.1; closed
     /// after 30 s unused). Enough to cover the requests in flight at a burst's peak, or every burst
     /// pays a connect and a close per request beyond it.
-    #[arg(long, env = "RAMJET_UPSTREAM_KEEPALIVE_CONNECTIONS", default_value_t = 1024)]
+    #[arg(
+        help_heading = "Timeouts, upstreams and shutdown",
+        long,
+        env = "RAMJET_UPSTREAM_KEEPALIVE_CONNECTIONS",
+        default_value_t = 1024
+    )]
     pub upstream_keepalive_connections: usize,
 
     /// Clients must send a complete request head within this (408 otherwise).
-    #[arg(long, env = "RAMJET_HEADER_TIMEOUT", default_value = "10s", value_parser = duration)]
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_HEADER_TIMEOUT", default_value = "10s", value_parser = duration)]
     pub header_timeout: Duration,
 
     /// Each read of a request body must bring bytes within this (408 otherwise).
-    #[arg(long, env = "RAMJET_CLIENT_BODY_TIMEOUT", default_value = "60s", value_parser = duration)]
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_CLIENT_BODY_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub client_body_timeout: Duration,
 
     /// Each write to a client must finish within this, or the connection is closed (a client that
     /// stops reading holds nothing for longer).
-    #[arg(long, env = "RAMJET_CLIENT_WRITE_TIMEOUT", default_value = "60s", value_parser = duration)]
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_CLIENT_WRITE_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub client_write_timeout: Duration,
 
     /// Idle keep-alive client connections are closed after this (a plain-HTTP one that gave its
     /// buffers back up to 50 ms later: it waits on a coarse per-worker timer).
-    #[arg(long, env = "RAMJET_KEEPALIVE_TIMEOUT", default_value = "60s", value_parser = duration)]
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_KEEPALIVE_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub keepalive_timeout: Duration,
 
     /// An HTTP/1.1 client connection (plain or TLS) quiet for this long gives its buffers back to its
     /// worker until it speaks again (memory of idle connections; a client that speaks sooner pays
     /// nothing).
-    #[arg(long, env = "RAMJET_IDLE_RELEASE_AFTER", default_value = "1s", value_parser = duration)]
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_IDLE_RELEASE_AFTER", default_value = "1s", value_parser = duration)]
     pub idle_release_after: Duration,
 
     /// On SIGTERM, `/readyz` fails at once and the listeners keep accepting this long, while the
     /// endpoint's removal reaches load balancers and kube-proxy; then they close and in-flight
     /// requests get `--drain-timeout` to finish. A second SIGTERM, or SIGINT, cuts it short.
-    #[arg(long, env = "RAMJET_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
     pub shutdown_delay: Duration,
 
     /// After the listeners close, in-flight requests get this long to finish.
-    #[arg(long, env = "RAMJET_DRAIN_TIMEOUT", default_value = "30s", value_parser = duration)]
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_DRAIN_TIMEOUT", default_value = "30s", value_parser = duration)]
     pub drain_timeout: Duration,
 
     /// Listeners that expect a PROXY protocol header (v1 or v2) before each connection's first
     /// byte: `http`, `https`, or both (comma-separated). A connection without a valid header is
     /// closed. Only for a listener that nothing but the load balancer can reach
     /// (docs/client-address.md).
-    #[arg(long, env = "RAMJET_PROXY_PROTOCOL", value_enum, value_delimiter = ',', value_name = "http,https")]
+    #[arg(
+        help_heading = "Client address",
+        long,
+        env = "RAMJET_PROXY_PROTOCOL",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "http,https"
+    )]
     pub proxy_protocol: Vec<ListenerArg>,
 
     /// A PROXY protocol header must be whole within this.
-    #[arg(long, env = "RAMJET_PROXY_PROTOCOL_TIMEOUT", default_value = "5s", value_parser = duration)]
+    #[arg(help_heading = "Client address", long, env = "RAMJET_PROXY_PROTOCOL_TIMEOUT", default_value = "5s", value_parser = duration)]
     pub proxy_protocol_timeout: Duration,
 
     /// Peers (addresses and CIDR blocks, comma-separated) whose --forwarded-for-header is believed:
     /// walked from its right past every trusted address, the first untrusted one is the client.
     /// The peer is the connection's, or the address a PROXY protocol header named. Without this
     /// flag, nobody's.
-    #[arg(long, env = "RAMJET_TRUSTED_PROXIES", value_delimiter = ',', value_name = "CIDR,...", value_parser = ip_block)]
+    #[arg(help_heading = "Client address", long, env = "RAMJET_TRUSTED_PROXIES", value_delimiter = ',', value_name = "CIDR,...", value_parser = ip_block)]
     pub trusted_proxies: Vec<IpBlock>,
 
     /// The request field that names the client in requests from --trusted-proxies:
     /// X-Forwarded-For, X-Real-IP, Forwarded (RFC 7239's for=), or another field holding a list of
     /// addresses.
-    #[arg(long, env = "RAMJET_FORWARDED_FOR_HEADER", default_value = "X-Forwarded-For", value_parser = address_field)]
+    #[arg(help_heading = "Client address", long, env = "RAMJET_FORWARDED_FOR_HEADER", default_value = "X-Forwarded-For", value_parser = address_field)]
     pub forwarded_for_header: AddressField,
 
     /// X-Forwarded-For upstream is the client's own X-Forwarded-For with the peer appended, rather
     /// than the client's address alone.
-    #[arg(long, env = "RAMJET_COMPUTE_FULL_FORWARDED_FOR")]
+    #[arg(help_heading = "Client address", long, env = "RAMJET_COMPUTE_FULL_FORWARDED_FOR")]
     pub compute_full_forwarded_for: bool,
 
     /// Certificate (PEM chain) for handshakes without SNI or for hosts without a certificate
     /// (without it, a self-signed one). Re-read when the file or its key changes.
-    #[arg(long, env = "RAMJET_DEFAULT_CERTIFICATE", value_name = "PATH", requires = "default_certificate_key")]
+    #[arg(
+        help_heading = "TLS",
+        long,
+        env = "RAMJET_DEFAULT_CERTIFICATE",
+        value_name = "PATH",
+        requires = "default_certificate_key"
+    )]
     pub default_certificate: Option<PathBuf>,
 
     /// Private key (PEM) of --default-certificate.
-    #[arg(long, env = "RAMJET_DEFAULT_CERTIFICATE_KEY", value_name = "PATH", requires = "default_certificate")]
+    #[arg(
+        help_heading = "TLS",
+        long,
+        env = "RAMJET_DEFAULT_CERTIFICATE_KEY",
+        value_name = "PATH",
+        requires = "default_certificate"
+    )]
     pub default_certificate_key: Option<PathBuf>,
 
     /// io_uring (refuse to start without it), auto (fall back to epoll with a warning), or legacy.
-    #[arg(long, env = "RAMJET_IO_DRIVER", value_enum, default_value_t = IoDriverArg::IoUring)]
+    #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_IO_DRIVER", value_enum, default_value_t = IoDriverArg::IoUring)]
     pub io_driver: IoDriverArg,
 
     /// Log format.
-    #[arg(long, env = "RAMJET_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(help_heading = "Logs", long, env = "RAMJET_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 
     /// The access log: one record per request, to `stdout`, `stderr`, a file PATH (reopened on
     /// SIGHUP), or `off`.
-    #[arg(long, env = "RAMJET_ACCESS_LOG", value_name = "stdout|stderr|PATH|off", default_value = "off")]
+    #[arg(
+        help_heading = "Logs",
+        long,
+        env = "RAMJET_ACCESS_LOG",
+        value_name = "stdout|stderr|PATH|off",
+        default_value = "off"
+    )]
     pub access_log: String,
 
     /// Access-log records as JSON lines or text.
-    #[arg(long, env = "RAMJET_ACCESS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
     pub access_log_format: LogFormat,
 
     /// Requests for these paths (exact match, the query ignored; comma-separated) are not logged,
     /// e.g. health checks.
-    #[arg(long, env = "RAMJET_ACCESS_LOG_SKIP_PATHS", value_delimiter = ',', value_name = "PATH,...")]
+    #[arg(
+        help_heading = "Logs",
+        long,
+        env = "RAMJET_ACCESS_LOG_SKIP_PATHS",
+        value_delimiter = ',',
+        value_name = "PATH,..."
+    )]
     pub access_log_skip_paths: Vec<String>,
 
     /// Log only requests answered with a status of 400 or more.
-    #[arg(long, env = "RAMJET_ACCESS_LOG_ERRORS_ONLY")]
+    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_ERRORS_ONLY")]
     pub access_log_errors_only: bool,
 
     /// The share of successful requests (status below 400) logged, 0 to 1; errors are always logged.
-    #[arg(long, env = "RAMJET_ACCESS_LOG_SAMPLE", default_value_t = 1.0, value_parser = share)]
+    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_SAMPLE", default_value_t = 1.0, value_parser = share)]
     pub access_log_sample: f64,
 
     /// Each worker's access-log buffer, in KiB: records that do not fit while the writer is behind
     /// are dropped and counted (ramjet_access_log_dropped_total).
-    #[arg(long, env = "RAMJET_ACCESS_LOG_BUFFER_KIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(4..=1048576))]
+    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_BUFFER_KIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(4..=1048576))]
     pub access_log_buffer_kib: u64,
 
     /// How often the writer thread writes what the workers logged.
-    #[arg(long, env = "RAMJET_ACCESS_LOG_FLUSH_INTERVAL", default_value = "20ms", value_parser = duration)]
+    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_FLUSH_INTERVAL", default_value = "20ms", value_parser = duration)]
     pub access_log_flush_interval: Duration,
 
     /// The series of a route and backend that left the configuration are dropped from /metrics
     /// after this long without requests.
-    #[arg(long, env = "RAMJET_METRICS_GRACE", default_value = "5m", value_parser = duration)]
+    #[arg(help_heading = "Admin API and history", long, env = "RAMJET_METRICS_GRACE", default_value = "5m", value_parser = duration)]
     pub metrics_grace: Duration,
 
     /// Kubernetes mode: the IngressClass name this controller serves.
-    #[arg(long, env = "RAMJET_INGRESS_CLASS", default_value = "ramjet")]
+    #[arg(help_heading = "Kubernetes", long, env = "RAMJET_INGRESS_CLASS", default_value = "ramjet")]
     pub ingress_class: String,
 
     /// Kubernetes mode: the IngressClass `spec.controller` value that is ours.
-    #[arg(long, env = "RAMJET_CONTROLLER_NAME", default_value = "ramjet.dev/ingress-controller")]
+    #[arg(
+        help_heading = "Kubernetes",
+        long,
+        env = "RAMJET_CONTROLLER_NAME",
+        default_value = "ramjet.dev/ingress-controller"
+    )]
     pub controller_name: String,
 
     /// Kubernetes mode: watch the Gateway API kinds (GatewayClass, Gateway, HTTPRoute,
     /// ReferenceGrant) when the cluster serves them, and write their status.
-    #[arg(long, env = "RAMJET_GATEWAY_API", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Kubernetes", long, env = "RAMJET_GATEWAY_API", default_value_t = true, action = clap::ArgAction::Set)]
     pub gateway_api: bool,
 
     /// The GatewayClass `spec.controllerName` value that is ours (Gateway API).
-    #[arg(long, env = "RAMJET_GATEWAY_CONTROLLER_NAME", default_value = "ramjet.dev/gateway-controller")]
+    #[arg(
+        help_heading = "Kubernetes",
+        long,
+        env = "RAMJET_GATEWAY_CONTROLLER_NAME",
+        default_value = "ramjet.dev/gateway-controller"
+    )]
     pub gateway_controller_name: String,
 
     /// Kubernetes and --manifests mode: the `kubernetes.io/tls` Secret served to TLS clients whose
     /// name has no certificate (as ingress-nginx's flag of the same name), compiled like an
     /// Ingress's, so a renewed Secret is served with the next generation. Before --default-certificate.
-    #[arg(long, env = "RAMJET_DEFAULT_SSL_CERTIFICATE", value_name = "NAMESPACE/NAME", value_parser = secret_name)]
+    #[arg(help_heading = "TLS", long, env = "RAMJET_DEFAULT_SSL_CERTIFICATE", value_name = "NAMESPACE/NAME", value_parser = secret_name)]
     pub default_ssl_certificate: Option<(String, String)>,
 
     /// Kubernetes mode: watch only this namespace.
-    #[arg(long, env = "RAMJET_WATCH_NAMESPACE")]
+    #[arg(help_heading = "Kubernetes", long, env = "RAMJET_WATCH_NAMESPACE")]
     pub watch_namespace: Option<String>,
 
     /// Kubernetes mode: kubeconfig to use instead of the in-cluster configuration.
-    #[arg(long, env = "RAMJET_KUBECONFIG", value_name = "PATH")]
+    #[arg(help_heading = "Kubernetes", long, env = "RAMJET_KUBECONFIG", value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
 
     /// Kubernetes mode: write this Service's load-balancer addresses into Ingress status.
-    #[arg(long, env = "RAMJET_PUBLISH_SERVICE", value_name = "NS/NAME")]
+    #[arg(help_heading = "Kubernetes", long, env = "RAMJET_PUBLISH_SERVICE", value_name = "NS/NAME")]
     pub publish_service: Option<String>,
 
     /// Kubernetes mode: write this address into Ingress status.
-    #[arg(long, env = "RAMJET_PUBLISH_ADDRESS")]
+    #[arg(help_heading = "Kubernetes", long, env = "RAMJET_PUBLISH_ADDRESS")]
     pub publish_address: Option<String>,
 
     /// Kubernetes mode: the Lease that elects the replica writing Ingress status.
-    #[arg(long, env = "RAMJET_ELECTION_ID", default_value = "ramjet-leader")]
+    #[arg(help_heading = "Kubernetes", long, env = "RAMJET_ELECTION_ID", default_value = "ramjet-leader")]
     pub election_id: String,
 }
 
