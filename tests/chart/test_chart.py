@@ -1000,6 +1000,16 @@ def test_values_schema_accepts_every_scenario():
             raise AssertionError(f"{name}: {e}")
 
 
+def test_readme_is_generated_from_the_values():
+    """charts/ramjet/README.md lists every documented value with its default (tests/chart/readme.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import readme
+    assert (CHART / "README.md").read_text() == readme.render(), \
+        "charts/ramjet/README.md is out of date: run python3 tests/chart/readme.py"
+    documented = set(re.findall(r"^\| `([^`]+)`", (CHART / "README.md").read_text(), re.M))
+    assert {"controller.shutdownDelay", "controller.adminToken.generate", "networkPolicy.enabled"} <= documented
+
+
 def test_chart_metadata():
     md = chart().metadata
     assert md["apiVersion"] == "v2" and md["name"] == "ramjet"
