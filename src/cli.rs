@@ -295,6 +295,13 @@ pub struct Cli {
     /// Kubernetes mode: the Lease that elects the replica writing Ingress status.
     #[arg(help_heading = "Kubernetes", long, env = "RAMJET_ELECTION_ID", default_value = "ramjet-leader")]
     pub election_id: String,
+
+    /// Which replicas write an Event for each generation they publish: `all` (each pod's own
+    /// record), `leader` (the Lease holder's; pins and resumes by the replica they were made on),
+    /// or `off` (the record stays in /admin/generations, the log and --audit-webhook). A large
+    /// DaemonSet writes one Event per pod per change with `all`.
+    #[arg(help_heading = "Kubernetes", long, env = "RAMJET_AUDIT_EVENTS", value_enum, default_value = "all")]
+    pub audit_events: AuditEventsArg,
 }
 
 /// Subcommands; without one, `ramjet` runs the daemon.
@@ -453,4 +460,12 @@ fn secret_name(text: &str) -> Result<(String, String), String> {
         }
         _ => Err(format!("expected NAMESPACE/NAME, got {text:?}")),
     }
+}
+
+/// `--audit-events`.
+#[derive(ValueEnum, Clone, Copy, Debug)]
+pub enum AuditEventsArg {
+    All,
+    Leader,
+    Off,
 }

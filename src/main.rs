@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use ramjet::cli::{Cli, Command, IoDriverArg, LogFormat, MigrationReportArgs, ReportFormat, DEFAULT_HTTPS_ADDR};
+use ramjet::cli::{
+    AuditEventsArg, Cli, Command, IoDriverArg, LogFormat, MigrationReportArgs, ReportFormat, DEFAULT_HTTPS_ADDR,
+};
 use ramjet::{read_token, Daemon, DaemonConfig, Source};
 use ramjet_control::audit::Webhook;
 use ramjet_control::certs::parse_certificate;
-use ramjet_control::cluster::{ClusterOptions, LeaseOptions, StatusAddresses};
+use ramjet_control::cluster::{AuditEventsFrom, ClusterOptions, LeaseOptions, StatusAddresses};
 use ramjet_control::compile::cluster;
 use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
@@ -178,6 +180,11 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
     let mut options = ClusterOptions::new(cli.kubeconfig.clone(), ingress, lease);
     options.watch_namespace = cli.watch_namespace.clone().filter(|n| !n.is_empty());
     options.gateway_api = cli.gateway_api;
+    options.audit_events = match cli.audit_events {
+        AuditEventsArg::All => AuditEventsFrom::All,
+        AuditEventsArg::Leader => AuditEventsFrom::Leader,
+        AuditEventsArg::Off => AuditEventsFrom::Off,
+    };
     options.status_addresses = status_addresses;
     if let Some(path) = &cli.kubeconfig {
         std::fs::metadata(path).with_context(|| format!("--kubeconfig {}", path.display()))?;

@@ -127,6 +127,22 @@ pub struct ClusterOptions {
     pub debounce: Duration,
     /// Watch the Gateway API kinds (when the cluster serves them and ramjet may read them).
     pub gateway_api: bool,
+    /// Which replicas write the audit Events of what they publish (`--audit-events`).
+    pub audit_events: AuditEventsFrom,
+}
+
+/// Which replicas write an Event for each generation they publish, pin or resume. Every replica
+/// publishes every change, so a large DaemonSet writes as many Events per change as it has pods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AuditEventsFrom {
+    /// Every replica (the default): each pod's record of what it served.
+    #[default]
+    All,
+    /// The Lease holder's publishes only; a pin or a resume is written by the replica it was
+    /// made on, leader or not (an operator acted on that pod).
+    Leader,
+    /// None: the audit trail stays in `/admin/generations`, the log and the webhook.
+    Off,
 }
 
 impl ClusterOptions {
@@ -140,6 +156,7 @@ impl ClusterOptions {
             lease,
             debounce: Duration::from_millis(20),
             gateway_api: true,
+            audit_events: AuditEventsFrom::All,
         }
     }
 }
@@ -300,9 +317,9 @@ async fn run(
     let options = Arc::new(options);
     let stores = watch::Stores::start(&client, &options).await;
     let writer = events::EventWriter::new(client.clone(), &options);
-    tokio::spawn(events::write_audit(writer.clone(), stores.classes.clone(), options.clone(), audit));
     // The status writer and the Ingress warnings run only on the elected replica.
     let (leader_tx, leader) = tokio_watch::channel(false);
+    tokio::spawn(events::write_audit(writer.clone(), stores.classes.clone(), options.clone(), audit, leader.clone()));
     let lease_namespace = options.lease.namespace.clone().unwrap_or(default_namespace);
     tokio::spawn(lease::elect(client.clone(), options.lease.clone(), lease_namespace, leader_tx, stop_election));
     tokio::spawn(events::report_diagnostics(writer.clone(), stores.ingresses.clone(), diagnostics, leader.clone()));

@@ -106,7 +106,8 @@ SCENARIOS: dict[str, dict] = {
     "no-pdb": {"controller": {"podDisruptionBudget": {"enabled": False}}},
     "hpa": {"controller": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12,
                                            "targetCPUUtilizationPercentage": 60}}},
-    "slow-lb": {"controller": {"shutdownDelay": "20s", "terminationGracePeriodSeconds": 70}},
+    "slow-lb": {"controller": {"shutdownDelay": "20s", "terminationGracePeriodSeconds": 70,
+                               "auditEvents": "leader"}},
     "client-address": {
         "controller": {
             "clientAddress": {
@@ -692,6 +693,8 @@ def test_rollouts_refuse_no_connection_by_default():
     pdb = one("default", "PodDisruptionBudget", FULLNAME)
     assert pdb["spec"] == {"minAvailable": 1, "selector": w["spec"]["selector"]}
     assert flag("slow-lb", "shutdown-delay") == "20s"
+    # A large fleet can turn its audit Events down; the default writes no flag.
+    assert flag("slow-lb", "audit-events") == "leader" and flag("default", "audit-events") is None
     assert workload("slow-lb")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 70
     # One replica: a budget would block node drains; turned off: none.
     assert not find("single", "PodDisruptionBudget") and not find("no-pdb", "PodDisruptionBudget")

@@ -119,3 +119,35 @@ fn lease_requests(plane: &ControlPlane, install: &Install) -> String {
         });
     lines.collect::<Vec<_>>().join("\n")
 }
+
+/// `--audit-events leader`: of two replicas, only the Lease holder writes the Events of what it
+/// publishes (a large DaemonSet would write one per pod per change); both still serve every change.
+#[test]
+fn audit_events_from_the_leader_only() {
+    let a = Backend::start("a");
+    let install = Install::new("audit-leader");
+    install.service("web", &[&a]);
+    install.ingress("web", "web.test", "web");
+    let kubeconfig = install.kubeconfig.clone();
+    let mut one = install.ramjet_with("one", &kubeconfig, &["--audit-events=leader"]);
+    let mut two = install.ramjet_with("two", &kubeconfig, &["--audit-events=leader"]);
+    one.wait_ready();
+    two.wait_ready();
+    assert!(eventually(PATIENCE, || install.lease_holder().is_some()));
+    // A change after the election: both replicas publish it.
+    install.ingress("shop", "shop.test", "web");
+    one.wait_served("shop.test", "a");
+    two.wait_served("shop.test", "a");
+    let leader = install.lease_holder().unwrap();
+    let writers = || -> std::collections::BTreeSet<String> {
+        install
+            .events("ConfigApplied", &install.class)
+            .iter()
+            .filter_map(|e| e["reportingInstance"].as_str().map(String::from))
+            .collect()
+    };
+    assert!(eventually(PATIENCE, || writers().contains(&leader)), "the leader wrote no ConfigApplied Event");
+    // Give a follower's Event the time to arrive, were it written.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(writers(), std::collections::BTreeSet::from([leader.clone()]), "only the leader writes");
+}

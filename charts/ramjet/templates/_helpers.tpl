@@ -174,6 +174,9 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 - {{ printf "--gateway-api=%t" .Values.gatewayAPI.enabled | quote }}
 - {{ printf "--gateway-controller-name=%s" .Values.gatewayAPI.controllerName | quote }}
 - {{ printf "--election-id=%s" (include "ramjet.electionID" .) | quote }}
+{{- if ne $c.auditEvents "all" }}
+- {{ printf "--audit-events=%s" $c.auditEvents | quote }}
+{{- end }}
 - {{ printf "--io-driver=%s" $c.ioDriver | quote }}
 - {{ printf "--history-size=%d" (int $c.historySize) | quote }}
 - {{ printf "--log-format=%s" $c.logFormat | quote }}

@@ -23,7 +23,7 @@ use kube::{Api, Client};
 use ramjet_shared::{Diagnostic, ObjectRef, Severity};
 use tokio::sync::{mpsc, watch};
 
-use super::ClusterOptions;
+use super::{AuditEventsFrom, ClusterOptions};
 use crate::audit::{AuditRecord, EventSink};
 
 /// The namespace of Events about cluster-scoped objects (our IngressClass), as kubectl expects.
@@ -175,8 +175,17 @@ pub async fn write_audit(
     classes: Store<IngressClass>,
     options: Arc<ClusterOptions>,
     mut records: AuditEventsReceiver,
+    leader: tokio::sync::watch::Receiver<bool>,
 ) {
     while let Some(record) = records.0.recv().await {
+        let wanted = match options.audit_events {
+            AuditEventsFrom::All => true,
+            AuditEventsFrom::Off => false,
+            AuditEventsFrom::Leader => record.reason != crate::audit::Reason::ConfigApplied || *leader.borrow(),
+        };
+        if !wanted {
+            continue;
+        }
         let class_name = &options.ingress.ingress_class;
         let uid = classes
             .state()
