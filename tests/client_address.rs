@@ -662,3 +662,51 @@ fn the_daemon_refuses_bad_client_address_flags() {
         assert!(!out.status.success() && stderr.contains(says), "{flags:?}: {stderr}");
     }
 }
+
+/// Behind a load balancer that terminates TLS: a trusted proxy's `X-Forwarded-Proto: https` means
+/// the client came over HTTPS, so an HTTPS redirect does not send it round again, and its scheme,
+/// port and host go upstream as the client's. Anyone else's are ramjet's own.
+#[test]
+fn a_trusted_proxys_scheme_port_and_host_are_the_clients() {
+    let a = Backend::start("a");
+    let mut text = manifests(&a);
+    text.push_str(
+        &Ingress::new("shop", "secure")
+            .host("secure.test")
+            .port_number(80)
+            .annotation(&format!("{NGINX}/force-ssl-redirect"), "true")
+            .path("/", "Prefix", "a")
+            .yaml(),
+    );
+    let from_the_balancer = "X-Forwarded-Proto: https\r\nX-Forwarded-Port: 443\r\nX-Forwarded-Host: shop.example\r\n";
+    for driver in DRIVERS {
+        let dir = temp_dir("client-forwarded-proto");
+        let d = start(&dir, &text, driver, |c| c.settings.client_address.rules = trusted("127.0.0.0/8, ::1"));
+        let addr = d.http_addr();
+        let r = request(addr, &get_req("secure.test", "/cart", from_the_balancer));
+        assert_eq!(r.status, 200, "{driver:?}: an HTTPS client behind the balancer is not redirected: {}", r.head);
+        assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("https"), "{}", r.body);
+        assert_eq!(seen_field(&r, "x-forwarded-port").as_deref(), Some("443"), "{}", r.body);
+        assert_eq!(seen_field(&r, "x-forwarded-host").as_deref(), Some("shop.example"), "{}", r.body);
+        // Plain HTTP behind the balancer is redirected, as without one.
+        let r = request(addr, &get_req("secure.test", "/cart", "X-Forwarded-Proto: http\r\n"));
+        assert_eq!(r.status, 308, "{driver:?}");
+        let mut h2 = H2Client::connect(addr);
+        let r = h2.request("GET", "secure.test", "/h2", &[("x-forwarded-proto", "https")], b"", false).unwrap();
+        assert_eq!(r.status, 200, "{driver:?}: HTTP/2 alike");
+        assert!(r.text().contains("header=x-forwarded-proto: https\n"), "{}", r.text());
+        drop(h2);
+        d.shutdown();
+
+        // Not a trusted proxy: its scheme changes nothing, and ramjet's own fields go upstream.
+        let dir = temp_dir("client-forwarded-proto-untrusted");
+        let d = start(&dir, &text, driver, |c| c.settings.client_address.rules = trusted("10.0.0.0/8"));
+        let addr = d.http_addr();
+        assert_eq!(request(addr, &get_req("secure.test", "/", from_the_balancer)).status, 308, "{driver:?}");
+        let r = request(addr, &get_req("open.test", "/", from_the_balancer));
+        assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("http"), "{}", r.body);
+        assert_eq!(seen_field(&r, "x-forwarded-port"), Some(addr.port().to_string()), "{}", r.body);
+        assert_eq!(seen_field(&r, "x-forwarded-host").as_deref(), Some("open.test"), "{}", r.body);
+        d.shutdown();
+    }
+}

@@ -32,6 +32,25 @@ where
     walk(fields(rules.field.name()), rules.field.is_forwarded(), rules)
 }
 
+/// Whether a request from a trusted proxy says its client came over HTTPS (the first
+/// `X-Forwarded-Proto` value is `https`): behind a load balancer that terminates TLS, such a
+/// request is not sent round again by an HTTPS redirect (ingress-nginx's `use-forwarded-headers`).
+/// Never asked of anyone else's requests.
+#[inline]
+pub fn forwarded_https<'c, 'v, I>(conn: &'c ConnFacts, fields: impl Fn(&'c str) -> I) -> bool
+where
+    I: Iterator<Item = &'v [u8]>,
+{
+    conn.trusted && first_of(fields("x-forwarded-proto")).is_some_and(|p| p.eq_ignore_ascii_case(b"https"))
+}
+
+/// The first token of the first value (`https` of `https, http`): what the first proxy saw.
+fn first_of<'v>(mut values: impl Iterator<Item = &'v [u8]>) -> Option<&'v [u8]> {
+    let value = values.next()?;
+    let token = trim(value.split(|&b| b == b',').next().unwrap_or(value));
+    (!token.is_empty()).then_some(token)
+}
+
 /// The right-most untrusted address of the field values `values` (in the order they came),
 /// `forwarded` when they are RFC 7239 `Forwarded` values; the caller has checked that the peer is
 /// trusted. `None`: no address at all before the walk stopped.
@@ -176,8 +195,14 @@ pub fn push_forwarded<'c, 'v, I>(
 ) where
     I: Iterator<Item = &'v [u8]>,
 {
+    // A trusted proxy's X-Forwarded-Host is the host its client asked for.
+    let forwarded_host = if conn.trusted {
+        first_of(fields("x-forwarded-host")).filter(|h| h.iter().all(|&b| b.is_ascii_graphic()))
+    } else {
+        None
+    };
     push_address_lines(out, conn, client, fields);
-    if !host.is_empty() {
+    if let Some(host) = forwarded_host.or((!host.is_empty()).then_some(host)) {
         out.extend_from_slice(b"x-forwarded-host: ");
         out.extend_from_slice(host);
         out.extend_from_slice(b"\r\n");
@@ -213,7 +238,27 @@ pub fn push_address_lines<'c, 'v, I>(
     out.extend_from_slice(b"\r\nx-real-ip: ");
     push_ip(out, ip);
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(conn.proto_and_port_lines());
+    if !conn.trusted {
+        out.extend_from_slice(conn.proto_and_port_lines());
+        return;
+    }
+    // A trusted proxy's scheme and port are the client's: passed on when they are well formed.
+    let proto = first_of(fields("x-forwarded-proto"))
+        .filter(|p| p.eq_ignore_ascii_case(b"http") || p.eq_ignore_ascii_case(b"https"));
+    let port = first_of(fields("x-forwarded-port")).filter(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit));
+    out.extend_from_slice(b"x-forwarded-proto: ");
+    match proto {
+        Some(p) => out.extend(p.iter().map(u8::to_ascii_lowercase)),
+        None => out.extend_from_slice(if conn.tls { b"https" } else { b"http" }),
+    }
+    out.extend_from_slice(b"\r\nx-forwarded-port: ");
+    match port {
+        Some(p) => out.extend_from_slice(p),
+        None => {
+            let _ = write!(out, "{}", conn.local_port);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
 }
 
 /// Appends `ip` as text; IPv4 without the formatting machinery, which costs a request from a

@@ -277,9 +277,10 @@ where
     let target = text(&data[head.target.clone()]).unwrap_or("/");
     let target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
-    let view = Http1View { head: &data[..head.head_len], target: target.as_bytes(), tls: conn.facts.tls };
+    // Over TLS to ramjet, or to a trusted proxy that says so.
+    let tls = conn.facts.tls || head.forwarded_https;
+    let view = Http1View { head: &data[..head.head_len], target: target.as_bytes(), tls };
     let peer = head.client.unwrap_or(conn.facts.peer).ip();
-    let tls = conn.facts.tls;
     let to = Addressed { host, target, tls, port: conn.facts.local_port };
     let decision = decide(table, host, target, tls, peer, &mut host_buf, &view, &mut || worker.random());
     let proxy = match decision.step(&to, &worker.rewrite) {

@@ -27,7 +27,7 @@ use crate::base::buf::write_vec;
 use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
 use crate::base::watchdog::Watchdog;
-use crate::codec::forwarded::request_client;
+use crate::codec::forwarded::{forwarded_https, request_client};
 use crate::codec::grpc;
 use crate::codec::http1::body::Body;
 use crate::codec::http1::head::ResponseHead;
@@ -154,10 +154,12 @@ async fn handle<'t>(
     let route_target = if target.starts_with('/') { target } else { "/" };
     let mut host_buf = [0u8; 256];
     let is_head = parts.method == Method::HEAD;
-    let view = H2View(parts, facts.tls);
+    // Over TLS to ramjet, or to a trusted proxy that says so.
+    let tls = facts.tls || forwarded_https(facts, values(&parts.headers));
+    let view = H2View(parts, tls);
     let peer = req.client_addr().ip();
-    let to = Addressed { host, target: route_target, tls: facts.tls, port: facts.local_port };
-    let decision = decide(table, host, route_target, facts.tls, peer, &mut host_buf, &view, &mut || worker.random());
+    let to = Addressed { host, target: route_target, tls, port: facts.local_port };
+    let decision = decide(table, host, route_target, tls, peer, &mut host_buf, &view, &mut || worker.random());
     let proxy = match decision.step(&to, &worker.rewrite) {
         Step::Proxy(proxy) => proxy,
         Step::Answer { answer, served } => {
@@ -181,7 +183,7 @@ async fn handle<'t>(
     };
     seen.served = Some(proxy.served);
     let Proxy { served, endpoints, rule, sticky, edits } = proxy;
-    let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls: facts.tls };
+    let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls };
     let mut extras = RouteExtras::new(served.route, rule, sticky);
     extras.choose_endpoint(&view, input, endpoints);
     let mut held = Admission::default();

@@ -6,7 +6,7 @@ use super::common::{
     no_headers, offset, push_field, push_framing, trim, ConnectionOptions, ContentLength, Framing, TransferCoding,
     MAX_URI,
 };
-use crate::codec::forwarded::{push_forwarded, request_client};
+use crate::codec::forwarded::{forwarded_https, push_forwarded, request_client};
 use crate::conn::ConnFacts;
 use crate::error::ProxyError;
 
@@ -39,6 +39,9 @@ pub struct RequestHead {
     /// The client the request names through its fields, believed because the connection's peer is
     /// a trusted proxy (`codec::forwarded`); `None`: the connection's peer.
     pub client: Option<std::net::SocketAddr>,
+    /// A trusted proxy says the client came over HTTPS (`X-Forwarded-Proto: https`): routed as a
+    /// TLS request (no HTTPS redirect for it).
+    pub forwarded_https: bool,
 }
 
 /// Field names the proxy consumes itself or writes itself; never forwarded as they came.
@@ -243,6 +246,7 @@ pub fn parse_request<'c>(
     // Only a connection with address rules looks at these fields again (`ConnFacts::rules`).
     let fields = |name: &'c str| req.headers.iter().filter(move |h| is_named(h.name.as_bytes(), name)).map(|h| h.value);
     let client = request_client(conn, fields);
+    let forwarded_https = forwarded_https(conn, fields);
 
     // The upstream head: request line, Host, the fields that pass unchanged, then ours.
     out.clear();
@@ -288,5 +292,6 @@ pub fn parse_request<'c>(
         user_agent: if user_agent.is_empty() { 0..0 } else { offset(data, user_agent) },
         request_id: request_id.map(|id| offset(data, id)),
         client,
+        forwarded_https,
     }))
 }
