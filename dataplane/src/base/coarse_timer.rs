@@ -242,14 +242,15 @@ impl Drop for CoarseSleep<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::rc::Rc;
     use std::time::Instant;
 
     use super::*;
 
-    /// Runs `test` on a runtime of its own, with a timer whose task runs.
-    fn with_timer<F: Future<Output = ()>>(test: impl FnOnce(Rc<CoarseTimer>) -> F) {
+    /// Runs `test` on a runtime of its own, with a timer whose task runs (for the watchdog's
+    /// tests too).
+    pub(crate) fn with_timer<F: Future<Output = ()>>(test: impl FnOnce(Rc<CoarseTimer>) -> F) {
         let mut runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
         runtime.block_on(async {
             let timer = Rc::new(CoarseTimer::default());

@@ -93,23 +93,11 @@ impl Drop for Watchdog<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::rc::Rc;
     use std::time::Instant;
 
     use super::*;
+    use crate::base::coarse_timer::tests::with_timer;
     use crate::base::coarse_timer::TICK;
-
-    fn with_timer<F: Future<Output = ()>>(test: impl FnOnce(Rc<CoarseTimer>) -> F) {
-        let mut runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build().unwrap();
-        runtime.block_on(async {
-            let timer = Rc::new(CoarseTimer::default());
-            let _task = monoio::spawn({
-                let timer = timer.clone();
-                async move { timer.run(crate::base::wakeup::Wakeup::timer().unwrap()).await }
-            });
-            test(timer).await;
-        });
-    }
 
     #[test]
     fn a_wait_that_is_ready_needs_no_registration() {
