@@ -835,14 +835,42 @@ def test_prometheus_rule_alerts_and_promtool():
     assert "> 0.02" in by_name["RamjetRoute5xxRatioHigh"]["expr"]
     assert by_name["RamjetPinnedTooLong"]["for"] == "2h"
     assert by_name["RamjetConfigDiagnostics"]["expr"].strip().endswith("> 0")
-    unknown = metric_names_used(yaml.safe_dump(rules)) - metric_names_exported()
+    unknown = metric_names_used(yaml.safe_dump(rule["spec"]["groups"])) - metric_names_exported()
     assert not unknown, f"the rules query metrics ramjet does not export: {unknown}"
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         yaml.safe_dump({"groups": rule["spec"]["groups"]}, f)
     out = subprocess.run([promtool(), "check", "rules", f.name], capture_output=True, text=True)
     os.unlink(f.name)
     assert out.returncode == 0, f"promtool check rules:\n{out.stdout}{out.stderr}"
-    assert "SUCCESS: 5 rules found" in out.stdout, out.stdout
+    assert "SUCCESS: 6 rules found" in out.stdout, out.stdout
+    # ingress-nginx's dashboards keep working: the series and the labels they select on.
+    compat = rule["spec"]["groups"][1]["rules"][0]
+    assert compat["record"] == "nginx_ingress_controller_requests"
+    for label in ("exported_namespace", "ingress", "service", "status", "controller_pod", "controller_namespace",
+                  "controller_class"):
+        assert f'"{label}"' in compat["expr"], label
+    assert "ramjet_route_requests_total" in compat["expr"]
+    # What Prometheus records from one ramjet series (promtool's rule unit test, the real engine).
+    with tempfile.TemporaryDirectory() as tmp:
+        rules_file = Path(tmp) / "rules.yaml"
+        rules_file.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+        series = ('ramjet_route_requests_total{namespace="edge",pod="ramjet-0",route="shop/web",'
+                  'backend="shop/web:80",class="5xx"}')
+        expected = {"namespace": "edge", "pod": "ramjet-0", "route": "shop/web", "backend": "shop/web:80",
+                    "class": "5xx", "exported_namespace": "shop", "ingress": "web", "service": "web",
+                    "status": "5xx", "controller_pod": "ramjet-0", "controller_namespace": "edge",
+                    "controller_class": "ramjet.dev/ingress-controller"}
+        labels = ",".join(f'{k}="{v}"' for k, v in sorted(expected.items()))
+        test = {"rule_files": [str(rules_file)], "evaluation_interval": "1m", "tests": [{
+            "interval": "1m",
+            "input_series": [{"series": series, "values": "0 6 12"}],
+            "promql_expr_test": [{"expr": "nginx_ingress_controller_requests", "eval_time": "2m",
+                                  "exp_samples": [{"labels": f"nginx_ingress_controller_requests{{{labels}}}",
+                                                   "value": 12}]}]}]}
+        test_file = Path(tmp) / "test.yaml"
+        test_file.write_text(yaml.safe_dump(test))
+        out = subprocess.run([promtool(), "test", "rules", str(test_file)], capture_output=True, text=True)
+        assert out.returncode == 0, f"promtool test rules:\n{out.stdout}{out.stderr}"
 
 
 def test_servicemonitor():
