@@ -84,7 +84,7 @@ fn json_records_describe_every_request_on_both_protocols() {
         let http = d.http_addr();
 
         let mut conn = Conn::open(http);
-        conn.send(b"POST /submit?x=1 HTTP/1.1\r\nHost: app.test\r\nUser-Agent: probe/1.0\r\nX-Request-ID: req-42\r\nContent-Length: 5\r\n\r\nhello");
+        conn.send(b"POST /submit?x=1 HTTP/1.1\r\nHost: app.test\r\nUser-Agent: probe/1.0\r\nReferer: https://shop.test/cart\r\nX-Request-ID: req-42\r\nContent-Length: 5\r\n\r\nhello");
         let proxied = conn.read_response();
         assert_eq!(proxied.status, 200);
         let direct = conn.get("hi.test", "/greeting");
@@ -112,6 +112,8 @@ fn json_records_describe_every_request_on_both_protocols() {
         assert_eq!(post["protocol"], "HTTP/1.1");
         assert_eq!(post["status"], 200);
         assert_eq!(post["user_agent"], "probe/1.0");
+        assert_eq!(post["referer"], "https://shop.test/cart");
+        assert_eq!(post["upstream_status"], 200, "what the backend answered: {post}");
         assert_eq!(post["request_id"], "req-42");
         assert_eq!(post["upstream_addr"], backend.addr.to_string());
         assert_eq!(post["route"], "routes[0]");
@@ -129,6 +131,7 @@ fn json_records_describe_every_request_on_both_protocols() {
         let greeting = find("/greeting");
         assert_eq!((greeting["status"].as_u64(), greeting["backend"].as_str()), (Some(200), Some("hi")));
         assert!(greeting["upstream_addr"].is_null(), "a direct answer has no upstream: {greeting}");
+        assert!(greeting["upstream_status"].is_null() && greeting["referer"].is_null(), "{greeting}");
         assert_eq!(greeting["request_id"].as_str().unwrap().len(), 32, "an id was made: {greeting}");
 
         let nowhere = find("/x");
@@ -139,10 +142,12 @@ fn json_records_describe_every_request_on_both_protocols() {
         assert_eq!(down["status"], 502);
         assert_eq!(down["backend"], "dead");
         assert!(down["upstream_addr"].as_str().is_some(), "the endpoint that refused is named: {down}");
+        assert!(down["upstream_status"].is_null(), "the backend never answered: {down}");
 
         let h2rec = find("/h2/path");
         assert_eq!(h2rec["protocol"], "HTTP/2.0");
         assert_eq!(h2rec["user_agent"], "h2probe");
+        assert_eq!(h2rec["upstream_status"], 200, "{h2rec}");
         assert_eq!(h2rec["status"], 200);
         assert_eq!(h2rec["backend"], "app");
         assert_eq!(h2rec["bytes_out"].as_u64(), Some(over_h2.body.len() as u64), "{h2rec}");
@@ -172,12 +177,13 @@ fn text_records_are_one_line_each() {
     let line = &lines[0];
     assert!(
         line.contains(
-            " \"GET app.test /t HTTP/1.1\" gen=1 id=abc tls=- sni=- ua=\"a\\x20\\x22quoted\\x22\\x20agent\" -> 200 in="
+            " \"GET app.test /t HTTP/1.1\" gen=1 id=abc tls=- sni=- ua=\"a\\x20\\x22quoted\\x22\\x20agent\" ref=- -> 200 in="
         ),
         "{line}"
     );
     assert!(
-        line.contains(&format!(" upstream={} ", backend.addr)) && line.ends_with(" route=routes[0] backend=app"),
+        line.contains(&format!(" upstream={} ", backend.addr))
+            && line.ends_with(" upstream_status=200 route=routes[0] backend=app"),
         "{line}"
     );
 }

@@ -276,6 +276,7 @@ impl Worker {
             upstream: t.upstream,
             upstream_connect: t.upstream_connect,
             upstream_header: t.upstream_header,
+            upstream_status: t.upstream_status,
             route: done.served.map(|s| &*s.route.source),
             backend: done.served.map(|s| &*s.backend.name),
         };

@@ -260,6 +260,7 @@ pub(crate) struct RequestFields<'a> {
     pub path: &'a [u8],
     pub protocol: &'static str,
     pub user_agent: &'a [u8],
+    pub referer: &'a [u8],
     pub request_id: &'a [u8],
     pub generation: u64,
     pub tls: Option<&'a TlsSession>,
@@ -274,6 +275,7 @@ pub(crate) struct ResponseFields<'a> {
     pub upstream: Option<SocketAddr>,
     pub upstream_connect: Option<Duration>,
     pub upstream_header: Option<Duration>,
+    pub upstream_status: Option<u16>,
     pub route: Option<&'a str>,
     pub backend: Option<&'a str>,
 }
@@ -294,6 +296,10 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
             json_field(out, b"path", f.path);
             json_field(out, b"protocol", f.protocol.as_bytes());
             json_field(out, b"user_agent", f.user_agent);
+            match f.referer.is_empty() {
+                true => out.extend_from_slice(b",\"referer\":null"),
+                false => json_field(out, b"referer", f.referer),
+            }
             json_field(out, b"request_id", f.request_id);
             out.extend_from_slice(b",\"generation\":");
             push_decimal(out, f.generation);
@@ -336,7 +342,16 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
             }
             out.extend_from_slice(b" ua=\"");
             text_value(out, f.user_agent);
-            out.extend_from_slice(b"\" ->");
+            out.extend_from_slice(b"\" ref=");
+            match f.referer.is_empty() {
+                true => out.push(b'-'),
+                false => {
+                    out.push(b'"');
+                    text_value(out, f.referer);
+                    out.push(b'"');
+                }
+            }
+            out.extend_from_slice(b" ->");
         }
     }
 }
@@ -347,6 +362,7 @@ enum Value<'a> {
     Millis(Option<Duration>),
     Addr(Option<SocketAddr>),
     Text(Option<&'a str>),
+    Status(Option<u16>),
 }
 
 /// Completes the record begun in `out` with the response fields and a newline.
@@ -360,6 +376,7 @@ pub(crate) fn end(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
         ("upstream_addr", "upstream", Value::Addr(f.upstream)),
         ("upstream_connect_ms", "connect_ms", Value::Millis(f.upstream_connect)),
         ("upstream_header_ms", "header_ms", Value::Millis(f.upstream_header)),
+        ("upstream_status", "upstream_status", Value::Status(f.upstream_status)),
         ("route", "route", Value::Text(f.route)),
         ("backend", "backend", Value::Text(f.backend)),
     ];
@@ -382,6 +399,7 @@ pub(crate) fn end(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
         let quote = format == Format::Json;
         match value {
             Value::Number(n) => push_decimal(out, n),
+            Value::Status(Some(n)) => push_decimal(out, u64::from(n)),
             Value::Millis(Some(d)) => push_millis(out, d),
             Value::Addr(Some(a)) => {
                 if quote {
@@ -398,7 +416,9 @@ pub(crate) fn end(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
                 out.push(b'"');
             }
             Value::Text(Some(t)) => text_value(out, t.as_bytes()),
-            Value::Millis(None) | Value::Addr(None) | Value::Text(None) => out.extend_from_slice(absent),
+            Value::Millis(None) | Value::Addr(None) | Value::Text(None) | Value::Status(None) => {
+                out.extend_from_slice(absent)
+            }
         }
     }
     out.extend_from_slice(if format == Format::Json { b"}\n" } else { b"\n" });
@@ -497,6 +517,7 @@ mod tests {
             path: b"/a?q=\"x\"",
             protocol: "HTTP/1.1",
             user_agent: b"curl/8 \xff",
+            referer: b"https://example.com/from here",
             request_id: b"abc",
             generation: 7,
             tls: None,
@@ -512,6 +533,7 @@ mod tests {
             upstream: Some("127.0.0.1:8080".parse().unwrap()),
             upstream_connect: None,
             upstream_header: Some(Duration::from_micros(56)),
+            upstream_status: Some(503),
             route: Some("default/web"),
             backend: Some("default/web:80"),
         }
@@ -527,7 +549,14 @@ mod tests {
         assert!(line.contains(r#""client":"10.0.0.1:5000""#), "{line}");
         assert!(line.contains(r#""path":"/a?q=\"x\"""#), "{line}");
         assert!(line.contains(r#""user_agent":"curl/8 \u00ff""#), "{line}");
-        assert!(line.contains(r#""duration_ms":1.234,"upstream_addr":"127.0.0.1:8080","upstream_connect_ms":null,"upstream_header_ms":0.056"#), "{line}");
+        assert!(line.contains(r#""user_agent":"curl/8 \u00ff","referer":"https://example.com/from here""#), "{line}");
+        assert!(line.contains(r#""duration_ms":1.234,"upstream_addr":"127.0.0.1:8080","upstream_connect_ms":null,"upstream_header_ms":0.056,"upstream_status":503"#), "{line}");
+        // A request without a Referer, answered by ramjet itself.
+        let mut out = Vec::new();
+        begin(Format::Json, &RequestFields { referer: b"", ..request() }, &mut out);
+        end(Format::Json, &ResponseFields { upstream_status: None, ..response() }, &mut out);
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.contains(r#""referer":null"#) && line.contains(r#""upstream_status":null"#), "{line}");
     }
 
     #[test]
@@ -536,7 +565,7 @@ mod tests {
         begin(Format::Text, &request(), &mut out);
         end(Format::Text, &response(), &mut out);
         let line = String::from_utf8(out).unwrap();
-        let expected = r#" 10.0.0.1:5000 "GET example.com /a?q=\x22x\x22 HTTP/1.1" gen=7 id=abc tls=- sni=- ua="curl/8\x20\xff" -> 200 in=10 out=20 ms=1.234 upstream=127.0.0.1:8080 connect_ms=- header_ms=0.056 route=default/web backend=default/web:80
+        let expected = r#" 10.0.0.1:5000 "GET example.com /a?q=\x22x\x22 HTTP/1.1" gen=7 id=abc tls=- sni=- ua="curl/8\x20\xff" ref="https://example.com/from\x20here" -> 200 in=10 out=20 ms=1.234 upstream=127.0.0.1:8080 connect_ms=- header_ms=0.056 upstream_status=503 route=default/web backend=default/web:80
 "#;
         assert!(line.ends_with(expected), "{line}");
     }

@@ -127,6 +127,8 @@ pub(crate) struct Tally {
     pub upstream_connect: Option<Duration>,
     /// From the start of the upstream exchange (connect included) to the response head.
     pub upstream_header: Option<Duration>,
+    /// The status the backend answered (the client's may differ: an error page, a retry's).
+    pub upstream_status: Option<u16>,
     /// Connects that failed (refused, unreachable, timed out).
     pub connect_errors: u64,
 }

@@ -162,6 +162,7 @@ pub(crate) async fn attempt<T: Answered>(
                     continue;
                 }
                 tally.upstream_header = Some(started.elapsed());
+                tally.upstream_status = Some(t.status());
                 return Ok((up, t));
             }
             Err(e) if e.error == ProxyError::StaleUpstream && replayable && !fresh_only => {

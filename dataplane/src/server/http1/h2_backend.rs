@@ -113,6 +113,7 @@ where
         Ok(Ok(response)) => response,
     };
     conn.tally.upstream_header = Some(started.elapsed());
+    conn.tally.upstream_status = Some(response.status().as_u16());
     conn.tally.bytes_in += streamed;
     if let Some(len) = buffered {
         conn.buf.consume(len);

@@ -165,6 +165,7 @@ async fn exchange(
         Ok(Ok(response)) => response,
     };
     tally.upstream_header = Some(started.elapsed());
+    tally.upstream_status = Some(response.status().as_u16());
     let (head, mut up_body) = response.into_parts();
     let status = head.status.as_u16();
     let mut out = Response::new(());

@@ -88,6 +88,7 @@ pub(crate) async fn serve(
             path: parts.uri.path_and_query().map_or(b"/", |t| t.as_str().as_bytes()),
             protocol: "HTTP/2.0",
             user_agent: parts.headers.get(http::header::USER_AGENT).map_or(b"", |v| v.as_bytes()),
+            referer: parts.headers.get(http::header::REFERER).map_or(b"", |v| v.as_bytes()),
             request_id: id.as_bytes(),
             generation: generation.number,
             tls: facts.tls_session.as_ref(),

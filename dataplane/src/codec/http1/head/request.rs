@@ -33,6 +33,8 @@ pub struct RequestHead {
     pub method: Range<usize>,
     /// The `User-Agent` value (empty when there is none).
     pub user_agent: Range<usize>,
+    /// The `Referer` value (empty when there is none), for the access log.
+    pub referer: Range<usize>,
     /// The client's `X-Request-ID` value, if it sent one (never forwarded as it came: ramjet writes
     /// the id it keeps or makes).
     pub request_id: Option<Range<usize>>,
@@ -178,6 +180,7 @@ pub fn parse_request<'c>(
     let mut upgrade_value: Option<&[u8]> = None;
     let mut expect_continue = false;
     let mut user_agent: &[u8] = &[];
+    let mut referer: &[u8] = &[];
     let mut request_id: Option<&[u8]> = None;
 
     for h in req.headers.iter() {
@@ -210,6 +213,7 @@ pub fn parse_request<'c>(
                 expect_continue = trim(value).eq_ignore_ascii_case(b"100-continue");
             }
             10 if name.eq_ignore_ascii_case(b"user-agent") => user_agent = value,
+            7 if name.eq_ignore_ascii_case(b"referer") => referer = value,
             12 if name.eq_ignore_ascii_case(b"x-request-id") => request_id = Some(trim(value)),
             _ => {}
         }
@@ -290,6 +294,7 @@ pub fn parse_request<'c>(
         target: offset(data, target),
         method: 0..method.len(),
         user_agent: if user_agent.is_empty() { 0..0 } else { offset(data, user_agent) },
+        referer: if referer.is_empty() { 0..0 } else { offset(data, referer) },
         request_id: request_id.map(|id| offset(data, id)),
         client,
         forwarded_https,
