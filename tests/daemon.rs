@@ -286,23 +286,7 @@ fn the_default_certificate_is_reloaded_when_its_files_change() {
     let args = ["--default-certificate", cert.to_str().unwrap(), "--default-certificate-key", key.to_str().unwrap()];
     let daemon = Running::start_with_https(&routes, https, &args, &[]);
     // The subject of the certificate served to a name ramjet has no certificate for.
-    let subject = || {
-        let out = Command::new("curl")
-            .args([
-                "-skv",
-                "--max-time",
-                "5",
-                "-o",
-                "/dev/null",
-                "--resolve",
-                &format!("any.test:{}:127.0.0.1", https.port()),
-            ])
-            .arg(format!("https://any.test:{}/", https.port()))
-            .output()
-            .unwrap();
-        let log = String::from_utf8_lossy(&out.stderr).to_string();
-        log.lines().find(|l| l.contains("subject:")).unwrap_or_default().to_string()
-    };
+    let subject = || support::client::curl_https(https.port(), "any.test", true).subject;
     assert!(subject().contains("first.test"), "{}", subject());
     // Half a renewal: the new certificate with the old key. Refused; the first one stays.
     std::fs::copy(pki.path("second.crt"), &cert).unwrap();

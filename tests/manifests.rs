@@ -355,15 +355,8 @@ fn the_default_ssl_certificate_comes_from_a_secret_and_is_renewed_with_it() {
         Daemon::start(config).expect("the daemon starts")
     };
     // The subject curl sees for a name no Ingress has a certificate for.
-    let subject = |daemon: &Daemon| {
-        let port = daemon.https_addr().unwrap().port();
-        let out = Command::new("curl")
-            .args(["-skv", "--max-time", "5", "-o", "/dev/null", "--resolve", &format!("any.test:{port}:127.0.0.1")])
-            .arg(format!("https://any.test:{port}/"))
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stderr).lines().find(|l| l.contains("subject:")).unwrap_or_default().to_string()
-    };
+    let subject =
+        |daemon: &Daemon| support::client::curl_https(daemon.https_addr().unwrap().port(), "any.test", true).subject;
     let daemon = start_with(options("fallback-tls"));
     assert!(subject(&daemon).contains("first.test"), "{}", subject(&daemon));
     write(&dir.join("secret.yaml"), secret("second")).unwrap();

@@ -218,23 +218,11 @@ fn a_name_without_a_certificate_gets_the_fallback_certificate_and_an_http_answer
         .replace("routes:\n  - { path: /, backend: b }", "routes:\n  - { host: example.com, path: /, backend: b }");
     let d = daemon_with(routes_in(&yaml, &pki.dir), IoDriver::Auto, |_| {});
     let port = d.https_addr().unwrap().port();
-    let curl = |insecure: bool| {
-        let mut cmd = std::process::Command::new("curl");
-        cmd.args(["-sv", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
-            .args(["--resolve", &format!("unknown.org:{port}:127.0.0.1")])
-            .arg(format!("https://unknown.org:{port}/"));
-        if insecure {
-            cmd.arg("-k");
-        }
-        cmd.output().expect("curl")
-    };
-    let out = curl(true);
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "404", "{log}");
-    assert!(log.contains(ramjet_control::certs::FALLBACK_SUBJECT), "{log}");
-    let out = curl(false);
-    assert!(!out.status.success(), "a verifying client refuses the fallback certificate");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "000");
+    let seen = support::client::curl_https(port, "unknown.org", true);
+    assert_eq!(seen.status, "404", "{}", seen.log);
+    assert!(seen.subject.contains(ramjet_control::certs::FALLBACK_SUBJECT), "{}", seen.log);
+    let verified = support::client::curl_https(port, "unknown.org", false);
+    assert_eq!(verified.status, "000", "a verifying client refuses the fallback certificate: {}", verified.log);
     d.shutdown();
 }
 

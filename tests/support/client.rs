@@ -194,3 +194,29 @@ pub fn counter(admin: SocketAddr, name: &str) -> u64 {
 pub fn served_by(resp: &Response) -> String {
     resp.body.lines().find_map(|l| l.strip_prefix("backend=")).unwrap_or(resp.body.trim()).to_string()
 }
+
+/// What `curl`, a real TLS client, gets for `https://{name}:{port}/` on 127.0.0.1.
+pub struct CurlAnswer {
+    /// The HTTP status, `000` when there was no answer (a refused certificate, a failed handshake).
+    pub status: String,
+    /// The subject of the certificate the server presented (empty when none was).
+    pub subject: String,
+    /// curl's verbose log, for failure messages.
+    pub log: String,
+}
+
+/// Asks `https://{name}:{port}/` of 127.0.0.1 with curl, verifying the certificate unless
+/// `insecure`.
+pub fn curl_https(port: u16, name: &str, insecure: bool) -> CurlAnswer {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-sv", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}"])
+        .args(["--resolve", &format!("{name}:{port}:127.0.0.1")])
+        .arg(format!("https://{name}:{port}/"));
+    if insecure {
+        cmd.arg("-k");
+    }
+    let out = cmd.output().expect("curl is installed");
+    let log = String::from_utf8_lossy(&out.stderr).to_string();
+    let subject = log.lines().find(|l| l.contains("subject:")).unwrap_or_default().to_string();
+    CurlAnswer { status: String::from_utf8_lossy(&out.stdout).to_string(), subject, log }
+}
