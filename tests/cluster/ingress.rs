@@ -156,3 +156,32 @@ fn api_write_to_first_served_latency() {
     eprintln!("API write → first request served by the new generation, 100 changes: p50 {p50:.1?}, p99 {p99:.1?}, max {max:.1?}");
     assert!(p99 < Duration::from_secs(5), "p99 {p99:?}");
 }
+
+/// `--default-ssl-certificate NAMESPACE/NAME` through the real API server: a name no Ingress has
+/// a certificate for gets the Secret's, and a renewed Secret is served without a restart.
+#[test]
+fn the_default_ssl_certificate_follows_its_secret() {
+    let a = Backend::start("a");
+    let install = Install::new("default-ssl");
+    let ns = install.ns.clone();
+    install.service("web", &[&a]);
+    install.ingress("web", "web.test", "web");
+    let (ca1, ca2) = (TestCa::new("one"), TestCa::new("two"));
+    install.admin.apply(&ca1.secret(&ns, "fallback-tls", "any.test"));
+    let flag = format!("--default-ssl-certificate={ns}/fallback-tls");
+    let kubeconfig = install.kubeconfig.clone();
+    let mut ramjet = install.ramjet_with("one", &kubeconfig, &[&flag]);
+    ramjet.wait_ready();
+    // No route for any.test: the handshake verifies against the Secret's CA, then a 404.
+    assert!(
+        eventually(PATIENCE, || https_status(&ramjet, "any.test", &ca1.pem, &install.dir) == "404"),
+        "the Secret's certificate is not served: {}",
+        https_status(&ramjet, "any.test", &ca1.pem, &install.dir)
+    );
+    install.admin.apply(&ca2.secret(&ns, "fallback-tls", "any.test"));
+    assert!(
+        eventually(PATIENCE, || https_status(&ramjet, "any.test", &ca2.pem, &install.dir) == "404"),
+        "the renewed Secret is not served"
+    );
+    assert_ne!(https_status(&ramjet, "any.test", &ca1.pem, &install.dir), "404", "the old certificate still serves");
+}
