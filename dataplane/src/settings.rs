@@ -19,8 +19,8 @@ pub struct Settings {
     /// that stops reading cannot hold its task and an upstream connection. With 32 KiB writes, the
     /// default is a minimum rate of about 550 bytes/s.
     pub client_write_timeout: Duration,
-    /// An idle keep-alive client connection is closed after this time (up to one
-    /// 50 ms tick of the worker's coarse timer later once it gave its buffers back).
+    /// An idle keep-alive client connection is closed after this time (up to one 10 ms tick of
+    /// the worker's coarse timer later).
     pub keepalive_timeout: Duration,
     /// An HTTP/1.1 client connection, plain or TLS, quiet for this long (waiting for its first or
     /// next request) gives its buffers back to the worker until bytes arrive (a TLS one its TLS

@@ -12,7 +12,7 @@
 //! arriving take buffers from the pools and a new box for the exchanges. So an idle connection
 //! holds its task's own state (0.8 KB) and a few small allocations: 1.9 KiB of RSS per idle
 //! connection (`docs/benchmarks.md`). The rest of its keep-alive wait may end up to one timer tick
-//! (50 ms) late.
+//! (10 ms) late.
 //!
 //! TLS connections do the same, and also free the TLS stream's two 16 KiB buffers (Ramjet's patch
 //! of monoio-rustls, `vendor/monoio-rustls`). The read a quiet TLS connection cancels is the
