@@ -329,7 +329,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// `--default-certificate` and its key as last read: re-read when either file changes, and served
 /// from the next handshake once both parse and match. A renewal half written (the certificate
-/// replaced, the key not yet) fails to match and is tried again at the next look.
+/// replaced, the key not yet) fails to match, keeps the previous one in service, and is tried
+/// again when either file changes next.
 struct DefaultCertificateFiles {
     cert: PathBuf,
     key: PathBuf,
