@@ -243,6 +243,11 @@ pub struct Cli {
     #[arg(help_heading = "Admin API and history", long, env = "RAMJET_METRICS_GRACE", default_value = "5m", value_parser = duration)]
     pub metrics_grace: Duration,
 
+    /// Count each route's requests by status code (`ramjet_route_responses_total{status}`), not
+    /// only by class: 4 KiB per (route, backend) series and worker.
+    #[arg(help_heading = "Admin API and history", long, env = "RAMJET_METRICS_STATUS_CODES")]
+    pub metrics_status_codes: bool,
+
     /// Kubernetes mode: the IngressClass name this controller serves.
     #[arg(help_heading = "Kubernetes", long, env = "RAMJET_INGRESS_CLASS", default_value = "ramjet")]
     pub ingress_class: String,

@@ -249,6 +249,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             upstream_keepalive_connections: cli.upstream_keepalive_connections,
             drain_timeout: cli.drain_timeout,
             metrics_grace: cli.metrics_grace,
+            metrics_status_codes: cli.metrics_status_codes,
             client_address: cli.client_address(),
             ..Settings::default()
         },

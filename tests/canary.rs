@@ -103,7 +103,8 @@ fn each_backend_of_a_canary_has_its_own_series() {
         );
         assert_eq!(series("web-v2").unwrap().duration.count(), (canary + 7) as u64);
         let metrics = support::client::get(d.admin_addr(), "localhost", "/metrics").body;
-        let line = "ramjet_route_requests_total{route=\"routes[0]\",backend=\"web-v2\",class=\"5xx\"} 7";
+        let line =
+            "ramjet_route_requests_total{route=\"routes[0]\",backend=\"web-v2\",route_kind=\"static\",class=\"5xx\"} 7";
         assert!(metrics.contains(line), "{driver:?}: no `{line}` in\n{metrics}");
         d.shutdown();
     }

@@ -144,17 +144,17 @@ fn route_series_count_what_requests_did() {
     assert_eq!(get(http, "nowhere.test", "/").status, 404);
     // A request's series is updated once its response has been written: the scrape may come first.
     let all_done = [
-        r#"ramjet_route_requests_total{route="routes[0]",backend="app",class="2xx"} 6"#,
-        r#"ramjet_route_requests_total{route="routes[0]",backend="app",class="5xx"} 1"#,
-        r#"ramjet_route_requests_total{route="routes[1]",backend="hi",class="2xx"} 3"#,
-        r#"ramjet_route_requests_total{route="routes[2]",backend="dead",class="5xx"} 2"#,
+        r#"ramjet_route_requests_total{route="routes[0]",backend="app",route_kind="static",class="2xx"} 6"#,
+        r#"ramjet_route_requests_total{route="routes[0]",backend="app",route_kind="static",class="5xx"} 1"#,
+        r#"ramjet_route_requests_total{route="routes[1]",backend="hi",route_kind="static",class="2xx"} 3"#,
+        r#"ramjet_route_requests_total{route="routes[2]",backend="dead",route_kind="static",class="5xx"} 2"#,
     ];
     assert!(eventually(Duration::from_secs(5), || {
         let text = metrics(d.admin_addr());
         all_done.iter().all(|s| text.contains(s))
     }));
     let text = metrics(d.admin_addr());
-    let app = r#"route="routes[0]",backend="app""#;
+    let app = r#"route="routes[0]",backend="app",route_kind="static""#;
     let v = |series: &str| value(&text, series).unwrap_or_else(|| panic!("no sample {series}:\n{text}"));
     assert_eq!(v(&format!("ramjet_route_requests_total{{{app},class=\"2xx\"}}")), 6.0);
     assert_eq!(v(&format!("ramjet_route_requests_total{{{app},class=\"5xx\"}}")), 1.0);
@@ -165,14 +165,14 @@ fn route_series_count_what_requests_did() {
     assert!(v(&format!("ramjet_route_request_duration_seconds_sum{{{app}}}")) >= 0.3);
     assert!(v(&format!("ramjet_route_request_bytes_total{{{app}}}")) >= 7.0 * 30.0);
     assert!(v(&format!("ramjet_route_response_bytes_total{{{app}}}")) > 6.0 * 100.0);
-    let hi = r#"route="routes[1]",backend="hi""#;
+    let hi = r#"route="routes[1]",backend="hi",route_kind="static""#;
     assert_eq!(v(&format!("ramjet_route_requests_total{{{hi},class=\"2xx\"}}")), 3.0);
     assert_eq!(
         v(&format!("ramjet_route_upstream_response_seconds_count{{{hi}}}")),
         0.0,
         "no upstream for a direct answer"
     );
-    let dead_labels = r#"route="routes[2]",backend="dead""#;
+    let dead_labels = r#"route="routes[2]",backend="dead",route_kind="static""#;
     assert_eq!(v(&format!("ramjet_route_requests_total{{{dead_labels},class=\"5xx\"}}")), 2.0);
     assert_eq!(v(&format!("ramjet_route_upstream_connect_errors_total{{{dead_labels}}}")), 2.0);
     assert!(!text.contains("nowhere"), "no series without a route, and never a host or path label");
@@ -200,7 +200,8 @@ fn route_series_count_what_requests_did() {
     wait_serving(&d, 2);
     assert!(metrics(d.admin_addr()).contains(hi), "kept during the grace period");
     assert!(
-        eventually(Duration::from_secs(15), || !metrics(d.admin_addr()).contains(r#"backend="hi""#)),
+        eventually(Duration::from_secs(15), || !metrics(d.admin_addr())
+            .contains(r#"backend="hi",route_kind="static""#)),
         "the vanished route's series is dropped after the grace period"
     );
     let text = metrics(d.admin_addr());
@@ -231,6 +232,58 @@ fn certificate_expiry_is_exported_per_host() {
         pki.path("wild.crt").display()
     );
     assert!(value(&text, &wild).is_some_and(|t| t > 1.7e9), "{text}");
+    check_with_promtool(&text);
+    d.shutdown();
+}
+
+/// An Ingress's series name its namespace, Ingress and Service in labels of their own, and with
+/// `--metrics-status-codes` count each status code: what queries and ingress-nginx's dashboards
+/// select on, without taking `route` apart.
+#[test]
+fn ingress_series_have_namespace_ingress_service_and_status_code_labels() {
+    use ramjet::{DaemonConfig, Source};
+    use ramjet_control::compile::ingress::IngressOptions;
+    use support::manifests::{ingress_class, service, Ingress};
+
+    let a = Backend::start("a");
+    let dir = support::temp_dir("metrics-labels");
+    let mut text = [ingress_class("ramjet"), service("shop", "web", a.addr)].concat();
+    text.push_str(
+        &Ingress::new("shop", "storefront").host("shop.test").port_number(80).path("/", "Prefix", "web").yaml(),
+    );
+    std::fs::write(dir.join("app.yaml"), text).unwrap();
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.clone(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.settings.metrics_status_codes = true;
+    let d = ramjet::Daemon::start(config).expect("the daemon starts");
+    wait_serving(&d, 1);
+    for _ in 0..3 {
+        assert_eq!(get(d.http_addr(), "shop.test", "/").status, 200);
+    }
+    assert_eq!(get(d.http_addr(), "shop.test", "/nobody/404").status, 404);
+    assert_eq!(get(d.http_addr(), "shop.test", "/nobody/503").status, 503);
+
+    let labels = r#"route="shop/storefront",backend="shop/web:80",route_kind="ingress",namespace="shop",ingress="storefront",service="web""#;
+    let wanted = [
+        format!("ramjet_route_requests_total{{{labels},class=\"2xx\"}} 3"),
+        format!("ramjet_route_requests_total{{{labels},class=\"4xx\"}} 1"),
+        format!("ramjet_route_responses_total{{{labels},status=\"200\"}} 3"),
+        format!("ramjet_route_responses_total{{{labels},status=\"404\"}} 1"),
+        format!("ramjet_route_responses_total{{{labels},status=\"503\"}} 1"),
+    ];
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let text = metrics(d.admin_addr());
+            wanted.iter().all(|w| text.contains(w.as_str()))
+        }),
+        "want {wanted:#?} in\n{}",
+        metrics(d.admin_addr())
+    );
+    let text = metrics(d.admin_addr());
+    assert!(!text.contains(r#"status="500""#), "only the codes answered have samples");
     check_with_promtool(&text);
     d.shutdown();
 }

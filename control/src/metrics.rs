@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ramjet_shared::{
-    HistogramSnapshot, Published, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats, DURATION_BUCKETS,
+    HistogramSnapshot, Published, RouteOrigin, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats,
+    DURATION_BUCKETS,
 };
 
 /// Upper bounds of the publish-latency histogram, in seconds.
@@ -164,10 +165,27 @@ fn render_certificates(out: &mut String, published: &Published) {
     }
 }
 
+/// A series' labels: the route and backend as ramjet names them (`namespace/name`,
+/// `namespace/service:port`), the route's kind, and split out for queries and ingress-nginx's
+/// dashboards: the object's namespace and name (`ingress`, whatever the kind) and the backend's
+/// Service. A static route has no namespace, object or Service, so those labels are left out.
+fn route_labels(s: &RouteSnapshot) -> String {
+    let mut out =
+        format!("route=\"{}\",backend=\"{}\",route_kind=\"{}\"", label(&s.route), label(&s.backend), s.origin.label());
+    if s.origin != RouteOrigin::Static {
+        let (namespace, name) = s.route.split_once('/').unwrap_or(("", &s.route));
+        let service = s.backend.split_once('/').map(|(_, rest)| rest.rsplit_once(':').map_or(rest, |(svc, _)| svc));
+        let _ = write!(out, ",namespace=\"{}\",ingress=\"{}\"", label(namespace), label(name));
+        if let Some(service) = service {
+            let _ = write!(out, ",service=\"{}\"", label(service));
+        }
+    }
+    out
+}
+
 /// The per route and backend families (each family's samples together, as the format requires).
 fn render_routes(out: &mut String, series: &[RouteSnapshot]) {
-    let labels: Vec<String> =
-        series.iter().map(|s| format!("route=\"{}\",backend=\"{}\"", label(&s.route), label(&s.backend))).collect();
+    let labels: Vec<String> = series.iter().map(route_labels).collect();
     family(out, "ramjet_route_requests_total", "counter", "Requests answered per route and backend, by status class.");
     for (s, l) in series.iter().zip(&labels) {
         for class in StatusClass::ALL {
@@ -177,6 +195,19 @@ fn render_routes(out: &mut String, series: &[RouteSnapshot]) {
                 class.label(),
                 s.requests[class as usize]
             );
+        }
+    }
+    if series.iter().any(|s| !s.codes.is_empty()) {
+        family(
+            out,
+            "ramjet_route_responses_total",
+            "counter",
+            "Requests answered per route and backend, by status code (--metrics-status-codes).",
+        );
+        for (s, l) in series.iter().zip(&labels) {
+            for (code, n) in &s.codes {
+                let _ = writeln!(out, "ramjet_route_responses_total{{{l},status=\"{code}\"}} {n}");
+            }
         }
     }
     family(

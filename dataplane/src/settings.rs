@@ -40,6 +40,8 @@ pub struct Settings {
     /// The series of a (route, backend) that left the serving table are dropped from `/metrics`
     /// once they have had no request for this long.
     pub metrics_grace: Duration,
+    /// Each (route, backend) series counts requests by status code too, not only by class.
+    pub metrics_status_codes: bool,
     /// Limits of HTTP/2 connections (the preface and first request share `header_timeout`, idle
     /// connections `keepalive_timeout`).
     pub http2: Http2Settings,
@@ -131,6 +133,7 @@ impl Default for Settings {
             upstream_keepalive_connections: 1024,
             drain_timeout: Duration::from_secs(30),
             metrics_grace: Duration::from_secs(300),
+            metrics_status_codes: false,
             http2: Http2Settings::default(),
             client_address: ClientAddress::default(),
         }

@@ -107,7 +107,12 @@ impl Worker {
             h.finish() | 1
         };
         Worker {
-            observer: Observer { ids, routes: RefCell::new(RouteIndex::default()), sampler, stats: stats.clone() },
+            observer: Observer {
+                ids,
+                routes: RefCell::new(RouteIndex::new(settings.metrics_status_codes)),
+                sampler,
+                stats: stats.clone(),
+            },
             log: log.map(RefCell::new),
             random: Cell::new(seed),
             mirrors: Rc::new(Mirrors::new(stats.clone(), id)),

@@ -63,8 +63,8 @@ pub use route::source_ranges::{parse_ranges, IpBlock, SourceRanges};
 pub use route::{
     check_regex_path, normalize_host, reason_phrase, Backend, BackendKind, BackendProtocol, Condition, DirectResponse,
     Edits, Filter, HeaderEdits, HostRoutes, Matcher, Mirror, PathKind, PathRewrite, Pick, Redirect, RegexHostProblem,
-    RequestView, Rewrite, RewriteScratch, Route, RouteConflict, RouteKey, RouteLimits, RoutePolicy, RouteTable, Rule,
-    TableBuilder, TableItem, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
+    RequestView, Rewrite, RewriteScratch, Route, RouteConflict, RouteKey, RouteLimits, RouteOrigin, RoutePolicy,
+    RouteTable, Rule, Source, TableBuilder, TableItem, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
 };
 pub use stats::{
     Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass, UpstreamErrorKind,

@@ -260,9 +260,46 @@ pub struct Route {
     /// Where a request goes when the route has no policy, or no rule of its policy holds.
     pub backend: Arc<Backend>,
     pub policy: Option<Arc<RoutePolicy>>,
-    /// The object that declared the route (`static-routes[3]`, `namespace/ingress`): for diagnostics
-    /// and the admin API, not part of the digest.
+    /// The object that declared the route (`static-routes[3]`, `namespace/ingress`): for diagnostics,
+    /// the admin API and the metrics' labels, not part of the digest.
     pub source: Arc<str>,
+    /// The kind of that object.
+    pub origin: RouteOrigin,
+}
+
+/// The kind of object that declared a route (the metrics' `route_kind` label).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RouteOrigin {
+    /// The routes file (or a test's table).
+    #[default]
+    Static,
+    Ingress,
+    HttpRoute,
+    GrpcRoute,
+}
+
+impl RouteOrigin {
+    pub fn label(self) -> &'static str {
+        match self {
+            RouteOrigin::Static => "static",
+            RouteOrigin::Ingress => "ingress",
+            RouteOrigin::HttpRoute => "httproute",
+            RouteOrigin::GrpcRoute => "grpcroute",
+        }
+    }
+}
+
+/// Who declared a route: the kind and name of the object. A bare `&str` is a static route's name.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    pub origin: RouteOrigin,
+    pub name: &'a str,
+}
+
+impl<'a> From<&'a str> for Source<'a> {
+    fn from(name: &'a str) -> Self {
+        Source { origin: RouteOrigin::Static, name }
+    }
 }
 
 /// What [`Route::pick`] chose for one request.
@@ -863,15 +900,16 @@ impl TableBuilder {
     /// [`TableBuilder::add_route`] with a policy: conditions, weighted backends and filters that
     /// apply before the route's own backend. Merging is the same: same backend and same policy merge,
     /// anything else is a conflict.
-    pub fn add_route_with_policy(
+    pub fn add_route_with_policy<'a>(
         &mut self,
         host: &str,
         path: &str,
         kind: PathKind,
         backend: Arc<Backend>,
         policy: Option<Arc<RoutePolicy>>,
-        source: &str,
+        source: impl Into<Source<'a>>,
     ) -> Result<(), RouteConflict> {
+        let source = source.into();
         let lower;
         let host = if host.bytes().any(|b| b.is_ascii_uppercase()) {
             lower = host.to_ascii_lowercase();
@@ -901,13 +939,15 @@ impl TableBuilder {
                 kept: existing.source.clone(),
             });
         }
-        map.insert(path, Arc::new(Route { backend, policy, source: source.into() }));
+        map.insert(path, Arc::new(Route { backend, policy, source: source.name.into(), origin: source.origin }));
         Ok(())
     }
 
     /// The backend for requests that match no rule (without one they get 404).
-    pub fn set_default_backend(&mut self, backend: Arc<Backend>, source: &str) {
-        self.default_route = Some(Arc::new(Route { backend, policy: None, source: source.into() }));
+    pub fn set_default_backend<'a>(&mut self, backend: Arc<Backend>, source: impl Into<Source<'a>>) {
+        let source = source.into();
+        let route = Route { backend, policy: None, source: source.name.into(), origin: source.origin };
+        self.default_route = Some(Arc::new(route));
     }
 
     pub fn has_default_backend(&self) -> bool {

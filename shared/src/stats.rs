@@ -4,15 +4,21 @@
 //! [`RouteCounters`] series. A worker creates a series the first time it serves a request of a
 //! (route, backend) pair and publishes its list of series through an `ArcSwap` (a pointer store,
 //! only when the list changes); the control thread loads every worker's list at scrape time and
-//! sums series with the same labels. Labels are the route's source (`namespace/ingress` or the
-//! static route) and the backend's name: bounded by the routes and backends of the table, never
-//! by paths or clients.
+//! sums series with the same labels. Labels are the route's kind and source (`namespace/ingress`
+//! or the static route) and the backend's name: bounded by the routes and backends of the table,
+//! never by paths or clients. Counting by status code is opt-in (`--metrics-status-codes`): it
+//! costs each series 4 KiB per worker.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
+
+use crate::route::RouteOrigin;
+
+/// Status codes counted one by one when that is on: 100 to 599.
+const CODES: std::ops::Range<u16> = 100..600;
 
 /// Status classes counted for `ramjet_requests_total{class}`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,11 +214,15 @@ impl Histogram {
 
 /// One (route, backend) series of one worker. Only the owning worker writes.
 pub struct RouteCounters {
+    /// The kind of object the route came from.
+    pub origin: RouteOrigin,
     /// Where the route came from: `namespace/ingress`, or the static route.
     pub route: Arc<str>,
     /// The backend's name (`namespace/service:port`, or the static backend's key).
     pub backend: Arc<str>,
     requests: [AtomicU64; 5],
+    /// By status code, 100 to 599, when counted (`--metrics-status-codes`).
+    codes: Option<Box<[AtomicU64]>>,
     duration: Histogram,
     upstream: Histogram,
     bytes_in: AtomicU64,
@@ -239,11 +249,14 @@ pub struct RequestSample {
 }
 
 impl RouteCounters {
-    pub fn new(route: Arc<str>, backend: Arc<str>) -> Self {
+    /// `codes`: count by status code too.
+    pub fn new(origin: RouteOrigin, route: Arc<str>, backend: Arc<str>, codes: bool) -> Self {
         RouteCounters {
+            origin,
             route,
             backend,
             requests: Default::default(),
+            codes: codes.then(|| CODES.map(|_| AtomicU64::new(0)).collect()),
             duration: Histogram::default(),
             upstream: Histogram::default(),
             bytes_in: AtomicU64::new(0),
@@ -256,6 +269,11 @@ impl RouteCounters {
     #[inline]
     pub fn record(&self, s: &RequestSample) {
         bump(&self.requests[StatusClass::of(s.status) as usize]);
+        if let Some(codes) = &self.codes {
+            if let Some(c) = codes.get(usize::from(s.status.wrapping_sub(CODES.start))) {
+                bump(c);
+            }
+        }
         self.duration.observe(s.duration_us);
         if let Some(us) = s.upstream_us {
             self.upstream.observe(us);
@@ -287,10 +305,13 @@ impl HistogramSnapshot {
 /// A (route, backend) series summed over workers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RouteSnapshot {
+    pub origin: RouteOrigin,
     pub route: Arc<str>,
     pub backend: Arc<str>,
     /// By [`StatusClass`].
     pub requests: [u64; 5],
+    /// By status code, the codes seen, when counted.
+    pub codes: BTreeMap<u16, u64>,
     pub duration: HistogramSnapshot,
     pub upstream: HistogramSnapshot,
     pub bytes_in: u64,
@@ -324,16 +345,24 @@ impl WorkerStats {
 
     /// Every (route, backend) series summed over the workers, sorted by route then backend.
     pub fn route_series(&self) -> Vec<RouteSnapshot> {
-        let mut summed: BTreeMap<(Arc<str>, Arc<str>), RouteSnapshot> = BTreeMap::new();
+        let mut summed: BTreeMap<(Arc<str>, Arc<str>, RouteOrigin), RouteSnapshot> = BTreeMap::new();
         for worker in self.series.iter() {
             for c in worker.load().iter() {
-                let s = summed.entry((c.route.clone(), c.backend.clone())).or_insert_with(|| RouteSnapshot {
+                let key = (c.route.clone(), c.backend.clone(), c.origin);
+                let s = summed.entry(key).or_insert_with(|| RouteSnapshot {
+                    origin: c.origin,
                     route: c.route.clone(),
                     backend: c.backend.clone(),
                     ..RouteSnapshot::default()
                 });
                 for (total, n) in s.requests.iter_mut().zip(&c.requests) {
                     *total += n.load(Relaxed);
+                }
+                for (code, n) in CODES.zip(c.codes.iter().flat_map(|codes| codes.iter())) {
+                    match n.load(Relaxed) {
+                        0 => {}
+                        n => *s.codes.entry(code).or_default() += n,
+                    }
                 }
                 c.duration.add_to(&mut s.duration);
                 c.upstream.add_to(&mut s.upstream);

@@ -191,6 +191,9 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 {{- if ne (float64 $c.accessLog.successSample) 1.0 }}
 - {{ printf "--access-log-sample=%v" $c.accessLog.successSample | quote }}
 {{- end }}
+{{- if .Values.metrics.statusCodes }}
+- "--metrics-status-codes"
+{{- end }}
 - {{ printf "--upstream-timeout=%s" (toString $c.upstreamTimeout) | quote }}
 - {{ printf "--header-timeout=%s" (toString $c.headerTimeout) | quote }}
 - {{ printf "--shutdown-delay=%s" (toString $c.shutdownDelay) | quote }}

@@ -31,7 +31,8 @@ use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use ramjet_shared::{
     Backend, BackendKind, BackendProtocol, Certificate, Condition, DirectResponse, Filter, HeaderEdits, Matcher,
-    Mirror, ObjectRef, PathKind, PathRewrite, Redirect, Rewrite, RoutePolicy, Rule, WeightedBackend,
+    Mirror, ObjectRef, PathKind, PathRewrite, Redirect, Rewrite, RouteOrigin, RoutePolicy, Rule, Source,
+    WeightedBackend,
 };
 
 use super::resolve::{PortRef, Resolver};
@@ -568,6 +569,8 @@ struct Entry {
     rank: Rank,
     rule: Rule,
     source: String,
+    /// HTTPRoute or GRPCRoute.
+    origin: RouteOrigin,
     /// The rule is the canary split of an auto-promoting route: the index of its [`Promotion`]
     /// and the canary's backend (whose requests on the table's route judge it).
     canary: Option<(usize, Arc<str>)>,
@@ -709,7 +712,8 @@ fn compile_rules(
                     .with_filters(filters.clone())
                     .with_deadline(deadline);
                 let (host, claim, source, canary) = (host.clone(), claim.clone(), source.clone(), canary.clone());
-                entries.push(Entry { host, claim, rank, rule, source, canary });
+                let origin = if target.grpc.is_some() { RouteOrigin::GrpcRoute } else { RouteOrigin::HttpRoute };
+                entries.push(Entry { host, claim, rank, rule, source, origin, canary });
             }
         }
     }
@@ -1291,7 +1295,9 @@ fn add_routes(
         let keys: BTreeSet<(PathKind, &str)> = host.iter().map(|e| e.claim.key()).collect();
         for (kind, path) in keys {
             let rules: Vec<Rule> = host.iter().filter(|e| e.claim.covers(kind, path)).map(|e| e.rule.clone()).collect();
-            let source = host.iter().find(|e| e.claim.key() == (kind, path)).map_or("", |e| e.source.as_str());
+            let first = host.iter().find(|e| e.claim.key() == (kind, path));
+            let source = first.map_or("", |e| e.source.as_str());
+            let origin = first.map_or(RouteOrigin::HttpRoute, |e| e.origin);
             let policy = Some(Arc::new(RoutePolicy::new(rules)));
             let route_path = if path.is_empty() { "/" } else { path };
             let added = draft.builder.add_route_with_policy(
@@ -1300,7 +1306,7 @@ fn add_routes(
                 kind,
                 not_found.clone(),
                 policy,
-                source,
+                Source { origin, name: source },
             );
             match added {
                 Ok(()) => {

@@ -29,7 +29,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, In
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{
     check_regex_path, Backend, BackendKind, BackendProtocol, CertId, Certificate, DirectResponse, Filter, ObjectRef,
-    PathKind, RouteLimits, RoutePolicy, Rule, UpstreamTlsSpec,
+    PathKind, RouteLimits, RouteOrigin, RoutePolicy, Rule, Source, UpstreamTlsSpec,
 };
 
 use super::annotations::{self, values, Verdict, BACKEND_PROTOCOL_ANNOTATIONS, SSL_REDIRECT_ANNOTATIONS};
@@ -166,7 +166,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
                     format!("spec.defaultBackend is ignored: the older Ingress {owner} sets the default backend"),
                 ),
                 None => {
-                    draft.builder.set_default_backend(backend, &source);
+                    draft.builder.set_default_backend(backend, Source { origin: RouteOrigin::Ingress, name: &source });
                     default_owner = Some(source.clone());
                 }
             }
@@ -229,7 +229,8 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         } else {
             (route.path.clone(), route.kind)
         };
-        let added = draft.builder.add_route_with_policy(&route.host, &path, kind, route.backend, policy, &source);
+        let source = Source { origin: RouteOrigin::Ingress, name: &source };
+        let added = draft.builder.add_route_with_policy(&route.host, &path, kind, route.backend, policy, source);
         if let Err(conflict) = added {
             draft.warn(
                 &object,

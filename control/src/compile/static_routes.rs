@@ -72,7 +72,7 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
             (None, None) => None,
         };
         if let Err(conflict) =
-            draft.builder.add_route_with_policy(&rule.host, &rule.path, kind, target, policy, &source)
+            draft.builder.add_route_with_policy(&rule.host, &rule.path, kind, target, policy, source.as_str())
         {
             draft.reject(
                 &ObjectRef::new(STATIC_ROUTES, None, source),

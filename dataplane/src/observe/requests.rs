@@ -152,6 +152,8 @@ pub(crate) struct RouteIndex {
     /// Hash of (route, backend) to the series with that hash.
     by_name: FxHashMap<u64, Vec<u32>>,
     series: Vec<Arc<RouteCounters>>,
+    /// New series count by status code too.
+    count_status_codes: bool,
 }
 
 fn name_hash(route: &str, backend: &str) -> u64 {
@@ -162,6 +164,10 @@ fn name_hash(route: &str, backend: &str) -> u64 {
 }
 
 impl RouteIndex {
+    pub fn new(count_status_codes: bool) -> Self {
+        RouteIndex { count_status_codes, ..RouteIndex::default() }
+    }
+
     /// The series of `served` (created and published when new). `current`: `generation` is the
     /// worker's serving one, whose route and backend addresses may be remembered.
     pub fn series(
@@ -183,19 +189,20 @@ impl RouteIndex {
                 return &self.series[i as usize];
             }
         }
-        let (name, backend) = (&served.route.source, &served.backend.name);
+        let (name, backend, origin) = (&served.route.source, &served.backend.name, served.route.origin);
         let hash = name_hash(name, backend);
         let found = self.by_name.get(&hash).and_then(|list| {
             list.iter().copied().find(|&i| {
                 let s = &self.series[i as usize];
-                *s.route == **name && *s.backend == **backend
+                *s.route == **name && *s.backend == **backend && s.origin == origin
             })
         });
         let i = match found {
             Some(i) => i,
             None => {
                 let i = self.series.len() as u32;
-                self.series.push(Arc::new(RouteCounters::new(name.clone(), backend.clone())));
+                let counters = RouteCounters::new(origin, name.clone(), backend.clone(), self.count_status_codes);
+                self.series.push(Arc::new(counters));
                 self.by_name.entry(hash).or_default().push(i);
                 publish(self.series.clone());
                 i
