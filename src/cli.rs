@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ramjet_dataplane::access_log::{Destination, Format};
-use ramjet_dataplane::{AccessLogSettings, AddressField, AddressRules, ClientAddress};
+use ramjet_dataplane::{AccessLogSettings, AddressField, AddressRules, ClientAddress, OtlpEndpoint, TraceSettings};
 use ramjet_shared::IpBlock;
 
 /// `--https-addr` when it is not given.
@@ -238,6 +238,28 @@ pub struct Cli {
     #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_FLUSH_INTERVAL", default_value = "20ms", value_parser = duration)]
     pub access_log_flush_interval: Duration,
 
+    /// Send a span per sampled request to this OpenTelemetry collector over OTLP/HTTP (JSON):
+    /// `http://HOST:PORT` (`/v1/traces` is added) or the full traces URL. Off when not given.
+    #[arg(help_heading = "Traces", long, env = "RAMJET_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<OtlpEndpoint>,
+
+    /// The share of requests without a sampled parent that are traced, 0 to 1.
+    #[arg(help_heading = "Traces", long, env = "RAMJET_TRACE_SAMPLE_RATIO", default_value = "1", value_parser = share)]
+    pub trace_sample_ratio: f64,
+
+    /// Follow the sampled flag of a request's `traceparent` (OpenTelemetry's parent-based
+    /// sampling); `false`: the ratio decides every request.
+    #[arg(help_heading = "Traces", long, env = "RAMJET_TRACE_PARENT_BASED", default_value_t = true, action = clap::ArgAction::Set)]
+    pub trace_parent_based: bool,
+
+    /// `service.name` of the spans.
+    #[arg(help_heading = "Traces", long, env = "RAMJET_TRACE_SERVICE_NAME", default_value = "ramjet")]
+    pub trace_service_name: String,
+
+    /// Finished spans each worker holds for the exporter; more are dropped and counted.
+    #[arg(help_heading = "Traces", long, env = "RAMJET_TRACE_QUEUE", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
+    pub trace_queue: u64,
+
     /// The series of a route and backend that left the configuration are dropped from /metrics
     /// after this long without requests.
     #[arg(help_heading = "Admin API and history", long, env = "RAMJET_METRICS_GRACE", default_value = "5m", value_parser = duration)]
@@ -389,6 +411,28 @@ impl Cli {
     }
 
     /// The access-log settings the flags ask for (`None`: off).
+    /// The trace settings, when an endpoint is given. The resource names this replica: its pod
+    /// (`POD_NAME`, `RAMJET_POD_NAMESPACE`, as the chart sets them) or its host.
+    pub fn traces(&self) -> Option<TraceSettings> {
+        let mut settings = TraceSettings::new(self.otlp_endpoint.clone()?);
+        settings.service_name = self.trace_service_name.clone();
+        settings.sample_ratio = self.trace_sample_ratio;
+        settings.parent_based = self.trace_parent_based;
+        settings.queue_spans = self.trace_queue as usize;
+        settings.resource.push(("service.version".into(), env!("CARGO_PKG_VERSION").into()));
+        let pod = std::env::var("POD_NAME").or_else(|_| std::env::var("HOSTNAME")).ok().filter(|p| !p.is_empty());
+        if let Some(pod) = pod {
+            settings.resource.push(("service.instance.id".into(), pod.clone()));
+            if std::env::var("POD_NAME").is_ok() {
+                settings.resource.push(("k8s.pod.name".into(), pod));
+            }
+        }
+        if let Ok(namespace) = std::env::var("RAMJET_POD_NAMESPACE") {
+            settings.resource.push(("k8s.namespace.name".into(), namespace));
+        }
+        Some(settings)
+    }
+
     pub fn access_log(&self) -> Option<AccessLogSettings> {
         let destination = match self.access_log.as_str() {
             "off" | "" => return None,

@@ -25,7 +25,9 @@ use ramjet_control::cluster::{AuditEvents, ClusterOptions, PromotionContext};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_control::routes_file::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
-use ramjet_dataplane::{AccessLogSettings, DataPlane, DataPlaneConfig, DefaultCertificate, IoDriver, Settings};
+use ramjet_dataplane::{
+    AccessLogSettings, DataPlane, DataPlaneConfig, DefaultCertificate, IoDriver, Settings, TraceSettings,
+};
 use ramjet_shared::{Published, WorkerStats};
 use rustls::sign::CertifiedKey;
 
@@ -58,6 +60,8 @@ pub struct DaemonConfig {
     pub pin_workers: bool,
     /// The access log (`None`: off).
     pub access_log: Option<AccessLogSettings>,
+    /// Traces (`--otlp-endpoint`).
+    pub traces: Option<TraceSettings>,
     /// `--peers`: the replicas' admin listeners, whose traffic canary promotion sums.
     pub peers: Vec<String>,
 }
@@ -85,6 +89,7 @@ impl DaemonConfig {
             default_certificate: None,
             pin_workers: false,
             access_log: None,
+            traces: None,
             peers: Vec::new(),
         }
     }
@@ -226,6 +231,7 @@ impl Daemon {
                 io_driver: config.io_driver,
                 pin_workers: config.pin_workers,
                 access_log: config.access_log,
+                traces: config.traces,
             },
             published.clone(),
             stats.clone(),

@@ -254,6 +254,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ..Settings::default()
         },
         access_log,
+        traces: cli.traces(),
         io_driver: match cli.io_driver {
             IoDriverArg::IoUring => IoDriver::IoUring,
             IoDriverArg::Auto => IoDriver::Auto,

@@ -302,6 +302,16 @@ pub fn render(m: &MetricsSources) -> String {
         "Access-log records dropped because a worker's buffer was full.",
     );
     let _ = writeln!(out, "ramjet_access_log_dropped_total {}", w.access_log_dropped());
+    family(
+        &mut out,
+        "ramjet_trace_spans_total",
+        "counter",
+        "Spans of sampled requests: exported, failed (the collector did not take them) or dropped (a worker's queue was full).",
+    );
+    let (exported, failed, dropped) = w.spans();
+    let _ = writeln!(out, "ramjet_trace_spans_total{{outcome=\"exported\"}} {exported}");
+    let _ = writeln!(out, "ramjet_trace_spans_total{{outcome=\"failed\"}} {failed}");
+    let _ = writeln!(out, "ramjet_trace_spans_total{{outcome=\"dropped\"}} {dropped}");
     render_routes(&mut out, &w.route_series());
     family(
         &mut out,

@@ -44,6 +44,7 @@ pub use base::listener::{bind_shared, ListenError};
 pub use conn::{AddressField, AddressRules};
 pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use observe::access_log::{self, AccessLog, AccessLogSettings};
+pub use observe::trace::{OtlpEndpoint, TraceExport, TraceSettings};
 pub use server::tls::{server_config, DefaultCertificate, SniResolver};
 pub use settings::{ClientAddress, DriverChoice, Http2Settings, IoDriver, Settings};
 
@@ -69,6 +70,8 @@ pub struct DataPlaneConfig {
     pub pin_workers: bool,
     /// The access log (`None`: off).
     pub access_log: Option<AccessLogSettings>,
+    /// Traces (`None`: off).
+    pub traces: Option<TraceSettings>,
 }
 
 /// Why the data plane did not start.
@@ -83,6 +86,9 @@ pub enum StartError {
     /// The access log's destination could not be opened.
     #[error(transparent)]
     AccessLog(std::io::Error),
+    /// The trace exporter's thread could not start.
+    #[error("cannot start the trace exporter: {0}")]
+    Traces(std::io::Error),
 }
 
 /// The running workers.
@@ -96,6 +102,7 @@ pub struct DataPlane {
     /// The driver of each worker.
     pub drivers: Vec<DriverChoice>,
     access_log: Option<AccessLog>,
+    traces: Option<TraceExport>,
 }
 
 impl DataPlane {
@@ -110,6 +117,14 @@ impl DataPlane {
             Some(settings) => {
                 let (log, rings) = AccessLog::start(settings, workers).map_err(StartError::AccessLog)?;
                 (Some(log), rings.into_iter().map(Some).collect())
+            }
+            None => (None, (0..workers).map(|_| None).collect::<Vec<_>>()),
+        };
+        let (traces, mut worker_tracers) = match config.traces {
+            Some(settings) => {
+                let (export, tracers) =
+                    TraceExport::start(settings, workers, stats.clone()).map_err(StartError::Traces)?;
+                (Some(export), tracers.into_iter().map(Some).collect())
             }
             None => (None, (0..workers).map(|_| None).collect::<Vec<_>>()),
         };
@@ -141,6 +156,7 @@ impl DataPlane {
             let ready_tx = ready_tx.clone();
             let tls_config = tls_config.clone();
             let log = worker_logs[id].take();
+            let tracer = worker_tracers[id].take();
             let policy = config.io_driver;
             let thread = std::thread::Builder::new()
                 .name(format!("ramjet-worker-{id}"))
@@ -151,7 +167,7 @@ impl DataPlane {
                         }
                     }
                     let main = move |started: server::runtime::Started| async move {
-                        let mut worker = worker::Worker::new(id, settings, published, stats, log);
+                        let mut worker = worker::Worker::new(id, settings, published, stats, log, tracer);
                         worker.io_uring = started.io_uring();
                         let worker = Rc::new(worker);
                         let https = https.zip(tls_config.map(server::tls::TlsTerminator::new));
@@ -179,6 +195,7 @@ impl DataPlane {
             https_addr,
             drivers: drivers.into_iter().flatten().collect(),
             access_log,
+            traces,
         })
     }
 
@@ -204,6 +221,9 @@ impl DataPlane {
         // The workers are done: what their rings hold is written before the writer stops.
         if let Some(mut log) = self.access_log.take() {
             log.finish();
+        }
+        if let Some(mut traces) = self.traces.take() {
+            traces.finish();
         }
     }
 }

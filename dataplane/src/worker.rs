@@ -6,6 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::ops::Deref;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use arc_swap::{ArcSwap, Cache};
 use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
@@ -19,6 +20,7 @@ use crate::codec::http1::{CLIENT_BUFFER, UPSTREAM_BUFFER};
 use crate::error::{rescue, Failure, Rescue};
 use crate::observe::access_log::{self, RequestFields, ResponseFields, WorkerLog};
 use crate::observe::requests::{self, Done, Observer, RequestId, RequestIds, RouteIndex, Sampler};
+use crate::observe::trace::{self, SpanRecord, Trace, WorkerTracer};
 use crate::policy::basic_auth::AuthCache;
 use crate::policy::ewma::Ewma;
 use crate::policy::limits::ClientLimiter;
@@ -73,6 +75,8 @@ pub(crate) struct Worker {
     observer: Observer,
     /// The access log's ring, when logging is on.
     log: Option<RefCell<WorkerLog>>,
+    /// Sampling and the span ring, when tracing is on.
+    tracer: Option<RefCell<WorkerTracer>>,
     /// This worker's random numbers (canary splits, mirror shares): xorshift64*, no lock, no
     /// syscall, nothing shared with other workers.
     random: Cell<u64>,
@@ -94,6 +98,7 @@ impl Worker {
         published: Arc<Published>,
         stats: Arc<WorkerStats>,
         log: Option<WorkerLog>,
+        tracer: Option<WorkerTracer>,
     ) -> Self {
         let cache = Cache::new(GenerationPointer(published.clone()));
         let current = Rc::new(published.generation().load_full());
@@ -114,6 +119,7 @@ impl Worker {
                 stats: stats.clone(),
             },
             log: log.map(RefCell::new),
+            tracer: tracer.map(RefCell::new),
             random: Cell::new(seed),
             mirrors: Rc::new(Mirrors::new(stats.clone(), id)),
             rewrite: RefCell::default(),
@@ -224,10 +230,41 @@ impl Worker {
         answer
     }
 
-    /// The request's id: the client's when valid, else a new one.
+    /// The request's id: the client's when valid, else a new one; with tracing on, whether the
+    /// request is traced (its `traceparent`, if any, and the sampler decide).
     #[inline]
-    pub fn request_id(&self, client: Option<&[u8]>) -> RequestId {
-        RequestId::new(client, &self.observer.ids)
+    pub fn request_id<'a>(&self, client: Option<&[u8]>, traceparent: impl FnOnce() -> Option<&'a [u8]>) -> RequestId {
+        let mut id = RequestId::new(client, &self.observer.ids);
+        if let Some(tracer) = &self.tracer {
+            id.trace = tracer.borrow_mut().decide(traceparent(), self.observer.sampler.next());
+        }
+        id
+    }
+
+    /// The span of a traced request, begun with its request fields; `None` when it is not traced.
+    pub fn span_begin(&self, id: &RequestId, fields: &RequestFields<'_>) -> Option<Box<SpanRecord>> {
+        let Trace::Sampled { span, parent } = id.trace else { return None };
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        Some(Box::new(SpanRecord {
+            trace_id: span.trace_id,
+            span_id: span.span_id,
+            parent,
+            start_unix_nanos: trace::unix_nanos(),
+            method: text(fields.method),
+            host: text(fields.host),
+            target: text(fields.path),
+            protocol_version: match fields.protocol {
+                "HTTP/1.0" => "1.0",
+                "HTTP/2.0" => "2",
+                _ => "1.1",
+            },
+            tls: fields.tls.is_some(),
+            client: Some(fields.client),
+            user_agent: text(fields.user_agent),
+            request_id: text(fields.request_id),
+            generation: fields.generation,
+            ..SpanRecord::default()
+        }))
     }
 
     /// Starts the access-log record of a request in `record` (taken from the head-buffer pool when
@@ -255,11 +292,14 @@ impl Worker {
     /// A request ended: counted by status class, added to its (route, backend) series, and its
     /// access-log record (begun in `record` by [`Worker::log_begin`]) completed and handed to the
     /// writer — or dropped and counted when the ring is full.
-    pub fn request_done(&self, done: &Done<'_>, record: Option<&mut Vec<u8>>) {
+    pub fn request_done(&self, done: &Done<'_>, record: Option<&mut Vec<u8>>, span: Option<Box<SpanRecord>>) {
         if !done.counted {
             self.counters().request(done.status);
         }
         let duration = done.start.elapsed();
+        if let Some(span) = span {
+            self.span_done(span, done, duration);
+        }
         if let Some(served) = done.served {
             let current = Arc::ptr_eq(&self.current.borrow(), done.generation);
             let sample = requests::sample(done, duration, self.clock.unix_secs());
@@ -288,6 +328,26 @@ impl Worker {
         access_log::end(log.settings.format, &fields, record);
         if !log.push(record) {
             self.counters().access_log_dropped();
+        }
+    }
+
+    /// Completes a traced request's span and hands it to the exporter (or counts it dropped).
+    #[cold]
+    fn span_done(&self, mut span: Box<SpanRecord>, done: &Done<'_>, duration: Duration) {
+        let Some(tracer) = &self.tracer else { return };
+        let t = done.tally;
+        span.end_unix_nanos = span.start_unix_nanos + duration.as_nanos() as u64;
+        span.status = done.status;
+        span.route = done.served.map(|s| s.route.source.clone());
+        span.backend = done.served.map(|s| s.backend.name.clone());
+        span.upstream = t.upstream;
+        span.upstream_status = t.upstream_status;
+        span.upstream_connect = t.upstream_connect;
+        span.upstream_header = t.upstream_header;
+        span.bytes_in = t.bytes_in;
+        span.bytes_out = t.bytes_out;
+        if !tracer.borrow_mut().push(span) {
+            self.counters().span_dropped();
         }
     }
 

@@ -104,6 +104,7 @@ pub struct WorkerCounters {
     access_log_dropped: AtomicU64,
     mirrors_sent: AtomicU64,
     mirrors_dropped: AtomicU64,
+    spans_dropped: AtomicU64,
 }
 
 #[inline]
@@ -178,6 +179,12 @@ impl WorkerCounters {
     #[inline]
     pub fn mirror_dropped(&self) {
         bump(&self.mirrors_dropped);
+    }
+
+    /// A finished span found the worker's trace ring full.
+    #[inline]
+    pub fn span_dropped(&self) {
+        bump(&self.spans_dropped);
     }
 }
 
@@ -324,6 +331,9 @@ pub struct WorkerStats {
     workers: Box<[WorkerCounters]>,
     /// Each worker's (route, backend) series, replaced by that worker when the list changes.
     series: Box<[ArcSwap<Vec<Arc<RouteCounters>>>]>,
+    /// Spans the trace exporter sent, and those the collector did not take (its only writer).
+    spans_exported: AtomicU64,
+    spans_failed: AtomicU64,
 }
 
 impl WorkerStats {
@@ -331,6 +341,8 @@ impl WorkerStats {
         WorkerStats {
             workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
             series: (0..workers).map(|_| ArcSwap::from_pointee(Vec::new())).collect(),
+            spans_exported: AtomicU64::new(0),
+            spans_failed: AtomicU64::new(0),
         }
     }
 
@@ -421,6 +433,21 @@ impl WorkerStats {
 
     pub fn mirrors_dropped(&self) -> u64 {
         self.sum(|w| &w.mirrors_dropped)
+    }
+
+    /// Spans by outcome: (exported, failed, dropped for a full ring).
+    pub fn spans(&self) -> (u64, u64, u64) {
+        (self.spans_exported.load(Relaxed), self.spans_failed.load(Relaxed), self.sum(|w| &w.spans_dropped))
+    }
+
+    /// The exporter sent `n` spans.
+    pub fn trace_spans_exported(&self, n: u64) {
+        self.spans_exported.fetch_add(n, Relaxed);
+    }
+
+    /// The exporter could not send `n` spans.
+    pub fn trace_spans_failed(&self, n: u64) {
+        self.spans_failed.fetch_add(n, Relaxed);
     }
 
     fn sum(&self, field: impl Fn(&WorkerCounters) -> &AtomicU64) -> u64 {

@@ -382,7 +382,7 @@ fn stop(mut child: Child) {
 
 /// Spawns `command` from a thread that lives as long as the process, with `PR_SET_PDEATHSIG`, so the
 /// child is killed if the test binary dies without running its exit handlers.
-fn spawn(mut command: Command, what: &str) -> Child {
+pub(crate) fn spawn(mut command: Command, what: &str) -> Child {
     use std::os::unix::process::CommandExt;
     // SAFETY: prctl(2) is async-signal-safe and touches no memory of the parent.
     #[allow(unsafe_code)]

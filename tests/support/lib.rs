@@ -18,6 +18,7 @@ pub mod h2client;
 pub mod kube_api;
 pub mod manifests;
 pub mod netns;
+pub mod otel_collector;
 pub mod pki;
 pub mod ports;
 pub mod tls_backend;

@@ -27,6 +27,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use crate::base::clock::civil;
 use crate::codec::http1::head::push_decimal;
 use crate::conn::TlsSession;
+use crate::observe::trace::push_hex;
 
 /// Where records go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -262,6 +263,8 @@ pub(crate) struct RequestFields<'a> {
     pub user_agent: &'a [u8],
     pub referer: &'a [u8],
     pub request_id: &'a [u8],
+    /// The request's trace, when it is traced or its client's trace is known.
+    pub trace_id: Option<&'a [u8; 16]>,
     pub generation: u64,
     pub tls: Option<&'a TlsSession>,
 }
@@ -301,6 +304,14 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
                 false => json_field(out, b"referer", f.referer),
             }
             json_field(out, b"request_id", f.request_id);
+            match f.trace_id {
+                Some(id) => {
+                    out.extend_from_slice(b",\"trace_id\":\"");
+                    push_hex(out, id);
+                    out.push(b'"');
+                }
+                None => out.extend_from_slice(b",\"trace_id\":null"),
+            }
             out.extend_from_slice(b",\"generation\":");
             push_decimal(out, f.generation);
             match f.tls {
@@ -331,6 +342,11 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
             push_decimal(out, f.generation);
             out.extend_from_slice(b" id=");
             text_value(out, if f.request_id.is_empty() { b"-" } else { f.request_id });
+            out.extend_from_slice(b" trace=");
+            match f.trace_id {
+                Some(id) => push_hex(out, id),
+                None => out.push(b'-'),
+            }
             out.extend_from_slice(b" tls=");
             match f.tls {
                 Some(tls) => {
@@ -434,7 +450,7 @@ fn json_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 
 /// JSON string contents: quotes, backslashes and control characters escaped; bytes above 0x7f
 /// (obs-text, which HTTP/1.1 allows in field values) as `\u00XX`, so every line is valid JSON.
-fn json_escape(out: &mut Vec<u8>, value: &[u8]) {
+pub(crate) fn json_escape(out: &mut Vec<u8>, value: &[u8]) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     for &b in value {
         match b {
@@ -519,6 +535,7 @@ mod tests {
             user_agent: b"curl/8 \xff",
             referer: b"https://example.com/from here",
             request_id: b"abc",
+            trace_id: Some(&[0xab; 16]),
             generation: 7,
             tls: None,
         }
@@ -565,7 +582,7 @@ mod tests {
         begin(Format::Text, &request(), &mut out);
         end(Format::Text, &response(), &mut out);
         let line = String::from_utf8(out).unwrap();
-        let expected = r#" 10.0.0.1:5000 "GET example.com /a?q=\x22x\x22 HTTP/1.1" gen=7 id=abc tls=- sni=- ua="curl/8\x20\xff" ref="https://example.com/from\x20here" -> 200 in=10 out=20 ms=1.234 upstream=127.0.0.1:8080 connect_ms=- header_ms=0.056 upstream_status=503 route=default/web backend=default/web:80
+        let expected = r#" 10.0.0.1:5000 "GET example.com /a?q=\x22x\x22 HTTP/1.1" gen=7 id=abc trace=abababababababababababababababab tls=- sni=- ua="curl/8\x20\xff" ref="https://example.com/from\x20here" -> 200 in=10 out=20 ms=1.234 upstream=127.0.0.1:8080 connect_ms=- header_ms=0.056 upstream_status=503 route=default/web backend=default/web:80
 "#;
         assert!(line.ends_with(expected), "{line}");
     }

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 use ramjet_shared::{Backend, Generation, RequestSample, Route, RouteCounters, RouteTable, WorkerStats};
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
+use crate::observe::trace::{set_traceparent, Trace};
+
 /// Longest `X-Request-ID` kept from a client.
 pub const MAX_REQUEST_ID: usize = 128;
 
@@ -79,10 +81,12 @@ fn splitmix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// A request's id: the client's, or one generated for it.
+/// A request's id: the client's, or one generated for it; and where it stands in tracing (the
+/// upstream gets both).
 pub(crate) struct RequestId {
     bytes: [u8; MAX_REQUEST_ID],
     len: u8,
+    pub trace: Trace,
 }
 
 impl RequestId {
@@ -92,11 +96,11 @@ impl RequestId {
         match client.filter(|id| valid_request_id(id)) {
             Some(id) => {
                 bytes[..id.len()].copy_from_slice(id);
-                RequestId { bytes, len: id.len() as u8 }
+                RequestId { bytes, len: id.len() as u8, trace: Trace::None }
             }
             None => {
                 bytes[..32].copy_from_slice(&ids.next());
-                RequestId { bytes, len: 32 }
+                RequestId { bytes, len: 32, trace: Trace::None }
             }
         }
     }
@@ -106,13 +110,17 @@ impl RequestId {
         &self.bytes[..self.len as usize]
     }
 
-    /// Appends `x-request-id: <id>\r\n` before the blank line that ends the head in `out`.
+    /// Appends `x-request-id: <id>\r\n` before the blank line that ends the head in `out`, and
+    /// for a traced request ramjet's `traceparent` in place of the client's.
     pub fn insert_before_end(&self, out: &mut Vec<u8>) {
         debug_assert!(out.ends_with(b"\r\n\r\n"));
         out.truncate(out.len() - 2);
         out.extend_from_slice(b"x-request-id: ");
         out.extend_from_slice(self.as_bytes());
         out.extend_from_slice(b"\r\n\r\n");
+        if let Some(traceparent) = self.trace.traceparent() {
+            set_traceparent(out, &traceparent);
+        }
     }
 }
 

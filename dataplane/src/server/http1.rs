@@ -81,6 +81,7 @@ where
         status: 0,
         counted: false,
         request_id: None,
+        span: None,
         record: Vec::new(),
         logging: false,
         canceller: monoio::io::Canceller::new(),
@@ -207,6 +208,7 @@ where
     conn.status = 0;
     conn.counted = false;
     conn.request_id = None;
+    conn.span = None;
     conn.logging = false;
     conn.is_head = false;
     let worker = conn.worker;
@@ -228,6 +230,7 @@ where
                 user_agent: b"",
                 referer: b"",
                 request_id: b"",
+                trace_id: None,
                 generation: generation.number,
                 tls: conn.facts.tls_session.as_ref(),
             };
@@ -240,7 +243,8 @@ where
     conn.tally.bytes_in = head.head_len as u64;
     conn.is_head = head.is_head;
     let data = conn.buf.data();
-    let id = worker.request_id(head.request_id.clone().map(|r| &data[r]));
+    let id =
+        worker.request_id(head.request_id.clone().map(|r| &data[r]), || head.traceparent.clone().map(|r| &data[r]));
     id.insert_before_end(&mut conn.out);
     let fields = RequestFields {
         client: head.client.unwrap_or(conn.facts.peer),
@@ -251,10 +255,12 @@ where
         user_agent: &data[head.user_agent.clone()],
         referer: &data[head.referer.clone()],
         request_id: id.as_bytes(),
+        trace_id: id.trace.trace_id(),
         generation: generation.number,
         tls: conn.facts.tls_session.as_ref(),
     };
     conn.logging = worker.log_begin(&fields, &mut conn.record);
+    conn.span = worker.span_begin(&id, &fields);
     conn.request_id = Some(id);
     let (next, served) = answer(conn, &head, &generation.table).await;
     conn.done(served, &generation);

@@ -16,6 +16,7 @@ use crate::codec::http1::head::RequestHead;
 use crate::conn::ConnFacts;
 use crate::error::{Failure, ProxyError};
 use crate::observe::requests::{Done, RequestId, Served, Tally, CLIENT_CLOSED};
+use crate::observe::trace::SpanRecord;
 use crate::pipeline::answer::LocalAnswer;
 use crate::upstream::connect::UpstreamConn;
 use crate::worker::Worker;
@@ -57,6 +58,8 @@ pub(crate) struct ClientConn<'w, S> {
     /// The status is in the counters already.
     pub counted: bool,
     pub request_id: Option<RequestId>,
+    /// The request's span, when it is traced.
+    pub span: Option<Box<SpanRecord>>,
     /// The access-log record being written for the current request (begun: `logging`).
     pub record: Vec<u8>,
     pub logging: bool,
@@ -191,7 +194,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
             counted: self.counted,
         };
         let record = if self.logging { Some(&mut self.record) } else { None };
-        self.worker.request_done(&done, record);
+        self.worker.request_done(&done, record, self.span.take());
     }
 }
 

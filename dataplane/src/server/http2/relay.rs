@@ -290,6 +290,12 @@ fn upstream_request(
     if let Ok(value) = HeaderValue::from_bytes(id.as_bytes()) {
         fields.insert(X_REQUEST_ID, value);
     }
+    // A traced request: ramjet's span is the upstream's parent (the client's field is replaced).
+    if let Some(traceparent) = id.trace.traceparent() {
+        if let Ok(value) = HeaderValue::from_bytes(&traceparent) {
+            fields.insert("traceparent", value);
+        }
+    }
     Ok(request)
 }
 

@@ -49,6 +49,7 @@ use crate::upstream::connect::UpstreamConn;
 use crate::worker::Worker;
 
 const X_REQUEST_ID: &str = "x-request-id";
+const TRACEPARENT: &str = "traceparent";
 
 /// Request body pieces up to this size are copied behind their chunk framing and sent in one
 /// write; larger ones are written as they are.
@@ -74,11 +75,13 @@ pub(crate) async fn serve(
     let (parts, body) = request.into_parts();
     // One generation for the whole life of this stream.
     let generation = worker.generation();
-    let id = worker.request_id(parts.headers.get(X_REQUEST_ID).map(|v| v.as_bytes()));
+    let id = worker.request_id(parts.headers.get(X_REQUEST_ID).map(|v| v.as_bytes()), || {
+        parts.headers.get(TRACEPARENT).map(|v| v.as_bytes())
+    });
     // The client its fields name, where the peer is a trusted proxy (else nothing is looked at).
     let client = request_client(&facts, values(&parts.headers));
     let mut record = Vec::new();
-    let logging = {
+    let (logging, span) = {
         let authority = parts.uri.authority().map(|a| a.as_str().as_bytes());
         let host_field = parts.headers.get(http::header::HOST).map(|h| h.as_bytes());
         let fields = RequestFields {
@@ -90,10 +93,11 @@ pub(crate) async fn serve(
             user_agent: parts.headers.get(http::header::USER_AGENT).map_or(b"", |v| v.as_bytes()),
             referer: parts.headers.get(http::header::REFERER).map_or(b"", |v| v.as_bytes()),
             request_id: id.as_bytes(),
+            trace_id: id.trace.trace_id(),
             generation: generation.number,
             tls: facts.tls_session.as_ref(),
         };
-        worker.log_begin(&fields, &mut record)
+        (worker.log_begin(&fields, &mut record), worker.span_begin(&id, &fields))
     };
     let mut seen = Seen { status: 0, served: None, tally: Tally::default() };
     let outcome = match host(&parts) {
@@ -136,7 +140,7 @@ pub(crate) async fn serve(
         tally: &seen.tally,
         counted: false,
     };
-    worker.request_done(&done, logging.then_some(&mut record));
+    worker.request_done(&done, logging.then_some(&mut record), span);
     worker.give_record(record);
 }
 

@@ -38,6 +38,9 @@ pub struct RequestHead {
     /// The client's `X-Request-ID` value, if it sent one (never forwarded as it came: ramjet writes
     /// the id it keeps or makes).
     pub request_id: Option<Range<usize>>,
+    /// The client's W3C `traceparent`, if it sent one (forwarded as it came unless ramjet traces
+    /// the request: then the upstream gets ramjet's).
+    pub traceparent: Option<Range<usize>>,
     /// The client the request names through its fields, believed because the connection's peer is
     /// a trusted proxy (`codec::forwarded`); `None`: the connection's peer.
     pub client: Option<std::net::SocketAddr>,
@@ -182,6 +185,7 @@ pub fn parse_request<'c>(
     let mut user_agent: &[u8] = &[];
     let mut referer: &[u8] = &[];
     let mut request_id: Option<&[u8]> = None;
+    let mut traceparent: Option<&[u8]> = None;
 
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
@@ -215,6 +219,7 @@ pub fn parse_request<'c>(
             10 if name.eq_ignore_ascii_case(b"user-agent") => user_agent = value,
             7 if name.eq_ignore_ascii_case(b"referer") => referer = value,
             12 if name.eq_ignore_ascii_case(b"x-request-id") => request_id = Some(trim(value)),
+            11 if name.eq_ignore_ascii_case(b"traceparent") => traceparent = Some(value),
             _ => {}
         }
     }
@@ -296,6 +301,7 @@ pub fn parse_request<'c>(
         user_agent: if user_agent.is_empty() { 0..0 } else { offset(data, user_agent) },
         referer: if referer.is_empty() { 0..0 } else { offset(data, referer) },
         request_id: request_id.map(|id| offset(data, id)),
+        traceparent: traceparent.map(|t| offset(data, t)),
         client,
         forwarded_https,
     }))
