@@ -206,9 +206,10 @@ pub struct Cli {
     )]
     pub access_log: String,
 
-    /// Access-log records as JSON lines or text.
-    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
-    pub access_log_format: LogFormat,
+    /// How access-log records are written: JSON lines, text, or nginx's `combined` and
+    /// ingress-nginx's `log-format-upstream` for tools that read those.
+    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_FORMAT", value_enum, default_value_t = AccessLogFormat::Json)]
+    pub access_log_format: AccessLogFormat,
 
     /// Requests for these paths (exact match, the query ignored; comma-separated) are not logged,
     /// e.g. health checks.
@@ -441,8 +442,10 @@ impl Cli {
             path => Destination::File(PathBuf::from(path)),
         };
         let format = match self.access_log_format {
-            LogFormat::Json => Format::Json,
-            LogFormat::Text => Format::Text,
+            AccessLogFormat::Json => Format::Json,
+            AccessLogFormat::Text => Format::Text,
+            AccessLogFormat::Combined => Format::Combined,
+            AccessLogFormat::NginxUpstream => Format::NginxUpstream,
         };
         let mut settings = AccessLogSettings::new(destination, format);
         settings.skip_paths = self.access_log_skip_paths.iter().filter(|p| !p.is_empty()).cloned().collect();
@@ -452,6 +455,19 @@ impl Cli {
         settings.flush_interval = self.access_log_flush_interval;
         Some(settings)
     }
+}
+
+/// How access-log records are written.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    /// One JSON object per line, every field named.
+    Json,
+    /// `key=value` fields after the request line.
+    Text,
+    /// nginx's `combined`, as log tools read it.
+    Combined,
+    /// ingress-nginx's default `log-format-upstream`.
+    NginxUpstream,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -177,7 +177,7 @@ fn text_records_are_one_line_each() {
     let line = &lines[0];
     assert!(
         line.contains(
-            " \"GET app.test /t HTTP/1.1\" gen=1 id=abc tls=- sni=- ua=\"a\\x20\\x22quoted\\x22\\x20agent\" ref=- -> 200 in="
+            " \"GET app.test /t HTTP/1.1\" gen=1 id=abc trace=- tls=- sni=- ua=\"a\\x20\\x22quoted\\x22\\x20agent\" ref=- -> 200 in="
         ),
         "{line}"
     );

@@ -324,6 +324,7 @@ impl Worker {
             upstream_status: t.upstream_status,
             route: done.served.map(|s| &*s.route.source),
             backend: done.served.map(|s| &*s.backend.name),
+            origin: done.served.map(|s| s.route.origin),
         };
         access_log::end(log.settings.format, &fields, record);
         if !log.push(record) {

@@ -27,7 +27,9 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use crate::base::clock::civil;
 use crate::codec::http1::head::push_decimal;
 use crate::conn::TlsSession;
+use crate::observe::requests::MAX_REQUEST_ID;
 use crate::observe::trace::push_hex;
+use ramjet_shared::{route_object, RouteOrigin};
 
 /// Where records go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +47,19 @@ pub enum Format {
     Json,
     /// One line of `key=value` fields after the request line.
     Text,
+    /// nginx's `combined` format, which log tools (GoAccess, Fluent Bit's nginx parser) read:
+    /// `addr - - [time] "request" status bytes "referer" "user agent"`.
+    Combined,
+    /// ingress-nginx's default `log-format-upstream`: `combined`, then the request length and
+    /// time, `[upstream name] []`, the upstream's address, response length, time and status, and
+    /// the request id.
+    NginxUpstream,
+}
+
+impl Format {
+    fn is_nginx(self) -> bool {
+        matches!(self, Format::Combined | Format::NginxUpstream)
+    }
 }
 
 /// What is logged and how.
@@ -281,6 +296,8 @@ pub(crate) struct ResponseFields<'a> {
     pub upstream_status: Option<u16>,
     pub route: Option<&'a str>,
     pub backend: Option<&'a str>,
+    /// The kind of object the route came from.
+    pub origin: Option<RouteOrigin>,
 }
 
 /// Writes the request fields of a record into `out` (emptied first); [`end`] completes it.
@@ -288,6 +305,7 @@ pub(crate) fn begin(format: Format, f: &RequestFields<'_>, out: &mut Vec<u8>) {
     out.clear();
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
     match format {
+        Format::Combined | Format::NginxUpstream => begin_nginx(format, f, now, out),
         Format::Json => {
             out.extend_from_slice(b"{\"time\":\"");
             push_time(out, now);
@@ -383,6 +401,9 @@ enum Value<'a> {
 
 /// Completes the record begun in `out` with the response fields and a newline.
 pub(crate) fn end(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
+    if format.is_nginx() {
+        return end_nginx(format, f, out);
+    }
     // (JSON name, text name, value); absent values are `null` in JSON and `-` in text.
     let fields = [
         ("status", "", Value::Number(u64::from(f.status))),
@@ -403,7 +424,7 @@ pub(crate) fn end(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
                 out.extend_from_slice(json.as_bytes());
                 out.extend_from_slice(b"\":");
             }
-            Format::Text => {
+            _ => {
                 out.push(b' ');
                 if !text.is_empty() {
                     out.extend_from_slice(text.as_bytes());
@@ -437,7 +458,139 @@ pub(crate) fn end(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
             }
         }
     }
+    if format == Format::Json {
+        // The object the route came from, split out as the metrics' labels are.
+        let object =
+            f.origin.zip(f.route).and_then(|(origin, route)| route_object(origin, route, f.backend.unwrap_or("")));
+        let (namespace, name, service) = object.map_or((None, None, None), |(n, i, s)| (Some(n), Some(i), s));
+        for (key, value) in [("namespace", namespace), ("ingress", name), ("service", service)] {
+            match value {
+                Some(v) => json_field(out, key.as_bytes(), v.as_bytes()),
+                None => {
+                    out.extend_from_slice(b",\"");
+                    out.extend_from_slice(key.as_bytes());
+                    out.extend_from_slice(b"\":null");
+                }
+            }
+        }
+    }
     out.extend_from_slice(if format == Format::Json { b"}\n" } else { b"\n" });
+}
+
+/// Marks, in a record begun in an nginx format, where the status goes (`STATUS_AT`) and where the
+/// request id kept for the end starts (`ID_AT`): neither byte can be in a record, whose values are
+/// escaped.
+const STATUS_AT: u8 = 0;
+const ID_AT: u8 = 1;
+
+/// `addr - - [time] "request" ` STATUS_AT `"referer" "user agent"` [ID_AT id]: the request side of
+/// an nginx-format record, the status and bytes to be put at the mark by [`end_nginx`].
+fn begin_nginx(format: Format, f: &RequestFields<'_>, now: Duration, out: &mut Vec<u8>) {
+    // Port 0: the address alone, as nginx's `$remote_addr`.
+    push_addr(out, SocketAddr::new(f.client.ip(), 0));
+    out.extend_from_slice(b" - - [");
+    push_local_time(out, now);
+    out.extend_from_slice(b"] \"");
+    text_value(out, f.method);
+    out.push(b' ');
+    text_value(out, f.path);
+    out.push(b' ');
+    out.extend_from_slice(f.protocol.as_bytes());
+    out.extend_from_slice(b"\" ");
+    out.push(STATUS_AT);
+    out.extend_from_slice(b" \"");
+    text_value(out, if f.referer.is_empty() { b"-" } else { f.referer });
+    out.extend_from_slice(b"\" \"");
+    text_value(out, if f.user_agent.is_empty() { b"-" } else { f.user_agent });
+    out.push(b'"');
+    if format == Format::NginxUpstream {
+        out.push(ID_AT);
+        text_value(out, f.request_id);
+    }
+}
+
+/// Completes an nginx-format record: status and bytes at the mark, and for `nginx-upstream` the
+/// request's and the upstream's figures, then the request id.
+fn end_nginx(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
+    let mut id = [0u8; 4 * MAX_REQUEST_ID];
+    let mut id_len = 0;
+    if let Some(at) = out.iter().rposition(|&b| b == ID_AT) {
+        id_len = (out.len() - at - 1).min(id.len());
+        id[..id_len].copy_from_slice(&out[at + 1..at + 1 + id_len]);
+        out.truncate(at);
+    }
+    let mut status = Vec::with_capacity(24);
+    push_decimal(&mut status, u64::from(f.status));
+    status.push(b' ');
+    push_decimal(&mut status, f.bytes_out);
+    if let Some(at) = out.iter().position(|&b| b == STATUS_AT) {
+        out.splice(at..at + 1, status);
+    }
+    if format == Format::NginxUpstream {
+        out.push(b' ');
+        push_decimal(out, f.bytes_in);
+        out.push(b' ');
+        push_seconds(out, Some(f.duration));
+        // ingress-nginx names an upstream `namespace-service-port`.
+        out.extend_from_slice(b" [");
+        if let Some(backend) = f.backend {
+            let name: Vec<u8> = backend.bytes().map(|b| if b == b'/' || b == b':' { b'-' } else { b }).collect();
+            text_value(out, &name);
+        }
+        out.extend_from_slice(b"] [] ");
+        match f.upstream {
+            Some(addr) => push_addr(out, addr),
+            None => out.push(b'-'),
+        }
+        out.push(b' ');
+        match f.upstream_status {
+            Some(_) => push_decimal(out, f.bytes_out),
+            None => out.push(b'-'),
+        }
+        out.push(b' ');
+        push_seconds(out, f.upstream_header);
+        out.push(b' ');
+        match f.upstream_status {
+            Some(s) => push_decimal(out, u64::from(s)),
+            None => out.push(b'-'),
+        }
+        out.push(b' ');
+        out.extend_from_slice(&id[..id_len]);
+    }
+    out.push(b'\n');
+}
+
+/// Seconds with millisecond precision, as nginx writes times: `0.012`; `-` when absent.
+fn push_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
+    let Some(d) = d else { return out.push(b'-') };
+    let ms = d.as_millis() as u64;
+    push_decimal(out, ms / 1000);
+    out.push(b'.');
+    let frac = ms % 1000;
+    out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+}
+
+/// nginx's `$time_local`, in UTC: `05/Dec/2026:16:30:44 +0000`.
+fn push_local_time(out: &mut Vec<u8>, since_epoch: Duration) {
+    const MONTHS: [&[u8; 3]; 12] =
+        [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
+    let secs = since_epoch.as_secs();
+    let (year, month, day) = civil(secs / 86_400);
+    let rem = secs % 86_400;
+    let two = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
+    two(out, day);
+    out.push(b'/');
+    out.extend_from_slice(MONTHS[(month as usize).clamp(1, 12) - 1]);
+    out.push(b'/');
+    two(out, year / 100);
+    two(out, year % 100);
+    out.push(b':');
+    two(out, rem / 3600);
+    out.push(b':');
+    two(out, rem % 3600 / 60);
+    out.push(b':');
+    two(out, rem % 60);
+    out.extend_from_slice(b" +0000");
 }
 
 fn json_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -553,6 +706,7 @@ mod tests {
             upstream_status: Some(503),
             route: Some("default/web"),
             backend: Some("default/web:80"),
+            origin: Some(RouteOrigin::Ingress),
         }
     }
 
@@ -568,6 +722,14 @@ mod tests {
         assert!(line.contains(r#""user_agent":"curl/8 \u00ff""#), "{line}");
         assert!(line.contains(r#""user_agent":"curl/8 \u00ff","referer":"https://example.com/from here""#), "{line}");
         assert!(line.contains(r#""duration_ms":1.234,"upstream_addr":"127.0.0.1:8080","upstream_connect_ms":null,"upstream_header_ms":0.056,"upstream_status":503"#), "{line}");
+        assert!(line.contains(r#""trace_id":"abababababababababababababababab""#), "{line}");
+        assert!(
+            line.ends_with(
+                r#""namespace":"default","ingress":"web","service":"web"}
+"#
+            ),
+            "{line}"
+        );
         // A request without a Referer, answered by ramjet itself.
         let mut out = Vec::new();
         begin(Format::Json, &RequestFields { referer: b"", ..request() }, &mut out);
@@ -585,6 +747,48 @@ mod tests {
         let expected = r#" 10.0.0.1:5000 "GET example.com /a?q=\x22x\x22 HTTP/1.1" gen=7 id=abc trace=abababababababababababababababab tls=- sni=- ua="curl/8\x20\xff" ref="https://example.com/from\x20here" -> 200 in=10 out=20 ms=1.234 upstream=127.0.0.1:8080 connect_ms=- header_ms=0.056 upstream_status=503 route=default/web backend=default/web:80
 "#;
         assert!(line.ends_with(expected), "{line}");
+    }
+
+    #[test]
+    fn nginx_formats_read_as_nginx_writes_them() {
+        let mut out = Vec::new();
+        begin(Format::Combined, &request(), &mut out);
+        end(Format::Combined, &response(), &mut out);
+        let line = String::from_utf8(out).unwrap();
+        let (time, rest) = line.split_once("] ").unwrap();
+        assert!(time.starts_with("10.0.0.1 - - [") && time.ends_with(" +0000"), "{line}");
+        assert_eq!(
+            rest,
+            "\"GET /a?q=\\x22x\\x22 HTTP/1.1\" 200 20 \"https://example.com/from\\x20here\" \"curl/8\\x20\\xff\"\n"
+        );
+        let mut out = Vec::new();
+        begin(Format::NginxUpstream, &request(), &mut out);
+        end(Format::NginxUpstream, &response(), &mut out);
+        let line = String::from_utf8(out).unwrap();
+        assert!(
+            line.ends_with("\"curl/8\\x20\\xff\" 10 0.001 [default-web-80] [] 127.0.0.1:8080 20 0.000 503 abc\n"),
+            "{line}"
+        );
+        // Answered by ramjet itself: no upstream figures.
+        let mut out = Vec::new();
+        begin(Format::NginxUpstream, &RequestFields { referer: b"", ..request() }, &mut out);
+        let own = ResponseFields {
+            upstream: None,
+            upstream_header: None,
+            upstream_status: None,
+            backend: None,
+            ..response()
+        };
+        end(Format::NginxUpstream, &own, &mut out);
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.ends_with("\" 200 20 \"-\" \"curl/8\\x20\\xff\" 10 0.001 [] [] - - - - abc\n"), "{line}");
+    }
+
+    #[test]
+    fn local_time_is_nginxs() {
+        let mut out = Vec::new();
+        push_local_time(&mut out, Duration::from_millis(1_798_761_599_007));
+        assert_eq!(out, b"31/Dec/2026:23:59:59 +0000");
     }
 
     #[test]
