@@ -19,6 +19,7 @@ mod ingress;
 mod ingress_nginx;
 mod rbac;
 mod replicas;
+mod rollout;
 mod scale;
 mod status;
 
@@ -166,6 +167,19 @@ impl Install {
     /// As [`Install::ramjet_with`], with the admin listener on `admin` (known before it starts).
     fn ramjet_at(&self, identity: &str, kubeconfig: &std::path::Path, extra: &[&str], admin: SocketAddr) -> Ramjet {
         let http: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        self.ramjet_listening(identity, kubeconfig, extra, http, admin)
+    }
+
+    /// As [`Install::ramjet_at`], with the HTTP listener on `http` too (an EndpointSlice may not
+    /// name a loopback address).
+    fn ramjet_listening(
+        &self,
+        identity: &str,
+        kubeconfig: &std::path::Path,
+        extra: &[&str],
+        http: SocketAddr,
+        admin: SocketAddr,
+    ) -> Ramjet {
         let https: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let mut args: Vec<String> = self
             .args
@@ -317,7 +331,7 @@ fn spawn_ramjet(
         .iter()
         .find_map(|a| a.strip_prefix("--admin-token-file="))
         .map(|file| std::fs::read_to_string(file).unwrap().trim().to_string());
-    Ramjet { child: Some(child), http, https, admin, admin_token, log, identity: identity.into() }
+    Ramjet { child: Some(child), http, https, admin, admin_token, log, identity: identity.into(), exit: None }
 }
 
 /// The real binary, killed (SIGKILL) when dropped.
@@ -329,6 +343,8 @@ struct Ramjet {
     admin_token: Option<String>,
     log: PathBuf,
     identity: String,
+    /// How it exited, once [`Ramjet::wait_exit`] saw it.
+    exit: Option<std::process::ExitStatus>,
 }
 
 impl Ramjet {
@@ -417,11 +433,16 @@ impl Ramjet {
     /// Waits for the process to exit after a signal.
     fn wait_exit(&mut self, timeout: Duration) -> bool {
         let Some(child) = self.child.as_mut() else { return true };
-        let exited = eventually(timeout, || matches!(child.try_wait(), Ok(Some(_))));
-        if exited {
+        let mut exit = None;
+        eventually(timeout, || {
+            exit = child.try_wait().ok().flatten();
+            exit.is_some()
+        });
+        if exit.is_some() {
             self.child = None;
+            self.exit = exit;
         }
-        exited
+        exit.is_some()
     }
 }
 

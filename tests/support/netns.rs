@@ -10,6 +10,9 @@ use std::process::Command;
 /// `ip netns del ramjet-test` removes it.
 pub const BACKEND_NETNS: &str = "ramjet-test";
 pub const BACKEND_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 231, 0, 2);
+/// This namespace's end of the veth pair (once [`backend_netns`] made it): an address a listener of
+/// the tests' own can bind and an EndpointSlice may name.
+pub const HOST_IP: std::net::Ipv4Addr = std::net::Ipv4Addr::new(10, 231, 0, 1);
 
 pub fn backend_netns() {
     static READY: std::sync::OnceLock<()> = std::sync::OnceLock::new();
