@@ -263,11 +263,13 @@ impl Daemon {
         self.control.submit(Input::Static(Arc::new(routes)));
     }
 
-    /// The first step of a shutdown, while the data plane still serves: `/readyz` fails, and the
+    /// The first step of a shutdown, while the data plane still serves: `/readyz` fails, HTTP/1.1
+    /// answers say `Connection: close` (busy keep-alive clients move on during the delay), and the
     /// Lease (cluster mode) is given up, so another replica takes over writing status at once,
     /// not after the lease expires.
     pub fn begin_shutdown(&mut self) {
         self.control.mark_terminating();
+        self.dataplane.begin_closing();
         if let Some(cluster) = &mut self.cluster {
             cluster.release_lease(Duration::from_secs(5));
         }

@@ -203,7 +203,8 @@ fn sigterm_drains_in_flight_requests_and_exits_zero() {
 /// accepting for `--shutdown-delay` (the endpoint's removal takes that long to reach every load
 /// balancer), and every connection made then is served; only after it do they close and the
 /// daemon drains. A client at a steady rate sees no refused connection and no failed request
-/// until the delay is over.
+/// until the delay is over; a busy keep-alive connection is told `Connection: close` during the
+/// delay, so its client moves on before the drain closes what is left.
 #[test]
 fn sigterm_first_takes_the_daemon_out_of_rotation_then_drains() {
     let dir = temp_dir("shutdown-delay");
@@ -213,10 +214,19 @@ fn sigterm_first_takes_the_daemon_out_of_rotation_then_drains() {
     let (http, admin) = (daemon.http, daemon.admin);
     let ready = || Conn::open(admin).get("x", "/readyz");
     assert!(eventually(Duration::from_secs(5), || ready().status == 200), "never ready");
+    let mut kept = Conn::open(http);
+    assert_eq!(kept.get("h", "/").header("connection"), None, "keep-alive before SIGTERM");
     let sent = Instant::now();
     daemon.signal("-TERM");
     assert!(eventually(Duration::from_millis(500), || ready().status == 503), "/readyz still says ready after SIGTERM");
     assert_eq!(ready().body, "shutting down\n");
+    let told = kept.get("h", "/");
+    assert_eq!(
+        (told.status, told.header("connection")),
+        (200, Some("close")),
+        "a busy keep-alive connection during the delay"
+    );
+    assert!(kept.is_closed());
     // New connections, one every 50 ms through the delay: each is accepted and answered.
     let mut served = 0;
     while sent.elapsed() < delay - Duration::from_millis(300) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ramjet_shared::{
-    HistogramSnapshot, Published, RouteOrigin, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats,
+    route_object, HistogramSnapshot, Published, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats,
     DURATION_BUCKETS,
 };
 
@@ -172,9 +172,7 @@ fn render_certificates(out: &mut String, published: &Published) {
 fn route_labels(s: &RouteSnapshot) -> String {
     let mut out =
         format!("route=\"{}\",backend=\"{}\",route_kind=\"{}\"", label(&s.route), label(&s.backend), s.origin.label());
-    if s.origin != RouteOrigin::Static {
-        let (namespace, name) = s.route.split_once('/').unwrap_or(("", &s.route));
-        let service = s.backend.split_once('/').map(|(_, rest)| rest.rsplit_once(':').map_or(rest, |(svc, _)| svc));
+    if let Some((namespace, name, service)) = route_object(s.origin, &s.route, &s.backend) {
         let _ = write!(out, ",namespace=\"{}\",ingress=\"{}\"", label(namespace), label(name));
         if let Some(service) = service {
             let _ = write!(out, ",service=\"{}\"", label(service));

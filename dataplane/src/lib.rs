@@ -103,6 +103,8 @@ pub struct DataPlane {
     pub drivers: Vec<DriverChoice>,
     access_log: Option<AccessLog>,
     traces: Option<TraceExport>,
+    /// [`DataPlane::begin_closing`] was called.
+    closing: bool,
 }
 
 impl DataPlane {
@@ -196,6 +198,7 @@ impl DataPlane {
             drivers: drivers.into_iter().flatten().collect(),
             access_log,
             traces,
+            closing: false,
         })
     }
 
@@ -206,9 +209,22 @@ impl DataPlane {
         }
     }
 
+    /// Shutdown begins: HTTP/1.1 answers say `Connection: close` from now on, while the listeners
+    /// still accept (the shutdown delay); [`DataPlane::drain`] follows.
+    pub fn begin_closing(&mut self) {
+        if std::mem::replace(&mut self.closing, true) {
+            return;
+        }
+        for sender in &self.drain {
+            sender.signal();
+        }
+    }
+
     /// Stops accepting and lets the workers finish their connections (see [`Settings::drain_timeout`]).
+    /// Counts as [`DataPlane::begin_closing`] too when that was not called.
     pub fn drain(&mut self) {
-        // Dropping a worker's sender tells it, once.
+        self.begin_closing();
+        // Dropping a worker's sender tells it, once more.
         self.drain.clear();
     }
 

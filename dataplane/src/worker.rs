@@ -54,6 +54,10 @@ pub(crate) struct Worker {
     /// Head-writing buffers.
     pub out_buffers: BufferPool,
     pub drain: DrainSignal,
+    /// Fired when the daemon begins to shut down, before the drain: the listeners still accept,
+    /// but HTTP/1.1 answers say `Connection: close`, so busy keep-alive clients move to another
+    /// replica during the shutdown delay instead of all being closed at once when it ends.
+    pub closing: DrainSignal,
     /// The `Date` of answers the worker writes itself.
     pub clock: Clock,
     /// Waits that may end a tick late (quiet connections' keep-alive, every timeout of a
@@ -134,6 +138,7 @@ impl Worker {
             upstream_buffers: BufferPool::new(UPSTREAM_BUFFER, 1024),
             out_buffers: BufferPool::new(4096, 1024),
             drain: DrainSignal::default(),
+            closing: DrainSignal::default(),
             clock: Clock::default(),
             coarse_timer: Rc::default(),
             io_uring: true,

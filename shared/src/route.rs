@@ -289,6 +289,21 @@ impl RouteOrigin {
     }
 }
 
+/// The namespace and name of the object that declared a route (`namespace/name`), and the Service
+/// of its backend (`namespace/service:port`); `None` for a static route, which has neither.
+pub fn route_object<'a>(
+    origin: RouteOrigin,
+    route: &'a str,
+    backend: &'a str,
+) -> Option<(&'a str, &'a str, Option<&'a str>)> {
+    if origin == RouteOrigin::Static {
+        return None;
+    }
+    let (namespace, name) = route.split_once('/').unwrap_or(("", route));
+    let service = backend.split_once('/').map(|(_, rest)| rest.rsplit_once(':').map_or(rest, |(svc, _)| svc));
+    Some((namespace, name, service))
+}
+
 /// Who declared a route: the kind and name of the object. A bare `&str` is a static route's name.
 #[derive(Debug, Clone, Copy)]
 pub struct Source<'a> {

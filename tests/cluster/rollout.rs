@@ -17,11 +17,11 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::runtime::{watcher, WatchStreamExt};
 use support::client::{Conn, Response};
 
-/// The chart's readinessProbe, its period scaled down from 5 s; its failureThreshold as it is.
+/// The chart's readinessProbe, its period scaled down from 2 s; its failureThreshold as it is.
 const PROBE_PERIOD: Duration = Duration::from_millis(200);
-const FAILURE_THRESHOLD: u32 = 3;
+const FAILURE_THRESHOLD: u32 = 2;
 /// `controller.shutdownDelay`, shortened from the chart's 5 s to keep the test short, and still
-/// well above what taking a replica out takes here: three failed probes (0.6 s), one write and
+/// well above what taking a replica out takes here: two failed probes (0.4 s), one write and
 /// one watch event.
 const SHUTDOWN_DELAY: Duration = Duration::from_secs(2);
 /// The client: one request on a new connection every 20 ms, and four keep-alive connections with
@@ -186,10 +186,14 @@ fn rolling_update_refuses_no_connection() {
         assert!(served(who) > 0, "{who} served nothing");
     }
     assert!(late > 0, "no new connection reached one after SIGTERM: the rollout proved nothing");
-    for i in moved {
+    for &i in &moved {
         let last = requests.iter().rfind(|r| r.client == Some(i)).unwrap();
         assert!(!to(last, "one"), "keep-alive client {i} was still on one at the end");
+        // Told during the delay, not cut off when it ended: an answer said `Connection: close`.
+        let told = requests.iter().any(|r| r.client == Some(i) && to(r, "one") && r.sent >= term && r.told_to_close);
+        assert!(told, "keep-alive client {i} left one without being told to close");
     }
+    assert!(!requests.iter().any(|r| r.retried), "a request was sent again after a reused connection closed");
     assert!(one.exit.is_some_and(|e| e.success()), "one exited with {:?}; log:\n{}", one.exit, one.log());
     let stopping = one_exited - term;
     assert!(

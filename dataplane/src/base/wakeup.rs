@@ -68,8 +68,9 @@ impl Wakeup {
         Ok(())
     }
 
-    /// Waits until the counter is non-zero and resets it.
-    pub async fn wait(&self) -> io::Result<()> {
+    /// Waits until the counter is non-zero and resets it; what it held (events signalled since the
+    /// last wait, or timer expiries).
+    pub async fn wait(&self) -> io::Result<u64> {
         loop {
             // Not relaxed: on epoll the readiness is checked with the kernel, since the reads below
             // bypass the runtime and it cannot know they emptied the counter.
@@ -79,7 +80,7 @@ impl Wakeup {
             #[allow(unsafe_code)]
             let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut count as *mut u64).cast(), 8) };
             if n == 8 {
-                return Ok(());
+                return Ok(count);
             }
             let e = io::Error::last_os_error();
             if e.kind() != io::ErrorKind::WouldBlock {
@@ -124,14 +125,20 @@ pub fn event_pair() -> io::Result<(EventSender, OwnedFd)> {
 /// (now, or as soon as it waits), as a channel's receiver learns that its senders are gone.
 pub struct EventSender(OwnedFd);
 
-impl Drop for EventSender {
-    fn drop(&mut self) {
+impl EventSender {
+    /// Signals once without closing (the drop signals again).
+    pub fn signal(&self) {
         let one = 1u64;
-        // SAFETY: writes the 8 bytes of `one`. It can only fail if the counter would overflow,
-        // which a counter written once per drain never nears.
+        // SAFETY: writes the 8 bytes of `one`; the counter is written at most twice.
         #[allow(unsafe_code)]
         unsafe {
             libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8)
         };
+    }
+}
+
+impl Drop for EventSender {
+    fn drop(&mut self) {
+        self.signal();
     }
 }

@@ -51,9 +51,16 @@ pub(crate) async fn run(
     monoio::spawn(tick_clock(worker.clone()));
     monoio::spawn(run_coarse_timer(worker.clone(), clock));
 
-    // The control thread writes the drain eventfd once, to drain (`DataPlane::drain`). An error
-    // reading it drains too: a worker that cannot hear the signal must not outlive the daemon.
-    let _ = drain.wait().await;
+    // The control thread writes the drain eventfd once when shutdown begins
+    // (`DataPlane::begin_closing`) and once to drain (`DataPlane::drain`); both writes may come
+    // as one. An error reading it drains too: a worker that cannot hear the signal must not
+    // outlive the daemon.
+    let mut signalled = drain.wait().await.unwrap_or(2);
+    worker.closing.fire();
+    if signalled < 2 {
+        signalled += drain.wait().await.unwrap_or(1);
+    }
+    debug_assert!(signalled >= 2);
     worker.drain.fire();
     let deadline = Instant::now() + worker.settings.drain_timeout;
     while worker.open_connections.get() > 0 && Instant::now() < deadline {

@@ -279,7 +279,7 @@ where
     S: AsyncReadRent + AsyncWriteRent,
 {
     let worker = conn.worker;
-    let keep_alive = head.keep_alive && !worker.drain.is_fired();
+    let keep_alive = head.keep_alive && !worker.closing.is_fired();
     let data = conn.buf.data();
     let host = text(&data[head.host.clone()]).unwrap_or("");
     let target = text(&data[head.target.clone()]).unwrap_or("/");
