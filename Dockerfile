@@ -36,8 +36,9 @@ LABEL org.opencontainers.image.title="ramjet" \
       org.opencontainers.image.description="Kubernetes ingress controller and edge proxy" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/ramjet /out/ramjet-top /usr/local/bin/
-# http, https, admin (/healthz, /readyz, /metrics, /admin/*): the daemon's
-# default listeners and the chart's containerPorts.
-EXPOSE 8080 8443 10254
+# The chart's containerPorts: http, https, the read-only metrics listener
+# (/metrics, /healthz, /readyz; the daemon's admin listener by default) and the
+# admin API.
+EXPOSE 8080 8443 10254 10255
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/ramjet"]

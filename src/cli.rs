@@ -55,9 +55,15 @@ pub struct Cli {
     #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_HTTPS_ADDR")]
     pub https_addr: Option<SocketAddr>,
 
-    /// The admin listener: /admin/generations, /admin/rollback, /metrics, /healthz, /readyz.
+    /// The admin listener: /admin/generations, /admin/rollback, /admin/traffic, /admin/route, and
+    /// /metrics, /healthz, /readyz.
     #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_ADMIN_ADDR", default_value = "0.0.0.0:10254")]
     pub admin_addr: SocketAddr,
+
+    /// A read-only listener serving only /metrics, /healthz and /readyz, for Prometheus and the
+    /// kubelet, so that the admin API can be bound where only operators reach it.
+    #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
 
     /// Data-plane workers (0: one per CPU this process may run on).
     #[arg(help_heading = "Listeners and workers", long, env = "RAMJET_WORKERS", default_value_t = 0)]

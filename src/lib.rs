@@ -50,6 +50,8 @@ pub struct DaemonConfig {
     /// Bound only when TLS can be served: see [`serves_https`].
     pub https_addr: SocketAddr,
     pub admin_addr: SocketAddr,
+    /// The read-only listener for probes and `/metrics` (`--metrics-addr`), when wanted.
+    pub metrics_addr: Option<SocketAddr>,
     pub workers: usize,
     pub history_size: usize,
     pub admin_token: Option<String>,
@@ -80,6 +82,7 @@ impl DaemonConfig {
             http_addr: any,
             https_addr: any,
             admin_addr: any,
+            metrics_addr: None,
             workers: 2,
             history_size: 10,
             admin_token: None,
@@ -144,6 +147,10 @@ impl Daemon {
             }
             _ => anyhow::anyhow!("cannot listen on the admin address {}: {e}", config.admin_addr),
         })?;
+        let metrics_listener = config
+            .metrics_addr
+            .map(|addr| TcpListener::bind(addr).with_context(|| format!("cannot listen on the metrics address {addr}")))
+            .transpose()?;
         let workers = if config.workers == 0 { ramjet_dataplane::default_workers() } else { config.workers };
         let https = serves_https(&config.source, config.default_certificate.is_some());
         // A name without a certificate gets the default one, else a self-signed one: a handshake
@@ -167,6 +174,7 @@ impl Daemon {
             worker_stats: stats.clone(),
             history_size: config.history_size,
             admin_listener: admin,
+            metrics_listener,
             admin_token: config.admin_token,
             audit_webhook: config.audit_webhook,
             event_sinks,
@@ -250,6 +258,11 @@ impl Daemon {
 
     pub fn admin_addr(&self) -> SocketAddr {
         self.control.admin_addr
+    }
+
+    /// The read-only listener's address (`--metrics-addr`), when there is one.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.control.metrics_addr
     }
 
     /// Reopens the access log's file (SIGHUP: logrotate moved it away).

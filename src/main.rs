@@ -235,6 +235,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         http_addr: cli.http_addr,
         https_addr: cli.https_addr.unwrap_or(DEFAULT_HTTPS_ADDR),
         admin_addr: cli.admin_addr,
+        metrics_addr: cli.metrics_addr,
         workers: cli.workers,
         history_size: cli.history_size as usize,
         admin_token,

@@ -356,3 +356,32 @@ fn without_colours(log: &str) -> String {
     }
     out
 }
+
+/// `--metrics-addr`: a listener for Prometheus and the kubelet that serves `/metrics` and the
+/// probes and nothing else; a pin sent to it changes nothing and says where the admin API is.
+#[test]
+fn the_metrics_listener_serves_probes_and_metrics_and_nothing_that_changes() {
+    let dir = temp_dir("metrics-listener");
+    let routes = write(&dir, "r.yaml", HELLO);
+    let metrics = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let daemon = Running::start(&routes, &["--metrics-addr", &metrics.to_string()], &[]);
+    let get = |path: &str| Conn::open(metrics).get("x", path);
+    assert!(eventually(Duration::from_secs(5), || get("/readyz").status == 200), "never ready");
+    assert_eq!(get("/healthz").status, 200);
+    let text = get("/metrics");
+    assert!(text.status == 200 && text.body.contains("ramjet_serving_generation 1"), "{}", text.body);
+    for path in ["/admin/generations", "/admin/traffic", "/admin/route?host=a&path=/"] {
+        let r = get(path);
+        assert_eq!(r.status, 404, "{path}");
+        assert!(r.body.contains("the admin API is on --admin-addr"), "{path}: {}", r.body);
+    }
+    let pin = support::client::request(
+        metrics,
+        "POST /admin/rollback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 16\r\nConnection: close\r\n\r\n{\"generation\":1}",
+    );
+    assert_eq!(pin.status, 404, "{}", pin.body);
+    let generations = Conn::open(daemon.admin).get("x", "/admin/generations");
+    assert!(generations.body.contains("\"pinned\":null"), "nothing was pinned: {}", generations.body);
+    let (ok, log) = daemon.stop();
+    assert!(ok, "{log}");
+}

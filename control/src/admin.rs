@@ -11,6 +11,10 @@
 //! | `GET /healthz`, `GET /readyz` | alive; ready once the first generation is published and the data plane listens, until shutdown begins | never |
 //!
 //! The JSON bodies are [`ramjet_shared::admin`]'s types, the one schema `ramjet-top` reads too.
+//!
+//! With `--metrics-addr`, a second listener serves only the probes and `/metrics` ([`health_router`]):
+//! Prometheus and the kubelet reach that one, and the admin API can be bound where only operators
+//! and the other replicas reach it.
 
 mod error;
 
@@ -71,6 +75,23 @@ pub fn router(state: Arc<AdminState>) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// The read-only listener: `/metrics`, `/healthz` and `/readyz`, nothing that changes or tells
+/// more.
+pub fn health_router(state: Arc<AdminState>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .fallback(|| async {
+            AdminError::new(
+                StatusCode::NOT_FOUND,
+                "this listener serves only /metrics, /healthz and /readyz; the admin API is on --admin-addr",
+            )
+        })
+        .layer(DefaultBodyLimit::max(0))
         .with_state(state)
 }
 

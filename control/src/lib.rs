@@ -75,6 +75,8 @@ pub struct ControlConfig {
     pub history_size: usize,
     /// Bound by the caller (so a port in use is refused before anything starts).
     pub admin_listener: std::net::TcpListener,
+    /// The read-only listener for probes and `/metrics` (`--metrics-addr`), bound by the caller.
+    pub metrics_listener: Option<std::net::TcpListener>,
     pub admin_token: Option<String>,
     pub audit_webhook: Option<Webhook>,
     pub event_sinks: Vec<Arc<dyn EventSink>>,
@@ -99,6 +101,8 @@ pub struct ControlHandle {
     shutdown: Option<oneshot::Sender<()>>,
     pub applier: Arc<Applier>,
     pub admin_addr: SocketAddr,
+    /// Where the read-only listener is bound, when there is one.
+    pub metrics_addr: Option<SocketAddr>,
     pub metrics: Arc<ControlMetrics>,
     /// The control thread's runtime, for sources that run beside the rebuild loop (the watcher).
     pub runtime: tokio::runtime::Handle,
@@ -120,6 +124,10 @@ impl Control {
             Arc::new(Applier::new(config.published.clone(), config.history_size, audit.clone(), metrics.clone()));
         let admin_addr = config.admin_listener.local_addr()?;
         config.admin_listener.set_nonblocking(true)?;
+        let metrics_addr = config.metrics_listener.as_ref().map(|l| l.local_addr()).transpose()?;
+        if let Some(l) = &config.metrics_listener {
+            l.set_nonblocking(true)?;
+        }
         let instance = instance_id();
         let listening = Arc::new(AtomicBool::new(false));
         let terminating = Arc::new(AtomicBool::new(false));
@@ -148,6 +156,7 @@ impl Control {
         let (canaries_tx, canaries) = watch::channel(Arc::from(Vec::new()));
         let handle = runtime.handle().clone();
         let listener = config.admin_listener;
+        let metrics_listener = config.metrics_listener;
         let thread_applier = applier.clone();
         let thread_metrics = metrics.clone();
         let thread = std::thread::Builder::new().name("ramjet-control".into()).spawn(move || {
@@ -186,6 +195,20 @@ impl Control {
                         applier.prune();
                     }
                 });
+                // Ends with the runtime, when the admin listener below has shut down.
+                if let Some(l) =
+                    metrics_listener.map(tokio::net::TcpListener::from_std).transpose().unwrap_or_else(|e| {
+                        tracing::error!(error = %e, "cannot register the metrics listener");
+                        None
+                    })
+                {
+                    let router = admin::health_router(admin_state.clone());
+                    tokio::spawn(async move {
+                        if let Err(e) = axum::serve(l, router).await {
+                            tracing::error!(error = %e, "metrics listener failed");
+                        }
+                    });
+                }
                 let server = axum::serve(listener, admin::router(admin_state)).with_graceful_shutdown(async move {
                     let _ = shutdown_rx.await;
                 });
@@ -200,6 +223,7 @@ impl Control {
             shutdown: Some(shutdown),
             applier,
             admin_addr,
+            metrics_addr,
             metrics,
             runtime: handle,
             diagnostics,

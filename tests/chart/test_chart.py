@@ -105,6 +105,8 @@ SCENARIOS: dict[str, dict] = {
     "no-admin-token": {"controller": {"adminToken": {"generate": False}}},
     "network-policy": {"networkPolicy": {"enabled": True, "adminFrom": [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}},
+    "network-policy-metrics": {"networkPolicy": {"enabled": True, "metricsFrom": [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]}},
     "seccomp-operator": {"controller": {"seccompOperator": {"enabled": True}, "ioDriver": "io-uring"}},
     "no-pdb": {"controller": {"podDisruptionBudget": {"enabled": False}}},
     "hpa": {"controller": {"autoscaling": {"enabled": True, "minReplicas": 3, "maxReplicas": 12,
@@ -396,8 +398,9 @@ def check_invariants(s: str) -> None:
     assert c["image"].startswith(values["image"]["repository"] + ":"), c["image"]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {k: int(v) for k, v in values["controller"]["containerPorts"].items()}
-    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+    # Probes on the read-only listener, which serves nothing else that matters.
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     env = {e["name"]: e for e in c["env"]}
     assert env["RAMJET_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
@@ -439,7 +442,8 @@ def test_default_is_a_deployment_with_loadbalancer_service():
     ports = {p["name"]: (p["port"], p["targetPort"]) for p in svc["spec"]["ports"]}
     assert ports == {"http": (80, "http"), "https": (443, "https")}, ports
     cports = {p["name"]: p["containerPort"] for p in container("default")["ports"]}
-    assert cports == {"http": 8080, "https": 8443, "admin": 10254}
+    assert cports == {"http": 8080, "https": 8443, "metrics": 10254, "admin": 10255}
+    assert flag("default", "metrics-addr") == "0.0.0.0:10254" and flag("default", "admin-addr") == "0.0.0.0:10255"
     assert not find("default", "ServiceMonitor")
     assert not find("default", "DaemonSet")
 
@@ -723,15 +727,19 @@ def test_network_policy_opens_the_traffic_ports_and_guards_the_admin_port():
     np = one("network-policy", "NetworkPolicy", FULLNAME)["spec"]
     w = workload("network-policy")
     assert np["podSelector"] == w["spec"]["selector"] and np["policyTypes"] == ["Ingress"]
-    traffic, admin = np["ingress"]
+    traffic, metrics, admin = np["ingress"]
     assert traffic == {"ports": [{"port": "http", "protocol": "TCP"}, {"port": "https", "protocol": "TCP"}]}
+    # The read-only port: from anywhere unless metricsFrom says who.
+    assert metrics == {"ports": [{"port": "metrics", "protocol": "TCP"}]}
+    listed = one("network-policy-metrics", "NetworkPolicy")["spec"]["ingress"][1]
+    assert listed["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     assert admin["ports"] == [{"port": "admin", "protocol": "TCP"}]
     assert admin["from"] == [
         {"podSelector": w["spec"]["selector"]},
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}},
     ]
     # The named ports exist on the container.
-    assert {"http", "https", "admin"} <= {p["name"] for p in container("network-policy")["ports"]}
+    assert {"http", "https", "metrics", "admin"} <= {p["name"] for p in container("network-policy")["ports"]}
 
 
 def test_pdb():
@@ -747,7 +755,7 @@ def test_metrics_annotations_and_service():
                    "prometheus.io/path": "/metrics"}, ann
     msvc = one("default", "Service", f"{FULLNAME}-metrics")
     assert msvc["spec"]["type"] == "ClusterIP"
-    assert msvc["spec"]["ports"] == [{"name": "metrics", "port": 10254, "targetPort": "admin",
+    assert msvc["spec"]["ports"] == [{"name": "metrics", "port": 10254, "targetPort": "metrics",
                                       "protocol": "TCP", "appProtocol": "http"}]
     # The public Service never exposes the admin port.
     pub = one("default", "Service", FULLNAME)
@@ -763,12 +771,12 @@ def test_fleet_service_names_every_replica():
     spec = fleet["spec"]
     # Headless, and not-ready pods included: the brake must reach a replica failing its probe.
     assert spec["clusterIP"] == "None" and spec["publishNotReadyAddresses"] is True, spec
-    assert spec["ports"] == [{"name": "admin", "port": 10254, "targetPort": "admin", "protocol": "TCP",
+    assert spec["ports"] == [{"name": "admin", "port": 10255, "targetPort": "admin", "protocol": "TCP",
                               "appProtocol": "http"}], spec["ports"]
     assert spec["selector"] == workload("default")["spec"]["selector"]["matchLabels"]
     assert not find("no-service", "Service", f"{FULLNAME}-fleet")
     # The replicas find each other through it, so canary promotion sees every replica's traffic.
-    assert flag("default", "peers") == f"{FULLNAME}-fleet.{NAMESPACE}.svc:10254"
+    assert flag("default", "peers") == f"{FULLNAME}-fleet.{NAMESPACE}.svc:10255"
     assert flag("no-service", "peers") is None
 
 

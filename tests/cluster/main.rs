@@ -185,7 +185,7 @@ impl Install {
             .args
             .iter()
             .filter(|a| {
-                !["--http-addr", "--https-addr", "--admin-addr", "--io-driver", "--admin-token-file"]
+                !["--http-addr", "--https-addr", "--admin-addr", "--metrics-addr", "--io-driver", "--admin-token-file"]
                     .iter()
                     .any(|f| a.starts_with(f))
             })
@@ -200,6 +200,7 @@ impl Install {
             format!("--http-addr={http}"),
             format!("--https-addr={https}"),
             format!("--admin-addr={admin}"),
+            format!("--metrics-addr=127.0.0.1:{}", free_port()),
             "--io-driver=auto".into(),
             "--workers=1".into(),
             format!("--kubeconfig={}", kubeconfig.display()),

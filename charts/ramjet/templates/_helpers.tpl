@@ -72,7 +72,7 @@ True ("true") when any listener port is privileged (< 1024).
 */}}
 {{- define "ramjet.lowPorts" -}}
 {{- $p := .Values.controller.containerPorts }}
-{{- if or (lt (int $p.http) 1024) (lt (int $p.https) 1024) (lt (int $p.admin) 1024) }}true{{ end }}
+{{- if or (lt (int $p.http) 1024) (lt (int $p.https) 1024) (lt (int $p.admin) 1024) (lt (int $p.metrics) 1024) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -80,7 +80,7 @@ The lowest listener port, for net.ipv4.ip_unprivileged_port_start.
 */}}
 {{- define "ramjet.lowestPort" -}}
 {{- $p := .Values.controller.containerPorts }}
-{{- min (int $p.http) (int $p.https) (int $p.admin) }}
+{{- min (int $p.http) (int $p.https) (int $p.admin) (int $p.metrics) }}
 {{- end }}
 
 {{/*
@@ -169,6 +169,7 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 - {{ printf "--http-addr=%s:%d" $bind (int $c.containerPorts.http) | quote }}
 - {{ printf "--https-addr=%s:%d" $bind (int $c.containerPorts.https) | quote }}
 - {{ printf "--admin-addr=%s:%d" $bind (int $c.containerPorts.admin) | quote }}
+- {{ printf "--metrics-addr=%s:%d" $bind (int $c.containerPorts.metrics) | quote }}
 - {{ printf "--ingress-class=%s" .Values.ingressClass.name | quote }}
 - {{ printf "--controller-name=%s" .Values.ingressClass.controllerValue | quote }}
 - {{ printf "--gateway-api=%t" .Values.gatewayAPI.enabled | quote }}
@@ -261,7 +262,7 @@ metadata:
   annotations:
     {{- if and .Values.metrics.enabled .Values.metrics.scrapeAnnotations }}
     prometheus.io/scrape: "true"
-    prometheus.io/port: {{ $c.containerPorts.admin | int | toString | quote }}
+    prometheus.io/port: {{ $c.containerPorts.metrics | int | toString | quote }}
     prometheus.io/path: /metrics
     {{- end }}
     {{- with $c.podAnnotations }}
@@ -327,6 +328,9 @@ spec:
           protocol: TCP
         - name: https
           containerPort: {{ int $c.containerPorts.https }}
+          protocol: TCP
+        - name: metrics
+          containerPort: {{ int $c.containerPorts.metrics }}
           protocol: TCP
         - name: admin
           containerPort: {{ int $c.containerPorts.admin }}
