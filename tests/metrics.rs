@@ -287,3 +287,58 @@ fn ingress_series_have_namespace_ingress_service_and_status_code_labels() {
     check_with_promtool(&text);
     d.shutdown();
 }
+
+/// Asked for OpenMetrics (as Prometheus asks when it stores exemplars), `/metrics` is valid
+/// OpenMetrics by the Prometheus project's own parser, and a route's duration histogram points to
+/// its last traced request: the trace id an operator follows from a slow bucket to the trace.
+#[test]
+fn openmetrics_carries_the_last_traced_request_as_an_exemplar() {
+    let backend = Backend::start("app");
+    let yaml = format!(
+        "backends:\n  app: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: app }}\n",
+        backend.addr
+    );
+    // Spans go nowhere (the exemplar needs only the sampling): a collector that is down.
+    let d = daemon_with(routes(&yaml), IoDriver::Auto, |c| {
+        let mut traces = ramjet_dataplane::TraceSettings::new(format!("http://{}", dead_addr()).parse().unwrap());
+        traces.sample_ratio = 0.0;
+        c.traces = Some(traces);
+    });
+    let trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let traced = format!("traceparent: 00-{trace}-00f067aa0ba902b7-01\r\n");
+    assert_eq!(support::client::Conn::open(d.http_addr()).get_with("a", "/traced", &traced).status, 200);
+    assert_eq!(get(d.http_addr(), "a", "/untraced").status, 200);
+    let scrape = |accept: &str| {
+        request(
+            d.admin_addr(),
+            &format!("GET /metrics HTTP/1.1\r\nHost: a\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    let om = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    assert!(eventually(Duration::from_secs(5), || scrape(om).body.contains(trace)), "{}", scrape(om).body);
+    let answer = scrape(om);
+    assert!(answer.header("content-type").is_some_and(|t| t.starts_with("application/openmetrics-text")));
+    let text = answer.body;
+    let script = r#"
+import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+families = {f.name: f for f in text_string_to_metric_families(sys.stdin.read())}
+assert families["ramjet_requests"].type == "counter", families["ramjet_requests"].type
+hist = families["ramjet_route_request_duration_seconds"]
+exemplars = [s.exemplar for s in hist.samples if s.exemplar is not None]
+assert len(exemplars) == 1, exemplars
+print(exemplars[0].labels["trace_id"])
+"#;
+    let mut child =
+        Command::new(venv_python()).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the OpenMetrics parser refused /metrics:\n{text}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), trace);
+    // Prometheus text as before for a scraper that asks for nothing else, without exemplars.
+    let plain = scrape("text/plain");
+    assert!(plain.header("content-type").is_some_and(|t| t.starts_with("text/plain; version=0.0.4")));
+    assert!(!plain.body.contains(trace) && !plain.body.contains("# EOF"));
+    check_with_promtool(&plain.body);
+    d.shutdown();
+}

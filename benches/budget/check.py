@@ -10,6 +10,13 @@ start-up, the first connection and shutdown cancel out.
     benches/budget/check.py --ramjet target/release/ramjet            # check against the budget
     benches/budget/check.py --ramjet target/release/ramjet --report   # print the counts only
 
+What a feature costs a request: the same count with flags for the measured ramjet and fields for
+the request (`--report` then, since the budget is for the plain request):
+
+    benches/budget/check.py --ramjet target/release/ramjet --report \
+        --flag=--otlp-endpoint=http://127.0.0.1:9 --flag=--trace-sample-ratio=0
+    benches/budget/check.py ... --field 'traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+
 The backend is a second ramjet (not under valgrind) answering from a direct response; the client
 is this script, one request in flight on one connection, so the count is the worker's alone.
 """
@@ -74,13 +81,13 @@ def ramjet_args(binary, routes, driver):
     return argv, http, admin
 
 
-def requests(port, n):
-    """`n` keep-alive requests on one connection, one at a time; each must answer 200."""
+def requests(port, n, request):
+    """`n` keep-alive `request`s on one connection, one at a time; each must answer 200."""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as c:
         c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         buf = b""
         for _ in range(n):
-            c.sendall(REQUEST)
+            c.sendall(request)
             while True:
                 end = buf.find(b"\r\n\r\n")
                 if end >= 0:
@@ -117,17 +124,18 @@ def worker_instructions(prefix):
     return total
 
 
-def measure(binary, valgrind, backend_port, driver, low, high, tmp):
+def measure(binary, valgrind, backend_port, driver, low, high, tmp, flags=(), request=REQUEST):
     routes = os.path.join(tmp, "routes.yaml")
     per_run = {}
     for n in (low, high):
         prefix = os.path.join(tmp, f"callgrind-{driver}-{n}.out")
         argv, http, admin = ramjet_args(binary, routes, driver)
+        argv += list(flags)
         wrapper = valgrind + ["--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={prefix}.%p"]
         proc = start(wrapper + argv, f"proxy-{driver}-{n}", admin, tmp, timeout=300)
         try:
-            requests(http, 1)  # the one warm-up connection, the same in both runs
-            requests(http, n)
+            requests(http, 1, request)  # the one warm-up connection, the same in both runs
+            requests(http, n, request)
         finally:
             proc.terminate()
             proc.wait(timeout=300)
@@ -159,7 +167,10 @@ def main():
     ap.add_argument("--runs", type=int, default=3,
                     help="measurements per driver; the median is checked (epoll's count varies with timing)")
     ap.add_argument("--report", action="store_true", help="print the counts; check nothing")
+    ap.add_argument("--flag", action="append", default=[], help="a flag for the measured ramjet (repeatable)")
+    ap.add_argument("--field", action="append", default=[], help="a field line for the request (repeatable)")
     args = ap.parse_args()
+    request = REQUEST[:-2] + b"".join(f.encode() + b"\r\n" for f in args.field) + b"\r\n"
     valgrind = valgrind_command(os.path.join(HERE, "..", "..", "target"))
     with open(args.budget) as f:
         budget = json.load(f)
@@ -170,8 +181,8 @@ def main():
     failed = []
     try:
         for driver in args.drivers.split(","):
-            runs = sorted(measure(args.ramjet, valgrind, backend_port, driver, args.low, args.high, tmp)
-                          for _ in range(args.runs))
+            runs = sorted(measure(args.ramjet, valgrind, backend_port, driver, args.low, args.high, tmp,
+                                  args.flag, request) for _ in range(args.runs))
             per_request = runs[len(runs) // 2]
             limit = budget["plain_keepalive"][driver]
             verdict = "ok" if per_request <= limit["max"] else "OVER BUDGET"

@@ -279,8 +279,17 @@ async fn traffic(State(state): State<Arc<AdminState>>) -> Json<Traffic> {
     Json(Traffic { instance: state.instance.clone(), bounds: DURATION_BUCKETS.to_vec(), routes })
 }
 
-async fn metrics(State(state): State<Arc<AdminState>>) -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], render(&state.metrics)).into_response()
+/// Prometheus text, or OpenMetrics when the scraper asks for it (Prometheus does when exemplar
+/// storage is on): only OpenMetrics carries exemplars.
+async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if accept.contains("application/openmetrics-text") {
+        let body = render(&state.metrics, true);
+        ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body).into_response()
+    } else {
+        ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], render(&state.metrics, false))
+            .into_response()
+    }
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ramjet_shared::{
-    route_object, HistogramSnapshot, Published, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats,
+    route_object, Exemplar, HistogramSnapshot, Published, RouteSnapshot, StatusClass, UpstreamErrorKind, WorkerStats,
     DURATION_BUCKETS,
 };
 
@@ -81,16 +81,34 @@ fn label(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot) {
+fn histogram(out: &mut String, name: &str, labels: &str, h: &HistogramSnapshot, exemplar: Option<&Exemplar>) {
+    // The exemplar goes on the bucket its duration falls in (OpenMetrics only).
+    let at = exemplar.map(|e| {
+        DURATION_BUCKETS.iter().position(|&b| e.duration_us as f64 / 1e6 <= b).unwrap_or(DURATION_BUCKETS.len())
+    });
     let mut cumulative = 0;
-    for (n, bound) in h.buckets.iter().zip(DURATION_BUCKETS) {
+    for (i, (n, bound)) in h.buckets.iter().zip(DURATION_BUCKETS).enumerate() {
         cumulative += n;
-        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+        let _ = write!(out, "{name}_bucket{{{labels},le=\"{bound}\"}} {cumulative}");
+        push_exemplar(out, exemplar.filter(|_| at == Some(i)));
     }
     let count = h.count();
-    let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+    let _ = write!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {count}");
+    push_exemplar(out, exemplar.filter(|_| at == Some(DURATION_BUCKETS.len())));
     let _ = writeln!(out, "{name}_sum{{{labels}}} {}", h.sum_us as f64 / 1e6);
     let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+}
+
+/// ` # {trace_id="…"} value timestamp` and the line's end.
+fn push_exemplar(out: &mut String, exemplar: Option<&Exemplar>) {
+    if let Some(e) = exemplar {
+        let _ = write!(out, " # {{trace_id=\"");
+        for b in e.trace_id {
+            let _ = write!(out, "{b:02x}");
+        }
+        let _ = write!(out, "\"}} {} {}.{:03}", e.duration_us as f64 / 1e6, e.unix_ms / 1000, e.unix_ms % 1000);
+    }
+    out.push('\n');
 }
 
 /// The standard `process_*` families (as every Prometheus client library exports them), read
@@ -182,7 +200,7 @@ fn route_labels(s: &RouteSnapshot) -> String {
 }
 
 /// The per route and backend families (each family's samples together, as the format requires).
-fn render_routes(out: &mut String, series: &[RouteSnapshot]) {
+fn render_routes(out: &mut String, series: &[RouteSnapshot], openmetrics: bool) {
     let labels: Vec<String> = series.iter().map(route_labels).collect();
     family(out, "ramjet_route_requests_total", "counter", "Requests answered per route and backend, by status class.");
     for (s, l) in series.iter().zip(&labels) {
@@ -215,7 +233,8 @@ fn render_routes(out: &mut String, series: &[RouteSnapshot]) {
         "Time from the complete request head to the end of the response, per route and backend.",
     );
     for (s, l) in series.iter().zip(&labels) {
-        histogram(out, "ramjet_route_request_duration_seconds", l, &s.duration);
+        let exemplar = s.exemplar.as_ref().filter(|_| openmetrics);
+        histogram(out, "ramjet_route_request_duration_seconds", l, &s.duration, exemplar);
     }
     family(
         out,
@@ -224,7 +243,7 @@ fn render_routes(out: &mut String, series: &[RouteSnapshot]) {
         "Time from the start of the upstream exchange (connect included) to the response head.",
     );
     for (s, l) in series.iter().zip(&labels) {
-        histogram(out, "ramjet_route_upstream_response_seconds", l, &s.upstream);
+        histogram(out, "ramjet_route_upstream_response_seconds", l, &s.upstream, None);
     }
     family(out, "ramjet_route_request_bytes_total", "counter", "Request bytes received (head and body).");
     for (s, l) in series.iter().zip(&labels) {
@@ -245,8 +264,10 @@ fn render_routes(out: &mut String, series: &[RouteSnapshot]) {
     }
 }
 
-/// Renders the exposition text.
-pub fn render(m: &MetricsSources) -> String {
+/// Renders the exposition: Prometheus text (0.0.4), or OpenMetrics 1.0 — the same samples, the
+/// counters' families named without `_total`, the duration histograms carrying the trace of their
+/// last traced request as an exemplar, and `# EOF`.
+pub fn render(m: &MetricsSources, openmetrics: bool) -> String {
     let mut out = String::with_capacity(4096);
     let c = &m.control;
     let w = &m.workers;
@@ -310,7 +331,7 @@ pub fn render(m: &MetricsSources) -> String {
     let _ = writeln!(out, "ramjet_trace_spans_total{{outcome=\"exported\"}} {exported}");
     let _ = writeln!(out, "ramjet_trace_spans_total{{outcome=\"failed\"}} {failed}");
     let _ = writeln!(out, "ramjet_trace_spans_total{{outcome=\"dropped\"}} {dropped}");
-    render_routes(&mut out, &w.route_series());
+    render_routes(&mut out, &w.route_series(), openmetrics);
     family(
         &mut out,
         "ramjet_mirror_requests_total",
@@ -374,5 +395,35 @@ pub fn render(m: &MetricsSources) -> String {
             writeln!(out, "ramjet_audit_webhook_deliveries_total{{outcome=\"delivered\"}} {}", delivered.load(Relaxed));
         let _ = writeln!(out, "ramjet_audit_webhook_deliveries_total{{outcome=\"failed\"}} {}", failed.load(Relaxed));
     }
+    if openmetrics {
+        out = as_openmetrics(&out);
+    }
+    out
+}
+
+/// OpenMetrics names a counter's family without the `_total` its samples carry, and ends with
+/// `# EOF`; everything else is written alike.
+fn as_openmetrics(text: &str) -> String {
+    let counters: std::collections::HashSet<&str> =
+        text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut out = String::with_capacity(text.len() + 16);
+    for line in text.lines() {
+        let meta = ["# HELP ", "# TYPE "].into_iter().find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let name = match counters.contains(name) {
+                    true => name.strip_suffix("_total").unwrap_or(name),
+                    false => name,
+                };
+                let _ = writeln!(out, "{prefix}{name} {tail}");
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out.push_str("# EOF\n");
     out
 }

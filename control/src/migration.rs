@@ -114,7 +114,7 @@ impl Report {
             if !settings.not_reviewed.is_empty() {
                 let _ = writeln!(
                     out,
-                    "  not reviewed yet: {} (only the client-address settings are)",
+                    "  not reviewed yet: {} (the client-address, tracing and log-format settings are)",
                     settings.not_reviewed.join(", ")
                 );
             }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, Cache};
-use ramjet_shared::{Generation, Published, WorkerCounters, WorkerStats};
+use ramjet_shared::{Exemplar, Generation, Published, WorkerCounters, WorkerStats};
 
 use crate::base::buf::BufferPool;
 use crate::base::clock::Clock;
@@ -302,15 +302,20 @@ impl Worker {
             self.counters().request(done.status);
         }
         let duration = done.start.elapsed();
-        if let Some(span) = span {
-            self.span_done(span, done, duration);
-        }
         if let Some(served) = done.served {
             let current = Arc::ptr_eq(&self.current.borrow(), done.generation);
             let sample = requests::sample(done, duration, self.clock.unix_secs());
             let mut routes = self.observer.routes.borrow_mut();
             let stats = &self.observer.stats;
-            routes.series(served, done.generation, current, |list| stats.publish_series(self.id, list)).record(&sample);
+            let series = routes.series(served, done.generation, current, |list| stats.publish_series(self.id, list));
+            series.record(&sample);
+            if let Some(span) = &span {
+                let unix_ms = (span.start_unix_nanos + duration.as_nanos() as u64) / 1_000_000;
+                series.traced(&Exemplar { trace_id: span.trace_id, duration_us: sample.duration_us, unix_ms });
+            }
+        }
+        if let Some(span) = span {
+            self.span_done(span, done, duration);
         }
         let (Some(log), Some(record)) = (&self.log, record) else { return };
         let mut log = log.borrow_mut();

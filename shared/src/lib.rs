@@ -67,7 +67,7 @@ pub use route::{
     RoutePolicy, RouteTable, Rule, Source, TableBuilder, TableItem, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
 };
 pub use stats::{
-    Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass, UpstreamErrorKind,
-    WorkerCounters, WorkerStats, DURATION_BUCKETS,
+    Exemplar, Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass,
+    UpstreamErrorKind, WorkerCounters, WorkerStats, DURATION_BUCKETS,
 };
 pub use upstream_tls::{CaBundle, UpstreamTls, UpstreamTlsSpec};

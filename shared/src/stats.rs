@@ -238,6 +238,58 @@ pub struct RouteCounters {
     /// Seconds since the Unix epoch of the last request (coarse): a series of a vanished route is
     /// dropped once it has been idle for the grace period.
     pub last_active: AtomicU64,
+    /// The last traced request, for the duration histogram's exemplar.
+    exemplar: ExemplarSlot,
+}
+
+/// A traced request a histogram points to (an OpenMetrics exemplar): its trace, its duration and
+/// when it ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Exemplar {
+    pub trace_id: [u8; 16],
+    pub duration_us: u64,
+    pub unix_ms: u64,
+}
+
+/// One [`Exemplar`] written by the owning worker and read at scrape time: a sequence lock (odd
+/// while a write is under way), so a scrape never pairs one request's trace with another's time.
+#[derive(Default)]
+struct ExemplarSlot {
+    seq: AtomicU64,
+    fields: [AtomicU64; 4],
+}
+
+impl ExemplarSlot {
+    fn store(&self, e: &Exemplar) {
+        let seq = self.seq.load(Relaxed);
+        self.seq.store(seq + 1, Relaxed);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::Release);
+        let [hi, lo] =
+            [&e.trace_id[..8], &e.trace_id[8..]].map(|b| u64::from_be_bytes(b.try_into().unwrap_or_default()));
+        for (f, v) in self.fields.iter().zip([hi, lo, e.duration_us, e.unix_ms]) {
+            f.store(v, Relaxed);
+        }
+        self.seq.store(seq + 2, std::sync::atomic::Ordering::Release);
+    }
+
+    fn load(&self) -> Option<Exemplar> {
+        for _ in 0..64 {
+            let before = self.seq.load(std::sync::atomic::Ordering::Acquire);
+            if before == 0 {
+                return None;
+            }
+            let [hi, lo, duration_us, unix_ms] = [0, 1, 2, 3].map(|i| self.fields[i].load(Relaxed));
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            if before % 2 == 0 && self.seq.load(Relaxed) == before {
+                let mut trace_id = [0u8; 16];
+                trace_id[..8].copy_from_slice(&hi.to_be_bytes());
+                trace_id[8..].copy_from_slice(&lo.to_be_bytes());
+                return Some(Exemplar { trace_id, duration_us, unix_ms });
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
 }
 
 /// What one request adds to its series.
@@ -270,7 +322,13 @@ impl RouteCounters {
             bytes_out: AtomicU64::new(0),
             connect_errors: AtomicU64::new(0),
             last_active: AtomicU64::new(0),
+            exemplar: ExemplarSlot::default(),
         }
+    }
+
+    /// A traced request of this series: the exemplar of its duration histogram.
+    pub fn traced(&self, e: &Exemplar) {
+        self.exemplar.store(e);
     }
 
     #[inline]
@@ -324,6 +382,8 @@ pub struct RouteSnapshot {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub connect_errors: u64,
+    /// The newest traced request of the series, over the workers.
+    pub exemplar: Option<Exemplar>,
 }
 
 /// All workers' counters. Created before the workers start; worker `i` writes `worker(i)`.
@@ -381,6 +441,11 @@ impl WorkerStats {
                 s.bytes_in += c.bytes_in.load(Relaxed);
                 s.bytes_out += c.bytes_out.load(Relaxed);
                 s.connect_errors += c.connect_errors.load(Relaxed);
+                if let Some(e) = c.exemplar.load() {
+                    if s.exemplar.is_none_or(|old| old.unix_ms < e.unix_ms) {
+                        s.exemplar = Some(e);
+                    }
+                }
             }
         }
         summed.into_values().collect()

@@ -84,6 +84,10 @@ SCENARIOS: dict[str, dict] = {
                     "prometheusRule": {"enabled": True, "additionalLabels": {"release": "prometheus"},
                                        "serverErrorRatio": 0.02, "pinnedFor": "2h"}}
     },
+    "tracing": {
+        "controller": {"tracing": {"otlpEndpoint": "http://otel-collector.observability:4318", "sampleRatio": 0.25,
+                                   "parentBased": False}}
+    },
     "status-codes": {
         "metrics": {"statusCodes": True, "prometheusRule": {"enabled": True}}
     },
@@ -859,6 +863,14 @@ def test_prometheus_rule_alerts_and_promtool():
     assert compat["record"] == "nginx_ingress_controller_requests"
     assert "ramjet_route_requests_total" in compat["expr"]
     recorded(rule, "ramjet_route_requests_total", "class", "5xx", {"class": "5xx", "status": "5xx"})
+
+
+def test_tracing_is_off_until_an_endpoint_is_given():
+    assert flag("default", "otlp-endpoint") is None and flag("default", "trace-sample-ratio") is None
+    assert flag("tracing", "otlp-endpoint") == "http://otel-collector.observability:4318"
+    assert flag("tracing", "trace-sample-ratio") == "0.25"
+    assert flag("tracing", "trace-parent-based") == "false"
+    assert flag("tracing", "trace-service-name") == "ramjet"
 
 
 def test_status_codes_are_counted_and_recorded_on_request():

@@ -195,6 +195,14 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 {{- if .Values.metrics.statusCodes }}
 - "--metrics-status-codes"
 {{- end }}
+{{- with $c.tracing }}
+{{- if .otlpEndpoint }}
+- {{ printf "--otlp-endpoint=%s" .otlpEndpoint | quote }}
+- {{ printf "--trace-sample-ratio=%v" .sampleRatio | quote }}
+- {{ printf "--trace-parent-based=%t" .parentBased | quote }}
+- {{ printf "--trace-service-name=%s" .serviceName | quote }}
+{{- end }}
+{{- end }}
 - {{ printf "--upstream-timeout=%s" (toString $c.upstreamTimeout) | quote }}
 - {{ printf "--header-timeout=%s" (toString $c.headerTimeout) | quote }}
 - {{ printf "--shutdown-delay=%s" (toString $c.shutdownDelay) | quote }}

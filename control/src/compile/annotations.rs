@@ -383,7 +383,8 @@ const X_FORWARDED_PREFIX: Support = Checked {
     how: "rewritten requests carry X-Forwarded-Prefix with this value (only with rewrite-target, as in \
           ingress-nginx)",
 };
-const OTEL: Support = Ignored("OpenTelemetry tracing is not available; traceparent headers pass through untouched");
+const OTEL: Support =
+    Ignored("tracing is the daemon's (--otlp-endpoint, its sampler and W3C trace context), for every route alike");
 
 /// Every annotation ingress-nginx defines (its docs and `internal/ingress/annotations`) and every
 /// one ramjet reads, sorted by the name after the prefix. `e`: the name is read under both

@@ -7,7 +7,10 @@
 //! `proxy-protocol-header-timeout`, `use-forwarded-headers`, `enable-real-ip`,
 //! `proxy-real-ip-cidr`, `forwarded-for-header`, `compute-full-forwarded-for` and
 //! `forwarded-for-proxy-protocol-header`, read as ingress-nginx's template
-//! (`rootfs/etc/nginx/template/nginx.tmpl`) reads them. Other keys are listed as not reviewed.
+//! (`rootfs/etc/nginx/template/nginx.tmpl`) reads them; OpenTelemetry's (`enable-opentelemetry`,
+//! `otlp-collector-*`, `otel-*`, `opentelemetry-*`), with ingress-nginx's defaults
+//! (`internal/ingress/controller/config/config.go`); and the access log's line format
+//! (`log-format-upstream`). Other keys are listed as not reviewed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -17,7 +20,7 @@ use ramjet_shared::parse_ranges;
 use crate::compile::annotations::Verdict;
 
 /// The keys reviewed, in the order they are reported.
-pub const KEYS: [&str; 8] = [
+pub const KEYS: [&str; 20] = [
     "use-proxy-protocol",
     "proxy-protocol-header-timeout",
     "use-forwarded-headers",
@@ -26,7 +29,25 @@ pub const KEYS: [&str; 8] = [
     "forwarded-for-header",
     "compute-full-forwarded-for",
     "forwarded-for-proxy-protocol-header",
+    "enable-opentelemetry",
+    "otlp-collector-host",
+    "otlp-collector-port",
+    "otel-service-name",
+    "otel-sampler",
+    "otel-sampler-ratio",
+    "otel-sampler-parent-based",
+    "opentelemetry-trust-incoming-span",
+    "opentelemetry-operation-name",
+    "otel-max-queuesize",
+    "log-format-upstream",
+    "log-format-escape-json",
 ];
+
+/// ingress-nginx's `log-format-upstream` default, which `--access-log-format=nginx-upstream` writes.
+const NGINX_UPSTREAM_FORMAT: &str = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \
+     \"$http_referer\" \"$http_user_agent\" $request_length $request_time [$proxy_upstream_name] \
+     [$proxy_alternative_upstream_name] $upstream_addr $upstream_response_length $upstream_response_time \
+     $upstream_status $req_id";
 
 /// ingress-nginx's default `proxy-real-ip-cidr`.
 const DEFAULT_CIDR: &str = "0.0.0.0/0";
@@ -108,6 +129,35 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
     } else {
         ""
     };
+
+    // Traces: ingress-nginx sends OTLP over gRPC to otlp-collector-host:otlp-collector-port (4317);
+    // ramjet sends OTLP over HTTP, to the collector's OTLP/HTTP port (4318 by default).
+    let otel = on("enable-opentelemetry");
+    let collector = get("otlp-collector-host").filter(|h| !h.is_empty());
+    let sampler = get("otel-sampler").unwrap_or("AlwaysOn");
+    let ratio = get("otel-sampler-ratio").and_then(|r| r.parse::<f64>().ok()).filter(|r| (0.0..=1.0).contains(r));
+    if otel {
+        if let Some(host) = collector {
+            flags.push(format!("--otlp-endpoint=http://{host}:4318"));
+        }
+        match sampler {
+            "AlwaysOff" => flags.push("--trace-sample-ratio=0".into()),
+            "TraceIdRatioBased" => flags.push(format!("--trace-sample-ratio={}", ratio.unwrap_or(0.01))),
+            _ => {}
+        }
+        if get("otel-sampler-parent-based").and_then(go_bool) == Some(false) {
+            flags.push("--trace-parent-based=false".into());
+        }
+        if let Some(name) = get("otel-service-name").filter(|n| !n.is_empty()) {
+            flags.push(format!("--trace-service-name={name}"));
+        }
+    }
+    let only_with_otel = || (Verdict::Honoured, "read only with enable-opentelemetry: nothing to do".to_string());
+    let same_line =
+        get("log-format-upstream").map(|f| f.split_whitespace().eq(NGINX_UPSTREAM_FORMAT.split_whitespace()));
+    if same_line == Some(true) {
+        flags.push("--access-log-format=nginx-upstream".into());
+    }
 
     let mut findings = Vec::new();
     for key in KEYS {
@@ -199,10 +249,113 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
                     "ingress-nginx reads it only with use-forwarded-headers: nothing to do".to_string(),
                 ),
             },
-            _ => (
+            "forwarded-for-proxy-protocol-header" => (
                 Verdict::Honoured,
                 "the name of a field internal to ingress-nginx's template: nothing to set".to_string(),
             ),
+            "enable-opentelemetry" => match (go_bool(value), collector) {
+                (None, _) => bad_bool(),
+                (Some(false), _) => default(""),
+                (Some(true), Some(host)) => (
+                    Verdict::Approximated,
+                    format!(
+                        "set --otlp-endpoint=http://{host}:4318 (chart: controller.tracing.otlpEndpoint): a span per \
+                         sampled request, W3C trace context in and out. Ramjet sends OTLP over HTTP, to the \
+                         collector's OTLP/HTTP port (4318 by default), not ingress-nginx's gRPC port"
+                    ),
+                ),
+                (Some(true), None) => (
+                    Verdict::Approximated,
+                    "set --otlp-endpoint to your collector's OTLP/HTTP URL (http://HOST:4318); \
+                     otlp-collector-host is not set"
+                        .to_string(),
+                ),
+            },
+            "otlp-collector-host" | "otlp-collector-port" if !otel => only_with_otel(),
+            "otlp-collector-host" => (Verdict::Honoured, "in --otlp-endpoint".to_string()),
+            "otlp-collector-port" => (
+                Verdict::Approximated,
+                "ingress-nginx's port is the collector's OTLP/gRPC one; ramjet uses its OTLP/HTTP port (4318 unless \
+                 the collector says otherwise) in --otlp-endpoint"
+                    .to_string(),
+            ),
+            "otel-service-name"
+            | "otel-sampler"
+            | "otel-sampler-ratio"
+            | "otel-sampler-parent-based"
+            | "otel-max-queuesize"
+                if !otel =>
+            {
+                only_with_otel()
+            }
+            "otel-service-name" => (Verdict::Honoured, format!("set --trace-service-name={value}")),
+            "otel-sampler" => match value {
+                "AlwaysOn" => default(" (AlwaysOn): ramjet's --trace-sample-ratio=1 too"),
+                "AlwaysOff" => {
+                    (Verdict::Honoured, "set --trace-sample-ratio=0 (a sampled parent is still followed)".into())
+                }
+                "TraceIdRatioBased" => (
+                    Verdict::Approximated,
+                    format!(
+                        "set --trace-sample-ratio={}: ramjet draws each root request at random rather than by its \
+                         trace id",
+                        ratio.unwrap_or(0.01)
+                    ),
+                ),
+                _ => (Verdict::Ignored, format!("`{value}` is not a sampler ingress-nginx knows")),
+            },
+            "otel-sampler-ratio" if sampler != "TraceIdRatioBased" => {
+                (Verdict::Honoured, "read only with otel-sampler: TraceIdRatioBased: nothing to do".to_string())
+            }
+            "otel-sampler-ratio" => match ratio {
+                Some(r) => (Verdict::Honoured, format!("set --trace-sample-ratio={r}")),
+                None => (Verdict::Ignored, format!("`{value}` is not a ratio between 0 and 1")),
+            },
+            "otel-sampler-parent-based" => match go_bool(value) {
+                None => bad_bool(),
+                Some(true) => default(" (true): ramjet follows the parent too"),
+                Some(false) => (Verdict::Honoured, "set --trace-parent-based=false".to_string()),
+            },
+            "otel-max-queuesize" => (
+                Verdict::Approximated,
+                "ramjet's queue is per worker: --trace-queue (2048 spans each); more are dropped and counted \
+                 (ramjet_trace_spans_total{outcome=\"dropped\"})"
+                    .to_string(),
+            ),
+            "opentelemetry-trust-incoming-span" => match go_bool(value) {
+                None => bad_bool(),
+                Some(true) => default(""),
+                Some(false) => (
+                    Verdict::Ignored,
+                    "ramjet always continues a valid incoming trace (its span is the client's span's child)"
+                        .to_string(),
+                ),
+            },
+            "opentelemetry-operation-name" => (
+                Verdict::Ignored,
+                "ramjet names a span by its method, as OpenTelemetry's HTTP conventions say; the route, backend \
+                 and path are its attributes"
+                    .to_string(),
+            ),
+            "log-format-upstream" => match same_line {
+                Some(true) => (
+                    Verdict::Honoured,
+                    "ingress-nginx's default line: set --access-log-format=nginx-upstream (chart: \
+                     controller.accessLog.format)"
+                        .to_string(),
+                ),
+                _ => (
+                    Verdict::Approximated,
+                    "a line format of your own is not reproduced: --access-log-format=json has every field ramjet \
+                     logs by name; nginx-upstream and combined are nginx's lines"
+                        .to_string(),
+                ),
+            },
+            "log-format-escape-json" => (
+                Verdict::Honoured,
+                "with --access-log-format=json ramjet writes valid JSON, escaped, whatever this says".to_string(),
+            ),
+            _ => unreachable!("every key of KEYS has a verdict"),
         };
         findings.push(SettingFinding { key: key.to_string(), value: value.to_string(), verdict, detail });
     }
@@ -363,6 +516,48 @@ mod tests {
         let bad = review("ns/cm", &data(&[("use-proxy-protocol", "yes")]));
         assert_eq!(verdict(&bad, "use-proxy-protocol").0, Verdict::Ignored);
         assert!(bad.flags.is_empty());
+    }
+
+    #[test]
+    fn opentelemetry_settings_become_trace_flags() {
+        let r = review(
+            "ns/cm",
+            &data(&[
+                ("enable-opentelemetry", "true"),
+                ("otlp-collector-host", "otel.monitoring.svc"),
+                ("otlp-collector-port", "4317"),
+                ("otel-sampler", "TraceIdRatioBased"),
+                ("otel-sampler-ratio", "0.1"),
+                ("otel-sampler-parent-based", "false"),
+                ("otel-service-name", "edge"),
+                ("opentelemetry-trust-incoming-span", "false"),
+            ]),
+        );
+        assert_eq!(
+            r.flags,
+            [
+                "--otlp-endpoint=http://otel.monitoring.svc:4318",
+                "--trace-sample-ratio=0.1",
+                "--trace-parent-based=false",
+                "--trace-service-name=edge"
+            ]
+        );
+        assert_eq!(verdict(&r, "enable-opentelemetry").0, Verdict::Approximated);
+        assert!(verdict(&r, "otlp-collector-port").1.contains("OTLP/HTTP"));
+        assert_eq!(verdict(&r, "opentelemetry-trust-incoming-span").0, Verdict::Ignored);
+        // Off: the other keys ask for nothing.
+        let r = review("ns/cm", &data(&[("otel-sampler", "AlwaysOff"), ("otlp-collector-host", "x")]));
+        assert!(r.flags.is_empty() && r.findings.iter().all(|f| f.detail.contains("nothing to do")), "{r:?}");
+    }
+
+    #[test]
+    fn ingress_nginx_default_log_line_is_a_preset() {
+        let line = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\" $request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] $upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id";
+        let r = review("ns/cm", &data(&[("log-format-upstream", line)]));
+        assert_eq!(r.flags, ["--access-log-format=nginx-upstream"]);
+        let r = review("ns/cm", &data(&[("log-format-upstream", "$remote_addr $status $opentelemetry_trace_id")]));
+        assert!(r.flags.is_empty());
+        assert_eq!(verdict(&r, "log-format-upstream").0, Verdict::Approximated);
     }
 
     #[test]
