@@ -280,7 +280,7 @@ impl ExemplarSlot {
             }
             let [hi, lo, duration_us, unix_ms] = [0, 1, 2, 3].map(|i| self.fields[i].load(Relaxed));
             std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-            if before % 2 == 0 && self.seq.load(Relaxed) == before {
+            if before & 1 == 0 && self.seq.load(Relaxed) == before {
                 let mut trace_id = [0u8; 16];
                 trace_id[..8].copy_from_slice(&hi.to_be_bytes());
                 trace_id[8..].copy_from_slice(&lo.to_be_bytes());
