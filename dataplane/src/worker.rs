@@ -248,16 +248,12 @@ impl Worker {
 
     /// The span of a traced request, begun with its request fields; `None` when it is not traced.
     pub fn span_begin(&self, id: &RequestId, fields: &RequestFields<'_>) -> Option<Box<SpanRecord>> {
-        let Trace::Sampled { span, parent } = id.trace else { return None };
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        Some(Box::new(SpanRecord {
+        let Trace::Sampled { span, parent, .. } = id.trace else { return None };
+        let mut record = Box::new(SpanRecord {
             trace_id: span.trace_id,
             span_id: span.span_id,
             parent,
             start_unix_nanos: trace::unix_nanos(),
-            method: text(fields.method),
-            host: text(fields.host),
-            target: text(fields.path),
             protocol_version: match fields.protocol {
                 "HTTP/1.0" => "1.0",
                 "HTTP/2.0" => "2",
@@ -265,11 +261,11 @@ impl Worker {
             },
             tls: fields.tls.is_some(),
             client: Some(fields.client),
-            user_agent: text(fields.user_agent),
-            request_id: text(fields.request_id),
             generation: fields.generation,
             ..SpanRecord::default()
-        }))
+        });
+        record.keep_request_text([fields.method, fields.host, fields.path, fields.user_agent, fields.request_id]);
+        Some(record)
     }
 
     /// Starts the access-log record of a request in `record` (taken from the head-buffer pool when

@@ -24,7 +24,8 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
 }
 
 /// `--default-ssl-certificate`: the Secret's certificate for every name that has none, as the
-/// table's catch-all (a TLS entry without hosts, which an Ingress that has one keeps). A Secret
+/// table's catch-all (the certificate for any name, which a Gateway HTTPS listener without a hostname
+/// claims first). A Secret
 /// that is missing or unusable is reported and the previous handshakes' fallback serves.
 fn default_certificate<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver<'s, '_>, draft: &mut Draft) {
     let Some((namespace, name)) = &snapshot.options.default_ssl_certificate else { return };
@@ -36,7 +37,7 @@ fn default_certificate<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolve
             } else {
                 draft.warn(
                     &object,
-                    "--default-ssl-certificate is not used: an Ingress's TLS entry without hosts serves every name",
+                    "--default-ssl-certificate is not used: a Gateway HTTPS listener without a hostname serves every name",
                 );
             }
         }

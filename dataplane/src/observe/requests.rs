@@ -118,8 +118,10 @@ impl RequestId {
         out.extend_from_slice(b"x-request-id: ");
         out.extend_from_slice(self.as_bytes());
         out.extend_from_slice(b"\r\n\r\n");
-        if let Some(traceparent) = self.trace.traceparent() {
-            set_traceparent(out, &traceparent);
+        if let Trace::Sampled { replaces, .. } = self.trace {
+            if let Some(traceparent) = self.trace.traceparent() {
+                set_traceparent(out, &traceparent, replaces);
+            }
         }
     }
 }

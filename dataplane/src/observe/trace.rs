@@ -167,8 +167,9 @@ pub(crate) enum Trace {
     None,
     /// Not sampled, but part of the client's trace: its id is logged; its `traceparent` passes on.
     Joined([u8; 16]),
-    /// Traced: ramjet's span, and the client's span it is a child of.
-    Sampled { span: SpanContext, parent: Option<[u8; 8]> },
+    /// Traced: ramjet's span, and the client's span it is a child of. `replaces`: the client sent
+    /// a `traceparent` field (valid or not), which the upstream's replaces.
+    Sampled { span: SpanContext, parent: Option<[u8; 8]>, replaces: bool },
 }
 
 impl Trace {
@@ -184,22 +185,27 @@ impl Trace {
     /// The `traceparent` the upstream gets, when ramjet's span is its parent.
     pub fn traceparent(&self) -> Option<[u8; TRACEPARENT_LEN]> {
         let Trace::Sampled { span, .. } = self else { return None };
-        let mut v = Vec::with_capacity(TRACEPARENT_LEN);
-        v.extend_from_slice(b"00-");
-        push_hex(&mut v, &span.trace_id);
-        v.push(b'-');
-        push_hex(&mut v, &span.span_id);
-        v.extend_from_slice(if span.sampled { b"-01" } else { b"-00" });
-        v.try_into().ok()
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut v = *b"00-00000000000000000000000000000000-0000000000000000-01";
+        for (i, b) in span.trace_id.iter().chain(&span.span_id).enumerate() {
+            // The span id starts after the trace id's 32 digits and a dash.
+            let at = 3 + 2 * i + usize::from(i >= 16);
+            v[at] = HEX[usize::from(b >> 4)];
+            v[at + 1] = HEX[usize::from(b & 0xf)];
+        }
+        if !span.sampled {
+            v[54] = b'0';
+        }
+        Some(v)
     }
 }
 
-/// Removes every `traceparent` field from the HTTP/1 head in `out` (a client's, replaced by
-/// ramjet's) and adds `value` before the blank line that ends it.
-pub(crate) fn set_traceparent(out: &mut Vec<u8>, value: &[u8]) {
+/// Adds `value` as the `traceparent` of the HTTP/1 head in `out`, before the blank line that ends
+/// it; `replaces`: first removes the client's (every field of that name).
+pub(crate) fn set_traceparent(out: &mut Vec<u8>, value: &[u8], replaces: bool) {
     const NAME: &[u8] = b"traceparent:";
     let mut at = out.iter().position(|&b| b == b'\n').map_or(out.len(), |i| i + 1);
-    while at < out.len() {
+    while replaces && at < out.len() {
         let end = out[at..].iter().position(|&b| b == b'\n').map_or(out.len(), |i| at + i + 1);
         let line = &out[at..end];
         if line.len() > NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME) {
@@ -247,7 +253,7 @@ impl WorkerTracer {
                     }
                 };
                 let span = SpanContext { trace_id, span_id: self.next_id().to_be_bytes(), sampled: true };
-                Trace::Sampled { span, parent: parent.map(|p| p.span_id) }
+                Trace::Sampled { span, parent: parent.map(|p| p.span_id), replaces: traceparent.is_some() }
             }
         }
     }
@@ -279,15 +285,15 @@ pub(crate) struct SpanRecord {
     pub parent: Option<[u8; 8]>,
     pub start_unix_nanos: u64,
     pub end_unix_nanos: u64,
-    pub method: String,
-    pub host: String,
-    pub target: String,
+    /// The request's method, host, target, user agent and request id, one after the other (one
+    /// allocation): [`SpanRecord::request_text`] gives each.
+    pub text: Vec<u8>,
+    /// Where each of those ends in `text`.
+    pub ends: [u16; 5],
     /// `1.0`, `1.1` or `2`.
     pub protocol_version: &'static str,
     pub tls: bool,
     pub client: Option<SocketAddr>,
-    pub user_agent: String,
-    pub request_id: String,
     pub generation: u64,
     pub status: u16,
     pub route: Option<Arc<str>>,
@@ -298,6 +304,35 @@ pub(crate) struct SpanRecord {
     pub upstream_header: Option<Duration>,
     pub bytes_in: u64,
     pub bytes_out: u64,
+}
+
+/// The request's texts a span keeps, in [`SpanRecord::text`]'s order.
+#[derive(Clone, Copy)]
+pub(crate) enum RequestText {
+    Method = 0,
+    Host = 1,
+    Target = 2,
+    UserAgent = 3,
+    RequestId = 4,
+}
+
+impl SpanRecord {
+    /// Keeps the request's texts, in [`RequestText`]'s order.
+    pub fn keep_request_text(&mut self, texts: [&[u8]; 5]) {
+        self.text = Vec::with_capacity(texts.iter().map(|t| t.len().min(u16::MAX as usize / 8)).sum());
+        for (i, t) in texts.iter().enumerate() {
+            // Long enough for any sane value; a longer one is cut (the span stays valid).
+            let t = &t[..t.len().min(u16::MAX as usize / 8)];
+            self.text.extend_from_slice(t);
+            self.ends[i] = self.text.len() as u16;
+        }
+    }
+
+    pub fn request_text(&self, which: RequestText) -> &[u8] {
+        let i = which as usize;
+        let start = if i == 0 { 0 } else { usize::from(self.ends[i - 1]) };
+        self.text.get(start..usize::from(self.ends[i])).unwrap_or_default()
+    }
 }
 
 /// The running exporter thread.
@@ -549,45 +584,52 @@ fn encode_span(out: &mut Vec<u8>, s: &SpanRecord) {
         push_hex(out, parent);
         out.push(b'"');
     }
+    let text = |which| s.request_text(which);
+    let method = text(RequestText::Method);
     out.extend_from_slice(b",\"name\":\"");
-    json_escape(out, s.method.as_bytes());
+    json_escape(out, method);
     out.extend_from_slice(b"\",\"kind\":2,\"startTimeUnixNano\":\"");
     push_decimal(out, s.start_unix_nanos);
     out.extend_from_slice(b"\",\"endTimeUnixNano\":\"");
     push_decimal(out, s.end_unix_nanos);
     out.extend_from_slice(b"\",\"attributes\":[");
-    let (path, query) = match s.target.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (s.target.as_str(), None),
+    let target = text(RequestText::Target);
+    let (path, query) = match target.iter().position(|&b| b == b'?') {
+        Some(q) => (&target[..q], Some(&target[q + 1..])),
+        None => (target, None),
     };
     let mut first = true;
     let a = &mut first;
-    push_attribute(out, a, "http.request.method", Text(s.method.as_bytes()));
+    push_attribute(out, a, "http.request.method", Text(method));
     push_attribute(out, a, "url.scheme", Text(if s.tls { b"https" } else { b"http" }));
-    push_attribute(out, a, "url.path", Text(path.as_bytes()));
+    push_attribute(out, a, "url.path", Text(path));
     if let Some(q) = query {
-        push_attribute(out, a, "url.query", Text(q.as_bytes()));
+        push_attribute(out, a, "url.query", Text(q));
     }
-    let (host, port) = match s.host.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() && p.parse::<u16>().is_ok() && !p.is_empty() => (h, p.parse::<u64>().ok()),
-        _ => (s.host.as_str(), None),
+    let host = text(RequestText::Host);
+    let port_at = host.iter().rposition(|&b| b == b':').filter(|&i| !host.ends_with(b"]") && i > 0);
+    let port = port_at.and_then(|i| std::str::from_utf8(&host[i + 1..]).ok()?.parse::<u16>().ok());
+    let host = match (port_at, port) {
+        (Some(i), Some(_)) => &host[..i],
+        _ => host,
     };
-    push_attribute(out, a, "server.address", Text(host.as_bytes()));
+    push_attribute(out, a, "server.address", Text(host));
     if let Some(port) = port {
-        push_attribute(out, a, "server.port", Int(port));
+        push_attribute(out, a, "server.port", Int(u64::from(port)));
     }
     push_attribute(out, a, "network.protocol.version", Text(s.protocol_version.as_bytes()));
     if let Some(client) = s.client {
         let ip = client.ip().to_canonical().to_string();
         push_attribute(out, a, "client.address", Text(ip.as_bytes()));
     }
-    if !s.user_agent.is_empty() {
-        push_attribute(out, a, "user_agent.original", Text(s.user_agent.as_bytes()));
+    let user_agent = text(RequestText::UserAgent);
+    if !user_agent.is_empty() {
+        push_attribute(out, a, "user_agent.original", Text(user_agent));
     }
     push_attribute(out, a, "http.response.status_code", Int(u64::from(s.status)));
     push_attribute(out, a, "http.request.body.size", Int(s.bytes_in));
     push_attribute(out, a, "http.response.body.size", Int(s.bytes_out));
-    push_attribute(out, a, "ramjet.request_id", Text(s.request_id.as_bytes()));
+    push_attribute(out, a, "ramjet.request_id", Text(text(RequestText::RequestId)));
     push_attribute(out, a, "ramjet.generation", Int(s.generation));
     if let Some(route) = &s.route {
         push_attribute(out, a, "ramjet.route", Text(route.as_bytes()));
@@ -661,19 +703,25 @@ mod tests {
     fn sampling_follows_the_parent_then_the_ratio() {
         let mut t = tracer(0.0, true);
         // A sampled parent is followed whatever the ratio; ramjet's span is its child.
-        let Trace::Sampled { span, parent } = t.decide(Some(VALID), 0.5) else { panic!() };
+        let Trace::Sampled { span, parent, replaces: true } = t.decide(Some(VALID), 0.5) else { panic!() };
         assert_eq!(span.trace_id, parse_traceparent(VALID).unwrap().trace_id);
         assert_eq!(parent, Some(parse_traceparent(VALID).unwrap().span_id));
-        let tp = Trace::Sampled { span, parent }.traceparent().unwrap();
+        let tp = Trace::Sampled { span, parent, replaces: true }.traceparent().unwrap();
         assert_eq!(parse_traceparent(&tp), Some(span));
+        let mut hex = Vec::new();
+        push_hex(&mut hex, &span.span_id);
+        assert_eq!(&tp[36..52], &hex[..]);
         // An unsampled parent: joined (logged), not traced.
         let unsampled = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
         assert!(matches!(t.decide(Some(unsampled), 0.0), Trace::Joined(_)));
         // No parent: the ratio.
         assert_eq!(t.decide(None, 0.0), Trace::None);
         let mut all = tracer(1.0, true);
-        let Trace::Sampled { span, parent: None } = all.decide(Some(b"garbage"), 0.99) else { panic!() };
+        let Trace::Sampled { span, parent: None, replaces: true } = all.decide(Some(b"garbage"), 0.99) else {
+            panic!()
+        };
         assert_ne!(span.trace_id, [0; 16]);
+        assert!(matches!(all.decide(None, 0.5), Trace::Sampled { replaces: false, .. }));
         // Not parent-based: the ratio decides, in the parent's trace.
         let mut none = tracer(0.0, false);
         assert!(matches!(none.decide(Some(VALID), 0.5), Trace::Joined(_)));
@@ -682,11 +730,16 @@ mod tests {
     #[test]
     fn the_clients_traceparent_is_replaced() {
         let mut head = b"GET / HTTP/1.1\r\nhost: a\r\nTraceParent: 00-x\r\ntracestate: k=v\r\n\r\n".to_vec();
-        set_traceparent(&mut head, VALID);
+        set_traceparent(&mut head, VALID, true);
         let text = String::from_utf8(head).unwrap();
         assert_eq!(
             text,
             "GET / HTTP/1.1\r\nhost: a\r\ntracestate: k=v\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n"
+        );
+        let mut head = b"GET / HTTP/1.1\r\nhost: a\r\n\r\n".to_vec();
+        set_traceparent(&mut head, VALID, false);
+        assert!(
+            head.ends_with(b"host: a\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\r\n")
         );
     }
 
@@ -705,20 +758,20 @@ mod tests {
 
     #[test]
     fn spans_encode_as_otlp_json() {
-        let span = SpanRecord {
+        let mut span = SpanRecord {
             trace_id: [1; 16],
             span_id: [2; 8],
             parent: Some([3; 8]),
             start_unix_nanos: 1_700_000_000_000_000_000,
             end_unix_nanos: 1_700_000_000_001_000_000,
-            method: "GET".into(),
-            host: "shop.test:8080".into(),
-            target: "/cart?id=\"7\"".into(),
             protocol_version: "1.1",
             status: 503,
             route: Some("shop/web".into()),
             ..SpanRecord::default()
         };
+        span.keep_request_text([b"GET", b"shop.test:8080", b"/cart?id=\"7\"", b"", b"r1"]);
+        assert_eq!(span.request_text(RequestText::Target), b"/cart?id=\"7\"");
+        assert_eq!(span.request_text(RequestText::RequestId), b"r1");
         let mut out = Vec::new();
         encode_span(&mut out, &span);
         let text = String::from_utf8(out).unwrap();
