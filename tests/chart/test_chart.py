@@ -865,6 +865,34 @@ def test_prometheus_rule_alerts_and_promtool():
     recorded(rule, "ramjet_route_requests_total", "class", "5xx", {"class": "5xx", "status": "5xx"})
 
 
+def test_getting_started_values_render():
+    """The `helm install` of docs/getting-started.md's local-cluster section, as written: its
+    --set values render, lint and validate, and run the image it loaded."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "getting-started.md").read_text()
+    section = doc.split("## From the Dockerfile to a curl", 1)[1].split("\n## ", 1)[0]
+    command = re.search(r"^helm install ramjet charts/ramjet(?:.*\\\n)*.*$", section, re.M).group(0)
+    values: dict = {}
+    for key, value in re.findall(r"--set ([\w.]+)=(\S+)", command):
+        *path, last = key.split(".")
+        node = values
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    assert values["image"] == {"repository": "ramjet", "tag": "dev", "pullPolicy": "Never"}, values
+    rendered_ = chart().render(values, name="ramjet", namespace="ramjet-ingress", is_install=True)
+    docs_ = [d for path, text in rendered_.items() if not path.endswith("NOTES.txt")
+             for d in yaml.safe_load_all(text) if d]
+    deployment = next(d for d in docs_ if d["kind"] == "Deployment")
+    c = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == "ramjet:dev" and c["imagePullPolicy"] == "Never", c["image"]
+    service = next(d for d in docs_ if d["kind"] == "Service" and d["metadata"]["name"] == "ramjet")
+    assert service["spec"]["type"] == "NodePort"
+    assert deployment["metadata"]["name"] == "ramjet", "`rollout status deployment/ramjet` names it"
+    for d in docs_:
+        if (d["apiVersion"], d["kind"]) not in NO_SCHEMA:
+            kv.validate(d, KUBE_VERSION, strict=True)
+
+
 def test_tracing_is_off_until_an_endpoint_is_given():
     assert flag("default", "otlp-endpoint") is None and flag("default", "trace-sample-ratio") is None
     assert flag("tracing", "otlp-endpoint") == "http://otel-collector.observability:4318"
