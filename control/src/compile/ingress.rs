@@ -773,10 +773,15 @@ impl<'s> Resolver<'s, '_> {
                 // No secret: the hosts are served with the default certificate, as the spec allows.
                 continue;
             };
+            // A Secret that is not there yet (cert-manager issues it after the Ingress exists) or is
+            // unusable: the Ingress is served, and its hosts get the default certificate meanwhile,
+            // as ingress-nginx does; the next generation serves the Secret once it can.
             let cert = match self.certificate(namespace, secret) {
                 Ok(cert) => cert,
                 Err(e) => {
-                    problems.push(format!("spec.tls[{i}]: {e}"));
+                    plan.warnings.push(format!(
+                        "spec.tls[{i}]: {e}; its hosts get the default certificate until the Secret can be served"
+                    ));
                     continue;
                 }
             };
