@@ -370,3 +370,67 @@ fn the_default_ssl_certificate_comes_from_a_secret_and_is_renewed_with_it() {
     assert!(report.body.contains("--default-ssl-certificate cannot be served"), "{}", report.body);
     daemon.shutdown();
 }
+
+/// cert-manager's order of events: the Ingress comes first and its Secret later. Meanwhile the
+/// Ingress is served — over plain HTTP, and over HTTPS with the default certificate, without its
+/// HTTPS redirect — and a warning says why; once the Secret is written its certificate is served
+/// and the redirect starts.
+#[test]
+fn an_ingress_waiting_for_its_tls_secret_is_served_with_the_default_certificate() {
+    ramjet::install_crypto();
+    let dir = temp_dir("manifests-tls-later");
+    let pki = support::pki::Pki::new("manifests-tls-later");
+    pki.leaf("web", &["web.test"]);
+    let backend = Backend::start("a");
+    let ingress = Ingress::new("shop", "web")
+        .host("web.test")
+        .to("web")
+        .annotation("nginx.ingress.kubernetes.io/ssl-redirect", "true")
+        .tls("web-tls")
+        .yaml();
+    let app = [
+        ingress_class("ramjet"),
+        Service::new("shop", "web").target_port(8080).endpoints(&[backend.addr]).yaml(),
+        ingress,
+    ]
+    .concat();
+    write(&dir.join("app.yaml"), app).unwrap();
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.clone(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = IoDriver::Auto;
+    let daemon = Daemon::start(config).expect("the daemon starts");
+    wait_serving(&daemon, 1);
+    let port = daemon.https_addr().unwrap().port();
+    // Before the Secret: served, over HTTP without a redirect and over HTTPS with the fallback.
+    assert_eq!(get(daemon.http_addr(), "web.test", "/").status, 200);
+    let https = support::client::curl_https(port, "web.test", true);
+    assert_eq!(https.status, "200", "{}", https.log);
+    assert!(https.subject.contains(ramjet_control::certs::FALLBACK_SUBJECT), "{}", https.subject);
+    let report =
+        request(daemon.admin_addr(), "GET /admin/generations HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    assert!(
+        report.body.contains("its hosts get the default certificate until the Secret can be served"),
+        "{}",
+        report.body
+    );
+    // cert-manager writes the Secret: its certificate is served, and HTTP redirects.
+    let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{ name: web-tls, namespace: shop }}\ntype: kubernetes.io/tls\n\
+         data:\n  tls.crt: {}\n  tls.key: {}\n",
+        b64("web.crt"),
+        b64("web.key")
+    );
+    write(&dir.join("secret.yaml"), secret).unwrap();
+    let issued = || support::client::curl_https(port, "web.test", true).subject.contains("web.test");
+    assert!(
+        eventually(Duration::from_secs(10), issued),
+        "{}",
+        support::client::curl_https(port, "web.test", true).subject
+    );
+    assert_eq!(get(daemon.http_addr(), "web.test", "/").status, 308);
+    daemon.shutdown();
+}
