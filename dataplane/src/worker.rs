@@ -247,8 +247,17 @@ impl Worker {
     }
 
     /// The span of a traced request, begun with its request fields; `None` when it is not traced.
+    #[inline]
     pub fn span_begin(&self, id: &RequestId, fields: &RequestFields<'_>) -> Option<Box<SpanRecord>> {
-        let Trace::Sampled { span, parent, .. } = id.trace else { return None };
+        match id.trace {
+            Trace::Sampled { .. } => Some(Self::new_span(id, fields)),
+            _ => None,
+        }
+    }
+
+    #[cold]
+    fn new_span(id: &RequestId, fields: &RequestFields<'_>) -> Box<SpanRecord> {
+        let Trace::Sampled { span, parent, .. } = id.trace else { unreachable!("a sampled request's id") };
         let mut record = Box::new(SpanRecord {
             trace_id: span.trace_id,
             span_id: span.span_id,
@@ -265,7 +274,7 @@ impl Worker {
             ..SpanRecord::default()
         });
         record.keep_request_text([fields.method, fields.host, fields.path, fields.user_agent, fields.request_id]);
-        Some(record)
+        record
     }
 
     /// Starts the access-log record of a request in `record` (taken from the head-buffer pool when

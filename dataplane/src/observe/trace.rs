@@ -143,13 +143,22 @@ pub(crate) fn parse_traceparent(value: &[u8]) -> Option<SpanContext> {
     Some(SpanContext { trace_id, span_id, sampled: flags & 1 == 1 })
 }
 
+/// Each byte's value as a lower-case hex digit; 0xff: not one.
+const NIBBLE: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut i = 0;
+    while i < 16 {
+        table[b"0123456789abcdef"[i] as usize] = i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// Two lower-case hex digits as a byte: one table load each, the validity of both in one test.
+#[inline]
 fn hex_byte(two: &[u8]) -> Option<u8> {
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    Some(nibble(two[0])? << 4 | nibble(two[1])?)
+    let (hi, lo) = (NIBBLE[usize::from(two[0])], NIBBLE[usize::from(two[1])]);
+    ((hi | lo) < 16).then_some(hi << 4 | lo)
 }
 
 pub(crate) fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -185,14 +194,9 @@ impl Trace {
     /// The `traceparent` the upstream gets, when ramjet's span is its parent.
     pub fn traceparent(&self) -> Option<[u8; TRACEPARENT_LEN]> {
         let Trace::Sampled { span, .. } = self else { return None };
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut v = *b"00-00000000000000000000000000000000-0000000000000000-01";
-        for (i, b) in span.trace_id.iter().chain(&span.span_id).enumerate() {
-            // The span id starts after the trace id's 32 digits and a dash.
-            let at = 3 + 2 * i + usize::from(i >= 16);
-            v[at] = HEX[usize::from(b >> 4)];
-            v[at + 1] = HEX[usize::from(b & 0xf)];
-        }
+        hex_into(&mut v[3..35], &span.trace_id);
+        hex_into(&mut v[36..52], &span.span_id);
         if !span.sampled {
             v[54] = b'0';
         }
@@ -200,13 +204,24 @@ impl Trace {
     }
 }
 
+/// `bytes` as lower-case hex into `out` (twice as long).
+fn hex_into(out: &mut [u8], bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = HEX[usize::from(b >> 4)];
+        pair[1] = HEX[usize::from(b & 0xf)];
+    }
+}
+
 /// Adds `value` as the `traceparent` of the HTTP/1 head in `out`, before the blank line that ends
 /// it; `replaces`: first removes the client's (every field of that name).
 pub(crate) fn set_traceparent(out: &mut Vec<u8>, value: &[u8], replaces: bool) {
     const NAME: &[u8] = b"traceparent:";
-    let mut at = out.iter().position(|&b| b == b'\n').map_or(out.len(), |i| i + 1);
+    // Line by line from the request line's end, `memchr` finding each: only the lines' first
+    // bytes are compared.
+    let mut at = memchr::memchr(b'\n', out).map_or(out.len(), |i| i + 1);
     while replaces && at < out.len() {
-        let end = out[at..].iter().position(|&b| b == b'\n').map_or(out.len(), |i| at + i + 1);
+        let end = memchr::memchr(b'\n', &out[at..]).map_or(out.len(), |i| at + i + 1);
         let line = &out[at..end];
         if line.len() > NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME) {
             out.drain(at..end);

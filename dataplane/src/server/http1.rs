@@ -208,7 +208,6 @@ where
     conn.status = 0;
     conn.counted = false;
     conn.request_id = None;
-    conn.span = None;
     conn.logging = false;
     conn.is_head = false;
     let worker = conn.worker;

@@ -182,6 +182,8 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
 
     /// Accounts the request that just ended: counters, its (route, backend) series, its record.
     pub fn done(&mut self, served: Option<Served<'_>>, generation: &Arc<Generation>) {
+        // Taken whatever happens: the next request begins without one.
+        let span = self.span.take();
         if self.status == 0 {
             return;
         }
@@ -194,7 +196,7 @@ impl<S: AsyncReadRent + AsyncWriteRent> ClientConn<'_, S> {
             counted: self.counted,
         };
         let record = if self.logging { Some(&mut self.record) } else { None };
-        self.worker.request_done(&done, record, self.span.take());
+        self.worker.request_done(&done, record, span);
     }
 }
 
