@@ -342,8 +342,10 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Before switching from ingress-nginx: what ramjet does with each annotation of each Ingress
-    /// (honoured, approximated, refused, ignored, refused-to-serve, unknown). Exits 0 when every
-    /// Ingress would behave as it does under ingress-nginx, 1 otherwise.
+    /// (honoured, approximated, refused, ignored, refused-to-serve, unknown), and each Ingress
+    /// compiled with its Services and Secrets: served, partly or not served. Exits 0 when every
+    /// Ingress would behave as it does under ingress-nginx (or nothing --fail-on names is found),
+    /// 1 otherwise, 2 when the report could not be made.
     MigrationReport(MigrationReportArgs),
     /// Prints the shell completion script for SHELL (bash, zsh, fish, elvish, powershell), e.g.
     /// `ramjet completions bash > /etc/bash_completion.d/ramjet`.
@@ -377,15 +379,23 @@ pub struct MigrationReportArgs {
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
     pub nginx_configmap: Option<(String, String)>,
 
-    /// Output format.
+    /// Output format: text, json (its schema: docs/migration-report.md) or markdown (for a
+    /// pull-request comment).
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     pub format: ReportFormat,
+
+    /// Exit 1 only when the report finds one of these (comma-separated): verdicts (approximated,
+    /// refused, ignored, refused-to-serve, unknown) or outcomes (partly, not-served). Default:
+    /// anything that would not behave as under ingress-nginx.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub fail_on: Option<Vec<ramjet_control::migration::FailOn>>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReportFormat {
     Text,
     Json,
+    Markdown,
 }
 
 /// A listener of the daemon, for --proxy-protocol.

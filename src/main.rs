@@ -73,22 +73,24 @@ fn init_logging(format: LogFormat) {
 
 /// Prints the report; `Ok(true)` when it is clean.
 fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
-    let ingresses: Vec<_> = match &args.manifests {
+    // The Ingresses and what they refer to: compiled as ramjet would serve them.
+    let snapshot = match &args.manifests {
         Some(dir) => {
             let snapshot = manifests::load(dir, Arc::new(IngressOptions::default()))?;
             for d in &snapshot.diagnostics {
                 eprintln!("{}: {}: {}", d.severity.as_str(), d.object, d.message);
             }
-            snapshot.ingresses.iter().map(|i| (**i).clone()).collect()
+            snapshot
         }
         None => {
             ramjet::install_crypto();
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let listed = ramjet_control::cluster::list_ingresses(args.kubeconfig.as_deref(), args.namespace.as_deref());
+            let listed = ramjet_control::cluster::list_snapshot(args.kubeconfig.as_deref(), args.namespace.as_deref());
             runtime.block_on(listed)?
         }
     };
-    let mut report = Report::new(&ingresses, args.ingress_class.as_deref());
+    let ingresses: Vec<_> = snapshot.ingresses.iter().map(|i| (**i).clone()).collect();
+    let mut report = Report::new(&ingresses, args.ingress_class.as_deref()).with_compile(&snapshot);
     if let Some((namespace, name)) = &args.nginx_configmap {
         let data = match &args.manifests {
             Some(dir) => configmap::find_in_dir(dir, namespace, name)
@@ -106,10 +108,11 @@ fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
     let text = match args.format {
         ReportFormat::Text => report.text(),
         ReportFormat::Json => report.json() + "\n",
+        ReportFormat::Markdown => report.markdown(),
     };
     // A reader that stops early (`| head`) is not an error worth a panic.
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
-    Ok(report.is_clean())
+    Ok(!report.fails(args.fail_on.as_deref()))
 }
 
 /// The configuration source the flags choose; `None` when `--check` has done its job.
@@ -153,6 +156,25 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
             for d in generation.diagnostics.iter() {
                 println!("{}: {}: {}", d.severity.as_str(), d.object, d.message);
             }
+            // What was not checked, and why: a check must not pass by checking nothing.
+            for skipped in snapshot.ingresses.iter().filter(|i| !selector.selects(i)) {
+                let m = &skipped.metadata;
+                let class = skipped.spec.as_ref().and_then(|s| s.ingress_class_name.clone());
+                let legacy = m.annotations.as_ref().and_then(|a| a.get(ingress::LEGACY_CLASS_ANNOTATION));
+                let why = match (class, legacy) {
+                    (Some(c), _) => format!(
+                        "its class {c} is not an IngressClass of this directory whose controller is {}",
+                        ingress.controller_name
+                    ),
+                    (None, Some(l)) => format!("its class annotation says {l}, not {}", ingress.ingress_class),
+                    (None, None) => "it names no class, and no IngressClass of ours is the default".to_string(),
+                };
+                println!(
+                    "skipped: Ingress {}/{}: {why}",
+                    m.namespace.as_deref().unwrap_or("default"),
+                    m.name.as_deref().unwrap_or("")
+                );
+            }
             println!(
                 "{}: {} ({} Ingresses of class {}, {} routes, {} hosts, {} TLS hosts, {} problems)",
                 dir.display(),
@@ -166,6 +188,16 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
             );
             if !generation.diagnostics.is_empty() {
                 anyhow::bail!("{} problems in {}", generation.diagnostics.len(), dir.display());
+            }
+            if ours == 0 && !snapshot.ingresses.is_empty() {
+                anyhow::bail!(
+                    "checked nothing: none of the {} Ingresses in {} is of class {} (an IngressClass with controller {}, \
+                     or --ingress-class and --controller-name to say which is ours)",
+                    snapshot.ingresses.len(),
+                    dir.display(),
+                    ingress.ingress_class,
+                    ingress.controller_name
+                );
             }
             return Ok(None);
         }

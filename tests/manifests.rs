@@ -111,6 +111,16 @@ fn check_reports_every_problem_and_fails() {
         stdout.contains("error: Ingress shop/broken: spec.defaultBackend: Service shop/web has no port 81 (its ports: 80 (http)); the Ingress is not served"),
         "{stdout}"
     );
+
+    // Ingresses of another class are named as skipped, and a check that checked none of them fails.
+    let other = temp_dir("manifests-check-other-class");
+    let nginx = Ingress::new("shop", "legacy").class("nginx").host("legacy.test").to("web").yaml();
+    write(&other.join("app.yaml"), nginx).unwrap();
+    let nothing = Command::new(ramjet).arg("--manifests").arg(&other).arg("--check").output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&nothing.stdout), String::from_utf8_lossy(&nothing.stderr));
+    assert!(!nothing.status.success(), "{stdout}");
+    assert!(stdout.contains("skipped: Ingress shop/legacy: its class nginx is not an IngressClass"), "{stdout}");
+    assert!(stderr.contains("checked nothing: none of the 1 Ingresses"), "{stderr}");
 }
 
 /// A generation's diagnostics, as `GET /admin/generations` shows them: the object (kind, namespace,
@@ -190,7 +200,10 @@ fn migration_report_reads_a_directory_and_its_exit_code_says_whether_it_is_clean
     let clean = report(&dir);
     let stdout = String::from_utf8_lossy(&clean.stdout);
     assert_eq!(clean.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&clean.stderr));
-    assert!(stdout.contains("Ingress shop/web (class ramjet)\n  no ingress-nginx or ramjet annotations"), "{stdout}");
+    assert!(
+        stdout.contains("Ingress shop/web (class ramjet): served\n  no ingress-nginx or ramjet annotations"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("1 Ingresses, 0 findings\nramjet serves these Ingresses as ingress-nginx does"),
         "{stdout}"
@@ -217,6 +230,61 @@ fn migration_report_reads_a_directory_and_its_exit_code_says_whether_it_is_clean
     let missing = report(&dir.join("nope"));
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("ramjet migration-report:"));
+}
+
+/// The report as a CI gate: each Ingress compiled with what it refers to (served, partly, not
+/// served, and why), `--fail-on` choosing what fails the run, JSON with a schema version, and
+/// Markdown for a pull-request comment.
+#[test]
+fn migration_report_compiles_each_ingress_and_gates_on_what_it_is_told() {
+    let dir = temp_dir("migration-report-gate");
+    write(&dir.join("app.yaml"), objects("10.0.0.1:8080".parse().unwrap())).unwrap();
+    let ingress = |name: &str, annotations: &str, service: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: {name}\n  namespace: shop\n  \
+             annotations: {{ {annotations} }}\nspec:\n  ingressClassName: nginx\n  rules: [{{ host: {name}.test, http: \
+             {{ paths: [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: {service}, port: {{ number: 80 }} }} }} }}] }} }}]\n"
+        )
+    };
+    let text = [
+        ingress("limited", "nginx.ingress.kubernetes.io/limit-rate: \"1024\"", "web"),
+        ingress("gone", "", "nope"),
+        ingress("secret", "nginx.ingress.kubernetes.io/auth-url: http://auth.example.com/", "web"),
+    ]
+    .join("---\n");
+    write(&dir.join("more.yaml"), text).unwrap();
+    let ramjet = env!("CARGO_BIN_EXE_ramjet");
+    let report = |extra: &[&str]| {
+        let out =
+            Command::new(ramjet).arg("migration-report").arg("--manifests").arg(&dir).args(extra).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (code, json) = report(&["--format", "json"]);
+    assert_eq!(code, Some(1));
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!((json["schema_version"].as_u64(), json["compiled"].as_bool()), (Some(1), Some(true)), "{json:#}");
+    let outcome = |name: &str| {
+        let i = json["ingresses"].as_array().unwrap().iter().find(|i| i["name"] == name).unwrap();
+        (i["outcome"].as_str().unwrap().to_string(), i["compile"].to_string())
+    };
+    assert_eq!(outcome("web").0, "served");
+    assert_eq!(outcome("limited").0, "partly", "an ignored annotation: served, not as asked");
+    let (gone, why) = outcome("gone");
+    assert!(gone == "not-served" && why.contains("Service shop/nope does not exist"), "{gone}: {why}");
+    assert_eq!(outcome("secret").0, "not-served", "an access control that cannot be enforced");
+
+    // What fails the run is the CI's choice.
+    assert_eq!(report(&["--fail-on", "unknown"]).0, Some(0));
+    assert_eq!(report(&["--fail-on", "ignored"]).0, Some(1));
+    assert_eq!(report(&["--fail-on", "not-served"]).0, Some(1));
+    let (code, stdout) = report(&["--fail-on", "nonsense"]);
+    assert_eq!(code, Some(2), "{stdout}");
+
+    let (_, markdown) = report(&["--format", "markdown"]);
+    assert!(markdown.contains("| `shop/gone` | nginx | **not-served** | none |"), "{markdown}");
+    assert!(markdown.contains("- **compile error**: "), "{markdown}");
+    let (_, text) = report(&[]);
+    assert!(text.contains("Ingress shop/limited (class nginx): partly"), "{text}");
 }
 
 /// `ramjet migration-report --nginx-configmap`: ingress-nginx's controller settings for the

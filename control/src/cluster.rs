@@ -213,19 +213,49 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(Client, String
     Ok((Client::try_from(config)?, namespace))
 }
 
-/// Every Ingress this client may list, in all namespaces or in one (`ramjet migration-report`).
-pub async fn list_ingresses(
+/// What `ramjet migration-report` compiles the Ingresses with: IngressClasses, and in `namespace`
+/// (else every namespace) Ingresses, Services, EndpointSlices and TLS Secrets, listed once.
+pub async fn list_snapshot(
     kubeconfig: Option<&std::path::Path>,
     namespace: Option<&str>,
-) -> Result<Vec<k8s_openapi::api::networking::v1::Ingress>, ClusterError> {
+) -> Result<crate::compile::snapshot::ClusterSnapshot, ClusterError> {
+    use k8s_openapi::api::core::v1::{Secret, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
     use kube::api::{Api, ListParams};
+    use std::sync::Arc;
     let (client, _) = connect(kubeconfig).await?;
-    let api = match namespace {
-        Some(ns) => Api::namespaced(client, ns),
-        None => Api::all(client),
-    };
-    let list = api.list(&ListParams::default()).await;
-    Ok(list.map_err(|source| ClusterError::List { what: "Ingresses", source })?.items)
+    async fn list<K>(api: Api<K>, what: &'static str, params: ListParams) -> Result<Vec<Arc<K>>, ClusterError>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let list = api.list(&params).await.map_err(|source| ClusterError::List { what, source })?;
+        Ok(list.items.into_iter().map(Arc::new).collect())
+    }
+    fn scoped<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        match namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        }
+    }
+    let all = ListParams::default();
+    Ok(crate::compile::snapshot::ClusterSnapshot {
+        ingress_classes: list(Api::<IngressClass>::all(client.clone()), "IngressClasses", all.clone()).await?,
+        ingresses: list(scoped::<Ingress>(&client, namespace), "Ingresses", all.clone()).await?,
+        services: list(scoped::<Service>(&client, namespace), "Services", all.clone()).await?,
+        endpoint_slices: list(scoped::<EndpointSlice>(&client, namespace), "EndpointSlices", all.clone()).await?,
+        secrets: list(
+            scoped::<Secret>(&client, namespace),
+            "TLS Secrets",
+            ListParams::default().fields(&format!("type={}", crate::compile::resolve::TLS_SECRET_TYPE)),
+        )
+        .await?,
+        ..Default::default()
+    })
 }
 
 /// The data of ConfigMap `namespace/name` (`ramjet migration-report --nginx-configmap`).

@@ -1,37 +1,115 @@
 //! `ramjet migration-report`: what ramjet would do with each annotation of a cluster's Ingresses,
 //! before anyone switches from ingress-nginx.
 //!
-//! Ingresses come from the API server ([`crate::cluster::list_ingresses`]) or a manifests
+//! Ingresses come from the API server ([`crate::cluster::list_snapshot`]) or a manifests
 //! directory; each is judged by the same registry the compiler uses
 //! ([`crate::compile::annotations::review`]), so the report says exactly what the compiler will
 //! warn about, refuse or leave out. With `--nginx-configmap`, ingress-nginx's controller ConfigMap
 //! is judged too ([`configmap`]): the settings it knows and the daemon flags that keep them.
-//! Rendered as text for people or JSON for scripts.
+//!
+//! With the objects the Ingresses refer to (a `--manifests` directory, or listed from the cluster),
+//! each Ingress is also compiled as ramjet would serve it once it takes over the class
+//! ([`Report::with_compile`]), so its outcome — served, partly, not served — says what its Services,
+//! ports and Secrets allow, not only its annotations. Rendered as text for people, Markdown for a
+//! pull-request comment, or JSON ([`SCHEMA_VERSION`], documented in docs/migration-report.md) for
+//! scripts; [`Report::fails`] is the exit status a CI gates on.
 
 pub mod configmap;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::sync::Arc;
 
-use k8s_openapi::api::networking::v1::Ingress;
+use k8s_openapi::api::networking::v1::{Ingress, IngressClass, IngressClassSpec};
+use ramjet_shared::Severity;
 
 use crate::compile::annotations::{review, Finding, Verdict};
 use crate::compile::ingress::LEGACY_CLASS_ANNOTATION;
+use crate::compile::snapshot::{ClusterSnapshot, IngressOptions};
+use crate::compile::{cluster, Compiler};
 use configmap::SettingsReport;
 
-/// One Ingress and what ramjet makes of its annotations.
+/// The version of the JSON report's shape; raised when a field changes meaning or goes away
+/// (fields may be added within a version).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// How an Ingress would be served by ramjet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// As under ingress-nginx (approximations included).
+    Served,
+    /// Served, but some of what it asks for is refused, ignored or unknown, or its compile
+    /// reported a problem (a path, a certificate left out).
+    Partly,
+    /// Not served at all.
+    NotServed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Served => "served",
+            Outcome::Partly => "partly",
+            Outcome::NotServed => "not-served",
+        }
+    }
+}
+
+/// A problem the compiler reported for an Ingress.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CompileNote {
+    /// `error` (the Ingress is not served) or `warning` (part of it is not).
+    pub severity: &'static str,
+    pub message: String,
+}
+
+/// One Ingress and what ramjet makes of it.
 #[derive(Debug, serde::Serialize)]
 pub struct IngressReport {
     pub namespace: String,
     pub name: String,
     /// `spec.ingressClassName`, else the legacy class annotation.
     pub class: Option<String>,
+    pub outcome: Outcome,
     pub findings: Vec<Finding>,
+    /// What the compiler said of it, when the report compiled the Ingresses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile: Option<Vec<CompileNote>>,
+}
+
+/// What `--fail-on` can name: a verdict of a finding, or an Ingress's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOn {
+    Verdict(Verdict),
+    Outcome(Outcome),
+}
+
+impl std::str::FromStr for FailOn {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let verdicts =
+            [Verdict::Approximated, Verdict::Refused, Verdict::Ignored, Verdict::RefusedToServe, Verdict::Unknown];
+        if let Some(v) = verdicts.into_iter().find(|v| v.as_str() == s) {
+            return Ok(FailOn::Verdict(v));
+        }
+        match s {
+            "not-served" => Ok(FailOn::Outcome(Outcome::NotServed)),
+            "partly" => Ok(FailOn::Outcome(Outcome::Partly)),
+            _ => Err(format!(
+                "`{s}` is not one of approximated, refused, ignored, refused-to-serve, unknown, partly, not-served"
+            )),
+        }
+    }
 }
 
 /// The whole report, Ingresses in namespace/name order.
 #[derive(Debug, serde::Serialize)]
 pub struct Report {
+    pub schema_version: u32,
+    /// Whether each Ingress was compiled (else its outcome comes from its annotations alone).
+    pub compiled: bool,
     pub ingresses: Vec<IngressReport>,
     /// ingress-nginx's controller ConfigMap, when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,11 +128,14 @@ impl Report {
                 let spec = ingress.spec.as_ref();
                 let legacy = m.annotations.as_ref().and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
                 let has_tls = spec.and_then(|s| s.tls.as_ref()).is_some_and(|tls| !tls.is_empty());
+                let findings = review(m.annotations.as_ref(), has_tls, true);
                 IngressReport {
                     namespace: m.namespace.clone().unwrap_or_else(|| "default".into()),
                     name: m.name.clone().unwrap_or_default(),
                     class: spec.and_then(|s| s.ingress_class_name.clone()).or_else(|| legacy.cloned()),
-                    findings: review(m.annotations.as_ref(), has_tls, true),
+                    outcome: outcome_of(&findings),
+                    findings,
+                    compile: None,
                 }
             })
             .filter(|r| class.is_none() || r.class.as_deref() == class)
@@ -64,7 +145,85 @@ impl Report {
         for finding in reports.iter().flat_map(|r| &r.findings) {
             *totals.entry(finding.verdict).or_insert(0) += 1;
         }
-        Report { ingresses: reports, settings: None, totals }
+        Report { schema_version: SCHEMA_VERSION, compiled: false, ingresses: reports, settings: None, totals }
+    }
+
+    /// Compiles the reported Ingresses with the objects of `snapshot` (Services, EndpointSlices,
+    /// Secrets), as ramjet would serve them once it takes over their class, and adds what the
+    /// compiler said of each to its outcome.
+    pub fn with_compile(mut self, snapshot: &ClusterSnapshot) -> Report {
+        const CLASS: &str = "ramjet-migration-report";
+        let reported: std::collections::HashSet<(&str, &str)> =
+            self.ingresses.iter().map(|r| (r.namespace.as_str(), r.name.as_str())).collect();
+        // Every reported Ingress, and only those, in a class of its own that ramjet serves.
+        let ingresses = snapshot
+            .ingresses
+            .iter()
+            .filter(|i| {
+                let m = &i.metadata;
+                reported.contains(&(m.namespace.as_deref().unwrap_or("default"), m.name.as_deref().unwrap_or("")))
+            })
+            .map(|i| {
+                let mut i = (**i).clone();
+                i.spec.get_or_insert_with(Default::default).ingress_class_name = Some(CLASS.into());
+                Arc::new(i)
+            })
+            .collect();
+        let options = IngressOptions {
+            ingress_class: CLASS.into(),
+            controller_name: "ramjet.dev/migration-report".into(),
+            ..(*snapshot.options).clone()
+        };
+        let class = IngressClass {
+            metadata: kube::api::ObjectMeta { name: Some(CLASS.into()), ..Default::default() },
+            spec: Some(IngressClassSpec { controller: Some(options.controller_name.clone()), ..Default::default() }),
+        };
+        let snapshot = ClusterSnapshot {
+            options: Arc::new(options),
+            ingress_classes: vec![Arc::new(class)],
+            ingresses,
+            gateways: Vec::new(),
+            http_routes: Vec::new(),
+            grpc_routes: Vec::new(),
+            diagnostics: Vec::new(),
+            ..snapshot.clone()
+        };
+        let mut compiler = Compiler::new();
+        let draft = cluster::compile(&snapshot, &mut compiler);
+        let mut notes: BTreeMap<String, Vec<CompileNote>> = BTreeMap::new();
+        for d in &draft.diagnostics {
+            let severity = match d.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            notes.entry(d.object.to_string()).or_default().push(CompileNote { severity, message: d.message.clone() });
+        }
+        for ingress in &mut self.ingresses {
+            let notes = notes.remove(&format!("Ingress {}/{}", ingress.namespace, ingress.name)).unwrap_or_default();
+            let compiled = if notes.iter().any(|n| n.severity == "error") {
+                Outcome::NotServed
+            } else if notes.is_empty() {
+                Outcome::Served
+            } else {
+                Outcome::Partly
+            };
+            ingress.outcome = ingress.outcome.max(compiled);
+            ingress.compile = Some(notes);
+        }
+        self.compiled = true;
+        self
+    }
+
+    /// Whether the report fails a CI that gates on `fail_on` (`None`: on anything that would not
+    /// behave as under ingress-nginx, the report's default).
+    pub fn fails(&self, fail_on: Option<&[FailOn]>) -> bool {
+        let Some(fail_on) = fail_on else {
+            return !self.is_clean() || self.ingresses.iter().any(|i| i.outcome != Outcome::Served);
+        };
+        let verdicts = self.ingresses.iter().flat_map(|i| &i.findings).map(|f| f.verdict);
+        let verdicts = verdicts.chain(self.settings.iter().flat_map(|s| &s.findings).map(|f| f.verdict));
+        let outcomes = self.ingresses.iter().map(|i| i.outcome);
+        verdicts.map(FailOn::Verdict).chain(outcomes.map(FailOn::Outcome)).any(|x| fail_on.contains(&x))
     }
 
     /// Adds the review of ingress-nginx's controller ConfigMap.
@@ -90,9 +249,18 @@ impl Report {
         let mut out = String::new();
         for ingress in &self.ingresses {
             let class = ingress.class.as_deref().unwrap_or("(no class)");
-            let _ = writeln!(out, "Ingress {}/{} (class {class})", ingress.namespace, ingress.name);
+            let _ = writeln!(
+                out,
+                "Ingress {}/{} (class {class}): {}",
+                ingress.namespace,
+                ingress.name,
+                ingress.outcome.as_str()
+            );
             if ingress.findings.is_empty() {
                 let _ = writeln!(out, "  no ingress-nginx or ramjet annotations");
+            }
+            for note in ingress.compile.iter().flatten() {
+                let _ = writeln!(out, "  {:<16} {}", format!("compile {}", note.severity), note.message);
             }
             for f in &ingress.findings {
                 let value = match &f.value {
@@ -137,7 +305,10 @@ impl Report {
             if counted.is_empty() { "" } else { ": " },
             counted.join(", ")
         );
-        let verdict = if self.is_clean() && self.settings.as_ref().is_some_and(|s| !s.flags.is_empty()) {
+        let served = self.ingresses.iter().all(|i| i.outcome == Outcome::Served);
+        let verdict = if !served {
+            "not clean: some of these Ingresses would be served only partly or not at all (see above)"
+        } else if self.is_clean() && self.settings.as_ref().is_some_and(|s| !s.flags.is_empty()) {
             "ramjet serves these Ingresses as ingress-nginx does, started with the flags above"
         } else if self.is_clean() {
             "ramjet serves these Ingresses as ingress-nginx does"
@@ -147,6 +318,80 @@ impl Report {
         let _ = writeln!(out, "{verdict}");
         out
     }
+}
+
+/// An Ingress's outcome by its annotations alone.
+fn outcome_of(findings: &[Finding]) -> Outcome {
+    if findings.iter().any(|f| f.verdict == Verdict::RefusedToServe) {
+        Outcome::NotServed
+    } else if findings.iter().all(|f| f.verdict.is_faithful()) {
+        Outcome::Served
+    } else {
+        Outcome::Partly
+    }
+}
+
+impl Report {
+    /// For a pull-request comment: a table of the Ingresses and their outcomes, then each one's
+    /// findings that are not honoured as they are.
+    pub fn markdown(&self) -> String {
+        let mut out = String::from(
+            "### ramjet migration report\n\n| Ingress | class | outcome | findings |\n|---|---|---|---|\n",
+        );
+        for i in &self.ingresses {
+            let mut counts: BTreeMap<Verdict, usize> = BTreeMap::new();
+            for f in &i.findings {
+                *counts.entry(f.verdict).or_default() += 1;
+            }
+            let counts: Vec<String> = counts.iter().map(|(v, n)| format!("{n} {v}")).collect();
+            let _ = writeln!(
+                out,
+                "| `{}/{}` | {} | **{}** | {} |",
+                i.namespace,
+                i.name,
+                md(i.class.as_deref().unwrap_or("(none)")),
+                i.outcome.as_str(),
+                if counts.is_empty() { "none".to_string() } else { counts.join(", ") }
+            );
+        }
+        for i in self
+            .ingresses
+            .iter()
+            .filter(|i| i.outcome != Outcome::Served || i.findings.iter().any(|f| f.verdict != Verdict::Honoured))
+        {
+            let _ = writeln!(out, "\n#### `{}/{}`: {}\n", i.namespace, i.name, i.outcome.as_str());
+            for f in i.findings.iter().filter(|f| f.verdict != Verdict::Honoured) {
+                let value = f.value.as_deref().map(|v| format!("=`{}`", md(&one_line(v)))).unwrap_or_default();
+                let _ = writeln!(out, "- **{}** `{}`{value}: {}", f.verdict, f.annotation, md(&f.detail));
+            }
+            for note in i.compile.iter().flatten() {
+                let _ = writeln!(out, "- **compile {}**: {}", note.severity, md(&note.message));
+            }
+        }
+        if let Some(settings) = &self.settings {
+            let _ = writeln!(out, "\n#### ConfigMap `{}`\n", settings.configmap);
+            for f in &settings.findings {
+                let _ =
+                    writeln!(out, "- **{}** `{}`=`{}`: {}", f.verdict, f.key, md(&one_line(&f.value)), md(&f.detail));
+            }
+            if !settings.flags.is_empty() {
+                let _ = writeln!(out, "\nramjet flags: `{}`", settings.flags.join(" "));
+            }
+        }
+        let counted: Vec<String> = self.totals.iter().map(|(verdict, n)| format!("{n} {verdict}")).collect();
+        let _ = writeln!(
+            out,
+            "\n{} Ingresses; {}",
+            self.ingresses.len(),
+            if counted.is_empty() { "no findings".to_string() } else { counted.join(", ") }
+        );
+        out
+    }
+}
+
+/// Text for a Markdown table cell or list item: pipes and backticks cannot end it early.
+fn md(text: &str) -> String {
+    text.replace('|', "\\|").replace('`', "'")
 }
 
 /// A value on one line, shortened: snippets run to many lines.

@@ -76,6 +76,15 @@ fn takes_over_ingress_nginx_and_reports_its_annotations() {
     assert_eq!(code, Some(1));
     let json: Value = serde_json::from_str(&json).expect("JSON report");
     assert_eq!(json["totals"], json!({ "honoured": 1, "refused": 1, "ignored": 1, "refused-to-serve": 1 }), "{json:#}");
+    // Each Ingress compiled with its Service from the API server: what the switch below shows.
+    let outcomes: Vec<(String, String)> = json["ingresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["name"].as_str().unwrap().to_string(), i["outcome"].as_str().unwrap().to_string()))
+        .collect();
+    let want = [("plain", "served"), ("private", "not-served"), ("snippet", "partly")];
+    assert_eq!(outcomes, want.map(|(a, b)| (a.to_string(), b.to_string())), "{json:#}");
 
     // The switch: the class's Ingresses are served; the one with authentication is not.
     let mut ramjet = install.ramjet(name);
