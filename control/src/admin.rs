@@ -65,9 +65,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .route("/admin/rollback", axum::routing::post(rollback).delete(release))
         .route("/admin/traffic", get(traffic))
         .route("/admin/route", get(route))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
+        .merge(read_only())
         .fallback(|| async {
             AdminError::new(
                 StatusCode::NOT_FOUND,
@@ -81,10 +79,7 @@ pub fn router(state: Arc<AdminState>) -> Router {
 /// The read-only listener: `/metrics`, `/healthz` and `/readyz`, nothing that changes or tells
 /// more.
 pub fn health_router(state: Arc<AdminState>) -> Router {
-    Router::new()
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
+    read_only()
         .fallback(|| async {
             AdminError::new(
                 StatusCode::NOT_FOUND,
@@ -93,6 +88,14 @@ pub fn health_router(state: Arc<AdminState>) -> Router {
         })
         .layer(DefaultBodyLimit::max(0))
         .with_state(state)
+}
+
+/// The routes both listeners serve: metrics and the probes.
+fn read_only() -> Router<Arc<AdminState>> {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
 }
 
 /// Hashes a token so it can be compared in constant time whatever its length.

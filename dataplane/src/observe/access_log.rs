@@ -562,12 +562,10 @@ fn end_nginx(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
 
 /// Seconds with millisecond precision, as nginx writes times: `0.012`; `-` when absent.
 fn push_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
-    let Some(d) = d else { return out.push(b'-') };
-    let ms = d.as_millis() as u64;
-    push_decimal(out, ms / 1000);
-    out.push(b'.');
-    let frac = ms % 1000;
-    out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+    match d {
+        Some(d) => push_thousandths(out, d.as_millis() as u64),
+        None => out.push(b'-'),
+    }
 }
 
 /// nginx's `$time_local`, in UTC: `05/Dec/2026:16:30:44 +0000`.
@@ -577,7 +575,7 @@ fn push_local_time(out: &mut Vec<u8>, since_epoch: Duration) {
     let secs = since_epoch.as_secs();
     let (year, month, day) = civil(secs / 86_400);
     let rem = secs % 86_400;
-    let two = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
+    let two = push_two_digits;
     two(out, day);
     out.push(b'/');
     out.extend_from_slice(MONTHS[(month as usize).clamp(1, 12) - 1]);
@@ -630,11 +628,21 @@ fn text_value(out: &mut Vec<u8>, value: &[u8]) {
 
 /// Milliseconds with microsecond precision: `12.345`.
 fn push_millis(out: &mut Vec<u8>, d: Duration) {
-    let us = d.as_micros() as u64;
-    push_decimal(out, us / 1000);
+    push_thousandths(out, d.as_micros() as u64);
+}
+
+/// `n` thousandths as a decimal with three places: `12345` is `12.345`.
+fn push_thousandths(out: &mut Vec<u8>, n: u64) {
+    push_decimal(out, n / 1000);
     out.push(b'.');
-    let frac = us % 1000;
-    out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+    let frac = n % 1000;
+    out.extend_from_slice(&[b'0' + (frac / 100) as u8]);
+    push_two_digits(out, frac % 100);
+}
+
+/// The last two decimal digits of `v`.
+fn push_two_digits(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
 }
 
 /// An address with its port; port 0 is a client address a forwarded field gave without one, written
@@ -655,7 +663,7 @@ fn push_time(out: &mut Vec<u8>, since_epoch: Duration) {
     let secs = since_epoch.as_secs();
     let (year, month, day) = civil(secs / 86_400);
     let rem = secs % 86_400;
-    let two = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(&[b'0' + (v / 10 % 10) as u8, b'0' + (v % 10) as u8]);
+    let two = push_two_digits;
     two(out, year / 100);
     two(out, year % 100);
     out.push(b'-');
