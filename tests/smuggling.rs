@@ -331,3 +331,84 @@ fn pipelined_attack_after_a_refusal_never_reaches_the_backend() {
         d.shutdown();
     });
 }
+
+/// The 2025 "funky chunks" findings (chunk-extension and line-terminator handling that two
+/// parsers read differently): bare LF where CRLF belongs, a LF or other control byte inside a
+/// chunk extension, an oversized extension, and sizes with whitespace, signs, `0x` or more digits
+/// than fit. Each request body is refused with 400 before any of it is forwarded whole, and a victim
+/// on the same pooled upstream connection is served alone.
+#[test]
+fn funky_chunks_in_request_bodies_are_refused_and_the_victim_is_safe() {
+    let long_extension = format!("3;{}\r\nabc\r\n0\r\n\r\n", "x".repeat(5000));
+    let vectors: Vec<(&str, String)> = vec![
+        ("bare LF after the size", "3\nabc\r\n0\r\n\r\n".into()),
+        ("bare LF after the data", "3\r\nabc\n0\r\n\r\n".into()),
+        ("bare LF ends the last chunk", "0\n\r\n".into()),
+        ("LF inside an extension", "3;a=\nb\r\nabc\r\n0\r\n\r\n".into()),
+        ("CR alone inside an extension", "3;a=\rb\r\nabc\r\n0\r\n\r\n".into()),
+        ("a control byte inside an extension", "3;a=\x01\r\nabc\r\n0\r\n\r\n".into()),
+        ("an oversized extension", long_extension),
+        ("whitespace before the size", " 3\r\nabc\r\n0\r\n\r\n".into()),
+        ("a sign before the size", "+3\r\nabc\r\n0\r\n\r\n".into()),
+        ("0x before the size", "0x3\r\nabc\r\n0\r\n\r\n".into()),
+        ("a size that overflows 64 bits", "10000000000000003\r\nabc\r\n0\r\n\r\n".into()),
+        ("data longer than its size", "3\r\nabcd\r\n0\r\n\r\n".into()),
+        ("an underscore in the size", "1_0\r\nabcdefghijklmnop\r\n0\r\n\r\n".into()),
+    ];
+    each_driver(|driver| {
+        let b = Backend::start("b");
+        let d = one_worker_proxy(b.addr, driver);
+        for (what, body) in &vectors {
+            let attack =
+                format!("POST /attacker HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n{body}{SMUGGLED}");
+            let before = b.requests();
+            let resp = request(d.http_addr(), &attack);
+            assert_eq!(resp.status, 400, "{driver:?}: {what}: {resp:?}");
+            assert_victim_served_alone(&victim(d.http_addr()));
+            // At most the attacker's own (cut short) and the victim's: nothing smuggled between.
+            assert!(b.requests() - before <= 2, "{driver:?}: {what}: a request was smuggled");
+            assert!(!b.received().contains("admin-smuggled HTTP"), "{driver:?}: {what}: {}", b.received());
+        }
+        // A well-formed extension is allowed, and the body arrives whole.
+        let resp = request(
+            d.http_addr(),
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3;name=\"v a\"\r\nabc\r\n0\r\n\r\n",
+        );
+        assert!(resp.status == 200 && resp.body.contains("body=abc"), "{driver:?}: {resp:?}");
+        d.shutdown();
+    });
+}
+
+/// The same findings in a backend's chunked response: ramjet's upstream parser refuses the
+/// response (502 to its client, the connection dropped), so the bytes after the lost framing never
+/// answer the next request on the pooled connection.
+#[test]
+fn funky_chunks_in_responses_get_502_and_never_desync_the_pool() {
+    let evil = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nEVIL";
+    let vectors = [
+        ("bare LF after the size", format!("5\nfirst\r\n0\r\n\r\n{evil}")),
+        ("LF inside an extension", format!("5;a\nb\r\nfirst\r\n0\r\n\r\n{evil}")),
+        ("an oversized extension", format!("5;{}\r\nfirst\r\n0\r\n\r\n{evil}", "x".repeat(5000))),
+        ("0x before the size", format!("0x5\r\nfirst\r\n0\r\n\r\n{evil}")),
+        ("data longer than its size", format!("5\r\nfirst!\r\n0\r\n\r\n{evil}")),
+    ];
+    each_driver(|driver| {
+        for (what, body) in &vectors {
+            let first = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{body}");
+            let b = ScriptedBackend::start(vec![
+                first.into_bytes(),
+                b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nvictim".to_vec(),
+                b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nvictim".to_vec(),
+            ]);
+            let d = one_worker_proxy(b.addr, driver);
+            let resp = request(d.http_addr(), "GET /attacker HTTP/1.1\r\nHost: h\r\n\r\n");
+            // The head was good and may have been sent on: the client sees a 502 or a cut body,
+            // never a complete answer from the bytes after the bad chunk.
+            assert!(resp.status == 502 || !resp.body.contains("EVIL"), "{driver:?}: {what}: {resp:?}");
+            let resp = request(d.http_addr(), "GET /victim HTTP/1.1\r\nHost: h\r\n\r\n");
+            assert_eq!((resp.status, resp.body.as_str()), (200, "victim"), "{driver:?}: {what}");
+            assert_eq!(b.connections(), 2, "{driver:?}: {what}: the broken response's connection was reused");
+            d.shutdown();
+        }
+    });
+}

@@ -163,7 +163,9 @@ fn serve(stream: Recorder, name: &str, requests: &AtomicUsize, idle: Option<Dura
             loop {
                 let mut size = String::new();
                 reader.read_line(&mut size).unwrap();
-                let n = usize::from_str_radix(size.trim(), 16).unwrap();
+                // A chunk extension (`;name=value`) says nothing about the size.
+                let digits = size.split(';').next().unwrap_or_default();
+                let n = usize::from_str_radix(digits.trim(), 16).unwrap();
                 let mut chunk = vec![0; n + 2];
                 reader.read_exact(&mut chunk).unwrap();
                 if n == 0 {
