@@ -337,6 +337,95 @@ fn rapid_reset_is_bounded_and_others_are_served() {
     });
 }
 
+/// CVE-2025-8671 ("MadeYouReset"): the client never resets a stream itself, it makes ramjet reset
+/// it — DATA on a stream it has already ended is a stream error (STREAM_CLOSED) — so a limit on the
+/// client's resets does not apply. Ramjet counts the resets it sends: the attacker is cut off (GOAWAY
+/// ENHANCE_YOUR_CALM) long before its streams all reach the backend, memory stays flat, and a
+/// victim on the same worker is served.
+#[test]
+fn made_you_reset_is_bounded_and_others_are_served() {
+    let a = Backend::start("a");
+    each_driver(|driver| {
+        let d = one_worker(driver, &a);
+        let before = a.requests();
+        let rss = rss_kib();
+        let mut raw = RawH2::connect(d.http_addr());
+        let (mut sent, mut id) = (0, 1u32);
+        while sent < 20_000 {
+            let mut burst = Vec::new();
+            for _ in 0..100 {
+                let block = request_block("h", "/slow/300", &[]);
+                let ended = frame::END_HEADERS | frame::END_STREAM;
+                burst.extend(h2client::encode_frame(frame::HEADERS, ended, id, &block));
+                burst.extend(h2client::encode_frame(frame::DATA, 0, id, b"x"));
+                id += 2;
+            }
+            if !raw.write(&burst) {
+                break;
+            }
+            sent += 100;
+        }
+        victim_served(d.http_addr());
+        // h2 takes DATA on a stream the client ended for a connection error: the attacker is cut
+        // off at its first such frame (PROTOCOL_ERROR), or once ramjet has reset too many streams.
+        let code = raw.goaway();
+        assert!(matches!(code, None | Some(0x1) | Some(0xb)), "{driver:?}: GOAWAY {code:?}");
+        let reached = a.requests() - before;
+        assert!(reached < 2_000, "{driver:?}: {reached} streams ramjet reset reached the backend");
+        assert!(rss_kib().saturating_sub(rss) < 64 * 1024, "{driver:?}: memory grew by {} KiB", rss_kib() - rss);
+        d.shutdown();
+    });
+}
+
+/// An empty-DATA flood (the 2019 "0-length headers/data" family, CVE-2019-9518): DATA frames with
+/// no payload cost the sender nothing and no flow-control window. A victim on the same worker is
+/// served while it goes on, memory stays flat, and the flooder's connection does not stay open.
+/// (Here h2 may end it first, once the stream is answered; the run-length guard that ends it
+/// whatever the stream's state is `codec::http2::io::FrameWatch`, tested on its own there.)
+#[test]
+fn an_empty_data_flood_does_not_starve_others() {
+    let a = Backend::start("a");
+    each_driver(|driver| {
+        let d = one_worker(driver, &a);
+        let rss = rss_kib();
+        let mut raw = RawH2::connect(d.http_addr());
+        raw.stream.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+        // One stream whose body never ends: an upload of nothing, forever.
+        let block = request_block("h", "/upload", &[]);
+        assert!(raw.write(&h2client::encode_frame(frame::HEADERS, frame::END_HEADERS, 1, &block)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let flooder = std::thread::spawn(move || {
+            let one = h2client::encode_frame(frame::DATA, 0, 1, &[]);
+            let burst: Vec<u8> = one.iter().copied().cycle().take(one.len() * 1000).collect();
+            let mut frames = 0u64;
+            while frames < 2_000_000 && !halt.load(Ordering::Relaxed) && raw.write(&burst) {
+                frames += 1000;
+            }
+            (frames, raw)
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        victim_answered(d.http_addr(), Duration::from_secs(30));
+        stop.store(true, Ordering::Relaxed);
+        let (frames, mut raw) = flooder.join().unwrap();
+        assert!(frames >= 1000, "{driver:?}: the flood never started");
+        // The flooder's connection was ended, not left open to go on.
+        raw.stream.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let ended = loop {
+            let mut chunk = [0u8; 4096];
+            match std::io::Read::read(&mut raw.stream, &mut chunk) {
+                Ok(0) => break true,
+                Ok(_) => continue,
+                Err(e) => break !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            }
+        };
+        assert!(ended, "{driver:?}: the connection of {frames} empty DATA frames is still open");
+        victim_answered(d.http_addr(), Duration::from_secs(30));
+        assert!(rss_kib().saturating_sub(rss) < 64 * 1024, "{driver:?}: memory grew by {} KiB", rss_kib() - rss);
+        d.shutdown();
+    });
+}
+
 #[test]
 fn continuation_flood_is_cut_off() {
     let a = Backend::start("a");

@@ -147,11 +147,13 @@ async fn exchange(mut send: SendRequest<Bytes>, request: Request<()>, body: Byte
 
 /// HTTP/2 frame types.
 pub mod frame {
+    pub const DATA: u8 = 0x0;
     pub const HEADERS: u8 = 0x1;
     pub const RST_STREAM: u8 = 0x3;
     pub const SETTINGS: u8 = 0x4;
     pub const PING: u8 = 0x6;
     pub const GOAWAY: u8 = 0x7;
+    pub const WINDOW_UPDATE: u8 = 0x8;
     pub const CONTINUATION: u8 = 0x9;
     pub const END_STREAM: u8 = 0x1;
     pub const END_HEADERS: u8 = 0x4;
