@@ -4,4 +4,5 @@
 
 pub mod access_log;
 pub mod requests;
+pub mod text;
 pub mod trace;

@@ -28,7 +28,7 @@ use crate::base::clock::civil;
 use crate::codec::http1::head::push_decimal;
 use crate::conn::TlsSession;
 use crate::observe::requests::MAX_REQUEST_ID;
-use crate::observe::trace::push_hex;
+use crate::observe::text::{json_escape, push_hex};
 use ramjet_shared::{route_object, RouteOrigin};
 
 /// Where records go.
@@ -597,20 +597,6 @@ fn json_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(b"\":\"");
     json_escape(out, value);
     out.push(b'"');
-}
-
-/// JSON string contents: quotes, backslashes and control characters escaped; bytes above 0x7f
-/// (obs-text, which HTTP/1.1 allows in field values) as `\u00XX`, so every line is valid JSON.
-pub(crate) fn json_escape(out: &mut Vec<u8>, value: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for &b in value {
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x20..=0x7e => out.push(b),
-            _ => out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]]),
-        }
-    }
 }
 
 /// Text values: bytes that would break the line or its quoting become `\xXX`.

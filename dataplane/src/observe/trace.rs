@@ -31,7 +31,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 
 use crate::codec::http1::head::push_decimal;
 use crate::codec::trace_context::{self, SpanContext, TRACEPARENT_LEN};
-use crate::observe::access_log::json_escape;
+use crate::observe::text::{json_escape, push_hex};
 
 /// Where spans go and which requests are traced.
 #[derive(Debug, Clone)]
@@ -103,13 +103,6 @@ impl std::str::FromStr for OtlpEndpoint {
             p => p.to_string(),
         };
         Ok(OtlpEndpoint { authority, path })
-    }
-}
-
-pub(crate) fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for &b in bytes {
-        out.extend_from_slice(&[HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]]);
     }
 }
 
