@@ -288,7 +288,7 @@ fn ingress_series_have_namespace_ingress_service_and_status_code_labels() {
     d.shutdown();
 }
 
-/// Asked for OpenMetrics (as Prometheus asks when it stores exemplars), `/metrics` is valid
+/// Asked for OpenMetrics (as Prometheus asks by default), `/metrics` is valid
 /// OpenMetrics by the Prometheus project's own parser, and a route's duration histogram points to
 /// its last traced request: the trace id an operator follows from a slow bucket to the trace.
 #[test]

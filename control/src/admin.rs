@@ -282,8 +282,8 @@ async fn traffic(State(state): State<Arc<AdminState>>) -> Json<Traffic> {
     Json(Traffic { instance: state.instance.clone(), bounds: DURATION_BUCKETS.to_vec(), routes })
 }
 
-/// Prometheus text, or OpenMetrics when the scraper asks for it (Prometheus does when exemplar
-/// storage is on): only OpenMetrics carries exemplars.
+/// Prometheus text, or OpenMetrics when the scraper asks for it (Prometheus does by default; it keeps
+/// the exemplars with its exemplar storage on): only OpenMetrics carries exemplars.
 async fn metrics(State(state): State<Arc<AdminState>>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
     if accept.contains("application/openmetrics-text") {
