@@ -16,8 +16,8 @@
 //! `traceparent` says "sampled" is traced, one that says "not sampled" is not, and a request
 //! without one (or with an invalid one) is traced with `sample_ratio`. An unsampled request costs a
 //! look at its `traceparent` and a random draw; its `traceparent` and `tracestate` pass on
-//! untouched. A sampled one costs a span id, a `traceparent` rewritten for the upstream, a few
-//! small allocations for its attributes, and its place in the ring.
+//! untouched. A sampled one costs a span id, a `traceparent` rewritten for the upstream, two
+//! allocations (the record, and the request's texts in one buffer), and its place in the ring.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
