@@ -412,3 +412,44 @@ fn funky_chunks_in_responses_get_502_and_never_desync_the_pool() {
         }
     });
 }
+
+/// With tracing on, ramjet rewrites a traced request's upstream head: the client's `traceparent`
+/// lines are removed and its own added. An attacker that sends several of them, in other cases, one
+/// with a CR/LF-looking value and a body hiding a request, still gets exactly one `traceparent`
+/// upstream — in a new trace, since two are no context at all (W3C Trace Context's
+/// `test_traceparent_duplicated`) — and its body as a body; a victim on the same pooled upstream
+/// connection is served alone.
+#[test]
+fn a_rewritten_traceparent_never_shifts_the_upstream_framing() {
+    each_driver(|driver| {
+        let b = Backend::start("b");
+        let yaml =
+            format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr);
+        let d = daemon_with(routes(&yaml), driver, |c| {
+            c.workers = 1;
+            // Spans go nowhere; every request is traced.
+            c.traces =
+                Some(ramjet_dataplane::TraceSettings::new(format!("http://{}", support::dead_addr()).parse().unwrap()));
+        });
+        let body = SMUGGLED;
+        let attack = format!(
+            "POST / HTTP/1.1\r\nHost: h\r\ntraceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\n\
+             TRACEPARENT: 00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-bbbbbbbbbbbbbbbb-01\r\nTraceParent: x\\r\\ny: z\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let resp = request(d.http_addr(), &attack);
+        assert_eq!(resp.status, 200, "{driver:?}: {resp:?}");
+        assert!(resp.body.contains("body=GET /admin-smuggled"), "{driver:?}: {}", resp.body);
+        let traceparents: Vec<&str> =
+            resp.body.lines().filter(|l| l.to_ascii_lowercase().starts_with("header=traceparent")).collect();
+        assert_eq!(traceparents.len(), 1, "{driver:?}: {traceparents:?}");
+        for client in ["4bf92f3577b34da6a3ce929d0e0e4736", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"] {
+            assert!(!traceparents[0].contains(client), "{driver:?}: duplicates are no context: {traceparents:?}");
+        }
+        assert_victim_served_alone(&victim(d.http_addr()));
+        assert_eq!(b.connections(), 1, "{driver:?}: both went over one pooled connection");
+        assert_eq!(b.requests(), 2, "{driver:?}: the backend parsed exactly two requests");
+        d.shutdown();
+    });
+}

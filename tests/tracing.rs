@@ -214,3 +214,36 @@ fn the_ratio_samples_roots_and_a_down_collector_costs_requests_nothing() {
     );
     d.shutdown();
 }
+
+/// Two `traceparent` fields are no context at all (W3C Trace Context, `test_traceparent_duplicated`):
+/// over HTTP/1.1 and HTTP/2 alike the request starts a trace of its own, and the backend gets one
+/// `traceparent`, ramjet's.
+#[test]
+fn duplicated_traceparents_start_a_new_trace() {
+    let collector = Collector::start();
+    let app = Backend::start("app");
+    let h2 = H2Echo::start();
+    let d =
+        daemon_with(routes(&yaml(app.addr, h2.addr)), IoDriver::Auto, |c| c.traces = Some(traces_to(&collector, 1.0)));
+    let (first, second) =
+        (format!("00-{TRACE}-{PARENT}-01"), "00-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-bbbbbbbbbbbbbbbb-01");
+    let over_h1 = Conn::open(d.http_addr()).get_with(
+        "app.test",
+        "/h1",
+        &format!("traceparent: {first}\r\ntraceparent: {second}\r\n"),
+    );
+    assert_eq!(over_h1.body.matches("header=traceparent").count(), 1, "{}", over_h1.body);
+    let mut client = H2Client::connect(d.http_addr());
+    let over_h2 = client
+        .request("GET", "h2.test", "/h2", &[("traceparent", first.as_str()), ("traceparent", second)], b"", false)
+        .expect("an HTTP/2 answer");
+    assert_eq!(over_h2.text().matches("traceparent:").count(), 1, "{}", over_h2.text());
+    let spans = collector.wait_spans(2, Duration::from_secs(20));
+    for path in ["/h1", "/h2"] {
+        let span = span_with(&spans, path);
+        let trace = span["traceId"].as_str().unwrap();
+        assert!(trace != TRACE && !second.contains(trace), "{path}: {span:#}");
+        assert!(span.get("parentSpanId").is_none(), "{path}: a root span: {span:#}");
+    }
+    d.shutdown();
+}

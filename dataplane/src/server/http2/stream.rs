@@ -76,7 +76,13 @@ pub(crate) async fn serve(
     // One generation for the whole life of this stream.
     let generation = worker.generation();
     let id = worker.request_id(parts.headers.get(X_REQUEST_ID).map(|v| v.as_bytes()), || {
-        parts.headers.get(TRACEPARENT).map(|v| v.as_bytes())
+        // Two `traceparent` fields are no context at all (W3C Trace Context): an empty value.
+        let mut all = parts.headers.get_all(TRACEPARENT).iter();
+        match (all.next(), all.next()) {
+            (Some(one), None) => Some(one.as_bytes()),
+            (Some(_), Some(_)) => Some(&[][..]),
+            _ => None,
+        }
     });
     // The client its fields name, where the peer is a trusted proxy (else nothing is looked at).
     let client = request_client(&facts, values(&parts.headers));

@@ -219,7 +219,11 @@ pub fn parse_request<'c>(
             10 if name.eq_ignore_ascii_case(b"user-agent") => user_agent = value,
             7 if name.eq_ignore_ascii_case(b"referer") => referer = value,
             12 if name.eq_ignore_ascii_case(b"x-request-id") => request_id = Some(trim(value)),
-            11 if name.eq_ignore_ascii_case(b"traceparent") => traceparent = Some(value),
+            // Two `traceparent` fields are no context at all (W3C Trace Context): an empty value,
+            // which no parser takes, so the request starts a trace of its own.
+            11 if name.eq_ignore_ascii_case(b"traceparent") => {
+                traceparent = Some(if traceparent.is_some() { &value[..0] } else { value })
+            }
             _ => {}
         }
     }
