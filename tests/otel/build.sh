@@ -6,8 +6,10 @@
 # directory holding the binary on stdout.
 #
 # The tests call this themselves (tests/support/otel_collector.rs) when the binary is missing.
-# Needs Go (>= 1.26, go.mod's go line) and the Go module proxy; builds from the committed go.sum,
-# never rewriting it.
+# Needs Go and the Go module proxy; builds from the committed go.sum, never rewriting it. The
+# collector needs Go 1.26 (go.mod's go line): an older Go fetches that toolchain from the module
+# proxy itself (GOTOOLCHAIN=auto), so the machines that build the API server with Go 1.24 build
+# this too.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -19,6 +21,7 @@ stamp="$( (cat "$here/go.mod" "$here/go.sum" "$here/main.go"; echo "$recipe") | 
 out="$target/otel/$stamp"
 
 cd "$here"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
 # shellcheck source=../go-build.sh
 . "$here/../go-build.sh"
 go_build_cached tests/otel/build.sh "$target/otel" "$out" "$stamp" "-s -w" .
