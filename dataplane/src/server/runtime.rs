@@ -10,6 +10,10 @@ pub(crate) type Ready = mpsc::Sender<(usize, Result<DriverChoice, String>)>;
 
 /// Builds the worker's runtime on the driver the policy allows and runs `main` on it; `main` says
 /// when it serves (its listeners registered) or why it cannot, and only then is the worker started.
+///
+/// Never inlined: it runs once per thread, and profiles find a worker's thread by its name
+/// (`benches/budget/check.py` does, for the instruction budget).
+#[inline(never)]
 pub(crate) fn run_worker<F, Fut>(id: usize, policy: IoDriver, ready: Ready, main: F)
 where
     F: FnOnce(Started) -> Fut,
