@@ -66,19 +66,34 @@ fn value(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// A Python with `prometheus-client`, created once per test binary. The venv is built under a
+/// private name and renamed into place, so tests (or binaries) racing to create it never see half of one.
 fn venv_python() -> String {
-    let root = env!("CARGO_MANIFEST_DIR");
-    let venv = format!("{root}/target/metrics-venv");
-    let python = format!("{venv}/bin/python");
-    if !Path::new(&python).exists() {
-        let ok = Command::new("python3").args(["-m", "venv", &venv]).status().is_ok_and(|s| s.success())
-            && Command::new(&python)
-                .args(["-m", "pip", "install", "-q", "prometheus-client==0.21.1"])
-                .status()
-                .is_ok_and(|s| s.success());
-        assert!(ok, "could not create {venv} with prometheus-client (python3-venv and PyPI are needed)");
-    }
-    python
+    static PYTHON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let root = env!("CARGO_MANIFEST_DIR");
+            let venv = format!("{root}/target/metrics-venv");
+            let python = format!("{venv}/bin/python");
+            if Path::new(&python).exists() {
+                return python;
+            }
+            let building = format!("{venv}.building-{}", std::process::id());
+            let _ = std::fs::remove_dir_all(&building);
+            let built = Command::new("python3").args(["-m", "venv", &building]).status().is_ok_and(|s| s.success())
+                && Command::new(format!("{building}/bin/python"))
+                    .args(["-m", "pip", "install", "-q", "prometheus-client==0.21.1"])
+                    .status()
+                    .is_ok_and(|s| s.success());
+            assert!(built, "could not create {venv} with prometheus-client (python3-venv and PyPI are needed)");
+            // Another binary may have finished first; then its venv is used and ours is dropped.
+            if std::fs::rename(&building, &venv).is_err() {
+                let _ = std::fs::remove_dir_all(&building);
+            }
+            assert!(Path::new(&python).exists(), "{python} is missing after creating the venv");
+            python
+        })
+        .clone()
 }
 
 #[test]
