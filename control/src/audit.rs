@@ -110,6 +110,7 @@ impl AuditTrail {
             mirrors_added = c.mirrors_added,
             mirrors_removed = c.mirrors_removed,
             passthrough_changed = c.passthrough_changed,
+            client_auth_changed = c.client_auth_changed,
             default_backend_changed = c.default_backend_changed,
             "{}",
             record.message

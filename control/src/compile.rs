@@ -30,8 +30,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    Backend, BackendKind, BackendProtocol, CaBundle, CertId, Certificate, Diagnostic, Digest, Generation, ObjectRef,
-    RouteTable, Severity, TableBuilder, UpstreamTls, UpstreamTlsSpec,
+    Backend, BackendKind, BackendProtocol, CaBundle, CertId, Certificate, ClientAuth, Diagnostic, Digest, Generation,
+    ObjectRef, RouteTable, Severity, TableBuilder, UpstreamTls, UpstreamTlsSpec,
 };
 
 /// A table being compiled, with the certificates it names and what went wrong on the way.
@@ -82,6 +82,10 @@ pub struct Compiler {
     used_ca_bundles: HashMap<[u8; 32], Arc<CaBundle>>,
     upstream_tls: HashMap<TlsKey, Arc<UpstreamTls>>,
     used_upstream_tls: HashMap<TlsKey, Arc<UpstreamTls>>,
+    /// Client-certificate authentications by content: an unchanged one stays the same value, so
+    /// the workers' connections need not compare it again.
+    client_auths: HashMap<Digest, Arc<ClientAuth>>,
+    used_client_auths: HashMap<Digest, Arc<ClientAuth>>,
     /// Compiles that produced a new generation, and compiles in all.
     pub compiled: u64,
     pub compiles: u64,
@@ -177,6 +181,15 @@ impl Compiler {
         Ok(tls)
     }
 
+    /// `auth`, or the equal one of the last compile.
+    pub fn client_auth(&mut self, auth: ClientAuth) -> Arc<ClientAuth> {
+        let key = ramjet_shared::digest_of(&auth);
+        let known = self.used_client_auths.get(&key).or_else(|| self.client_auths.get(&key)).cloned();
+        let auth = known.unwrap_or_else(|| Arc::new(auth));
+        self.used_client_auths.insert(key, auth.clone());
+        auth
+    }
+
     /// The parsed certificate for `cert`'s content, parsed once across compiles.
     pub fn certificate(&mut self, cert: &Arc<Certificate>) -> Arc<Certificate> {
         self.certificates.entry(cert.id).or_insert_with(|| cert.clone()).clone()
@@ -207,6 +220,7 @@ impl Compiler {
         self.backends = std::mem::take(&mut self.used_backends);
         self.ca_bundles = std::mem::take(&mut self.used_ca_bundles);
         self.upstream_tls = std::mem::take(&mut self.used_upstream_tls);
+        self.client_auths = std::mem::take(&mut self.used_client_auths);
         let (backends, free) = (&self.backends, &mut self.free_slots);
         self.slots.retain(|name, slot| {
             let used = backends.contains_key(name);

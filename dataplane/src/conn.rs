@@ -4,10 +4,14 @@
 //! its client instead ([`AddressRules`]). The codecs, the pipeline and the servers all read them
 //! from here.
 
+use std::cell::RefCell;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
+use std::sync::Arc;
 
-use ramjet_shared::IpBlock;
+use ramjet_shared::client_auth::{escaped_pem, rfc2253, subject_and_issuer};
+use ramjet_shared::{ClientAuth, IpBlock, Verdict};
+use rustls::pki_types::{CertificateDer, UnixTime};
 
 /// Per-connection facts added to every upstream head.
 pub struct ConnFacts {
@@ -34,6 +38,8 @@ pub struct ConnFacts {
     pub rules: Option<Rc<AddressRules>>,
     /// The peer is a trusted proxy: its requests' address field is believed.
     pub trusted: bool,
+    /// What the client's certificate came to, when its handshake was for a host that asks for one.
+    pub client_cert: Option<PeerCertificate>,
 }
 
 impl ConnFacts {
@@ -45,7 +51,17 @@ impl ConnFacts {
         let proto_at = forwarded.len();
         let proto = if tls { "https" } else { "http" };
         let _ = write!(forwarded, "x-forwarded-proto: {proto}\r\nx-forwarded-port: {local_port}\r\n");
-        ConnFacts { peer, tls, local_port, tls_session: None, forwarded, proto_at, rules: None, trusted: false }
+        ConnFacts {
+            peer,
+            tls,
+            local_port,
+            tls_session: None,
+            forwarded,
+            proto_at,
+            rules: None,
+            trusted: false,
+            client_cert: None,
+        }
     }
 
     /// The facts of a TLS connection, once its handshake has settled the version and the name.
@@ -70,6 +86,89 @@ impl ConnFacts {
     pub fn proto_and_port_lines(&self) -> &[u8] {
         &self.forwarded[self.proto_at..]
     }
+}
+
+/// The fields a backend is told of the client's certificate (nginx's `ssl-client-*`), as the
+/// external auth service's are: each replaces the client's own, and an empty value removes it.
+pub type CertFields = Rc<[(Box<str>, Vec<u8>)]>;
+
+/// The certificate chain a TLS client presented (possibly none) to a host asking for one, and
+/// what it came to. It is checked at the handshake against that host's [`ClientAuth`]; a request
+/// whose route has another (the configuration changed since) has it checked again, once.
+pub struct PeerCertificate {
+    chain: Vec<CertificateDer<'static>>,
+    checked: RefCell<Checked>,
+}
+
+/// A chain's verdict under one host's authentication.
+#[derive(Clone)]
+pub struct Checked {
+    pub auth: Arc<ClientAuth>,
+    pub verdict: Verdict,
+    /// The subject's distinguished name, RFC 2253 (empty without a certificate).
+    pub subject: Rc<str>,
+    pub fields: CertFields,
+}
+
+impl PeerCertificate {
+    /// Checks `chain` (the client's own certificate first; empty: none was sent) against `auth`.
+    pub fn new(chain: Vec<CertificateDer<'static>>, auth: &Arc<ClientAuth>) -> Self {
+        let checked = check(&chain, auth);
+        PeerCertificate { chain, checked: RefCell::new(checked) }
+    }
+
+    /// The verdict under `auth`: the one from the handshake when `auth` is what it was checked
+    /// against, else checked now (and kept for the connection's next requests).
+    pub fn checked_by(&self, auth: &Arc<ClientAuth>) -> Checked {
+        let mut current = self.checked.borrow_mut();
+        if !Arc::ptr_eq(&current.auth, auth) {
+            // The compiler keeps an unchanged authentication's Arc across generations, so this is
+            // a change, or the first request of a connection older than one.
+            if *current.auth == **auth {
+                current.auth = auth.clone();
+            } else {
+                *current = check(&self.chain, auth);
+            }
+        }
+        current.clone()
+    }
+}
+
+/// The verdict on a chain and what a backend is told of it.
+fn check(chain: &[CertificateDer<'static>], auth: &Arc<ClientAuth>) -> Checked {
+    let verdict = auth.check(chain, UnixTime::now());
+    let names = chain.first().and_then(|leaf| subject_and_issuer(leaf));
+    let (subject, issuer) = names.map_or((String::new(), String::new()), |(subject, issuer)| {
+        (rfc2253(subject).unwrap_or_default(), rfc2253(issuer).unwrap_or_default())
+    });
+    let certificate = match chain.first() {
+        Some(leaf) if auth.pass_certificate => escaped_pem(leaf),
+        _ => String::new(),
+    };
+    let fields: Vec<(Box<str>, Vec<u8>)> = vec![
+        ("ssl-client-verify".into(), verdict.as_field().into_bytes()),
+        ("ssl-client-subject-dn".into(), subject.clone().into_bytes()),
+        ("ssl-client-issuer-dn".into(), issuer.into_bytes()),
+        ("ssl-client-cert".into(), certificate.into_bytes()),
+    ];
+    Checked { auth: auth.clone(), verdict, subject: subject.into(), fields: fields.into() }
+}
+
+thread_local! {
+    /// What a backend is told of a request that came without a certificate: `NONE`, and none of
+    /// the client's own `ssl-client-*` fields.
+    static NO_CERTIFICATE: CertFields = vec![
+        ("ssl-client-verify".into(), b"NONE".to_vec()),
+        ("ssl-client-subject-dn".into(), Vec::new()),
+        ("ssl-client-issuer-dn".into(), Vec::new()),
+        ("ssl-client-cert".into(), Vec::new()),
+    ]
+    .into();
+}
+
+/// The fields for a request without a certificate (shared by every such request of the worker).
+pub fn no_certificate_fields() -> CertFields {
+    NO_CERTIFICATE.with(Rc::clone)
 }
 
 /// The negotiated TLS version and the SNI name the client sent.

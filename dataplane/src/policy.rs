@@ -1,8 +1,10 @@
 //! The worker side of route features: header edits and filters, error pages, per-client limits,
-//! basic-auth credentials and EWMA balancing. Each is pure logic over the compiled route, or state a
-//! worker keeps for it; the pipeline calls them only for routes that use them.
+//! client certificates, basic-auth credentials and EWMA balancing. Each is pure logic over the
+//! compiled route, or state a worker keeps for it; the pipeline calls them only for routes that use
+//! them.
 
 pub mod basic_auth;
+pub mod client_certs;
 pub mod edit;
 pub mod error_pages;
 pub mod ewma;

@@ -3,6 +3,8 @@
 //! HTTP/1.1, HTTP/2 or passthrough) — and each server drives the request pipeline.
 
 pub mod accept;
+pub mod client_auth;
+pub mod client_hello;
 pub mod contain;
 pub mod http1;
 pub mod http2;

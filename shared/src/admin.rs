@@ -114,6 +114,8 @@ pub struct DiffCounts {
     pub mirrors_removed: usize,
     /// Server names whose TLS passthrough started, moved to another backend, or stopped.
     pub passthrough_changed: usize,
+    /// Hosts whose client-certificate authentication started, changed or stopped.
+    pub client_auth_changed: usize,
     pub default_backend_changed: bool,
 }
 

@@ -46,11 +46,12 @@ mod stats;
 mod upstream_tls;
 
 pub use cert::{CertId, CertStore, Certificate};
-pub use digest::Digest;
+pub use digest::{digest_of, Digest};
 pub use generation::{Diagnostic, Generation, ObjectRef, Severity};
 pub use publish::Published;
 pub use route::affinity::{endpoint_key, Affinity, AFFINITY_COOKIE};
 pub use route::basic_auth::BasicAuth;
+pub use route::client_auth::{self, ClientAuth, ClientAuthSpec, Verdict, VerifyClient};
 pub use route::client_limits::{ClientLimits, Rate};
 pub use route::cors::{Cors, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS};
 pub use route::error_pages::{self, ErrorPages};

@@ -21,11 +21,13 @@ use rustc_hash::FxBuildHasher;
 use serde::Serialize;
 
 use crate::cert::CertId;
+use client_auth::ClientAuth;
 use crate::digest::{self, Digest};
 use crate::upstream_tls::UpstreamTls;
 
 pub mod affinity;
 pub mod basic_auth;
+pub mod client_auth;
 pub mod client_limits;
 pub mod cors;
 pub mod error_pages;
@@ -518,6 +520,9 @@ pub struct RouteTable {
     /// Hosts whose TLS connections are passed to a backend unopened (ingress-nginx's
     /// `ssl-passthrough`), by server name, lower case.
     passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
+    /// Hosts whose TLS handshakes ask for a client certificate, by server name as declared (exact
+    /// or `*.` wildcard), as `tls` is looked up.
+    client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     digest: Digest,
     /// The digest of the table items alone ([`RouteTable::table_items`]): equal digests, equal
     /// items, so a diff can skip them.
@@ -578,35 +583,19 @@ impl RouteTable {
     /// The certificate for an SNI name (normalized, lower case): exact host, then the wildcard one
     /// label up, then any-depth wildcards (longest suffix first), then the one for any name.
     pub fn certificate_for(&self, sni: &str) -> Option<CertId> {
-        if let Some(id) = self.tls.get(sni) {
-            return Some(*id);
-        }
-        self.wildcard_certificate(sni).or_else(|| self.any_certificate())
+        by_server_name(&self.tls, self.deep_tls, sni).copied()
     }
 
-    fn wildcard_certificate(&self, sni: &str) -> Option<CertId> {
-        let (label, mut suffix) = sni.split_once('.')?;
-        if label.is_empty() {
-            return None;
-        }
-        let mut wildcard = String::with_capacity(suffix.len() + 3);
-        wildcard.push_str("*.");
-        wildcard.push_str(suffix);
-        if let Some(id) = self.tls.get(wildcard.as_str()) {
-            return Some(*id);
-        }
-        if !self.deep_tls {
-            return None;
-        }
-        loop {
-            wildcard.clear();
-            wildcard.push_str("**.");
-            wildcard.push_str(suffix);
-            if let Some(id) = self.tls.get(wildcard.as_str()) {
-                return Some(*id);
-            }
-            suffix = suffix.split_once('.')?.1;
-        }
+    /// Whether any host asks TLS clients for a certificate.
+    #[inline]
+    pub fn has_client_auth(&self) -> bool {
+        !self.client_auth.is_empty()
+    }
+
+    /// The client-certificate authentication of the host an SNI name (normalized, lower case; `""`
+    /// for none) reaches, looked up as [`RouteTable::certificate_for`] looks up certificates.
+    pub fn client_auth_for(&self, sni: &str) -> Option<&Arc<ClientAuth>> {
+        by_server_name(&self.client_auth, true, sni)
     }
 
     /// The certificate for any server name (a Gateway listener without a hostname), also for
@@ -707,6 +696,7 @@ impl RouteTable {
         items.extend(self.tls.iter().map(|(host, cert)| TableItem::Tls { host, cert: *cert }));
         items.extend(self.ssl_redirect_hosts.iter().map(|host| TableItem::HttpsRedirect { host }));
         items.extend(self.passthrough.iter().map(|(host, backend)| TableItem::Passthrough { host, backend }));
+        items.extend(self.client_auth.iter().map(|(host, auth)| TableItem::ClientAuth { host, auth }));
         items
     }
 
@@ -725,6 +715,39 @@ impl RouteTable {
         let groups: Vec<Digest> = self.groups_sorted().into_iter().map(|g| group_digest(&g.host, &g.items())).collect();
         table_digest(&groups, &self.table_items())
     }
+}
+
+/// What `map` holds for a server name: the exact name, then the wildcard one label up, then
+/// any-depth wildcards (longest suffix first, only when `deep`), then the entry for any name (`""`).
+fn by_server_name<'m, V>(map: &'m BTreeMap<Arc<str>, V>, deep: bool, name: &str) -> Option<&'m V> {
+    if let Some(found) = map.get(name) {
+        return Some(found);
+    }
+    let wildcard = || {
+        let (label, mut suffix) = name.split_once('.')?;
+        if label.is_empty() {
+            return None;
+        }
+        let mut wildcard = String::with_capacity(suffix.len() + 3);
+        wildcard.push_str("*.");
+        wildcard.push_str(suffix);
+        if let Some(found) = map.get(wildcard.as_str()) {
+            return Some(found);
+        }
+        if !deep {
+            return None;
+        }
+        loop {
+            wildcard.clear();
+            wildcard.push_str("**.");
+            wildcard.push_str(suffix);
+            if let Some(found) = map.get(wildcard.as_str()) {
+                return Some(found);
+            }
+            suffix = suffix.split_once('.')?.1;
+        }
+    };
+    wildcard().or_else(|| map.get(""))
 }
 
 /// One entry of a compiled table in canonical form. The digest encodes exactly these (their
@@ -756,6 +779,8 @@ pub enum TableItem<'a> {
         #[serde(serialize_with = "Backend::serialize_digest")]
         backend: &'a Arc<Backend>,
     },
+    /// A host (exact or `*.` wildcard) whose TLS clients are asked for a certificate.
+    ClientAuth { host: &'a Arc<str>, auth: &'a ClientAuth },
 }
 
 /// A route item's policy, by its digest.
@@ -891,6 +916,7 @@ pub struct TableBuilder {
     tls: BTreeMap<Arc<str>, CertId>,
     ssl_redirect: Vec<Arc<str>>,
     passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
+    client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
 }
 
 impl TableBuilder {
@@ -990,6 +1016,17 @@ impl TableBuilder {
         true
     }
 
+    /// Ask TLS clients of `host` (exact or `*.` wildcard) for a certificate, checked by `auth`. The
+    /// first given for a host stays: `false` when the host had one already.
+    pub fn add_client_auth(&mut self, host: &str, auth: Arc<ClientAuth>) -> bool {
+        let host: Arc<str> = host.to_ascii_lowercase().into();
+        if self.client_auth.contains_key(&host) {
+            return false;
+        }
+        self.client_auth.insert(host, auth);
+        true
+    }
+
     /// Redirect plain-HTTP requests for `host` to HTTPS.
     pub fn add_ssl_redirect(&mut self, host: &str) {
         self.ssl_redirect.push(host.to_ascii_lowercase().into());
@@ -1067,6 +1104,7 @@ impl TableBuilder {
         table.deep_tls = self.tls.keys().any(|h| h.starts_with("**."));
         table.tls = self.tls;
         table.passthrough = self.passthrough;
+        table.client_auth = self.client_auth;
         let (digest, items_digest) = {
             let items = table.table_items();
             (table_digest(&groups, &items), table_digest(&[], &items))

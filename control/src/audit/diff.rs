@@ -127,6 +127,8 @@ pub enum ItemKey {
     HttpsRedirect(String),
     /// A server name whose TLS connections are passed to a backend unopened.
     Passthrough(String),
+    /// A host whose TLS clients are asked for a certificate.
+    ClientAuth(String),
 }
 
 /// What an item holds.
@@ -134,6 +136,8 @@ pub enum ItemKey {
 pub enum ItemValue {
     Target(RouteTarget),
     Cert(CertId),
+    /// A value by its content's digest, and what it says.
+    Described(ramjet_shared::Digest, String),
     Present,
 }
 
@@ -233,6 +237,10 @@ impl TableView {
                 TableItem::Passthrough { host, backend } => {
                     (ItemKey::Passthrough(host.to_string()), ItemValue::Target(RouteTarget::of(backend)))
                 }
+                TableItem::ClientAuth { host, auth } => (
+                    ItemKey::ClientAuth(host.to_string()),
+                    ItemValue::Described(ramjet_shared::digest_of(auth), auth.to_string()),
+                ),
             };
             self.items.insert(key, value);
         }
@@ -292,6 +300,10 @@ pub struct TableDiff {
     /// those no longer passed through.
     pub passthrough_added: BTreeMap<String, RouteTarget>,
     pub passthrough_removed: Vec<String>,
+    /// Hosts whose client-certificate authentication started or changed (what it is now), and
+    /// those that no longer ask for a certificate.
+    pub client_auth_set: BTreeMap<String, String>,
+    pub client_auth_removed: Vec<String>,
     /// The new default backend (`None` inside means it was removed), when it changed: another
     /// backend, or the same one with other endpoints or another direct response.
     pub default_backend: Option<Option<RouteTarget>>,
@@ -362,6 +374,12 @@ pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
                 }
             }
             (ItemKey::Passthrough(host), None) => d.passthrough_removed.push(host.clone()),
+            (ItemKey::ClientAuth(host), Some(value)) => {
+                if let ItemValue::Described(_, what) = value {
+                    d.client_auth_set.insert(host.clone(), what.clone());
+                }
+            }
+            (ItemKey::ClientAuth(host), None) => d.client_auth_removed.push(host.clone()),
         }
     }
     let (old_hosts, new_hosts) = (old.hosts(), new.hosts());
@@ -386,6 +404,7 @@ impl TableDiff {
             mirrors_added: self.mirrors_added.len(),
             mirrors_removed: self.mirrors_removed.len(),
             passthrough_changed: self.passthrough_added.len() + self.passthrough_removed.len(),
+            client_auth_changed: self.client_auth_set.len() + self.client_auth_removed.len(),
             default_backend_changed: self.default_backend.is_some(),
         }
     }
@@ -416,6 +435,7 @@ impl TableDiff {
         count(c.mirrors_added, "mirror", "mirrors", "added");
         count(c.mirrors_removed, "mirror", "mirrors", "removed");
         count(c.passthrough_changed, "TLS passthrough", "TLS passthroughs", "changed");
+        count(c.client_auth_changed, "client certificate setting", "client certificate settings", "changed");
         match &self.default_backend {
             Some(Some(now)) if self.default_backend_before.as_deref() == Some(now.backend.as_str()) => {
                 parts.push(format!("default backend {} changed", now.backend))

@@ -126,8 +126,6 @@ enum Support {
     Snippet(&'static str),
     /// Not yet; the text names the behaviour that is lost.
     Ignored(&'static str),
-    /// Access control not yet enforced; the text names it.
-    AccessControl(&'static str),
     /// Honoured for the values `check` accepts; any other value keeps the Ingress out of the table
     /// (the compiler refuses it too, with the same reason).
     Checked {
@@ -169,7 +167,7 @@ const fn nginx_default(name: &'static str, support: Support, default: DefaultVal
     Entry { name, support, nginx: Some(default), ramjet: Some(None) }
 }
 
-use Support::{AccessControl, Approximated, Checked, Honoured, Ignored, Snippet};
+use Support::{Approximated, Checked, Honoured, Ignored, Snippet};
 
 const NO: Option<&str> = Some("false");
 const BUFFERS: Support =
@@ -254,7 +252,27 @@ const SATISFY: Support = Ignored(
     "a client must pass both the source ranges and basic authentication; with satisfy: any ingress-nginx lets in a \
      client that passes either",
 );
-const TLS_AUTH: Support = AccessControl("client certificate authentication");
+const TLS_AUTH_SECRET: Support = Honoured(
+    "its ca.crt (and ca.crl) checks the certificates of the hosts' TLS clients, per host, for every path of every \
+     Ingress of the host; a Secret that cannot be used answers the hosts 403, as in ingress-nginx \
+     (docs/client-certificates.md)",
+);
+const TLS_VERIFY_CLIENT: Support = Honoured(
+    "on: 400 without a certificate from the CAs; optional: 400 for a bad one; optional_no_ca: passed on whoever \
+     issued it; off: none asked for (another value is taken as on, as in ingress-nginx)",
+);
+const TLS_VERIFY_DEPTH: Support =
+    Honoured("the most intermediate certificates between the client's and a CA (another value is taken as 1)");
+const TLS_ERROR_PAGE: Support = Checked {
+    check: values::error_page,
+    how: "a client refused for its certificate is redirected here (302) instead of answered 400",
+};
+const TLS_PASS_CERTIFICATE: Support =
+    Checked { check: values::go_bool, how: "the backend gets the certificate, URL-encoded PEM, in ssl-client-cert" };
+const TLS_MATCH_CN: Support = Checked {
+    check: values::subject_pattern,
+    how: "a client whose certificate's subject does not match is answered 403",
+};
 const TIMEOUT: Support = Checked {
     check: seconds,
     how: "the route's own timeout (whole seconds) for connecting to, writing to or reading from a backend, in \
@@ -413,12 +431,12 @@ const TABLE: &[Entry] = &[
     e("auth-signin", AUTH_OPTION, None),
     e("auth-signin-redirect-param", AUTH_OPTION, None),
     nginx("auth-snippet", Snippet("auth-response-headers and auth-method cover the usual needs"), None),
-    nginx("auth-tls-error-page", TLS_AUTH, None),
-    nginx("auth-tls-match-cn", TLS_AUTH, None),
-    nginx("auth-tls-pass-certificate-to-upstream", TLS_AUTH, NO),
-    nginx("auth-tls-secret", TLS_AUTH, None),
-    nginx("auth-tls-verify-client", TLS_AUTH, Some("off")),
-    nginx("auth-tls-verify-depth", TLS_AUTH, None),
+    nginx("auth-tls-error-page", TLS_ERROR_PAGE, None),
+    nginx("auth-tls-match-cn", TLS_MATCH_CN, None),
+    nginx("auth-tls-pass-certificate-to-upstream", TLS_PASS_CERTIFICATE, NO),
+    nginx("auth-tls-secret", TLS_AUTH_SECRET, None),
+    nginx("auth-tls-verify-client", TLS_VERIFY_CLIENT, Some("on")),
+    nginx("auth-tls-verify-depth", TLS_VERIFY_DEPTH, Some("1")),
     e("auth-type", AUTH_TYPE, None),
     e("auth-url", AUTH_URL, None),
     e("backend-protocol", BACKEND_PROTOCOL, Some("HTTP")),
@@ -622,9 +640,6 @@ fn judge(entry: &Entry, default: DefaultValue, value: &str) -> (Verdict, String)
             Ok(()) => return (Verdict::Honoured, how.into()),
             Err(why) => return (Verdict::RefusedToServe, why),
         },
-        AccessControl(what) => {
-            format!("asks for access control ramjet cannot enforce yet ({what}); serving it would open it to everyone")
-        }
         Honoured(text) | Approximated(text) | Ignored(text) => text.to_string(),
         Snippet(instead) => {
             let lost = match directives(value) {
@@ -644,7 +659,6 @@ impl Support {
             Approximated(_) => Verdict::Approximated,
             Snippet(_) => Verdict::Refused,
             Ignored(_) => Verdict::Ignored,
-            AccessControl(_) => Verdict::RefusedToServe,
         }
     }
 }

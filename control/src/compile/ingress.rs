@@ -18,6 +18,7 @@
 //! `docs/ingress.md` describes the semantics for users.
 
 mod auth;
+mod client_certs;
 mod error_pages;
 mod external_auth;
 mod location;
@@ -41,6 +42,7 @@ use crate::canary::{effective_total, Annotations, MirrorTarget};
 use crate::certs::is_expired;
 use crate::routes_file::validate_host;
 use auth::AuthPlan;
+use client_certs::HostAuth;
 use location::{regex_location, PathAnnotations, RegexSource};
 
 /// Where the daemon and the integration tests name the options.
@@ -110,6 +112,9 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     // `app-root` is a server-wide `if ($uri = /)` in ingress-nginx: the oldest Ingress's applies to
     // every path of its hosts.
     let mut app_roots: HashMap<String, String> = HashMap::new();
+    // `auth-tls-*` is per host too: the oldest Ingress that asks decides, and one whose Secret
+    // cannot be used closes the host (ingress-nginx's server-wide `return 403`).
+    let mut host_auths: HashMap<String, HostAuthState> = HashMap::new();
     // `server-alias`: more names for a host (its `server_name`), the oldest Ingress's first.
     let mut aliases: Vec<(String, String, ObjectRef)> = Vec::new();
     // `from-to-www-redirect`: the host redirected to, and the route that asked.
@@ -158,6 +163,29 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
                 app_roots.entry(route.host.clone()).or_insert_with(|| root.clone());
             }
         }
+        if let Some(auth) = &plan.client_auth {
+            let hosts: HashSet<&String> = plan.routes.iter().map(|r| &r.host).collect();
+            for host in hosts {
+                let state = host_auths.entry(host.clone()).or_default();
+                match auth {
+                    HostAuth::Closed(_) => {
+                        state.closed.get_or_insert_with(|| source.clone());
+                    }
+                    HostAuth::Asks(auth) => match &state.asks {
+                        None => state.asks = Some((auth.clone(), source.clone())),
+                        Some((kept, owner)) if kept != auth => draft.warn(
+                            &object,
+                            format!(
+                                "the auth-tls annotations for {} are ignored: the older Ingress {owner} sets the \
+                                 host's client certificates",
+                                if host.is_empty() { "*" } else { host }
+                            ),
+                        ),
+                        Some(_) => {}
+                    },
+                }
+            }
+        }
         routes.extend(plan.routes.into_iter().map(|r| (r, source.clone(), object.clone())));
         if let Some(backend) = plan.default_backend {
             match &default_owner {
@@ -200,9 +228,13 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     merge_canaries(&canaries, resolver, &mut routes, draft);
     for (alias, host) in add_aliases(&aliases, &mut routes, draft) {
         if let Some(root) = app_roots.get(&host).cloned() {
-            app_roots.entry(alias).or_insert(root);
+            app_roots.entry(alias.clone()).or_insert(root);
+        }
+        if let Some(auth) = host_auths.get(&host).cloned() {
+            host_auths.entry(alias).or_insert(auth);
         }
     }
+    let closed_hosts = close_or_ask(&host_auths, resolver, draft);
     add_www_redirects(www, &mut routes);
     // A host where any path is a regex (use-regex, or a rewrite) has every path as a regex
     // location, whatever Ingress declares it (ingress-nginx's `enforceRegexModifier`).
@@ -215,7 +247,14 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         }
     }
     let no_exact = HashSet::new();
-    for (route, source, object) in routes {
+    for (mut route, source, object) in routes {
+        match host_auths.get(&route.host) {
+            Some(HostAuthState { closed: Some(_), .. }) => {
+                route = route.answered_by(closed_hosts.clone());
+            }
+            Some(HostAuthState { asks: Some((auth, _)), .. }) => route.limits.client_auth = Some(auth.clone()),
+            _ => {}
+        }
         let policy = route.policy(app_roots.get(&route.host).map(String::as_str));
         let (path, kind) = if regex_hosts.contains(&route.host) {
             let regex = RegexSource { path: &route.path, regex: route.regex, prefix: route.nginx_prefix };
@@ -241,6 +280,26 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
             );
         }
     }
+}
+
+/// What the Ingresses of one host ask of its clients' certificates: the oldest that asks (and the
+/// Ingress), and the oldest whose Secret cannot be used, which closes the host.
+#[derive(Default, Clone)]
+struct HostAuthState {
+    asks: Option<(Arc<ramjet_shared::ClientAuth>, String)>,
+    closed: Option<String>,
+}
+
+/// Tells the table which hosts' handshakes ask for a certificate, and returns the backend that
+/// answers every request of a closed host.
+fn close_or_ask(host_auths: &HashMap<String, HostAuthState>, resolver: &mut Resolver<'_, '_>, draft: &mut Draft) -> Arc<Backend> {
+    for (host, state) in host_auths {
+        if let (None, Some((auth, _))) = (&state.closed, &state.asks) {
+            draft.builder.add_client_auth(host, auth.clone());
+        }
+    }
+    let kind = BackendKind::Respond(DirectResponse::text(403, "client certificates cannot be checked\n"));
+    resolver.compiler.backend("client-certificates:closed", kind)
 }
 
 /// Reports every annotation ramjet does not honour ([`annotations::review`]); `false` when the
@@ -472,6 +531,8 @@ struct Plan {
     from_to_www: bool,
     /// `ssl-passthrough`: server names whose TLS connections go to this backend unopened.
     passthrough: Vec<(String, Arc<Backend>)>,
+    /// `auth-tls-*`: what the Ingress's hosts ask of their clients' certificates.
+    client_auth: Option<HostAuth>,
     /// Served anyway, but worth telling (an expired certificate).
     warnings: Vec<String>,
 }
@@ -497,6 +558,18 @@ struct PlannedRoute {
 }
 
 impl PlannedRoute {
+    /// The route answered by `backend` alone: what else it asked for no longer applies.
+    fn answered_by(self, backend: Arc<Backend>) -> Self {
+        PlannedRoute {
+            filters: Vec::new(),
+            limits: RouteLimits::default(),
+            backend,
+            mirror: None,
+            canary: None,
+            ..self
+        }
+    }
+
     /// The route's policy: its canary's rules, else its mirror alone, and its filters (with the
     /// host's `app-root`); none when there is nothing.
     fn policy(&self, app_root: Option<&str>) -> Option<Arc<RoutePolicy>> {
@@ -588,6 +661,7 @@ impl<'s> Resolver<'s, '_> {
             aliases: Vec::new(),
             from_to_www: false,
             passthrough: Vec::new(),
+            client_auth: None,
             warnings: Vec::new(),
         };
         let Some(spec) = &ingress.spec else {
@@ -634,6 +708,10 @@ impl<'s> Resolver<'s, '_> {
             }
         };
         paths.limits.external_auth = self.external_auth(&annotations, namespace, &mut problems);
+        plan.client_auth = self.client_auth(&annotations, namespace, &mut problems, &mut plan.warnings);
+        if let Some(HostAuth::Closed(why)) = &plan.client_auth {
+            plan.warnings.push(why.clone());
+        }
         // A redirecting Ingress answers every path itself: its backends are not resolved, as in
         // ingress-nginx, where `return` comes before `proxy_pass`.
         let resolve = |resolver: &mut Self, backend| match (&denied, &redirect) {

@@ -1,7 +1,8 @@
 //! Admission: what a request routed to a backend must pass before anything goes upstream, in
-//! nginx's order — a CORS preflight is answered first, then the route's per-client limits
-//! (preaccess), then basic auth and external auth (access). Every protocol admits through
-//! [`admit`]; a route that uses none of these costs a request five `None` checks.
+//! nginx's order — the host's client certificate first (nginx checks it as it reads the request),
+//! then a CORS preflight is answered, then the route's per-client limits (preaccess), then basic
+//! auth and external auth (access). Every protocol admits through [`admit`]; a route that uses none
+//! of these costs a request six `None` checks.
 
 use ramjet_shared::RouteTable;
 
@@ -9,16 +10,20 @@ use super::answer::LocalAnswer;
 use super::external_auth::{self, Asking, Passed, Refusal, Verdict};
 use super::route::RouteExtras;
 use super::view::RequestFields;
+use crate::conn::{CertFields, ConnFacts};
 use crate::error::ProxyError;
+use crate::policy::client_certs::{self, CertRefusal};
 use crate::policy::limits::UnderWay;
 use crate::worker::Worker;
 
 /// What an admitted request holds until its exchange ends: its place under the route's
 /// per-client limits, the allowed CORS origin (copied into a pooled buffer: the request's own
-/// bytes may move on), and what the external auth service passed on.
+/// bytes may move on), what the external auth service passed on, and what its backend is told of
+/// the client's certificate.
 #[derive(Default)]
 pub(crate) struct Admission<'w> {
     under_way: Option<UnderWay<'w>>,
+    certificate: Option<CertFields>,
     origin: Vec<u8>,
     passed: Option<Passed>,
     refusal: Option<Refusal>,
@@ -40,11 +45,23 @@ pub(crate) enum Gate<'a> {
 pub(crate) async fn admit<'t: 'h, 'h, 'w>(
     worker: &'w Worker,
     table: &RouteTable,
-    asking: &Asking<'_>,
+    (asking, facts): (&Asking<'_>, &ConnFacts),
     view: &impl RequestFields,
     extras: &RouteExtras<'t>,
     held: &'h mut Admission<'w>,
 ) -> Gate<'h> {
+    if let Some(auth) = extras.client_auth() {
+        match client_certs::admit(auth, facts, asking.host) {
+            Ok(fields) => held.certificate = Some(fields),
+            Err(refusal) => {
+                let to_error_page = matches!(refusal, CertRefusal::NoCertificate | CertRefusal::BadCertificate);
+                return Gate::Answer(match &auth.error_page {
+                    Some(page) if to_error_page => LocalAnswer::Found { location: page.as_bytes() },
+                    _ => LocalAnswer::CertificateRefused(refusal),
+                });
+            }
+        }
+    }
     let cors = extras.route_cors();
     if let Some(cors) = cors {
         if let Some(allow) = cors.allow_origin(view.header("origin")) {
@@ -94,6 +111,9 @@ impl<'w> Admission<'w> {
         if let Some(passed) = &self.passed {
             extras.auth_fields = &passed.fields;
             extras.auth_cookies = &passed.cookies;
+        }
+        if let Some(fields) = &self.certificate {
+            extras.certificate_fields = fields;
         }
     }
 

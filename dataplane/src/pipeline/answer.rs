@@ -9,6 +9,7 @@ use ramjet_shared::{Cors, DirectResponse, Redirect, RewriteScratch};
 
 use crate::codec::http1::head::push_decimal;
 use crate::error::canned;
+use crate::policy::client_certs::CertRefusal;
 
 /// An answer that does not come from a backend.
 pub(crate) enum LocalAnswer<'a> {
@@ -27,8 +28,11 @@ pub(crate) enum LocalAnswer<'a> {
     /// `401` with a basic-auth challenge, and the route's CORS fields (ingress-nginx adds them to
     /// every answer).
     Unauthorized { challenge: &'a [u8], cors: Option<(&'a Cors, &'a [u8])> },
-    /// `302` to a location built for this request (external auth's sign-in page).
+    /// `302` to a location built for this request (external auth's sign-in page, a client
+    /// certificate's error page).
     Found { location: &'a [u8] },
+    /// A request the host's client-certificate authentication refused, answered as nginx does.
+    CertificateRefused(CertRefusal),
     /// A rule's redirect, built from the request (`tls`: how it came; its host and target;
     /// `scratch`: the worker's rewrite memory).
     Redirect { redirect: &'a Redirect, tls: bool, host: &'a str, target: &'a str, scratch: &'a RefCell<RewriteScratch> },
@@ -59,6 +63,7 @@ impl LocalAnswer<'_> {
             LocalAnswer::Direct(response) => response.status,
             LocalAnswer::CorsPreflight { .. } => 204,
             LocalAnswer::Unauthorized { .. } => 401,
+            LocalAnswer::CertificateRefused(refusal) => certificate_refusal(*refusal).0,
             LocalAnswer::Redirect { redirect, .. } => redirect.status(),
         }
     }
@@ -120,6 +125,13 @@ impl LocalAnswer<'_> {
                 head.field_with("content-length", |v| push_decimal(v, body.len() as u64));
                 body.as_bytes()
             }
+            LocalAnswer::CertificateRefused(refusal) => {
+                let (status, reason, body) = certificate_refusal(*refusal);
+                head.status(status, reason);
+                head.field("content-type", b"text/html");
+                head.field_with("content-length", |v| push_decimal(v, body.len() as u64));
+                body.as_bytes()
+            }
             LocalAnswer::Found { location } => {
                 head.status(302, "Found");
                 head.field("location", location);
@@ -136,6 +148,34 @@ impl LocalAnswer<'_> {
                 &response.body
             }
         }
+    }
+}
+
+/// The status, reason and body of a client-certificate refusal: nginx's own pages for its `400`s
+/// and `421`, ingress-nginx's text for a subject that does not match.
+fn certificate_refusal(refusal: CertRefusal) -> (u16, &'static str, &'static str) {
+    match refusal {
+        CertRefusal::Misdirected => (
+            421,
+            "Misdirected Request",
+            "<html>\r\n<head><title>421 Misdirected Request</title></head>\r\n<body>\r\n\
+             <center><h1>421 Misdirected Request</h1></center>\r\n</body>\r\n</html>\r\n",
+        ),
+        CertRefusal::NoCertificate => (
+            400,
+            "Bad Request",
+            "<html>\r\n<head><title>400 No required SSL certificate was sent</title></head>\r\n<body>\r\n\
+             <center><h1>400 Bad Request</h1></center>\r\n<center>No required SSL certificate was sent</center>\r\n\
+             </body>\r\n</html>\r\n",
+        ),
+        CertRefusal::BadCertificate => (
+            400,
+            "Bad Request",
+            "<html>\r\n<head><title>400 The SSL certificate error</title></head>\r\n<body>\r\n\
+             <center><h1>400 Bad Request</h1></center>\r\n<center>The SSL certificate error</center>\r\n\
+             </body>\r\n</html>\r\n",
+        ),
+        CertRefusal::Unauthorized => (403, "Forbidden", "client certificate unauthorized"),
     }
 }
 

@@ -188,6 +188,9 @@ pub(crate) struct RouteExtras<'t> {
     pub auth_fields: &'t [(Box<str>, Vec<u8>)],
     /// The external auth service's cookies, for the client's response.
     pub auth_cookies: &'t [Vec<u8>],
+    /// What the backend is told of the client's certificate (`ssl-client-*`), on a host that
+    /// asks for one.
+    pub certificate_fields: &'t [(Box<str>, Vec<u8>)],
 }
 
 impl<'t> RouteExtras<'t> {
@@ -319,15 +322,28 @@ impl<'t> RouteExtras<'t> {
         }
     }
 
-    /// Sets the external auth service's fields on an upstream head.
+    /// Sets the external auth service's fields and the client certificate's on an upstream head.
     #[inline]
     pub fn set_auth_fields(&self, head: &mut Vec<u8>) {
-        if self.auth_fields.is_empty() {
+        if self.auth_fields.is_empty() && self.certificate_fields.is_empty() {
             return;
         }
-        for (name, value) in self.auth_fields {
+        for (name, value) in self.upstream_fields() {
             crate::policy::filters::set_field(head, name.as_bytes(), value);
         }
+    }
+
+    /// The fields admission sets on the upstream request: the external auth service's, then the
+    /// client certificate's.
+    pub fn upstream_fields(&self) -> impl Iterator<Item = (&'t str, &'t [u8])> {
+        let auth = self.auth_fields.iter().map(|(name, value)| (&**name, &value[..]));
+        auth.chain(self.certificate_fields.iter().map(|(name, value)| (&**name, &value[..])))
+    }
+
+    /// The host's client-certificate authentication, if it has one.
+    #[inline]
+    pub fn client_auth(&self) -> Option<&'t std::sync::Arc<ramjet_shared::ClientAuth>> {
+        self.limits.and_then(|l| l.client_auth.as_ref())
     }
 
     /// The route's error pages (`custom-http-errors`), if it has them.

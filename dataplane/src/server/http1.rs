@@ -312,7 +312,7 @@ where
             tls,
             request_id: conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes()),
         };
-        admit(worker, table, &asking, &view, &extras, &mut held).await
+        admit(worker, table, (&asking, &conn.facts), &view, &extras, &mut held).await
     } else {
         Gate::Open
     };

@@ -26,10 +26,12 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{ProtocolVersion, ServerConfig, ServerConnection};
 
+use super::client_auth::TlsConfigs;
+use super::client_hello::{self, Hello};
 use super::http1;
 use super::http2;
 use super::passthrough;
-use crate::conn::{AddressRules, ConnFacts, TlsSession};
+use crate::conn::{AddressRules, ConnFacts, PeerCertificate, TlsSession};
 use crate::worker::Worker;
 
 /// The certificate for names that have none: swapped whole when its files change
@@ -92,12 +94,12 @@ pub fn server_config(
 
 /// A worker's handshaker.
 pub(crate) struct TlsTerminator {
-    config: Arc<ServerConfig>,
+    configs: TlsConfigs,
 }
 
 impl TlsTerminator {
     pub fn new(config: Arc<ServerConfig>) -> Rc<Self> {
-        Rc::new(TlsTerminator { config })
+        Rc::new(TlsTerminator { configs: TlsConfigs::new(config) })
     }
 
     /// Handshakes within the header timeout, then serves HTTP/2 over the TLS stream if the client
@@ -142,19 +144,20 @@ impl TlsTerminator {
         rules: Option<Rc<AddressRules>>,
     ) -> Option<Established> {
         let generation = worker.generation();
-        let session = if generation.table.has_passthrough() {
-            // Some server names are passed through: the ClientHello decides, read first.
-            let config = &self.config;
+        let (session, auth) = if generation.table.has_passthrough() || generation.table.has_client_auth() {
+            // Some server names are passed through, or ask for a client certificate: the
+            // ClientHello decides, read first.
+            let configs = &self.configs;
             let hello = worker
                 .timeout(
                     worker.settings.header_timeout,
-                    passthrough::read_hello(&mut stream, config, &generation.table),
+                    client_hello::read_hello(&mut stream, &generation.table, |auth| configs.config_for(auth)),
                 )
                 .await;
             drop(generation);
             match hello {
-                Ok(Ok(passthrough::Hello::Terminate(session))) => *session,
-                Ok(Ok(passthrough::Hello::Pass(backend, hello))) => {
+                Ok(Ok(Hello::Terminate(session, auth))) => (*session, auth),
+                Ok(Ok(Hello::Pass(backend, hello))) => {
                     Box::pin(passthrough::splice(worker, stream, hello, &backend)).await;
                     return None;
                 }
@@ -170,8 +173,8 @@ impl TlsTerminator {
             }
         } else {
             drop(generation);
-            match ServerConnection::new(self.config.clone()) {
-                Ok(session) => session,
+            match ServerConnection::new(self.configs.base().clone()) {
+                Ok(session) => (session, None),
                 Err(e) => {
                     worker.counters().tls_handshake_failed();
                     tracing::warn!(worker = worker.id, error = %e, "TLS session could not be created");
@@ -191,8 +194,12 @@ impl TlsTerminator {
                 return None;
             }
         };
-        let facts =
-            Rc::new(ConnFacts::with_tls_session(peer, local_port, settled(&session)).with_rules(rules.as_ref()));
+        let mut facts = ConnFacts::with_tls_session(peer, local_port, settled(&session)).with_rules(rules.as_ref());
+        if let Some(auth) = auth {
+            let chain = session.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect());
+            facts.client_cert = Some(PeerCertificate::new(chain.unwrap_or_default(), &auth));
+        }
+        let facts = Rc::new(facts);
         let h2 = session.alpn_protocol() == Some(b"h2");
         Some(Established { tls: ServerTlsStream::new(stream, session), facts, h2 })
     }

@@ -32,6 +32,7 @@ use regex_automata::util::syntax;
 
 use super::affinity::Affinity;
 use super::basic_auth::BasicAuth;
+use super::client_auth::ClientAuth;
 use super::client_limits::ClientLimits;
 use super::cors::Cors;
 use super::error_pages::ErrorPages;
@@ -524,6 +525,8 @@ pub struct RouteLimits {
     pub external_auth: Option<Arc<ExternalAuth>>,
     /// Endpoints chosen by their response times (ingress-nginx's `load-balance: ewma`), not in turn.
     pub ewma: bool,
+    /// Client certificates, the host's (ingress-nginx's `auth-tls-*`): every route of the host has it.
+    pub client_auth: Option<Arc<ClientAuth>>,
 }
 
 impl fmt::Display for RouteLimits {
@@ -568,6 +571,9 @@ impl fmt::Display for RouteLimits {
         }
         if self.ewma {
             parts.push("endpoints by response time (ewma)".into());
+        }
+        if let Some(auth) = &self.client_auth {
+            parts.push(auth.to_string());
         }
         f.write_str(&parts.join(", "))
     }

@@ -207,6 +207,7 @@ fn the_digest_is_taken_over_the_items_the_table_walks() {
             TableItem::Tls { .. } => "tls",
             TableItem::HttpsRedirect { .. } => "redirect",
             TableItem::Passthrough { .. } => "passthrough",
+            TableItem::ClientAuth { .. } => "client auth",
         })
         .collect();
     assert_eq!(kinds, ["route", "route", "route", "default", "tls", "redirect"]);

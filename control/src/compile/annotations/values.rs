@@ -266,3 +266,72 @@ mod tests {
         assert!(parse_bool("yes").is_err());
     }
 }
+
+/// `auth-tls-error-page` as ingress-nginx accepts it: `[http[s]://]host[:port]` and/or `/path`
+/// segments of letters, digits, `-`, `_` and `.` (spaces are dropped first). Clients are redirected
+/// to it (`302`) as written; an nginx named location (`@name`) has no meaning here.
+pub fn auth_tls_error_page(value: &str) -> Result<(), String> {
+    let page: String = value.chars().filter(|c| !c.is_whitespace()).collect();
+    if page.starts_with('@') {
+        return Err(format!("`{page}` names an nginx location; ramjet redirects to a URL or a path"));
+    }
+    let rest = page.strip_prefix("https://").or_else(|| page.strip_prefix("http://")).unwrap_or(&page);
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let (host, port) = authority.split_once(':').unwrap_or((authority, "0"));
+    let segment = |s: &str| s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b));
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let path_ok = segments.iter().enumerate().all(|(i, s)| (!s.is_empty() || i + 1 == segments.len()) && segment(s));
+    let host_ok = host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b));
+    let port_ok = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    let scheme_without_host = rest.len() != page.len() && host.is_empty();
+    if page.is_empty() || !host_ok || !port_ok || !path_ok || scheme_without_host {
+        return Err(format!("`{page}` is not a URL or path of letters, digits, -, _ and ."));
+    }
+    Ok(())
+}
+
+/// A boolean as Go's `strconv.ParseBool` reads it (ingress-nginx's `auth-tls-pass-certificate-to-upstream`).
+pub fn parse_go_bool(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
+        other => Err(format!("`{other}` is not true or false")),
+    }
+}
+
+/// `auth-tls-match-cn`: a regular expression that starts with `CN=`, matched anywhere in the
+/// subject's distinguished name (RFC 2253, as nginx's `$ssl_client_s_dn`).
+pub fn match_cn(value: &str) -> Result<ramjet_shared::Matcher, String> {
+    let value = value.trim();
+    if !value.starts_with("CN=") {
+        return Err(format!("`{value}` does not start with CN="));
+    }
+    ramjet_shared::Matcher::regex(value)
+}
+
+pub(super) fn error_page(value: &str) -> Result<(), String> {
+    auth_tls_error_page(value)
+}
+
+pub(super) fn go_bool(value: &str) -> Result<(), String> {
+    parse_go_bool(value).map(|_| ())
+}
+
+pub(super) fn subject_pattern(value: &str) -> Result<(), String> {
+    match_cn(value).map(|_| ())
+}
+
+#[cfg(test)]
+mod auth_tls_tests {
+    use super::auth_tls_error_page;
+
+    #[test]
+    fn error_pages_are_urls_or_paths_as_ingress_nginx_accepts_them() {
+        for ok in ["http://1.2.3.4/error", "https://ok.com:8443/a/b.html", "ok.com/error", "/error", "/error/", "ok.com"] {
+            assert_eq!(auth_tls_error_page(ok), Ok(()), "{ok}");
+        }
+        for bad in ["/error?x=1", "http://", "http://a/%41", "/a//b", "@named", "a.com:/x", "~x", "http://a:b/"] {
+            assert!(auth_tls_error_page(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -209,8 +209,8 @@ fn client_side(pumped: Result<(), Failure>) -> Result<(), Failure> {
     }
 }
 
-/// Sets the route's request fields and the external auth service's on `fields`: each replaces
-/// the client's, and an empty value removes it (basic auth's `Authorization`). The upstream
+/// Sets the route's request fields, the external auth service's and the client certificate's on
+/// `fields`: each replaces the client's, and an empty value removes it (basic auth's `Authorization`). The upstream
 /// `Host` is the authority, not a field: `upstream-vhost` is not applied here.
 fn set_fields(fields: &mut http::HeaderMap, extras: &RouteExtras<'_>) {
     let route = extras.filters.into_iter().flat_map(|p| p.filters.iter()).filter_map(|f| match f {
@@ -219,8 +219,7 @@ fn set_fields(fields: &mut http::HeaderMap, extras: &RouteExtras<'_>) {
         }
         _ => None,
     });
-    let auth = extras.auth_fields.iter().map(|(name, value)| (&**name, &value[..]));
-    for (name, value) in route.chain(auth) {
+    for (name, value) in route.chain(extras.upstream_fields()) {
         let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else { continue };
         fields.remove(&name);
         if let Ok(value) = HeaderValue::from_bytes(value) {

@@ -207,7 +207,7 @@ async fn handle<'t>(
             tls: facts.tls,
             request_id: id.as_bytes(),
         };
-        admit(worker, table, &asking, &view, &extras, &mut held).await
+        admit(worker, table, (&asking, facts), &view, &extras, &mut held).await
     } else {
         Gate::Open
     };

@@ -21,6 +21,7 @@ use rustls::RootCertStore;
 use super::*;
 use crate::route::affinity::Affinity;
 use crate::route::basic_auth::BasicAuth;
+use crate::route::client_auth::{ClientAuth, VerifyClient};
 use crate::route::client_limits::{ClientLimits, Rate};
 use crate::route::cors::Cors;
 use crate::route::error_pages::ErrorPages;
@@ -359,7 +360,29 @@ fn limits(c: &mut Choices) -> RouteLimits {
             })
         }),
         ewma: c.flag(),
+        client_auth: c.maybe(client_auth),
     }
+}
+
+fn client_auth(c: &mut Choices) -> Arc<ClientAuth> {
+    let id = [c.pick(2) as u8; 32];
+    let source = TEXT[c.aside("bundle", 4) as usize].to_string();
+    let auth = ClientAuth {
+        verify: c.one_of(&[VerifyClient::Off, VerifyClient::On, VerifyClient::Optional, VerifyClient::OptionalNoCa]),
+        ca: Arc::new(CaBundle { id, roots: Arc::new(RootCertStore::empty()), source }),
+        // A revocation list is encoded by its content id, as the bundle is.
+        crl_id: c.maybe(|c| [c.pick(2) as u8; 32]),
+        crls: Box::new([]),
+        depth: c.one_of(&[1, 2]),
+        error_page: c.maybe(|c| c.text().into()),
+        pass_certificate: c.flag(),
+        match_cn: c.maybe(matcher),
+        source: c.text().into(),
+    };
+    match auth.verify {
+        VerifyClient::Off | VerifyClient::On | VerifyClient::Optional | VerifyClient::OptionalNoCa => {}
+    }
+    Arc::new(auth)
 }
 
 fn policy(c: &mut Choices) -> Arc<RoutePolicy> {
@@ -377,7 +400,7 @@ fn table(c: &mut Choices) -> RouteTable {
     let mut builder = TableBuilder::new();
     let items = c.pick(4);
     for _ in 0..items {
-        match c.pick(5) {
+        match c.pick(6) {
             0 => {
                 let (host, path) = (host(c), c.one_of(&["/", "/a", "/b", "/a/b"]));
                 let kind = c.one_of(&[PathKind::Exact, PathKind::Prefix, PathKind::Regex]);
@@ -394,9 +417,13 @@ fn table(c: &mut Choices) -> RouteTable {
                 builder.add_tls_host(host, cert);
             }
             3 => builder.add_ssl_redirect(host(c)),
-            _ => {
+            4 => {
                 let (host, backend) = (host(c), backend(c));
                 builder.add_passthrough(host, backend);
+            }
+            _ => {
+                let (host, auth) = (host(c), client_auth(c));
+                builder.add_client_auth(host, auth);
             }
         }
     }
@@ -411,7 +438,8 @@ fn every_item_kind_is_drawn(item: TableItem<'_>) {
         | TableItem::DefaultBackend(_)
         | TableItem::Tls { .. }
         | TableItem::HttpsRedirect { .. }
-        | TableItem::Passthrough { .. } => {}
+        | TableItem::Passthrough { .. }
+        | TableItem::ClientAuth { .. } => {}
     }
 }
 
