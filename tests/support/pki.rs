@@ -16,9 +16,14 @@ pub struct Pki {
 
 impl Pki {
     pub fn new(name: &str) -> Pki {
+        Pki::with_subject(name, "ramjet test CA")
+    }
+
+    /// A CA whose subject is `CN=<subject>`.
+    pub fn with_subject(name: &str, subject: &str) -> Pki {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(rcgen::DnType::CommonName, "ramjet test CA");
+        params.distinguished_name.push(rcgen::DnType::CommonName, subject);
         let key = KeyPair::generate().unwrap();
         let ca = params.self_signed(&key).unwrap();
         let dir = crate::temp_dir(name);
