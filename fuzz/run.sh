@@ -19,7 +19,7 @@ seconds=${1:-30}
 shift || true
 case "$seconds" in '' | *[!0-9]*) echo "usage: fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]" >&2; exit 2 ;; esac
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(request_head response_head chunked static_routes ingress basic_auth proxy_protocol trace_context)
+[ ${#targets[@]} -gt 0 ] || targets=(request_head response_head chunked static_routes ingress basic_auth proxy_protocol trace_context client_cert_names)
 sanitizer=${FUZZ_SANITIZER:-none}
 
 # cargo-fuzz passes a few unstable compiler flags; the project builds with the stable toolchain

@@ -41,6 +41,12 @@ pub struct Cli {
     )]
     pub manifests: Option<PathBuf>,
 
+    /// The controller configuration: global defaults (HSTS, ssl-redirect, body size, proxy
+    /// timeouts) with ingress-nginx's ConfigMap keys; the file may be that ConfigMap. Re-read when
+    /// it changes (docs/configuration.md).
+    #[arg(help_heading = "Configuration", long, env = "RAMJET_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     /// Validate the configuration and exit (0 when it is usable), binding no port.
     #[arg(help_heading = "Configuration", long)]
     pub check: bool,

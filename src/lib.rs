@@ -23,6 +23,7 @@ use arc_swap::ArcSwap;
 use ramjet_control::audit::{EventSink, Webhook};
 use ramjet_control::cluster::{AuditEvents, ClusterOptions, PromotionContext};
 use ramjet_control::compile::ingress::IngressOptions;
+use ramjet_control::config_file::ControllerConfig;
 use ramjet_control::routes_file::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
 use ramjet_dataplane::{
@@ -66,6 +67,27 @@ pub struct DaemonConfig {
     pub traces: Option<TraceSettings>,
     /// `--peers`: the replicas' admin listeners, whose traffic canary promotion sums.
     pub peers: Vec<String>,
+    /// `--config`: the controller configuration, as read at start, and its file, re-read on change.
+    pub config: Option<ConfigFile>,
+}
+
+/// The controller configuration file and what it said at start.
+pub struct ConfigFile {
+    pub path: PathBuf,
+    pub config: ControllerConfig,
+    /// The text it was read from (a change to it is read again).
+    pub text: String,
+    /// How often the file is looked at.
+    pub interval: Duration,
+}
+
+impl ConfigFile {
+    /// Reads `path`, or says which line and key of it is wrong.
+    pub fn read(path: &std::path::Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
+        let config = ControllerConfig::parse(&text, path)?;
+        Ok(ConfigFile { path: path.to_path_buf(), config, text, interval: Duration::from_secs(1) })
+    }
 }
 
 impl DaemonConfig {
@@ -94,6 +116,7 @@ impl DaemonConfig {
             access_log: None,
             traces: None,
             peers: Vec::new(),
+            config: None,
         }
     }
 }
@@ -184,6 +207,14 @@ impl Daemon {
                 date: env!("RAMJET_COMMIT_DATE").into(),
             },
         })?;
+        if let Some(file) = config.config {
+            control.submit(Input::Config(Arc::new(file.config)));
+            let inputs = control.inputs();
+            let submit = move |config| {
+                let _ = inputs.send(Input::Config(Arc::new(config)));
+            };
+            control.runtime.spawn(ramjet_control::config_file::watch(file.path, file.interval, file.text, submit));
+        }
         let mut cluster = None;
         let ready_within = match config.source {
             Source::Static(routes) => {

@@ -247,6 +247,15 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Destination::File(path)) = access_log.as_ref().map(|a| &a.destination) {
         check_access_log(path, cli.check)?;
     }
+    let config = cli.config.as_deref().map(ramjet::ConfigFile::read).transpose()?;
+    if let Some(file) = &config {
+        for note in &file.config.notes {
+            tracing::warn!(file = %file.path.display(), "{note}");
+        }
+        if cli.check {
+            println!("{}: ok", file.path.display());
+        }
+    }
     let Some(source) = source(&cli)? else {
         return Ok(());
     };
@@ -296,6 +305,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         default_certificate,
         pin_workers: true,
         peers: cli.peers.clone(),
+        config,
     })?;
     for (id, driver) in daemon.dataplane.drivers.iter().enumerate() {
         tracing::info!(worker = id, "driver {driver}");

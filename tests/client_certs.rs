@@ -258,7 +258,8 @@ fn match_cn_is_a_pattern_on_the_subject_and_follows_updates() {
     let f = Fixture::new("authtls-match-cn");
     let client = f.cert("client");
     let with_cert = Ask { sni: Some(HOST), cert: Some(&client), extra: &[] };
-    let annotations = |cn| [("auth-tls-secret", "shop/authtls"), ("auth-tls-verify-client", "on"), ("auth-tls-match-cn", cn)];
+    let annotations =
+        |cn| [("auth-tls-secret", "shop/authtls"), ("auth-tls-verify-client", "on"), ("auth-tls-match-cn", cn)];
     f.write(&annotations("CN=notgonnamatch"));
     let daemon = f.start();
     let refused = get(&daemon, with_cert);
@@ -323,7 +324,8 @@ fn forged_client_certificate_fields_never_reach_the_backend() {
     for extra in [&forged[..], &[&forged[..], &["--http2"]].concat()] {
         let answer = get(&daemon, Ask { sni: Some(HOST), cert: None, extra });
         assert_eq!(answer.status, 200, "{answer:?}");
-        let told: Vec<&str> = answer.body.lines().filter(|l| l.to_ascii_lowercase().starts_with("header=ssl-client")).collect();
+        let told: Vec<&str> =
+            answer.body.lines().filter(|l| l.to_ascii_lowercase().starts_with("header=ssl-client")).collect();
         assert_eq!(told, ["header=ssl-client-verify: NONE"], "{}", answer.body);
     }
     let client = f.cert("client");
@@ -360,7 +362,9 @@ fn http2_and_tls_1_2_clients_are_checked_alike() {
     f.write(&[("auth-tls-secret", "shop/authtls"), ("auth-tls-pass-certificate-to-upstream", "true")]);
     let daemon = f.start();
     let (client, stranger) = (f.cert("client"), f.cert("stranger"));
-    for extra in [&["--http2"][..], &["--tlsv1.2", "--tls-max", "1.2"][..], &["--http2", "--tlsv1.2", "--tls-max", "1.2"][..]] {
+    for extra in
+        [&["--http2"][..], &["--tlsv1.2", "--tls-max", "1.2"][..], &["--http2", "--tlsv1.2", "--tls-max", "1.2"][..]]
+    {
         let served = get(&daemon, Ask { sni: Some(HOST), cert: Some(&client), extra });
         assert_eq!(served.status, 200, "{extra:?}: {served:?}");
         assert_eq!(served.upstream("ssl-client-verify"), Some("SUCCESS"), "{extra:?}");

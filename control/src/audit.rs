@@ -111,6 +111,7 @@ impl AuditTrail {
             mirrors_removed = c.mirrors_removed,
             passthrough_changed = c.passthrough_changed,
             client_auth_changed = c.client_auth_changed,
+            settings_changed = c.settings_changed,
             default_backend_changed = c.default_backend_changed,
             "{}",
             record.message

@@ -29,6 +29,7 @@ pub mod status;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::config_file::ControllerConfig;
 use ramjet_shared::{
     Backend, BackendKind, BackendProtocol, CaBundle, CertId, Certificate, ClientAuth, Diagnostic, Digest, Generation,
     ObjectRef, RouteTable, Severity, TableBuilder, UpstreamTls, UpstreamTlsSpec,
@@ -86,6 +87,8 @@ pub struct Compiler {
     /// the workers' connections need not compare it again.
     client_auths: HashMap<Digest, Arc<ClientAuth>>,
     used_client_auths: HashMap<Digest, Arc<ClientAuth>>,
+    /// The controller configuration (`--config`) the next compiles apply.
+    pub config: Arc<ControllerConfig>,
     /// Compiles that produced a new generation, and compiles in all.
     pub compiled: u64,
     pub compiles: u64,
@@ -204,7 +207,8 @@ impl Compiler {
     pub fn finish(&mut self, draft: Draft) -> Option<Generation> {
         self.compiles += 1;
         let mut draft = draft;
-        let builder = std::mem::take(&mut draft.builder);
+        let mut builder = std::mem::take(&mut draft.builder);
+        builder.set_hsts(self.config.hsts_value());
         let (table, regex_problems) = builder.build_checked(self.previous.as_deref());
         for problem in regex_problems {
             for source in &problem.sources {

@@ -33,6 +33,7 @@ pub mod canary;
 pub mod certs;
 pub mod cluster;
 pub mod compile;
+pub mod config_file;
 pub mod gateway_api;
 pub mod history;
 pub mod latest;
@@ -66,6 +67,8 @@ pub enum Input {
     Static(Arc<StaticRoutes>),
     /// Kubernetes objects, from the cluster or a manifests directory.
     Objects(Arc<ClusterSnapshot>),
+    /// The controller configuration (`--config`), compiled with the routes last given.
+    Config(Arc<config_file::ControllerConfig>),
 }
 
 /// What the control thread needs.
@@ -330,15 +333,28 @@ async fn rebuild(
 ) {
     let mut compiler = Compiler::new();
     let mut last: Option<Compiled> = None;
+    // The routes last given, compiled again when the configuration changes.
+    let mut routes: Option<Input> = None;
+    let mut config = compiler.config.clone();
     while let Some(mut input) = inputs.recv().await {
-        while let Ok(newer) = inputs.try_recv() {
-            input = newer;
+        loop {
+            match input {
+                Input::Config(newer) => config = newer,
+                given => routes = Some(given),
+            }
+            match inputs.try_recv() {
+                Ok(newer) => input = newer,
+                Err(_) => break,
+            }
         }
+        let Some(input) = routes.clone() else { continue };
+        compiler.config = config.clone();
         let compiled = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let mut draft = match &input {
                 Input::Static(routes) => compile::static_routes::compile(routes, &mut compiler),
                 Input::Objects(snapshot) => compile::cluster::compile(snapshot, &mut compiler),
+                Input::Config(_) => unreachable!("a configuration is kept apart from the routes"),
             };
             let mut found = draft.diagnostics.clone();
             found.sort();
@@ -356,6 +372,7 @@ async fn rebuild(
                 // from scratch.
                 tracing::error!(error = %e, "the compiler failed; waiting for the next change");
                 compiler = Compiler::new();
+                compiler.config = config.clone();
                 last = None;
                 continue;
             }

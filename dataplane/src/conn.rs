@@ -38,8 +38,12 @@ pub struct ConnFacts {
     pub rules: Option<Rc<AddressRules>>,
     /// The peer is a trusted proxy: its requests' address field is believed.
     pub trusted: bool,
-    /// What the client's certificate came to, when its handshake was for a host that asks for one.
-    pub client_cert: Option<PeerCertificate>,
+    /// The handshake's server name has a certificate of its own (not the default one): its
+    /// answers carry `Strict-Transport-Security` when the table has it.
+    pub own_certificate: bool,
+    /// What the client's certificate came to, when its handshake was for a host that asks for one
+    /// (boxed: every other connection pays a pointer for it).
+    pub client_cert: Option<Box<PeerCertificate>>,
 }
 
 impl ConnFacts {
@@ -60,6 +64,7 @@ impl ConnFacts {
             proto_at,
             rules: None,
             trusted: false,
+            own_certificate: false,
             client_cert: None,
         }
     }

@@ -116,6 +116,8 @@ pub struct DiffCounts {
     pub passthrough_changed: usize,
     /// Hosts whose client-certificate authentication started, changed or stopped.
     pub client_auth_changed: usize,
+    /// Settings of the whole table that changed (`Strict-Transport-Security`).
+    pub settings_changed: usize,
     pub default_backend_changed: bool,
 }
 

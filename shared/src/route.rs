@@ -21,9 +21,9 @@ use rustc_hash::FxBuildHasher;
 use serde::Serialize;
 
 use crate::cert::CertId;
-use client_auth::ClientAuth;
 use crate::digest::{self, Digest};
 use crate::upstream_tls::UpstreamTls;
+use client_auth::ClientAuth;
 
 pub mod affinity;
 pub mod basic_auth;
@@ -523,6 +523,8 @@ pub struct RouteTable {
     /// Hosts whose TLS handshakes ask for a client certificate, by server name as declared (exact
     /// or `*.` wildcard), as `tls` is looked up.
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
+    /// `Strict-Transport-Security` for HTTPS answers of hosts with a certificate of their own.
+    hsts: Option<Arc<str>>,
     digest: Digest,
     /// The digest of the table items alone ([`RouteTable::table_items`]): equal digests, equal
     /// items, so a diff can skip them.
@@ -584,6 +586,19 @@ impl RouteTable {
     /// label up, then any-depth wildcards (longest suffix first), then the one for any name.
     pub fn certificate_for(&self, sni: &str) -> Option<CertId> {
         by_server_name(&self.tls, self.deep_tls, sni).copied()
+    }
+
+    /// The `Strict-Transport-Security` value HTTPS answers carry, for hosts with a certificate of
+    /// their own (not the default one).
+    #[inline]
+    pub fn hsts(&self) -> Option<&str> {
+        self.hsts.as_deref()
+    }
+
+    /// Whether a server name (normalized) has a certificate of its own: exact or wildcard, not the
+    /// one for any name (a default certificate).
+    pub fn has_own_certificate(&self, sni: &str) -> bool {
+        by_name(&self.tls, self.deep_tls, sni).is_some()
     }
 
     /// Whether any host asks TLS clients for a certificate.
@@ -697,6 +712,7 @@ impl RouteTable {
         items.extend(self.ssl_redirect_hosts.iter().map(|host| TableItem::HttpsRedirect { host }));
         items.extend(self.passthrough.iter().map(|(host, backend)| TableItem::Passthrough { host, backend }));
         items.extend(self.client_auth.iter().map(|(host, auth)| TableItem::ClientAuth { host, auth }));
+        items.extend(self.hsts.as_ref().map(TableItem::Hsts));
         items
     }
 
@@ -720,6 +736,11 @@ impl RouteTable {
 /// What `map` holds for a server name: the exact name, then the wildcard one label up, then
 /// any-depth wildcards (longest suffix first, only when `deep`), then the entry for any name (`""`).
 fn by_server_name<'m, V>(map: &'m BTreeMap<Arc<str>, V>, deep: bool, name: &str) -> Option<&'m V> {
+    by_name(map, deep, name).or_else(|| map.get(""))
+}
+
+/// [`by_server_name`] without the entry for any name.
+fn by_name<'m, V>(map: &'m BTreeMap<Arc<str>, V>, deep: bool, name: &str) -> Option<&'m V> {
     if let Some(found) = map.get(name) {
         return Some(found);
     }
@@ -747,7 +768,7 @@ fn by_server_name<'m, V>(map: &'m BTreeMap<Arc<str>, V>, deep: bool, name: &str)
             suffix = suffix.split_once('.')?.1;
         }
     };
-    wildcard().or_else(|| map.get(""))
+    wildcard()
 }
 
 /// One entry of a compiled table in canonical form. The digest encodes exactly these (their
@@ -781,6 +802,8 @@ pub enum TableItem<'a> {
     },
     /// A host (exact or `*.` wildcard) whose TLS clients are asked for a certificate.
     ClientAuth { host: &'a Arc<str>, auth: &'a ClientAuth },
+    /// The `Strict-Transport-Security` value of HTTPS answers.
+    Hsts(&'a Arc<str>),
 }
 
 /// A route item's policy, by its digest.
@@ -917,6 +940,7 @@ pub struct TableBuilder {
     ssl_redirect: Vec<Arc<str>>,
     passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
+    hsts: Option<Arc<str>>,
 }
 
 impl TableBuilder {
@@ -1027,6 +1051,11 @@ impl TableBuilder {
         true
     }
 
+    /// HTTPS answers of hosts with a certificate of their own carry `Strict-Transport-Security: value`.
+    pub fn set_hsts(&mut self, value: Option<String>) {
+        self.hsts = value.map(Into::into);
+    }
+
     /// Redirect plain-HTTP requests for `host` to HTTPS.
     pub fn add_ssl_redirect(&mut self, host: &str) {
         self.ssl_redirect.push(host.to_ascii_lowercase().into());
@@ -1105,6 +1134,7 @@ impl TableBuilder {
         table.tls = self.tls;
         table.passthrough = self.passthrough;
         table.client_auth = self.client_auth;
+        table.hsts = self.hsts;
         let (digest, items_digest) = {
             let items = table.table_items();
             (table_digest(&groups, &items), table_digest(&[], &items))

@@ -129,6 +129,8 @@ pub enum ItemKey {
     Passthrough(String),
     /// A host whose TLS clients are asked for a certificate.
     ClientAuth(String),
+    /// A setting of the whole table, by name.
+    Setting(&'static str),
 }
 
 /// What an item holds.
@@ -237,6 +239,10 @@ impl TableView {
                 TableItem::Passthrough { host, backend } => {
                     (ItemKey::Passthrough(host.to_string()), ItemValue::Target(RouteTarget::of(backend)))
                 }
+                TableItem::Hsts(value) => (
+                    ItemKey::Setting("strict-transport-security"),
+                    ItemValue::Described(ramjet_shared::digest_of(&**value), value.to_string()),
+                ),
                 TableItem::ClientAuth { host, auth } => (
                     ItemKey::ClientAuth(host.to_string()),
                     ItemValue::Described(ramjet_shared::digest_of(auth), auth.to_string()),
@@ -304,6 +310,8 @@ pub struct TableDiff {
     /// those that no longer ask for a certificate.
     pub client_auth_set: BTreeMap<String, String>,
     pub client_auth_removed: Vec<String>,
+    /// Settings of the whole table that changed: their new value (`None`: no longer set).
+    pub settings: BTreeMap<String, Option<String>>,
     /// The new default backend (`None` inside means it was removed), when it changed: another
     /// backend, or the same one with other endpoints or another direct response.
     pub default_backend: Option<Option<RouteTarget>>,
@@ -380,6 +388,13 @@ pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
                 }
             }
             (ItemKey::ClientAuth(host), None) => d.client_auth_removed.push(host.clone()),
+            (ItemKey::Setting(name), value) => {
+                let now = match value {
+                    Some(ItemValue::Described(_, what)) => Some(what.clone()),
+                    _ => None,
+                };
+                d.settings.insert(name.to_string(), now);
+            }
         }
     }
     let (old_hosts, new_hosts) = (old.hosts(), new.hosts());
@@ -405,6 +420,7 @@ impl TableDiff {
             mirrors_removed: self.mirrors_removed.len(),
             passthrough_changed: self.passthrough_added.len() + self.passthrough_removed.len(),
             client_auth_changed: self.client_auth_set.len() + self.client_auth_removed.len(),
+            settings_changed: self.settings.len(),
             default_backend_changed: self.default_backend.is_some(),
         }
     }
@@ -436,6 +452,7 @@ impl TableDiff {
         count(c.mirrors_removed, "mirror", "mirrors", "removed");
         count(c.passthrough_changed, "TLS passthrough", "TLS passthroughs", "changed");
         count(c.client_auth_changed, "client certificate setting", "client certificate settings", "changed");
+        count(c.settings_changed, "table setting", "table settings", "changed");
         match &self.default_backend {
             Some(Some(now)) if self.default_backend_before.as_deref() == Some(now.backend.as_str()) => {
                 parts.push(format!("default backend {} changed", now.backend))

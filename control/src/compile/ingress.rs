@@ -292,7 +292,11 @@ struct HostAuthState {
 
 /// Tells the table which hosts' handshakes ask for a certificate, and returns the backend that
 /// answers every request of a closed host.
-fn close_or_ask(host_auths: &HashMap<String, HostAuthState>, resolver: &mut Resolver<'_, '_>, draft: &mut Draft) -> Arc<Backend> {
+fn close_or_ask(
+    host_auths: &HashMap<String, HostAuthState>,
+    resolver: &mut Resolver<'_, '_>,
+    draft: &mut Draft,
+) -> Arc<Backend> {
     for (host, state) in host_auths {
         if let (None, Some((auth, _))) = (&state.closed, &state.asks) {
             draft.builder.add_client_auth(host, auth.clone());
@@ -669,6 +673,7 @@ impl<'s> Resolver<'s, '_> {
         };
         let annotations = Annotations::new(ingress.metadata.annotations.as_ref());
         let mut paths = PathAnnotations::read(&annotations, &mut problems, &mut plan.warnings);
+        self.apply_config_defaults(&annotations, &mut paths);
         paths.limits.clients = location::client_limits(&annotations, limit_zone(&ingress.metadata), &mut problems);
         let affinity = location::affinity(&annotations, &mut problems);
         paths.limits.hash_by = location::hash_by(&annotations, &mut problems, &mut plan.warnings).map(Arc::new);
@@ -884,9 +889,11 @@ impl<'s> Resolver<'s, '_> {
             plan.tls.extend(hosts.into_iter().map(|h| (h, cert.clone())));
         }
         let annotations = ingress.metadata.annotations.as_ref();
+        // The Ingress's own ssl-redirect, else the controller configuration's (`--config`).
         plan.ssl_redirect = SSL_REDIRECT_ANNOTATIONS
             .iter()
-            .any(|a| annotations.and_then(|m| m.get(*a)).is_some_and(|v| v.eq_ignore_ascii_case("true")));
+            .find_map(|a| annotations.and_then(|m| m.get(*a)))
+            .map_or(self.compiler.config.ssl_redirect, |v| v.trim().eq_ignore_ascii_case("true"));
         // The backends' protocol: every backend of this Ingress speaks it (over TLS as the
         // proxy-ssl-* annotations say, for HTTPS and GRPCS).
         let protocol =
@@ -938,6 +945,29 @@ impl<'s> Resolver<'s, '_> {
             Ok(plan)
         } else {
             Err(problems)
+        }
+    }
+
+    /// What the controller configuration (`--config`) gives a route whose annotations do not say:
+    /// the body limit, the proxy timeouts and `force-ssl-redirect`.
+    fn apply_config_defaults(&self, annotations: &Annotations<'_>, paths: &mut PathAnnotations) {
+        let config = &self.compiler.config;
+        let defaults = &config.route_defaults;
+        let limits = &mut paths.limits;
+        for (key, slot, default) in [
+            ("proxy-connect-timeout", &mut limits.connect_timeout, defaults.connect_timeout),
+            ("proxy-send-timeout", &mut limits.send_timeout, defaults.send_timeout),
+            ("proxy-read-timeout", &mut limits.read_timeout, defaults.read_timeout),
+        ] {
+            if annotations.given(key).is_none() {
+                *slot = default;
+            }
+        }
+        if annotations.given("proxy-body-size").is_none() {
+            limits.max_body = defaults.max_body;
+        }
+        if annotations.given("force-ssl-redirect").is_none() {
+            paths.force_ssl_redirect = config.force_ssl_redirect;
         }
     }
 

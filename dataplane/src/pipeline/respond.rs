@@ -1,8 +1,8 @@
 //! Response edits, the phase between a backend's answer and the client: the rule's response
 //! header edits, the allowed origin's CORS fields, and the cookies ramjet adds (a new user's sticky
-//! draw, a new sticky session, the external auth service's). Decided here once; each protocol says
-//! how a field is set on its head through [`ResponseFields`]. A route that uses none of these costs
-//! an answer four checks.
+//! draw, a new sticky session, the external auth service's), and HSTS on HTTPS. Decided here once;
+//! each protocol says how a field is set on its head through [`ResponseFields`]. A route that uses
+//! none of these costs an answer five checks.
 
 use ramjet_shared::HeaderEdits;
 
@@ -23,6 +23,9 @@ pub(crate) trait ResponseFields {
 pub(crate) fn edit_response(extras: &RouteExtras<'_>, status: u16, head: &mut impl ResponseFields) {
     if let Some(edits) = extras.response {
         head.apply_edits(edits);
+    }
+    if let Some(hsts) = extras.hsts {
+        head.set("strict-transport-security", hsts.as_bytes());
     }
     if let Some((cors, allow)) = extras.cors {
         for (name, value) in cors.fields(allow) {

@@ -191,6 +191,9 @@ pub(crate) struct RouteExtras<'t> {
     /// What the backend is told of the client's certificate (`ssl-client-*`), on a host that
     /// asks for one.
     pub certificate_fields: &'t [(Box<str>, Vec<u8>)],
+    /// `Strict-Transport-Security` for the answer: an HTTPS request to a host with a certificate
+    /// of its own, when the table has HSTS.
+    pub hsts: Option<&'t str>,
 }
 
 impl<'t> RouteExtras<'t> {

@@ -301,6 +301,9 @@ where
     let Proxy { served, endpoints, rule, sticky, edits } = proxy;
     let input = || HashInput { target: target.as_bytes(), host: &data[head.host.clone()], peer, tls };
     let mut extras = RouteExtras::new(served.route, rule, sticky);
+    if conn.facts.own_certificate {
+        extras.hsts = table.hsts();
+    }
     extras.choose_endpoint(&view, input, endpoints);
     let mut held = Admission::default();
     let gate = if extras.needs_admission() {
@@ -312,7 +315,7 @@ where
             tls,
             request_id: conn.request_id.as_ref().map_or(&[][..], |id| id.as_bytes()),
         };
-        admit(worker, table, (&asking, &conn.facts), &view, &extras, &mut held).await
+        admit(worker, table, (&asking, conn.facts), &view, &extras, &mut held).await
     } else {
         Gate::Open
     };

@@ -195,9 +195,14 @@ impl TlsTerminator {
             }
         };
         let mut facts = ConnFacts::with_tls_session(peer, local_port, settled(&session)).with_rules(rules.as_ref());
+        if let Some(sni) = session.server_name() {
+            let mut buf = [0u8; 256];
+            let name = ramjet_shared::normalize_host(sni, &mut buf);
+            facts.own_certificate = name.is_some_and(|n| worker.generation().table.has_own_certificate(n));
+        }
         if let Some(auth) = auth {
             let chain = session.peer_certificates().map(|c| c.iter().map(|c| c.clone().into_owned()).collect());
-            facts.client_cert = Some(PeerCertificate::new(chain.unwrap_or_default(), &auth));
+            facts.client_cert = Some(Box::new(PeerCertificate::new(chain.unwrap_or_default(), &auth)));
         }
         let facts = Rc::new(facts);
         let h2 = session.alpn_protocol() == Some(b"h2");

@@ -243,9 +243,7 @@ fn parse_crls(bytes: &[u8]) -> Result<Vec<OwnedCertRevocationList>, String> {
     }
     ders.iter()
         .enumerate()
-        .map(|(i, der)| {
-            OwnedCertRevocationList::from_der(der).map_err(|e| format!("revocation list {}: {e}", i + 1))
-        })
+        .map(|(i, der)| OwnedCertRevocationList::from_der(der).map_err(|e| format!("revocation list {}: {e}", i + 1)))
         .collect()
 }
 
@@ -529,6 +527,147 @@ mod tests {
         assert_eq!(rfc2253(&unknown).unwrap(), "1.3.6.1.4.1.311.1=#0C0178");
         assert_eq!(rfc2253(&[0x30, 0x05, 0x31]), None);
         assert_eq!(rfc2253(&name(&[])).unwrap(), "");
+    }
+
+    /// A CA, an intermediate under it, and helpers to issue client certificates.
+    struct Chain {
+        root: rcgen::Issuer<'static, rcgen::KeyPair>,
+        root_der: CertificateDer<'static>,
+        middle: rcgen::Issuer<'static, rcgen::KeyPair>,
+        middle_der: CertificateDer<'static>,
+    }
+
+    fn ca(
+        name: &str,
+        issuer: Option<&rcgen::Issuer<'static, rcgen::KeyPair>>,
+    ) -> (rcgen::Issuer<'static, rcgen::KeyPair>, CertificateDer<'static>) {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, name);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = match issuer {
+            Some(issuer) => params.signed_by(&key, issuer).unwrap(),
+            None => params.self_signed(&key).unwrap(),
+        };
+        (rcgen::Issuer::new(params, key), cert.der().clone())
+    }
+
+    impl Chain {
+        fn new() -> Chain {
+            let (root, root_der) = ca("root", None);
+            let (middle, middle_der) = ca("middle", Some(&root));
+            Chain { root, root_der, middle, middle_der }
+        }
+
+        fn client(&self, by: &rcgen::Issuer<'static, rcgen::KeyPair>, serial: u64) -> CertificateDer<'static> {
+            let mut params = rcgen::CertificateParams::new(vec!["client.test".to_string()]).unwrap();
+            params.distinguished_name.push(rcgen::DnType::CommonName, "client");
+            params.serial_number = Some(serial.into());
+            params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+            params.signed_by(&rcgen::KeyPair::generate().unwrap(), by).unwrap().der().clone()
+        }
+
+        fn auth(&self, depth: u8, crl: Option<Vec<u8>>) -> ClientAuth {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(self.root_der.clone()).unwrap();
+            let ca = Arc::new(CaBundle { id: [1; 32], roots: Arc::new(roots), source: "test".into() });
+            let spec = ClientAuthSpec {
+                verify: VerifyClient::On,
+                ca,
+                crl,
+                depth,
+                error_page: None,
+                pass_certificate: false,
+                match_cn: None,
+                source: "test".into(),
+            };
+            ClientAuth::new(spec).unwrap()
+        }
+
+        /// A revocation list from `by` revoking these serial numbers.
+        fn crl(by: &rcgen::Issuer<'static, rcgen::KeyPair>, revoked: &[u64]) -> Vec<u8> {
+            let params = rcgen::CertificateRevocationListParams {
+                this_update: rcgen::date_time_ymd(2025, 1, 1),
+                next_update: rcgen::date_time_ymd(2099, 1, 1),
+                crl_number: 1u64.into(),
+                issuing_distribution_point: None,
+                revoked_certs: revoked
+                    .iter()
+                    .map(|s| rcgen::RevokedCertParams {
+                        serial_number: (*s).into(),
+                        revocation_time: rcgen::date_time_ymd(2025, 1, 1),
+                        reason_code: None,
+                        invalidity_date: None,
+                    })
+                    .collect(),
+                key_identifier_method: rcgen::KeyIdMethod::Sha256,
+            };
+            params.signed_by(by).unwrap().pem().unwrap().into_bytes()
+        }
+    }
+
+    #[test]
+    fn a_chain_is_checked_against_the_cas_the_depth_and_the_revocation_lists() {
+        let chain = Chain::new();
+        let now = UnixTime::now();
+        let direct = chain.client(&chain.root, 7);
+        let below_middle = chain.client(&chain.middle, 8);
+        // Depth 1: the client's certificate and one intermediate (OpenSSL's count).
+        let auth = chain.auth(1, None);
+        assert_eq!(auth.check(std::slice::from_ref(&direct), now), Verdict::Success);
+        assert_eq!(auth.check(&[below_middle.clone(), chain.middle_der.clone()], now), Verdict::Success);
+        assert!(
+            auth.check(std::slice::from_ref(&below_middle), now).issuer_unknown(),
+            "the intermediate is the client's to send"
+        );
+        assert_eq!(auth.check(&[], now), Verdict::None);
+        // Two intermediates need depth 2.
+        let (lower, lower_der) = ca("lower", Some(&chain.middle));
+        let deep = chain.client(&lower, 9);
+        let path = [deep, lower_der, chain.middle_der.clone()];
+        assert_eq!(auth.check(&path, now), Verdict::Failed("certificate chain too long"));
+        assert_eq!(chain.auth(2, None).check(&path, now), Verdict::Success);
+        // Another CA of another name: an unknown issuer, which optional_no_ca lets through.
+        let (stranger, _) = ca("stranger", None);
+        assert!(auth.check(&[chain.client(&stranger, 1)], now).issuer_unknown());
+        // Revocation: the root's list revokes serial 7; every certificate of a chain needs a list.
+        let revoking = chain.auth(1, Some(Chain::crl(&chain.root, &[7])));
+        assert_eq!(revoking.check(&[direct], now), Verdict::Failed("certificate revoked"));
+        assert_eq!(revoking.check(&[chain.client(&chain.root, 70)], now), Verdict::Success);
+        let middle_unlisted = revoking.check(&[below_middle.clone(), chain.middle_der.clone()], now);
+        assert_eq!(middle_unlisted, Verdict::Failed("unable to get certificate CRL"));
+        let mut both = Chain::crl(&chain.root, &[]);
+        both.extend(Chain::crl(&chain.middle, &[8]));
+        let both = chain.auth(1, Some(both));
+        assert_eq!(both.check(&[below_middle, chain.middle_der.clone()], now), Verdict::Failed("certificate revoked"));
+        assert!(ClientAuth::new(ClientAuthSpec { crl: Some(b"not a list".to_vec()), ..spec_of(&chain) }).is_err());
+    }
+
+    fn spec_of(chain: &Chain) -> ClientAuthSpec {
+        let auth = chain.auth(1, None);
+        ClientAuthSpec {
+            verify: auth.verify,
+            ca: auth.ca.clone(),
+            crl: None,
+            depth: 1,
+            error_page: None,
+            pass_certificate: false,
+            match_cn: None,
+            source: "test".into(),
+        }
+    }
+
+    /// OpenSSL is the reference (nginx prints names with it): `openssl x509 -noout -subject
+    /// -nameopt RFC2253` on these certificates (the fuzz target's seeds) says what is asserted.
+    #[test]
+    fn names_are_written_as_openssl_writes_them() {
+        let ec = include_bytes!("../../../fuzz/corpus/client_cert_names/ec-client.der");
+        let (subject, issuer) = subject_and_issuer(ec).unwrap();
+        assert_eq!(rfc2253(subject).unwrap(), r"CN=\#client \;1\ ,OU=a\<b\>c,O=Acme\, Inc.,C=US");
+        assert_eq!(rfc2253(issuer), rfc2253(subject), "self-signed");
+        let rsa = include_bytes!("../../../fuzz/corpus/client_cert_names/rsa-utf8.der");
+        let (subject, _) = subject_and_issuer(rsa).unwrap();
+        assert_eq!(rfc2253(subject).unwrap(), r"CN=\C3\A9 \C3\BCn\C3\AFcode,emailAddress=a@b.c,DC=com,DC=example");
     }
 
     #[test]

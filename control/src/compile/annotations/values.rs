@@ -327,7 +327,9 @@ mod auth_tls_tests {
 
     #[test]
     fn error_pages_are_urls_or_paths_as_ingress_nginx_accepts_them() {
-        for ok in ["http://1.2.3.4/error", "https://ok.com:8443/a/b.html", "ok.com/error", "/error", "/error/", "ok.com"] {
+        for ok in
+            ["http://1.2.3.4/error", "https://ok.com:8443/a/b.html", "ok.com/error", "/error", "/error/", "ok.com"]
+        {
             assert_eq!(auth_tls_error_page(ok), Ok(()), "{ok}");
         }
         for bad in ["/error?x=1", "http://", "http://a/%41", "/a//b", "@named", "a.com:/x", "~x", "http://a:b/"] {

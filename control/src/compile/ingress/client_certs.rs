@@ -49,8 +49,12 @@ impl<'s> Resolver<'s, '_> {
             return None;
         }
         let settings = Settings::read(annotations, problems, warnings)?;
-        let closed = |why: String| Some(HostAuth::Closed(format!("{key}: {why}; its hosts answer 403 until it is fixed, as in ingress-nginx")));
-        let Some((secret_namespace, name)) = reference.split_once('/').filter(|(ns, n)| !ns.is_empty() && !n.contains('/') && !n.is_empty()) else {
+        let closed = |why: String| {
+            Some(HostAuth::Closed(format!("{key}: {why}; its hosts answer 403 until it is fixed, as in ingress-nginx")))
+        };
+        let Some((secret_namespace, name)) =
+            reference.split_once('/').filter(|(ns, n)| !ns.is_empty() && !n.contains('/') && !n.is_empty())
+        else {
             return closed(format!("`{reference}` is not namespace/name"));
         };
         if secret_namespace != namespace {

@@ -196,6 +196,9 @@ async fn handle<'t>(
     let Proxy { served, endpoints, rule, sticky, edits } = proxy;
     let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls };
     let mut extras = RouteExtras::new(served.route, rule, sticky);
+    if facts.own_certificate {
+        extras.hsts = table.hsts();
+    }
     extras.choose_endpoint(&view, input, endpoints);
     let mut held = Admission::default();
     let gate = if extras.needs_admission() {

@@ -374,10 +374,10 @@ fn client_auth(c: &mut Choices) -> Arc<ClientAuth> {
         crl_id: c.maybe(|c| [c.pick(2) as u8; 32]),
         crls: Box::new([]),
         depth: c.one_of(&[1, 2]),
-        error_page: c.maybe(|c| c.text().into()),
+        error_page: c.maybe(|c| c.text()),
         pass_certificate: c.flag(),
         match_cn: c.maybe(matcher),
-        source: c.text().into(),
+        source: c.text(),
     };
     match auth.verify {
         VerifyClient::Off | VerifyClient::On | VerifyClient::Optional | VerifyClient::OptionalNoCa => {}
@@ -400,7 +400,7 @@ fn table(c: &mut Choices) -> RouteTable {
     let mut builder = TableBuilder::new();
     let items = c.pick(4);
     for _ in 0..items {
-        match c.pick(6) {
+        match c.pick(7) {
             0 => {
                 let (host, path) = (host(c), c.one_of(&["/", "/a", "/b", "/a/b"]));
                 let kind = c.one_of(&[PathKind::Exact, PathKind::Prefix, PathKind::Regex]);
@@ -421,10 +421,11 @@ fn table(c: &mut Choices) -> RouteTable {
                 let (host, backend) = (host(c), backend(c));
                 builder.add_passthrough(host, backend);
             }
-            _ => {
+            5 => {
                 let (host, auth) = (host(c), client_auth(c));
                 builder.add_client_auth(host, auth);
             }
+            _ => builder.set_hsts(c.maybe(|c| c.text().to_string())),
         }
     }
     builder.build(None)
@@ -439,7 +440,8 @@ fn every_item_kind_is_drawn(item: TableItem<'_>) {
         | TableItem::Tls { .. }
         | TableItem::HttpsRedirect { .. }
         | TableItem::Passthrough { .. }
-        | TableItem::ClientAuth { .. } => {}
+        | TableItem::ClientAuth { .. }
+        | TableItem::Hsts(_) => {}
     }
 }
 
