@@ -82,10 +82,10 @@ pub struct ConfigFile {
 }
 
 impl ConfigFile {
-    /// Reads `path`, or says which line and key of it is wrong.
+    /// Reads `path` (a file, or a directory where a ConfigMap is mounted), or says which line and
+    /// key of it is wrong.
     pub fn read(path: &std::path::Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
-        let config = ControllerConfig::parse(&text, path)?;
+        let (config, text) = ControllerConfig::read(path)?;
         Ok(ConfigFile { path: path.to_path_buf(), config, text, interval: Duration::from_secs(1) })
     }
 }

@@ -1048,6 +1048,51 @@ fn proxy_next_upstream_behaves_as_in_ingress_nginx() {
     d.shutdown();
 }
 
+/// test/e2e/annotations/default_backend.go: a path to a Service that does not exist is served (the
+/// rest of the Ingress is not lost): `default-backend` answers it, told `X-Code: 503` and the
+/// missing Service's name; without one it is a 503. Once the Service appears it serves.
+#[test]
+fn a_missing_service_answers_503_and_the_rest_of_the_ingress_is_served() {
+    let dir = temp_dir("annotations-missing-service");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress(
+        "fallback",
+        "fallback.test",
+        &format!("{NGINX}/default-backend: b"),
+        &[("/alma", "Prefix", "invalid")],
+    ));
+    text.push_str(&ingress("partly", "partly.test", "", &[("/gone", "Prefix", "invalid"), ("/", "Prefix", "a")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let asked = request(
+        addr,
+        "GET /alma/armud HTTP/1.1\r\nHost: fallback.test\r\nx-request-id: something-unique\r\nconnection: close\r\n\r\n",
+    );
+    assert_eq!(asked.status, 200, "{}", asked.head);
+    assert_eq!(seen(&asked).0, "b");
+    for (field, value) in [
+        ("x-code", "503"),
+        ("x-ingress-name", "fallback"),
+        ("x-service-name", "invalid"),
+        ("x-request-id", "something-unique"),
+    ] {
+        assert_eq!(header_seen(&asked, field).as_deref(), Some(value), "{field}: {}", asked.body);
+    }
+    assert_eq!(get(addr, "partly.test", "/gone").status, 503);
+    assert_eq!(seen(&get(addr, "partly.test", "/")).0, "a", "the Ingress's other paths are served");
+    let generation = d.published.current();
+    assert!(generation
+        .diagnostics
+        .iter()
+        .any(|p| p.object.name == "partly" && p.message.contains("shop/invalid does not exist")));
+    // The Service appears: its path serves.
+    text.push_str(&service("shop", "invalid", a.addr));
+    std::fs::write(dir.join("app.yaml"), &text).unwrap();
+    assert!(support::eventually(Duration::from_secs(10), || get(addr, "partly.test", "/gone").status == 200));
+    d.shutdown();
+}
+
 /// test/e2e/annotations/customhttperrors.go and the template's error locations: with
 /// `custom-http-errors` and `default-backend`, a backend answer with a listed status is replaced by
 /// the default backend's answer to the same request at `/`, without its body, told what happened

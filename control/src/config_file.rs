@@ -1,7 +1,8 @@
 //! The controller configuration file (`--config FILE`): the defaults that apply to every host and
 //! route, written with ingress-nginx's ConfigMap keys and values so that an installation's
 //! ConfigMap works as it is — the file may be the ConfigMap itself (`kind: ConfigMap`, its `data`
-//! is read) or just its `data` as a mapping.
+//! is read), just its `data` as a mapping, or a directory where the ConfigMap is mounted (a file
+//! per key, as Kubernetes mounts one).
 //!
 //! A file is read as ingress-nginx reads its ConfigMap: a key it does not set has ingress-nginx's
 //! default (HSTS on, `ssl-redirect: "true"`, `proxy-body-size: 1m`, 5 s to connect and 60 s to
@@ -112,15 +113,18 @@ impl ControllerConfig {
         }
     }
 
-    /// Reads the file at `path`.
-    pub fn read(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            path: path.to_path_buf(),
-            line: None,
-            key: None,
-            message: e.to_string(),
-        })?;
-        Self::parse(&text, path)
+    /// Reads the file or mounted ConfigMap at `path`, and the text it was read from (for
+    /// [`watch`] to see a change).
+    pub fn read(path: &Path) -> Result<(Self, String), ConfigError> {
+        let failed =
+            |e: std::io::Error| ConfigError { path: path.to_path_buf(), line: None, key: None, message: e.to_string() };
+        if path.is_dir() {
+            let data = mounted(path).map_err(failed)?;
+            let text = serde_yaml_ng::to_string(&data).unwrap_or_default();
+            return Ok((Self::parse(&text, path)?, text));
+        }
+        let text = std::fs::read_to_string(path).map_err(failed)?;
+        Ok((Self::parse(&text, path)?, text))
     }
 
     /// Parses a file's text (`path` names it in errors).
@@ -241,6 +245,21 @@ fn data_of(text: &str) -> Result<BTreeMap<String, String>, (String, Option<usize
     Ok(data)
 }
 
+/// A ConfigMap mounted as a directory: each regular file is a key, its contents the value.
+/// Kubernetes' own entries (`..data`, `..2024_…`) are hidden and skipped.
+fn mounted(dir: &Path) -> std::io::Result<BTreeMap<String, String>> {
+    let mut data = BTreeMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if name.starts_with('.') || !entry.path().is_file() {
+            continue;
+        }
+        data.insert(name, std::fs::read_to_string(entry.path())?);
+    }
+    Ok(data)
+}
+
 /// The line (from 1) where `key` is set.
 fn line_of(text: &str, key: &str) -> Option<usize> {
     text.lines()
@@ -301,12 +320,11 @@ pub async fn watch(
     let mut failing: Option<String> = None;
     loop {
         tokio::time::sleep(interval).await;
-        let Ok(text) = tokio::fs::read_to_string(&path).await else { continue };
-        if text == last {
-            continue;
-        }
-        match ControllerConfig::parse(&text, &path) {
-            Ok(config) => {
+        let reading = path.clone();
+        let Ok(read) = tokio::task::spawn_blocking(move || ControllerConfig::read(&reading)).await else { continue };
+        match read {
+            Ok((_, text)) if text == last => {}
+            Ok((config, text)) => {
                 tracing::info!(file = %path.display(), "controller configuration read");
                 for note in &config.notes {
                     tracing::warn!(file = %path.display(), "{note}");
@@ -373,6 +391,23 @@ mod tests {
         assert!(e.to_string().contains(":1: hsts: the value is not"), "{e}");
         assert!(parse("- a\n").is_err());
         assert!(parse("a: [\n").unwrap_err().line.is_some());
+    }
+
+    #[test]
+    fn a_mounted_configmap_is_a_file_per_key() {
+        let dir = std::env::temp_dir().join(format!("ramjet-config-mounted-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("..2026_12_05")).unwrap();
+        std::fs::write(dir.join("hsts-max-age"), "120").unwrap();
+        std::fs::write(dir.join("ssl-redirect"), "false").unwrap();
+        std::fs::write(dir.join("..data"), "ignored").unwrap();
+        let (config, text) = ControllerConfig::read(&dir).unwrap();
+        assert_eq!(config.hsts_value().as_deref(), Some("max-age=120; includeSubDomains"));
+        assert!(!config.ssl_redirect);
+        std::fs::write(dir.join("proxy-body-size"), "huge").unwrap();
+        let e = ControllerConfig::read(&dir).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("proxy-body-size"), "{e}");
+        assert_ne!(text, "");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -88,6 +88,11 @@ SCENARIOS: dict[str, dict] = {
         "controller": {"tracing": {"otlpEndpoint": "http://otel-collector.observability:4318", "sampleRatio": 0.25,
                                    "parentBased": False}}
     },
+    "config": {
+        "controller": {"config": {"enabled": True, "data": {"hsts-max-age": 600, "ssl-redirect": "false",
+                                                             "proxy-body-size": "8m"}}}
+    },
+    "config-existing": {"controller": {"config": {"existingConfigMap": "ingress-nginx-controller"}}},
     "status-codes": {
         "metrics": {"statusCodes": True, "prometheusRule": {"enabled": True}}
     },
@@ -899,6 +904,37 @@ def test_tracing_is_off_until_an_endpoint_is_given():
     assert flag("tracing", "trace-sample-ratio") == "0.25"
     assert flag("tracing", "trace-parent-based") == "false"
     assert flag("tracing", "trace-service-name") == "ramjet"
+
+
+def test_controller_configuration_is_a_configmap_the_daemon_reads():
+    assert flag("default", "config") is None and not find("default", "ConfigMap")
+    for scenario, name in [("config", f"{FULLNAME}-config"), ("config-existing", "ingress-nginx-controller")]:
+        assert flag(scenario, "config") == "/etc/ramjet/config"
+        mount = next(m for m in container(scenario)["volumeMounts"] if m["name"] == "config")
+        assert mount == {"name": "config", "mountPath": "/etc/ramjet/config", "readOnly": True}
+        volume = next(v for v in workload(scenario)["spec"]["template"]["spec"]["volumes"] if v["name"] == "config")
+        assert volume["configMap"] == {"name": name}
+    assert not find("config-existing", "ConfigMap"), "an existing ConfigMap is read as it is"
+    data = one("config", "ConfigMap", f"{FULLNAME}-config")["data"]
+    assert data == {"hsts-max-age": "600", "ssl-redirect": "false", "proxy-body-size": "8m"}
+    # The daemon reads the ConfigMap as the kubelet mounts it: a file per key.
+    env = os.environ.get("RAMJET_BIN")
+    if not env:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        mounted = Path(tmp) / "config"
+        mounted.mkdir()
+        for key, value in data.items():
+            (mounted / key).write_text(value)
+        routes = Path(tmp) / "routes.yaml"
+        routes.write_text("backends:\n  hi: { respond: { status: 200, body: hi } }\nroutes:\n  - { path: /, backend: hi }\n")
+        proc = subprocess.run([env, "--check", "--static-routes", str(routes), "--config", str(mounted)],
+                              capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        (mounted / "proxy-body-size").write_text("lots")
+        proc = subprocess.run([env, "--check", "--static-routes", str(routes), "--config", str(mounted)],
+                              capture_output=True, text=True, timeout=30)
+        assert proc.returncode != 0 and "proxy-body-size" in proc.stderr, proc.stderr
 
 
 def test_status_codes_are_counted_and_recorded_on_request():

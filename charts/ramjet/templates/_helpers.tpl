@@ -105,6 +105,16 @@ An int-or-string value (a count or a percentage) as YAML.
 {{- end }}
 {{- define "ramjet.defaultCertDir" -}}/etc/ramjet/default-certificate{{- end }}
 
+{{- define "ramjet.configDir" -}}/etc/ramjet/config{{- end }}
+
+{{/* The ConfigMap --config reads, if any: an existing one, or the chart's own. */}}
+{{- define "ramjet.configMap" -}}
+{{- $c := .Values.controller.config }}
+{{- if $c.existingConfigMap }}{{ $c.existingConfigMap }}
+{{- else if $c.enabled }}{{ include "ramjet.fullname" . }}-config
+{{- end }}
+{{- end }}
+
 {{/*
 Checks on values that the templates cannot express otherwise. Included once,
 from the workload template, so a bad value fails the render with a message a
@@ -194,6 +204,9 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 {{- end }}
 {{- if .Values.metrics.statusCodes }}
 - "--metrics-status-codes"
+{{- end }}
+{{- if include "ramjet.configMap" . }}
+- {{ printf "--config=%s" (include "ramjet.configDir" .) | quote }}
 {{- end }}
 {{- with $c.tracing }}
 {{- if .otlpEndpoint }}
@@ -382,6 +395,11 @@ spec:
           mountPath: {{ include "ramjet.defaultCertDir" . }}
           readOnly: true
         {{- end }}
+        {{- if include "ramjet.configMap" . }}
+        - name: config
+          mountPath: {{ include "ramjet.configDir" . }}
+          readOnly: true
+        {{- end }}
   volumes:
     - name: tmp
       emptyDir:
@@ -405,6 +423,11 @@ spec:
             path: tls.crt
           - key: tls.key
             path: tls.key
+    {{- end }}
+    {{- with include "ramjet.configMap" . }}
+    - name: config
+      configMap:
+        name: {{ . }}
     {{- end }}
   {{- with $c.nodeSelector }}
   nodeSelector:

@@ -624,7 +624,8 @@ pub fn review(annotations: Option<&BTreeMap<String, String>>, has_tls: bool, ngi
             verdict: Verdict::Ignored,
             detail: format!(
                 "ingress-nginx redirects plain HTTP to HTTPS for TLS hosts unless {NGINX_PREFIX}ssl-redirect is \
-                 \"false\"; ramjet only when it is \"true\": set it to keep the redirect"
+                 \"false\"; ramjet only when it is \"true\", or with a controller configuration (--config, \
+                 whose ssl-redirect is \"true\" unless it says otherwise): set one to keep the redirect"
             ),
         });
     }

@@ -719,9 +719,11 @@ impl<'s> Resolver<'s, '_> {
         }
         // A redirecting Ingress answers every path itself: its backends are not resolved, as in
         // ingress-nginx, where `return` comes before `proxy_pass`.
-        let resolve = |resolver: &mut Self, backend| match (&denied, &redirect) {
+        // Services that do not exist: their paths answer 503 (a warning each), as in ingress-nginx.
+        let mut missing = Vec::new();
+        let mut resolve = |resolver: &mut Self, backend| match (&denied, &redirect) {
             (Some(answer), _) | (None, Some(answer)) => Ok(answer.clone()),
-            (None, None) => resolver.backend(namespace, backend),
+            (None, None) => resolver.backend_or_unavailable(namespace, backend, &mut missing),
         };
         if let Some(backend) = &spec.default_backend {
             match resolve(self, backend) {
@@ -832,6 +834,9 @@ impl<'s> Resolver<'s, '_> {
                     Err(e) => problems.push(format!("{}.backend: {e}", at())),
                 }
             }
+        }
+        for why in missing {
+            plan.warnings.push(format!("{why}: its paths answer 503 until it does, as in ingress-nginx"));
         }
         let passthrough = annotations.get("ssl-passthrough").filter(|(_, v)| v.trim() == "true");
         if let Some((key, _)) = passthrough {
@@ -1118,6 +1123,31 @@ impl<'s> Resolver<'s, '_> {
         };
         let host = annotations.get("mirror-host").map(|(_, v)| v.trim().to_string()).filter(|h| !h.is_empty());
         Some(MirrorTarget { backend, percent, body, host })
+    }
+
+    /// [`Resolver::backend`], except that a Service that does not exist is a backend without
+    /// endpoints (its requests answer 503, or the `default-backend` annotation's error backend
+    /// does), as ingress-nginx serves it; `missing` learns why, for the Ingress's warning.
+    fn backend_or_unavailable(
+        &mut self,
+        namespace: &'s str,
+        backend: &'s IngressBackend,
+        missing: &mut Vec<String>,
+    ) -> Result<Arc<Backend>, String> {
+        let resolved = self.backend(namespace, backend);
+        let Err(why) = &resolved else { return resolved };
+        let Some(service) = backend.service.as_ref().filter(|s| self.service(namespace, &s.name).is_none()) else {
+            return resolved;
+        };
+        let port = service.port.as_ref().map_or(String::new(), |p| match (p.number, &p.name) {
+            (Some(n), _) => n.to_string(),
+            (None, name) => name.clone().unwrap_or_default(),
+        });
+        if !missing.contains(why) {
+            missing.push(why.clone());
+        }
+        let name = format!("{namespace}/{}:{port}", service.name);
+        Ok(self.compiler.backend(&name, BackendKind::Endpoints(Box::new([]))))
     }
 
     fn backend(&mut self, namespace: &'s str, backend: &'s IngressBackend) -> Result<Arc<Backend>, String> {

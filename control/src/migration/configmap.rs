@@ -1,7 +1,7 @@
 //! ingress-nginx's controller ConfigMap (its `--configmap`), judged for `ramjet migration-report
 //! --nginx-configmap`: what ramjet does with each setting it knows and the daemon flags that keep
-//! it. Ramjet does not read the ConfigMap itself (its settings are flags, which the chart sets), so
-//! the report says which flags to set.
+//! it. Ramjet reads the global defaults from the ConfigMap itself (`--config`); the process
+//! settings are flags, which the chart sets, so the report says which flags to set.
 //!
 //! Reviewed so far: the settings of the client's address — `use-proxy-protocol`,
 //! `proxy-protocol-header-timeout`, `use-forwarded-headers`, `enable-real-ip`,
@@ -10,7 +10,9 @@
 //! (`rootfs/etc/nginx/template/nginx.tmpl`) reads them; OpenTelemetry's (`enable-opentelemetry`,
 //! `otlp-collector-*`, `otel-*`, `opentelemetry-*`), with ingress-nginx's defaults
 //! (`internal/ingress/controller/config/config.go`); and the access log's line format
-//! (`log-format-upstream`). Other keys are listed as not reviewed.
+//! (`log-format-upstream`); and the global defaults that `--config` reads from the ConfigMap itself
+//! (`hsts*`, `ssl-redirect`, `force-ssl-redirect`, `proxy-body-size`, the proxy timeouts; see
+//! [`crate::config_file`]). Other keys are listed as not reviewed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,7 +22,17 @@ use ramjet_shared::parse_ranges;
 use crate::compile::annotations::Verdict;
 
 /// The keys reviewed, in the order they are reported.
-pub const KEYS: [&str; 20] = [
+pub const KEYS: [&str; 30] = [
+    "hsts",
+    "hsts-max-age",
+    "hsts-include-subdomains",
+    "hsts-preload",
+    "ssl-redirect",
+    "force-ssl-redirect",
+    "proxy-body-size",
+    "proxy-connect-timeout",
+    "proxy-send-timeout",
+    "proxy-read-timeout",
     "use-proxy-protocol",
     "proxy-protocol-header-timeout",
     "use-forwarded-headers",
@@ -167,6 +179,14 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
             (Verdict::Ignored, format!("`{value}` is not a boolean ingress-nginx reads; it keeps its default (false)"))
         };
         let (verdict, detail) = match key {
+            "hsts" | "hsts-max-age" | "hsts-include-subdomains" | "hsts-preload" | "ssl-redirect"
+            | "force-ssl-redirect" | "proxy-body-size" | "proxy-connect-timeout" | "proxy-send-timeout"
+            | "proxy-read-timeout" => (
+                Verdict::Honoured,
+                "read from the controller configuration: give ramjet this ConfigMap with --config (chart: \
+                 controller.config.existingConfigMap), as ingress-nginx reads it (docs/configuration.md)"
+                    .to_string(),
+            ),
             "use-proxy-protocol" => match go_bool(value) {
                 None => bad_bool(),
                 Some(false) => default(""),
