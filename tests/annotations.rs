@@ -647,6 +647,11 @@ fn session_affinity_behaves_as_in_ingress_nginx() {
          {NGINX}/session-cookie-samesite: strict, ramjet.dev/session-cookie-secure: \"true\""
     );
     text.push_str(&ingress("custom", "custom.test", &custom, &pair));
+    let expiring = format!(
+        "{NGINX}/affinity: cookie, {NGINX}/session-cookie-name: ExpiresCookie, \
+         {NGINX}/session-cookie-expires: \"172800\", {NGINX}/session-cookie-max-age: \"259200\""
+    );
+    text.push_str(&ingress("expiring", "expiring.test", &expiring, &pair));
     text.push_str(&ingress("plain", "plain.test", "team: shop", &pair));
     text.push_str(&ingress("bad", "bad.test", &format!("{NGINX}/affinity: ip"), &pair));
     let d = start(&dir, &text);
@@ -686,6 +691,26 @@ fn session_affinity_behaves_as_in_ingress_nginx() {
         set.starts_with("route=") && set.ends_with("; Path=/; Max-Age=172800; Secure; SameSite=Strict; HttpOnly"),
         "{set}"
     );
+    // test/e2e/annotations/affinity.go "should set cookie with expires": Expires in two days, as
+    // nginx writes dates, and Max-Age.
+    let set = get(addr, "expiring.test", "/").header("set-cookie").unwrap().to_string();
+    let expires = set.split("; ").find_map(|a| a.strip_prefix("Expires=")).expect("Expires");
+    let in_two_days = std::time::SystemTime::now() + Duration::from_secs(172_800);
+    let mut wanted = Vec::new();
+    let unix = in_two_days.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    ramjet_shared::affinity::push_cookie_time(unix, &mut wanted);
+    let wanted = String::from_utf8(wanted).unwrap();
+    assert_eq!(&expires[..17], &wanted[..17], "{set}");
+    assert!(set.ends_with("GMT; Max-Age=259200; HttpOnly"), "{set}");
+    // "should set secure in cookie with provided false annotation on https": over HTTPS it is Secure.
+    let port = d.https_addr().unwrap().port();
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "-o", "/dev/null", "-D", "-", "--resolve", &format!("sticky.test:{port}:127.0.0.1")])
+        .arg(format!("https://sticky.test:{port}/app"))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(head.contains("; Path=/app; Secure; HttpOnly"), "{head}");
     // Without affinity, nothing is set.
     assert_eq!(get(addr, "plain.test", "/").header("set-cookie"), None);
     // An affinity ramjet does not know keeps the Ingress out, with a diagnostic.

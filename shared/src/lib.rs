@@ -49,7 +49,7 @@ pub use cert::{CertId, CertStore, Certificate};
 pub use digest::{digest_of, Digest};
 pub use generation::{Diagnostic, Generation, ObjectRef, Severity};
 pub use publish::Published;
-pub use route::affinity::{endpoint_key, Affinity, AFFINITY_COOKIE};
+pub use route::affinity::{self, endpoint_key, Affinity, AFFINITY_COOKIE};
 pub use route::basic_auth::BasicAuth;
 pub use route::client_auth::{self, ClientAuth, ClientAuthSpec, Verdict, VerifyClient};
 pub use route::client_limits::{ClientLimits, Rate};

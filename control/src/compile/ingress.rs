@@ -124,7 +124,8 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
             (namespace_of(&ingress.metadata.namespace), ingress.metadata.name.as_deref().unwrap_or(""));
         let source = format!("{namespace}/{name}");
         let object = ObjectRef::ingress(namespace, name);
-        if !judge_annotations(ingress, &snapshot.options, &object, draft) {
+        let redirects_by_default = resolver.compiler.config.ssl_redirect;
+        if !judge_annotations(ingress, &snapshot.options, redirects_by_default, &object, draft) {
             continue;
         }
         let Some(plan) = planned(resolver.plan(ingress, namespace), &object, "Ingress", draft) else { continue };
@@ -308,9 +309,17 @@ fn close_or_ask(
 
 /// Reports every annotation ramjet does not honour ([`annotations::review`]); `false` when the
 /// Ingress must not be served at all (access control ramjet cannot enforce).
-fn judge_annotations(ingress: &Ingress, options: &IngressOptions, object: &ObjectRef, draft: &mut Draft) -> bool {
+fn judge_annotations(
+    ingress: &Ingress,
+    options: &IngressOptions,
+    redirects_by_default: bool,
+    object: &ObjectRef,
+    draft: &mut Draft,
+) -> bool {
     let found = ingress.metadata.annotations.as_ref();
-    let has_tls = ingress.spec.as_ref().and_then(|s| s.tls.as_ref()).is_some_and(|tls| !tls.is_empty());
+    // With a controller configuration whose ssl-redirect is on, TLS hosts redirect as in ingress-nginx.
+    let has_tls =
+        !redirects_by_default && ingress.spec.as_ref().and_then(|s| s.tls.as_ref()).is_some_and(|tls| !tls.is_empty());
     let nginx_defaults =
         options.controller_name == annotations::NGINX_CONTROLLER || annotations::has_nginx_annotations(found);
     let mut serve = true;

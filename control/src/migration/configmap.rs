@@ -179,8 +179,15 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
             (Verdict::Ignored, format!("`{value}` is not a boolean ingress-nginx reads; it keeps its default (false)"))
         };
         let (verdict, detail) = match key {
-            "hsts" | "hsts-max-age" | "hsts-include-subdomains" | "hsts-preload" | "ssl-redirect"
-            | "force-ssl-redirect" | "proxy-body-size" | "proxy-connect-timeout" | "proxy-send-timeout"
+            "hsts"
+            | "hsts-max-age"
+            | "hsts-include-subdomains"
+            | "hsts-preload"
+            | "ssl-redirect"
+            | "force-ssl-redirect"
+            | "proxy-body-size"
+            | "proxy-connect-timeout"
+            | "proxy-send-timeout"
             | "proxy-read-timeout" => (
                 Verdict::Honoured,
                 "read from the controller configuration: give ramjet this ConfigMap with --config (chart: \

@@ -194,6 +194,8 @@ pub(crate) struct RouteExtras<'t> {
     /// `Strict-Transport-Security` for the answer: an HTTPS request to a host with a certificate
     /// of its own, when the table has HSTS.
     pub hsts: Option<&'t str>,
+    /// The request came over HTTPS (a sticky cookie is then `Secure`).
+    pub https: bool,
 }
 
 impl<'t> RouteExtras<'t> {
@@ -273,7 +275,8 @@ impl<'t> RouteExtras<'t> {
     /// The `Set-Cookie` line of a new sticky session, if there is one (ending in CRLF).
     pub fn push_session_cookie(&self, out: &mut Vec<u8>) {
         if let (Some((affinity, _)), Some(addr)) = (self.affinity, self.new_session) {
-            affinity.push_set_cookie(addr, out);
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            affinity.push_set_cookie(addr, self.https, now, out);
         }
     }
 

@@ -301,6 +301,7 @@ where
     let Proxy { served, endpoints, rule, sticky, edits } = proxy;
     let input = || HashInput { target: target.as_bytes(), host: &data[head.host.clone()], peer, tls };
     let mut extras = RouteExtras::new(served.route, rule, sticky);
+    extras.https = tls;
     if conn.facts.own_certificate {
         extras.hsts = table.hsts();
     }

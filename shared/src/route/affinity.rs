@@ -22,26 +22,34 @@ pub struct Affinity {
     pub path: Arc<str>,
     /// `session-cookie-domain`.
     pub domain: Option<Arc<str>>,
-    /// `session-cookie-max-age` (or `session-cookie-expires`, sent as the same lifetime), seconds.
+    /// `session-cookie-max-age`, seconds: the cookie's `Max-Age`.
     pub max_age: Option<u64>,
-    /// `session-cookie-secure`.
+    /// `session-cookie-expires`, seconds from the answer: the cookie's `Expires` date.
+    pub expires: Option<u64>,
+    /// `session-cookie-secure`: `Secure` over plain HTTP too (over HTTPS it always is, as in
+    /// ingress-nginx).
     pub secure: bool,
     /// `session-cookie-samesite`: `None`, `Lax` or `Strict`.
     pub same_site: Option<Arc<str>>,
 }
 
 impl Affinity {
-    /// The `Set-Cookie` line naming `endpoint`, ending in CRLF.
-    pub fn push_set_cookie(&self, endpoint: SocketAddr, out: &mut Vec<u8>) {
+    /// The `Set-Cookie` line naming `endpoint`, ending in CRLF, for an answer over HTTPS or not
+    /// (`https`), sent at `now` (seconds since the epoch, for `Expires`).
+    pub fn push_set_cookie(&self, endpoint: SocketAddr, https: bool, now: u64, out: &mut Vec<u8>) {
         use std::io::Write;
         let _ = write!(out, "set-cookie: {}={:016x}; Path={}", self.cookie, endpoint_key(endpoint), self.path);
         if let Some(domain) = &self.domain {
             let _ = write!(out, "; Domain={domain}");
         }
+        if let Some(expires) = self.expires {
+            out.extend_from_slice(b"; Expires=");
+            push_cookie_time(now.saturating_add(expires), out);
+        }
         if let Some(age) = self.max_age {
             let _ = write!(out, "; Max-Age={age}");
         }
-        if self.secure {
+        if self.secure || https {
             out.extend_from_slice(b"; Secure");
         }
         if let Some(same_site) = &self.same_site {
@@ -70,6 +78,9 @@ impl fmt::Display for Affinity {
         if let Some(age) = self.max_age {
             write!(f, ", max-age {age}")?;
         }
+        if let Some(expires) = self.expires {
+            write!(f, ", expires in {expires}s")?;
+        }
         if self.secure {
             f.write_str(", secure")?;
         }
@@ -78,6 +89,33 @@ impl fmt::Display for Affinity {
         }
         f.write_str(")")
     }
+}
+
+/// A date as nginx writes a cookie's `Expires` (`ngx_http_cookie_time`): `Thu, 18-Nov-10
+/// 11:27:35 GMT`, the year in two digits up to 2037 and in four after.
+pub fn push_cookie_time(unix: u64, out: &mut Vec<u8>) {
+    use std::io::Write;
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let days = unix / 86_400;
+    let (hour, minute, second) = ((unix % 86_400) / 3600, (unix % 3600) / 60, unix % 60);
+    // Howard Hinnant's days-to-civil, from 1970-01-01 (a Thursday).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let weekday = DAYS[(days % 7) as usize];
+    let name = MONTHS[(month - 1) as usize];
+    let _ = if year > 2037 {
+        write!(out, "{weekday}, {day:02}-{name}-{year} {hour:02}:{minute:02}:{second:02} GMT")
+    } else {
+        write!(out, "{weekday}, {day:02}-{name}-{:02} {hour:02}:{minute:02}:{second:02} GMT", year % 100)
+    };
 }
 
 /// A stable name for an endpoint: FNV-1a over its address as text.
@@ -102,11 +140,12 @@ mod tests {
             path: "/".into(),
             domain: None,
             max_age: Some(3600),
+            expires: None,
             secure: true,
             same_site: Some("Lax".into()),
         };
         let mut line = Vec::new();
-        affinity.push_set_cookie(endpoints[1], &mut line);
+        affinity.push_set_cookie(endpoints[1], false, 0, &mut line);
         let text = String::from_utf8(line).unwrap();
         let value = text.strip_prefix("set-cookie: INGRESSCOOKIE=").unwrap().split(';').next().unwrap();
         assert_eq!(Affinity::endpoint(value.as_bytes(), &endpoints), Some(1));
@@ -116,5 +155,36 @@ mod tests {
         // Stable: the same address, the same key, whatever process computes it.
         assert_eq!(endpoint_key("10.0.0.1:80".parse().unwrap()), endpoint_key(endpoints[0]));
         assert_ne!(endpoint_key(endpoints[0]), endpoint_key(endpoints[1]));
+    }
+
+    #[test]
+    fn expires_is_a_date_as_nginx_writes_it_and_https_is_always_secure() {
+        let date = |unix: u64| {
+            let mut out = Vec::new();
+            push_cookie_time(unix, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(date(0), "Thu, 01-Jan-70 00:00:00 GMT");
+        assert_eq!(date(1_290_079_655), "Thu, 18-Nov-10 11:27:35 GMT");
+        assert_eq!(date(951_782_400), "Tue, 29-Feb-00 00:00:00 GMT");
+        assert_eq!(date(2_114_380_800), "Thu, 01-Jan-37 00:00:00 GMT");
+        assert_eq!(date(2_145_916_800), "Fri, 01-Jan-2038 00:00:00 GMT");
+        assert_eq!(date(2_177_452_800), "Sat, 01-Jan-2039 00:00:00 GMT");
+        let affinity = Affinity {
+            cookie: "SERVERID".into(),
+            path: "/".into(),
+            domain: None,
+            max_age: Some(259_200),
+            expires: Some(172_800),
+            secure: false,
+            same_site: None,
+        };
+        let mut line = Vec::new();
+        affinity.push_set_cookie("10.0.0.1:80".parse().unwrap(), true, 1_290_079_655, &mut line);
+        let text = String::from_utf8(line).unwrap();
+        assert!(
+            text.ends_with("; Path=/; Expires=Sat, 20-Nov-10 11:27:35 GMT; Max-Age=259200; Secure; HttpOnly\r\n"),
+            "{text}"
+        );
     }
 }

@@ -106,7 +106,7 @@ fn a_tls_ingress_from_ingress_nginx_is_told_about_the_redirect_default() {
     let annotated = BTreeMap::from([("nginx.ingress.kubernetes.io/proxy-buffering".to_string(), "off".to_string())]);
     let found = review(Some(&annotated), true, true);
     let redirect = found.iter().find(|f| f.value.is_none()).expect("the redirect default");
-    assert!(redirect.diagnostic().unwrap().contains("set it to keep the redirect"), "{redirect:?}");
+    assert!(redirect.diagnostic().unwrap().contains("set one to keep the redirect"), "{redirect:?}");
     // Not without TLS, not when ssl-redirect is set either way, not for Ingresses written for ramjet.
     assert!(review(Some(&annotated), false, true).iter().all(|f| f.value.is_some()));
     let set = BTreeMap::from([("nginx.ingress.kubernetes.io/ssl-redirect".to_string(), "false".to_string())]);

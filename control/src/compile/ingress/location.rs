@@ -189,8 +189,8 @@ pub(super) fn affinity(annotations: &Annotations<'_>, problems: &mut Vec<String>
         let (key, v) = given(name)?;
         v.trim().parse::<u64>().map_err(|_| bad(&key, format!("`{}` is not a number of seconds", v.trim()))).ok()
     };
-    // Max-Age wins over Expires in browsers; an Expires alone is sent as the same lifetime.
-    let max_age = seconds("session-cookie-max-age").or_else(|| seconds("session-cookie-expires"));
+    let max_age = seconds("session-cookie-max-age");
+    let expires = seconds("session-cookie-expires");
     let secure = match given("session-cookie-secure") {
         Some((key, v)) => parse_bool(v).map_err(|e| bad(&key, e)).unwrap_or(false),
         None => false,
@@ -207,7 +207,7 @@ pub(super) fn affinity(annotations: &Annotations<'_>, problems: &mut Vec<String>
         },
         None => None,
     };
-    Some(Affinity { cookie, path, domain, max_age, secure, same_site })
+    Some(Affinity { cookie, path, domain, max_age, expires, secure, same_site })
 }
 
 /// A `cors-allow-origin` entry ingress-nginx accepts: `*`, `null`, or

@@ -281,7 +281,9 @@ fn a_bad_ingress_does_not_change_the_good_ones() {
     bad.metadata.name = Some("bad".into());
     let rule = &mut bad.spec.as_mut().unwrap().rules.as_mut().unwrap()[0];
     rule.host = Some("bad.test".into());
-    rule.http.as_mut().unwrap().paths[0].backend.service.as_mut().unwrap().name = "missing".into();
+    // A port its Service does not have (a Service that does not exist would be served, 503).
+    let service = rule.http.as_mut().unwrap().paths[0].backend.service.as_mut().unwrap();
+    service.port = Some(k8s_openapi::api::networking::v1::ServiceBackendPort { number: Some(9999), name: None });
     snapshot.ingresses.push(Arc::new(bad));
     let draft = compile(&snapshot, &mut compiler);
     assert_eq!(draft.diagnostics.len(), 1);

@@ -196,6 +196,7 @@ async fn handle<'t>(
     let Proxy { served, endpoints, rule, sticky, edits } = proxy;
     let input = || HashInput { target: target.as_bytes(), host: host.as_bytes(), peer, tls };
     let mut extras = RouteExtras::new(served.route, rule, sticky);
+    extras.https = facts.tls;
     if facts.own_certificate {
         extras.hsts = table.hsts();
     }

@@ -325,6 +325,7 @@ fn limits(c: &mut Choices) -> RouteLimits {
                 path: c.text().into(),
                 domain: c.maybe(|c| c.text().into()),
                 max_age: c.maybe(|c| c.one_of(&[1, 2])),
+                expires: c.maybe(|c| c.one_of(&[1, 2])),
                 secure: c.flag(),
                 same_site: c.maybe(|c| c.text().into()),
             })
