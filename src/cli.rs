@@ -47,6 +47,19 @@ pub struct Cli {
     #[arg(help_heading = "Configuration", long, env = "RAMJET_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Resolve names outside the cluster (ExternalName Services, auth-url hosts) with these DNS
+    /// servers (IP or IP:PORT, comma-separated) instead of the system's (/etc/resolv.conf).
+    #[arg(help_heading = "Configuration", long, env = "RAMJET_DNS_SERVER", value_delimiter = ',', value_name = "ADDR", value_parser = parse_dns_server)]
+    pub dns_server: Vec<SocketAddr>,
+
+    /// A DNS answer is kept at least this long (and a failed name asked again after it).
+    #[arg(help_heading = "Configuration", long, env = "RAMJET_DNS_MIN_TTL", default_value = "5s", value_parser = duration)]
+    pub dns_min_ttl: Duration,
+
+    /// A DNS answer is kept at most this long.
+    #[arg(help_heading = "Configuration", long, env = "RAMJET_DNS_MAX_TTL", default_value = "5m", value_parser = duration)]
+    pub dns_max_ttl: Duration,
+
     /// Validate the configuration and exit (0 when it is usable), binding no port.
     #[arg(help_heading = "Configuration", long)]
     pub check: bool,
@@ -533,6 +546,14 @@ fn ip_block(s: &str) -> Result<IpBlock, String> {
 
 fn address_field(s: &str) -> Result<AddressField, String> {
     AddressField::new(s.trim())
+}
+
+/// A DNS server: `IP` (port 53) or `IP:PORT`.
+fn parse_dns_server(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    s.parse::<SocketAddr>()
+        .or_else(|_| s.parse::<std::net::IpAddr>().map(|ip| SocketAddr::new(ip, 53)))
+        .map_err(|_| format!("`{s}` is not an IP address or IP:PORT"))
 }
 
 fn duration(s: &str) -> Result<Duration, String> {

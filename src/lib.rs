@@ -24,6 +24,7 @@ use ramjet_control::audit::{EventSink, Webhook};
 use ramjet_control::cluster::{AuditEvents, ClusterOptions, PromotionContext};
 use ramjet_control::compile::ingress::IngressOptions;
 use ramjet_control::config_file::ControllerConfig;
+use ramjet_control::dns::DnsSettings;
 use ramjet_control::routes_file::StaticRoutes;
 use ramjet_control::{Control, ControlConfig, ControlHandle, Input};
 use ramjet_dataplane::{
@@ -69,6 +70,8 @@ pub struct DaemonConfig {
     pub peers: Vec<String>,
     /// `--config`: the controller configuration, as read at start, and its file, re-read on change.
     pub config: Option<ConfigFile>,
+    /// How names outside the cluster are resolved (`--dns-server`, `--dns-min-ttl`, `--dns-max-ttl`).
+    pub dns: DnsSettings,
 }
 
 /// The controller configuration file and what it said at start.
@@ -117,6 +120,7 @@ impl DaemonConfig {
             traces: None,
             peers: Vec::new(),
             config: None,
+            dns: DnsSettings::default(),
         }
     }
 }
@@ -206,6 +210,7 @@ impl Daemon {
                 commit: env!("RAMJET_COMMIT").into(),
                 date: env!("RAMJET_COMMIT_DATE").into(),
             },
+            dns: config.dns,
         })?;
         if let Some(file) = config.config {
             control.submit(Input::Config(Arc::new(file.config)));

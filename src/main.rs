@@ -306,6 +306,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         pin_workers: true,
         peers: cli.peers.clone(),
         config,
+        dns: ramjet_control::dns::DnsSettings {
+            servers: (!cli.dns_server.is_empty()).then(|| cli.dns_server.clone()),
+            min_ttl: cli.dns_min_ttl,
+            max_ttl: cli.dns_max_ttl.max(cli.dns_min_ttl),
+        },
     })?;
     for (id, driver) in daemon.dataplane.drivers.iter().enumerate() {
         tracing::info!(worker = id, "driver {driver}");

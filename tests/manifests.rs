@@ -249,7 +249,7 @@ fn migration_report_compiles_each_ingress_and_gates_on_what_it_is_told() {
     let text = [
         ingress("limited", "nginx.ingress.kubernetes.io/limit-rate: \"1024\"", "web"),
         ingress("gone", "", "nope"),
-        ingress("secret", "nginx.ingress.kubernetes.io/auth-url: http://auth.example.com/", "web"),
+        ingress("secret", "nginx.ingress.kubernetes.io/auth-type: digest", "web"),
     ]
     .join("---\n");
     write(&dir.join("more.yaml"), text).unwrap();

@@ -77,6 +77,19 @@ pub fn parse_ca_bundle(pem: &[u8], source: &str) -> Result<Arc<CaBundle>, String
     CaBundle::parse(pem, certs, source)
 }
 
+/// The Mozilla root certificates (webpki-root-certs, built in, so an image without a system
+/// bundle verifies the same way), for hosts outside the cluster: parsed once.
+pub fn mozilla_roots() -> Arc<CaBundle> {
+    static ROOTS: std::sync::OnceLock<Arc<CaBundle>> = std::sync::OnceLock::new();
+    ROOTS
+        .get_or_init(|| {
+            let certs = webpki_root_certs::TLS_SERVER_ROOT_CERTS.to_vec();
+            CaBundle::parse(b"webpki-root-certs", certs, "the Mozilla root certificates")
+                .expect("the built-in roots parse")
+        })
+        .clone()
+}
+
 /// Whether a certificate has expired (a warning, never a refusal).
 pub fn is_expired(cert: &Certificate) -> bool {
     cert.not_after.is_some_and(|t| t < SystemTime::now())

@@ -46,6 +46,9 @@ pub struct Draft {
     /// What Gateway API status says about the objects compiled (empty for a routes file): the
     /// status of this table, taken from the same compile.
     pub gateway_status: status::Report,
+    /// Names outside the cluster this table needs resolved ([`crate::dns`]): kept fresh while a
+    /// compile asks for them.
+    pub dns_names: std::collections::BTreeSet<String>,
 }
 
 impl Draft {
@@ -89,6 +92,8 @@ pub struct Compiler {
     used_client_auths: HashMap<Digest, Arc<ClientAuth>>,
     /// The controller configuration (`--config`) the next compiles apply.
     pub config: Arc<ControllerConfig>,
+    /// What names outside the cluster resolve to ([`crate::dns`]).
+    pub dns: Arc<crate::dns::DnsAnswers>,
     /// Compiles that produced a new generation, and compiles in all.
     pub compiled: u64,
     pub compiles: u64,

@@ -34,6 +34,7 @@ pub mod certs;
 pub mod cluster;
 pub mod compile;
 pub mod config_file;
+pub mod dns;
 pub mod gateway_api;
 pub mod history;
 pub mod latest;
@@ -69,6 +70,8 @@ pub enum Input {
     Objects(Arc<ClusterSnapshot>),
     /// The controller configuration (`--config`), compiled with the routes last given.
     Config(Arc<config_file::ControllerConfig>),
+    /// What the names outside the cluster resolve to now ([`dns`]), compiled with the routes last given.
+    Dns(Arc<dns::DnsAnswers>),
 }
 
 /// What the control thread needs.
@@ -85,6 +88,8 @@ pub struct ControlConfig {
     pub event_sinks: Vec<Arc<dyn EventSink>>,
     /// Which build this is (`ramjet_build_info`).
     pub build: metrics::BuildInfo,
+    /// How names outside the cluster are resolved.
+    pub dns: dns::DnsSettings,
 }
 
 /// Why the control thread did not start.
@@ -154,6 +159,8 @@ impl Control {
             .on_thread_start(priority::yield_to_workers)
             .build()?;
         let (inputs, inputs_rx) = mpsc::unbounded_channel();
+        let dns_inputs = inputs.clone();
+        let dns_settings = config.dns;
         let (shutdown, shutdown_rx) = oneshot::channel();
         let (diagnostics_tx, diagnostics) = watch::channel(Arc::from(Vec::new()));
         let (canaries_tx, canaries) = watch::channel(Arc::from(Vec::new()));
@@ -173,7 +180,18 @@ impl Control {
                     }
                 };
                 let (generations, generations_rx) = latest::latest();
-                tokio::spawn(rebuild(inputs_rx, generations, thread_metrics, diagnostics_tx, canaries_tx));
+                let (dns_names, dns_wanted) = watch::channel(std::collections::BTreeSet::new());
+                tokio::spawn(dns::run(dns_settings, dns_wanted, move |answers| {
+                    let _ = dns_inputs.send(Input::Dns(answers));
+                }));
+                let outputs = Outputs {
+                    generations,
+                    metrics: thread_metrics,
+                    diagnostics: diagnostics_tx,
+                    canaries: canaries_tx,
+                    dns_names,
+                };
+                tokio::spawn(rebuild(inputs_rx, outputs));
                 let applier = thread_applier.clone();
                 tokio::spawn(async move {
                     loop {
@@ -324,22 +342,29 @@ impl Drop for ControlHandle {
 /// A compile whose table is the one compiled last makes no new generation, but the objects may
 /// say something new about themselves (a route's `metadata.generation` moved, so must its
 /// status's `observedGeneration`): that generation is offered again with the new status report.
-async fn rebuild(
-    mut inputs: mpsc::UnboundedReceiver<Input>,
+/// Where [`rebuild`]'s results go.
+struct Outputs {
     generations: latest::LatestSender<Compiled>,
     metrics: Arc<ControlMetrics>,
     diagnostics: watch::Sender<Arc<[Diagnostic]>>,
     canaries: watch::Sender<Arc<[CanaryPlan]>>,
-) {
+    /// The names outside the cluster the last compile needed, for [`dns::run`].
+    dns_names: watch::Sender<std::collections::BTreeSet<String>>,
+}
+
+async fn rebuild(mut inputs: mpsc::UnboundedReceiver<Input>, outputs: Outputs) {
+    let Outputs { generations, metrics, diagnostics, canaries, dns_names } = outputs;
     let mut compiler = Compiler::new();
     let mut last: Option<Compiled> = None;
-    // The routes last given, compiled again when the configuration changes.
+    // The routes last given, compiled again when the configuration or DNS answers change.
     let mut routes: Option<Input> = None;
     let mut config = compiler.config.clone();
+    let mut dns = compiler.dns.clone();
     while let Some(mut input) = inputs.recv().await {
         loop {
             match input {
                 Input::Config(newer) => config = newer,
+                Input::Dns(newer) => dns = newer,
                 given => routes = Some(given),
             }
             match inputs.try_recv() {
@@ -349,23 +374,25 @@ async fn rebuild(
         }
         let Some(input) = routes.clone() else { continue };
         compiler.config = config.clone();
+        compiler.dns = dns.clone();
         let compiled = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
             let mut draft = match &input {
                 Input::Static(routes) => compile::static_routes::compile(routes, &mut compiler),
                 Input::Objects(snapshot) => compile::cluster::compile(snapshot, &mut compiler),
-                Input::Config(_) => unreachable!("a configuration is kept apart from the routes"),
+                Input::Config(_) | Input::Dns(_) => unreachable!("kept apart from the routes"),
             };
+            let names = std::mem::take(&mut draft.dns_names);
             let mut found = draft.diagnostics.clone();
             found.sort();
             found.dedup();
             let plans = std::mem::take(&mut draft.canaries);
             let gateway_status = std::mem::take(&mut draft.gateway_status);
             let generation = compiler.finish(draft);
-            (compiler, found, plans, generation, gateway_status, started.elapsed())
+            (compiler, found, plans, generation, gateway_status, names, started.elapsed())
         })
         .await;
-        let (returned, found, plans, generation, gateway_status, took) = match compiled {
+        let (returned, found, plans, generation, gateway_status, names, took) = match compiled {
             Ok(compiled) => compiled,
             Err(e) => {
                 // A compile that panicked: keep serving what is published and compile the next input
@@ -373,11 +400,19 @@ async fn rebuild(
                 tracing::error!(error = %e, "the compiler failed; waiting for the next change");
                 compiler = Compiler::new();
                 compiler.config = config.clone();
+                compiler.dns = dns.clone();
                 last = None;
                 continue;
             }
         };
         compiler = returned;
+        dns_names.send_if_modified(|wanted| {
+            let changed = *wanted != names;
+            if changed {
+                *wanted = names;
+            }
+            changed
+        });
         metrics.compiles.fetch_add(1, Relaxed);
         metrics.diagnostics.store(found.len() as u64, Relaxed);
         diagnostics.send_if_modified(|d| {

@@ -39,11 +39,7 @@ fn takes_over_ingress_nginx_and_reports_its_annotations() {
         "nginx.ingress.kubernetes.io/configuration-snippet: \"more_set_headers 'X-A: b';\", \
          nginx.ingress.kubernetes.io/limit-rate: \"1024\"",
     ));
-    admin.apply(&annotated(
-        "private",
-        "private.test",
-        "nginx.ingress.kubernetes.io/auth-url: https://auth.example.com/check",
-    ));
+    admin.apply(&annotated("private", "private.test", "nginx.ingress.kubernetes.io/auth-type: digest"));
 
     // Before switching: the report, from the API server.
     let report = |format: &str| {
@@ -67,7 +63,7 @@ fn takes_over_ingress_nginx_and_reports_its_annotations() {
         "its directives (more_set_headers) are not applied".to_string(),
         "ignored          nginx.ingress.kubernetes.io/limit-rate=\"1024\": response bandwidth is not limited"
             .to_string(),
-        "refused-to-serve nginx.ingress.kubernetes.io/auth-url=".to_string(),
+        "refused-to-serve nginx.ingress.kubernetes.io/auth-type=".to_string(),
         "3 Ingresses, 4 findings: 1 honoured, 1 refused, 1 ignored, 1 refused-to-serve".to_string(),
     ] {
         assert!(text.contains(&line), "missing {line:?} in:\n{text}");
@@ -103,7 +99,7 @@ fn takes_over_ingress_nginx_and_reports_its_annotations() {
         ramjet.log()
     );
     assert!(
-        eventually(PATIENCE, || note_of("CompileFailed", "private").is_some_and(|n| n.contains("auth-url"))),
+        eventually(PATIENCE, || note_of("CompileFailed", "private").is_some_and(|n| n.contains("auth-type"))),
         "no Event for the Ingress left out: {:#?}",
         install.events("CompileFailed", "private")
     );

@@ -10,6 +10,7 @@ pub mod apiserver;
 pub mod backend;
 pub mod client;
 pub mod control_plane;
+pub mod dns_server;
 pub mod go_tools;
 pub mod grpc_backend;
 pub mod grpc_echo;

@@ -188,7 +188,8 @@ const AUTH_URL: Support = Checked {
     check: values::auth_url,
     how: "external authentication: a sub-request (the request's fields, no body) to this URL decides; 2xx lets the \
           request through, 401 and 403 are the client's answer (401 redirects to auth-signin when given), anything \
-          else is 500. The URL names a Service of the cluster (http://service.namespace...) or $host (docs/ingress.md)",
+          else is 500. The URL names a Service of the cluster (http://service.namespace...), $host, or any other host \
+          by address or DNS name (https:// verified against the Mozilla roots; docs/ingress.md)",
 };
 const AUTH_OPTION: Support = Honoured("as ingress-nginx, for auth-url's sub-request (docs/ingress.md)");
 const AUTH_CACHE: Support = Ignored("the service's answers are not cached: every request asks it");

@@ -721,7 +721,7 @@ impl<'s> Resolver<'s, '_> {
                 Some(self.compiler.backend(&format!("{namespace}/{name}:denied"), kind))
             }
         };
-        paths.limits.external_auth = self.external_auth(&annotations, namespace, &mut problems);
+        paths.limits.external_auth = self.external_auth(&annotations, namespace, &mut problems, &mut plan.warnings);
         plan.client_auth = self.client_auth(&annotations, namespace, &mut problems, &mut plan.warnings);
         if let Some(HostAuth::Closed(why)) = &plan.client_auth {
             plan.warnings.push(why.clone());

@@ -55,6 +55,11 @@ pub struct Resolver<'s, 'c> {
     secrets: FastMap<(&'s str, &'s str), &'s Secret>,
     backends: FastMap<BackendKey<'s>, Result<Arc<Backend>, String>>,
     certificates: FastMap<(&'s str, &'s str), Result<Arc<Certificate>, String>>,
+    /// Names outside the cluster this compile needed ([`crate::dns`]).
+    pub dns_names: std::collections::BTreeSet<String>,
+    /// What to tell about them, by the object that named them (kind, namespace, name): an
+    /// ExternalName Service, or the `Host` itself for an auth-url.
+    pub dns_notes: std::collections::BTreeMap<(&'static str, Option<String>, String), String>,
 }
 
 impl<'s, 'c> Resolver<'s, 'c> {
@@ -71,7 +76,16 @@ impl<'s, 'c> Resolver<'s, 'c> {
                 slices.entry((namespace_of(&slice.metadata.namespace), service.as_str())).or_default().push(&**slice);
             }
         }
-        Resolver { compiler, services, slices, secrets, backends: FastMap::default(), certificates: FastMap::default() }
+        Resolver {
+            compiler,
+            services,
+            slices,
+            secrets,
+            backends: FastMap::default(),
+            certificates: FastMap::default(),
+            dns_names: Default::default(),
+            dns_notes: Default::default(),
+        }
     }
 
     /// The Service `namespace/name`.
@@ -112,10 +126,11 @@ impl<'s, 'c> Resolver<'s, 'c> {
             return Err(format!("Service {namespace}/{name} does not exist"));
         };
         let spec = service.spec.as_ref();
-        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
-            return Err(format!("Service {namespace}/{name} is of type ExternalName, which is not supported"));
-        }
         let ports = spec.and_then(|s| s.ports.as_deref()).unwrap_or_default();
+        if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+            let external = spec.and_then(|s| s.external_name.as_deref()).unwrap_or_default();
+            return self.external_name(namespace, name, external, ports, port);
+        }
         let found = ports.iter().find(|p| match port {
             PortRef::Number(n) => p.port == n,
             PortRef::Name(n) => p.name.as_deref() == Some(n),
@@ -163,6 +178,67 @@ impl<'s, 'c> Resolver<'s, 'c> {
         endpoints.sort();
         endpoints.dedup();
         let backend_name = format!("{namespace}/{name}:{}", service_port.port);
+        Ok(self.compiler.backend(&backend_name, BackendKind::Endpoints(endpoints.into_boxed_slice())))
+    }
+
+    /// An ExternalName Service's backend: the addresses its name resolves to (an IP address as it
+    /// is), on the Service port's target port (its port when it has none; the port asked for when
+    /// the Service lists none), as ingress-nginx connects to it.
+    fn external_name(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        external: &str,
+        ports: &[k8s_openapi::api::core::v1::ServicePort],
+        port: PortRef<'_>,
+    ) -> Result<Arc<Backend>, String> {
+        let found = ports.iter().find(|p| match port {
+            PortRef::Number(n) => p.port == n,
+            PortRef::Name(n) => p.name.as_deref() == Some(n),
+        });
+        let number = match (found, port) {
+            (Some(p), _) => match &p.target_port {
+                Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(t)) if *t > 0 => *t,
+                _ => p.port,
+            },
+            (None, PortRef::Number(n)) if ports.is_empty() => n,
+            (None, _) => return Err(format!("Service {namespace}/{name} has no port {port}")),
+        };
+        let number =
+            u16::try_from(number).map_err(|_| format!("Service {namespace}/{name}: port {number} is out of range"))?;
+        let addrs = if let Ok(ip) = external.parse::<IpAddr>() {
+            vec![ip]
+        } else {
+            let host = crate::dns::normalize(external);
+            crate::routes_file::validate_host(&host)
+                .map_err(|e| format!("Service {namespace}/{name}: externalName `{external}`: {e}"))?;
+            self.dns_names.insert(host.clone());
+            let note = |message: String| (("Service", Some(namespace.to_string()), name.to_string()), message);
+            match self.compiler.dns.get(&host) {
+                None => {
+                    let (key, message) =
+                        note(format!("externalName {host} is being resolved; its requests answer 503 until it is"));
+                    self.dns_notes.insert(key, message);
+                    Vec::new()
+                }
+                Some(answer) => {
+                    if let Some(why) = &answer.failing {
+                        let message = if answer.addrs.is_empty() {
+                            format!(
+                                "externalName {host} does not resolve ({why}); its requests answer 503 until it does"
+                            )
+                        } else {
+                            format!("looking externalName {host} up fails ({why}); its last answer is kept")
+                        };
+                        let (key, message) = note(message);
+                        self.dns_notes.insert(key, message);
+                    }
+                    answer.addrs.clone()
+                }
+            }
+        };
+        let endpoints: Vec<SocketAddr> = addrs.into_iter().map(|ip| SocketAddr::new(ip, number)).collect();
+        let backend_name = format!("{namespace}/{name}:{number}");
         Ok(self.compiler.backend(&backend_name, BackendKind::Endpoints(endpoints.into_boxed_slice())))
     }
 

@@ -77,7 +77,12 @@ fn each_kind_of_answer() {
     assert_eq!(one("nginx.ingress.kubernetes.io/auth-type", "digest").verdict, Verdict::RefusedToServe);
     assert_eq!(one("nginx.ingress.kubernetes.io/auth-url", "http://auth.shop/verify").verdict, Verdict::Honoured);
     assert_eq!(one("nginx.ingress.kubernetes.io/auth-url", "https://$host/oauth2/auth").verdict, Verdict::Honoured);
-    for unreachable in ["https://auth.example.com/verify", "http://$host$request_uri", "ftp://auth"] {
+    // A host outside the cluster is reached by its DNS name (https verified).
+    assert_eq!(
+        one("nginx.ingress.kubernetes.io/auth-url", "https://auth.example.com/verify").verdict,
+        Verdict::Honoured
+    );
+    for unreachable in ["http://$host$request_uri", "ftp://auth"] {
         let found = one("nginx.ingress.kubernetes.io/auth-url", unreachable);
         assert_eq!(found.verdict, Verdict::RefusedToServe, "{unreachable}");
     }

@@ -124,11 +124,6 @@ pub fn split_auth_url(url: &str) -> Result<(bool, &str, &str), String> {
     if path.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
         return Err(format!("`{url}`: the path has spaces or control characters"));
     }
-    if https && !SAME_HOST.contains(&authority) {
-        return Err(format!(
-            "`{url}`: an https:// auth-url must use $host (a Service is reached in plain HTTP: use http://)"
-        ));
-    }
     Ok((https, authority, path))
 }
 

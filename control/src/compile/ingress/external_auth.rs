@@ -3,16 +3,20 @@
 //! annotations into the route's [`ExternalAuth`].
 //!
 //! `auth-url` names a Service of the cluster (`http://<service>[.<namespace>[.svc[.cluster.local]]][:port]/path`,
-//! plain HTTP inside the cluster), or the request's own host (`http(s)://$host/path`, as
-//! oauth2-proxy's set-up has it), which is routed through ramjet's own table. Any other URL cannot
-//! be reached by ramjet (it resolves no DNS names): the Ingress is not served, since serving it
-//! without its authentication would open it to everyone.
+//! plain HTTP inside the cluster), the request's own host (`http(s)://$host/path`, as oauth2-proxy's
+//! set-up has it), which is routed through ramjet's own table, or any other host — an identity
+//! provider, an oauth2-proxy outside the cluster — by its address or its DNS name, resolved on the
+//! control thread ([`crate::dns`]). Over `https://` such a host's certificate is verified against the
+//! Mozilla root certificates and the URL's host name. A host that does not resolve (yet) has no
+//! endpoints: its requests answer 500, never open.
 
 use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use ramjet_shared::external_auth::{signin_with_redirect, SIGNIN_VARIABLES};
-use ramjet_shared::{AuthService, ExternalAuth};
+use std::net::SocketAddr;
+
+use ramjet_shared::{AuthService, Backend, BackendKind, BackendProtocol, ExternalAuth, UpstreamTlsSpec};
 
 use crate::canary::Annotations;
 use crate::compile::annotations::values::{split_auth_url, SAME_HOST};
@@ -22,22 +26,57 @@ use crate::compile::resolve::{PortRef, Resolver};
 const REDIRECT_PARAM: &str = "rd";
 
 impl<'s> Resolver<'s, '_> {
+    /// The backend of an auth service outside the cluster: `host`'s addresses (an IP address as it
+    /// is, a name as DNS answers), over TLS verified against the Mozilla roots for `https`.
+    fn external_auth_host(&mut self, host: &str, port: i32, https: bool) -> Result<Arc<Backend>, String> {
+        let port = u16::try_from(port).map_err(|_| format!("port {port} is out of range"))?;
+        let addrs = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => {
+                let name = crate::dns::normalize(host);
+                crate::routes_file::validate_host(&name).map_err(|e| format!("`{host}`: {e}"))?;
+                self.dns_names.insert(name.clone());
+                let answer = self.compiler.dns.get(&name);
+                if let Some(why) = answer.and_then(|a| a.failing.as_ref()) {
+                    let message = format!("looking {name} up fails ({why}); its last answer is kept, if it had one");
+                    self.dns_notes.insert(("Host", None, name.clone()), message);
+                }
+                answer.map(|a| a.addrs.clone()).unwrap_or_default()
+            }
+        };
+        let endpoints: Vec<SocketAddr> = addrs.into_iter().map(|ip| SocketAddr::new(ip, port)).collect();
+        let kind = BackendKind::Endpoints(endpoints.into_boxed_slice());
+        let name = format!("auth:{host}:{port}");
+        if !https {
+            return Ok(self.compiler.backend(&name, kind));
+        }
+        let spec = UpstreamTlsSpec {
+            verify: Some(crate::certs::mozilla_roots()),
+            server_name: host.to_string(),
+            sni: true,
+            client_cert: None,
+        };
+        let tls = self.compiler.upstream_tls(&spec)?;
+        Ok(self.compiler.backend_over(&name, kind, BackendProtocol::Https, Some(tls)))
+    }
+
     /// The Ingress's external authentication, if it asks for one; a problem keeps it out.
     pub(super) fn external_auth(
         &mut self,
         annotations: &Annotations<'_>,
         namespace: &'s str,
         problems: &mut Vec<String>,
+        warnings: &mut Vec<String>,
     ) -> Option<Arc<ExternalAuth>> {
         let given = |name| annotations.given(name);
         let (key, url) = given("auth-url")?;
         let url = url.trim();
-        let (_, authority, path) = split_auth_url(url).map_err(|e| problems.push(format!("{key}: {e}"))).ok()?;
+        let (https, authority, path) = split_auth_url(url).map_err(|e| problems.push(format!("{key}: {e}"))).ok()?;
         let service = if SAME_HOST.contains(&authority) {
             AuthService::SameHost
         } else {
             let (host, port) = match authority.rsplit_once(':') {
-                None => (authority, 80),
+                None => (authority, if https { 443 } else { 80 }),
                 Some((h, p)) => match p.parse::<i32>() {
                     Ok(port) => (h, port),
                     Err(_) => {
@@ -46,17 +85,24 @@ impl<'s> Resolver<'s, '_> {
                     }
                 },
             };
-            let host = host.trim_end_matches(".cluster.local").trim_end_matches(".svc");
-            let (name, service_namespace) = host.split_once('.').unwrap_or((host, namespace));
-            if service_namespace.contains('.') {
-                problems.push(format!(
-                    "{key}: `{url}`: ramjet reaches Services of the cluster (service[.namespace]) or $host, not other \
-                     hosts; serving the Ingress without its authentication would open it to everyone"
-                ));
-                return None;
-            }
-            let reference = IngressServiceBackend { name: name.to_string(), port: None };
-            match self.resolve_backend(service_namespace, &reference, PortRef::Number(port)) {
+            // A Service of the cluster: `service`, `service.namespace` of a Service that exists, or
+            // any name under `.svc`. Anything else is a host outside the cluster.
+            let short = host.trim_end_matches(".cluster.local").trim_end_matches(".svc");
+            let (name, service_namespace) = short.split_once('.').unwrap_or((short, namespace));
+            let exists = !service_namespace.contains('.') && self.service(service_namespace, name).is_some();
+            let cluster_name = exists || short.len() != host.len() || !short.contains('.');
+            let backend = match (cluster_name, https) {
+                (true, false) => {
+                    let reference = IngressServiceBackend { name: name.to_string(), port: None };
+                    self.resolve_backend(service_namespace, &reference, PortRef::Number(port))
+                }
+                (true, true) => Err(format!(
+                    "`{url}`: a Service of the cluster is asked in plain HTTP: use http:// (https:// is for $host and \
+                     hosts outside the cluster)"
+                )),
+                (false, _) => self.external_auth_host(host, port, https),
+            };
+            match backend {
                 Ok(backend) => AuthService::Backend { backend, host: authority.into() },
                 Err(e) => {
                     problems.push(format!("{key}: {e}"));
@@ -103,6 +149,14 @@ impl<'s> Resolver<'s, '_> {
         let request_redirect = given("auth-request-redirect").map(|(_, r)| r.trim().into());
         let always_set_cookie =
             given("auth-always-set-cookie").is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case("true"));
+        if let AuthService::Backend { backend, .. } = &service {
+            if backend.endpoint_count() == 0 {
+                warnings.push(format!(
+                    "{key}: `{url}` has no address yet: requests answer 500 until it has one (the Service's \
+                     warning says why)"
+                ));
+            }
+        }
         Some(Arc::new(ExternalAuth {
             service,
             url: url.into(),

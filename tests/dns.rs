@@ -1,0 +1,163 @@
+//! DNS for names outside the cluster, end to end: an ExternalName Service served from files
+//! (`--manifests`), its name answered by a real DNS server started here, whose answers change, whose
+//! TTLs expire and which then goes away. Traffic follows the answers; a failed lookup never empties
+//! the backend.
+
+use ramjet_test_support as support;
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::Path;
+use std::time::Duration;
+
+use ramjet::{Daemon, DaemonConfig, Source};
+use ramjet_control::compile::ingress::IngressOptions;
+use ramjet_control::dns::DnsSettings;
+use ramjet_dataplane::IoDriver;
+use support::backend::Backend;
+use support::client::{get, served_by};
+use support::dns_server::DnsServer;
+use support::manifests::{ingress_class, Ingress};
+use support::{eventually, temp_dir};
+
+/// An ExternalName Service `name` for `external`, whose port 80 targets `target`, and an Ingress
+/// for `host` to it.
+fn external(name: &str, external: &str, target: u16, host: &str) -> String {
+    format!(
+        "---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: shop }}\nspec:\n  type: ExternalName\n  \
+         externalName: {external}\n  ports: [{{ name: http, port: 80, targetPort: {target} }}]\n---\n{}",
+        Ingress::new("shop", name).host(host).port_number(80).to(name).yaml()
+    )
+}
+
+fn start(dir: &Path, dns: SocketAddr) -> Daemon {
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.to_path_buf(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = IoDriver::Auto;
+    config.dns =
+        DnsSettings { servers: Some(vec![dns]), min_ttl: Duration::from_secs(1), max_ttl: Duration::from_secs(30) };
+    Daemon::start(config).expect("the daemon starts")
+}
+
+/// What the latest compile says (a warning may change without the table: the last answer kept).
+fn diagnostics(daemon: &Daemon) -> String {
+    let latest = daemon.control.diagnostics().borrow().clone();
+    latest.iter().map(|d| format!("{} {}: {}\n", d.object.kind, d.object.name, d.message)).collect()
+}
+
+#[test]
+fn an_external_name_follows_its_dns_answers_and_keeps_the_last_good_one() {
+    let dir = temp_dir("dns-external-name");
+    let first = Backend::start("first");
+    let port = first.addr.port();
+    // The second answer: another address, the same port (127.0.0.2 is loopback too).
+    let second = Backend::on_listener("second", TcpListener::bind(("127.0.0.2", port)).unwrap(), None);
+    let mut dns = DnsServer::start();
+    let loopback = |last: u8| IpAddr::from([127, 0, 0, last]);
+    dns.set("api.partner.test", &[loopback(1)], 1);
+    let objects = [
+        ingress_class("ramjet"),
+        external("partner", "api.partner.test", port, "partner.test"),
+        external("nowhere", "nothing.partner.test", port, "nowhere.test"),
+        external("literal", "127.0.0.2", port, "literal.test"),
+    ]
+    .concat();
+    std::fs::write(dir.join("objects.yaml"), objects).unwrap();
+    let daemon = start(&dir, dns.addr);
+    let http = daemon.http_addr();
+    let answered_by = |host: &str| {
+        let r = get(http, host, "/");
+        if r.status == 200 {
+            served_by(&r)
+        } else {
+            r.status.to_string()
+        }
+    };
+
+    // Resolved on the control thread, then served.
+    assert!(eventually(Duration::from_secs(10), || answered_by("partner.test") == "first"), "{}", diagnostics(&daemon));
+    assert_eq!(answered_by("literal.test"), "second", "an IP address needs no lookup");
+    // A name that does not exist: its requests answer 503, and the Service says why.
+    assert_eq!(answered_by("nowhere.test"), "503");
+    assert!(
+        eventually(Duration::from_secs(10), || diagnostics(&daemon).contains("nothing.partner.test does not resolve")),
+        "{}",
+        diagnostics(&daemon)
+    );
+
+    // The answer changes: within its TTL (1 s) traffic moves.
+    dns.set("api.partner.test", &[loopback(2)], 1);
+    assert!(
+        eventually(Duration::from_secs(10), || answered_by("partner.test") == "second"),
+        "{}",
+        diagnostics(&daemon)
+    );
+    let asked = dns.queries();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(dns.queries() > asked, "the name is asked again when its TTL runs out");
+
+    // The server goes away: lookups fail, the last good answer stays, and a warning says so.
+    dns.stop();
+    assert!(
+        eventually(Duration::from_secs(20), || diagnostics(&daemon).contains("api.partner.test up fails")),
+        "{}",
+        diagnostics(&daemon)
+    );
+    for _ in 0..5 {
+        assert_eq!(answered_by("partner.test"), "second", "a failed lookup never empties the backend");
+    }
+    drop(second);
+    daemon.shutdown();
+}
+
+/// An `auth-url` outside the cluster, by DNS name (an oauth2-proxy or identity provider elsewhere):
+/// asked over plain HTTP as ingress-nginx asks it; over `https://` its certificate is verified
+/// (one no public CA signed is refused: the request answers 500, never passes).
+#[test]
+fn an_auth_url_outside_the_cluster_is_reached_by_its_dns_name() {
+    ramjet::install_crypto();
+    let dir = temp_dir("dns-auth-url");
+    let app = Backend::start("app");
+    let auth = Backend::start("auth");
+    let pki = support::pki::Pki::new("dns-auth-url-pki");
+    pki.leaf("tls", &["tls.partner.test"]);
+    let tls_auth = support::tls_backend::TlsBackend::start("tls-auth", &pki, "tls", None);
+    let dns = DnsServer::start();
+    let loopback = IpAddr::from([127, 0, 0, 1]);
+    dns.set("auth.partner.test", &[loopback], 30);
+    dns.set("tls.partner.test", &[loopback], 30);
+    let service = support::manifests::Service::new("shop", "app").target_port(app.addr.port()).endpoints(&[app.addr]);
+    let guarded = |name: &str, url: String| {
+        Ingress::new("shop", name)
+            .host(&format!("{name}.test"))
+            .port_number(80)
+            .to("app")
+            .annotation("nginx.ingress.kubernetes.io/auth-url", &url)
+            .yaml()
+    };
+    let objects = [
+        ingress_class("ramjet"),
+        service.port("http", 80).yaml(),
+        guarded("allowed", format!("http://auth.partner.test:{}/nobody/200", auth.addr.port())),
+        guarded("denied", format!("http://auth.partner.test:{}/nobody/401", auth.addr.port())),
+        guarded("untrusted", format!("https://tls.partner.test:{}/", tls_auth.addr.port())),
+    ]
+    .join("---\n");
+    std::fs::write(dir.join("objects.yaml"), objects).unwrap();
+    let daemon = start(&dir, dns.addr);
+    let http = daemon.http_addr();
+    assert!(
+        eventually(Duration::from_secs(10), || get(http, "allowed.test", "/").status == 200),
+        "{}",
+        diagnostics(&daemon)
+    );
+    assert_eq!(served_by(&get(http, "allowed.test", "/")), "app");
+    assert_eq!(get(http, "denied.test", "/").status, 401);
+    assert!(auth.requests() >= 2, "the auth service was asked");
+    // A certificate of a private CA is not trusted for a host outside the cluster.
+    assert_eq!(get(http, "untrusted.test", "/").status, 500);
+    assert_eq!(tls_auth.snis(), vec![Some("tls.partner.test".to_string()); tls_auth.snis().len()]);
+    daemon.shutdown();
+}
