@@ -380,6 +380,10 @@ pub struct MigrationReportArgs {
     #[arg(long, value_name = "PATH", conflicts_with = "manifests")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME", conflicts_with = "manifests")]
+    pub context: Option<String>,
+
     /// Read the Ingresses from the YAML files of this directory instead of a cluster.
     #[arg(long, value_name = "DIR")]
     pub manifests: Option<PathBuf>,
@@ -394,7 +398,8 @@ pub struct MigrationReportArgs {
 
     /// Also judge ingress-nginx's controller ConfigMap (the `--configmap` ingress-nginx ran with,
     /// usually ingress-nginx/ingress-nginx-controller), from the cluster or the --manifests
-    /// directory: what ramjet does with its settings, and the flags that keep them.
+    /// directory: what ramjet does with its settings, and the flags that keep them. The Ingresses
+    /// are then compiled with it, as `--config` would give it to ramjet.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
     pub nginx_configmap: Option<(String, String)>,
 

@@ -18,6 +18,7 @@ use ramjet_control::cluster::{AuditEventsFrom, ClusterOptions, LeaseOptions, Sta
 use ramjet_control::compile::cluster;
 use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
+use ramjet_control::config_file::ControllerConfig;
 use ramjet_control::manifests;
 use ramjet_control::migration::{configmap, Report};
 use ramjet_control::routes_file;
@@ -73,6 +74,28 @@ fn init_logging(format: LogFormat) {
 
 /// Prints the report; `Ok(true)` when it is clean.
 fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
+    let context = args.context.as_deref();
+    // ingress-nginx's controller ConfigMap, when named: judged, and the Ingresses compiled with it.
+    let settings = match &args.nginx_configmap {
+        None => None,
+        Some((namespace, name)) => {
+            let data = match &args.manifests {
+                Some(dir) => configmap::find_in_dir(dir, namespace, name)
+                    .with_context(|| format!("reading {}", dir.display()))?
+                    .with_context(|| format!("no ConfigMap {namespace}/{name} in {}", dir.display()))?,
+                None => {
+                    ramjet::install_crypto();
+                    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                    let read =
+                        ramjet_control::cluster::get_configmap(args.kubeconfig.as_deref(), context, namespace, name);
+                    runtime.block_on(read)?
+                }
+            };
+            let source = format!("ConfigMap {namespace}/{name}");
+            let config = ControllerConfig::from_data(&data, Path::new(&source), "")?;
+            Some((configmap::review(&format!("{namespace}/{name}"), &data), config))
+        }
+    };
     // The Ingresses and what they refer to: compiled as ramjet would serve them.
     let snapshot = match &args.manifests {
         Some(dir) => {
@@ -85,25 +108,16 @@ fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
         None => {
             ramjet::install_crypto();
             let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let listed = ramjet_control::cluster::list_snapshot(args.kubeconfig.as_deref(), args.namespace.as_deref());
+            let listed =
+                ramjet_control::cluster::list_snapshot(args.kubeconfig.as_deref(), context, args.namespace.as_deref());
             runtime.block_on(listed)?
         }
     };
     let ingresses: Vec<_> = snapshot.ingresses.iter().map(|i| (**i).clone()).collect();
-    let mut report = Report::new(&ingresses, args.ingress_class.as_deref()).with_compile(&snapshot);
-    if let Some((namespace, name)) = &args.nginx_configmap {
-        let data = match &args.manifests {
-            Some(dir) => configmap::find_in_dir(dir, namespace, name)
-                .with_context(|| format!("reading {}", dir.display()))?
-                .with_context(|| format!("no ConfigMap {namespace}/{name} in {}", dir.display()))?,
-            None => {
-                ramjet::install_crypto();
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-                let read = ramjet_control::cluster::get_configmap(args.kubeconfig.as_deref(), namespace, name);
-                runtime.block_on(read)?
-            }
-        };
-        report = report.with_settings(configmap::review(&format!("{namespace}/{name}"), &data));
+    let config = settings.as_ref().map(|(_, config)| config.clone()).unwrap_or_else(ControllerConfig::builtin);
+    let mut report = Report::new(&ingresses, args.ingress_class.as_deref()).with_compile(&snapshot, config);
+    if let Some((review, _)) = settings {
+        report = report.with_settings(review);
     }
     let text = match args.format {
         ReportFormat::Text => report.text(),

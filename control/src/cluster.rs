@@ -199,15 +199,23 @@ pub enum ClusterError {
     },
 }
 
-/// Reads the client configuration: `--kubeconfig`, else in-cluster, else the usual kubeconfig.
-async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(Client, String), ClusterError> {
-    let config = match kubeconfig {
-        Some(path) => {
+/// Reads the client configuration: `--kubeconfig`, else in-cluster, else the usual kubeconfig;
+/// with `context`, that context of the kubeconfig (the given one, else the usual one).
+async fn connect(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Result<(Client, String), ClusterError> {
+    let options = KubeConfigOptions { context: context.map(str::to_string), ..KubeConfigOptions::default() };
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
             let kubeconfig_error = |source| ClusterError::Kubeconfig { path: path.display().to_string(), source };
             let kubeconfig = Kubeconfig::read_from(path).map_err(kubeconfig_error)?;
-            Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await.map_err(kubeconfig_error)?
+            Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(kubeconfig_error)?
         }
-        None => Config::infer().await?,
+        (None, Some(_)) => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|source| ClusterError::Kubeconfig { path: "the usual kubeconfig".into(), source })?,
+        (None, None) => Config::infer().await?,
     };
     let namespace = config.default_namespace.clone();
     Ok((Client::try_from(config)?, namespace))
@@ -217,6 +225,7 @@ async fn connect(kubeconfig: Option<&std::path::Path>) -> Result<(Client, String
 /// (else every namespace) Ingresses, Services, EndpointSlices and TLS Secrets, listed once.
 pub async fn list_snapshot(
     kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
     namespace: Option<&str>,
 ) -> Result<crate::compile::snapshot::ClusterSnapshot, ClusterError> {
     use k8s_openapi::api::core::v1::{Secret, Service};
@@ -224,7 +233,7 @@ pub async fn list_snapshot(
     use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
     use kube::api::{Api, ListParams};
     use std::sync::Arc;
-    let (client, _) = connect(kubeconfig).await?;
+    let (client, _) = connect(kubeconfig, context).await?;
     async fn list<K>(api: Api<K>, what: &'static str, params: ListParams) -> Result<Vec<Arc<K>>, ClusterError>
     where
         K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -261,12 +270,13 @@ pub async fn list_snapshot(
 /// The data of ConfigMap `namespace/name` (`ramjet migration-report --nginx-configmap`).
 pub async fn get_configmap(
     kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
     namespace: &str,
     name: &str,
 ) -> Result<std::collections::BTreeMap<String, String>, ClusterError> {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::Api;
-    let (client, _) = connect(kubeconfig).await?;
+    let (client, _) = connect(kubeconfig, context).await?;
     let api: Api<ConfigMap> = Api::namespaced(client, namespace);
     let map = api
         .get(name)
@@ -308,7 +318,7 @@ pub fn start(
     let (ready, connected) = std::sync::mpsc::channel();
     let (stop_election, stop) = tokio::sync::oneshot::channel();
     runtime.spawn(async move {
-        let (client, default_namespace) = match connect(options.kubeconfig.as_deref()).await {
+        let (client, default_namespace) = match connect(options.kubeconfig.as_deref(), None).await {
             Ok(c) => c,
             Err(e) => {
                 let _ = ready.send(Err(e));

@@ -129,13 +129,24 @@ impl ControllerConfig {
 
     /// Parses a file's text (`path` names it in errors).
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        let error = |key: Option<&str>, message: String| ConfigError {
+        let data = data_of(text).map_err(|(message, line)| ConfigError {
             path: path.to_path_buf(),
+            line,
+            key: None,
+            message,
+        })?;
+        Self::from_data(&data, path, text)
+    }
+
+    /// The configuration a ConfigMap's `data` gives (`source` names it in errors; `text`, when the
+    /// data was read from one, finds the line of a key).
+    pub fn from_data(data: &BTreeMap<String, String>, source: &Path, text: &str) -> Result<Self, ConfigError> {
+        let error = |key: Option<&str>, message: String| ConfigError {
+            path: source.to_path_buf(),
             line: key.and_then(|k| line_of(text, k)),
             key: key.map(str::to_string),
             message,
         };
-        let data = data_of(text).map_err(|e| ConfigError { line: e.1, ..error(None, e.0) })?;
         let mut config = Self::nginx_defaults();
         let get = |key: &str| data.get(key).map(|v| v.trim());
         let boolean = |key: &str, default: bool| match get(key) {
@@ -172,7 +183,7 @@ impl ControllerConfig {
                 *slot = Some(parse_seconds(v).map_err(|e| error(Some(key), e))?);
             }
         }
-        config.notes = notes(&data);
+        config.notes = notes(data);
         Ok(config)
     }
 

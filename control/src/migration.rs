@@ -27,6 +27,7 @@ use crate::compile::annotations::{review, Finding, Verdict};
 use crate::compile::ingress::LEGACY_CLASS_ANNOTATION;
 use crate::compile::snapshot::{ClusterSnapshot, IngressOptions};
 use crate::compile::{cluster, Compiler};
+use crate::config_file::ControllerConfig;
 use configmap::SettingsReport;
 
 /// The version of the JSON report's shape; raised when a field changes meaning or goes away
@@ -151,7 +152,8 @@ impl Report {
     /// Compiles the reported Ingresses with the objects of `snapshot` (Services, EndpointSlices,
     /// Secrets), as ramjet would serve them once it takes over their class, and adds what the
     /// compiler said of each to its outcome.
-    pub fn with_compile(mut self, snapshot: &ClusterSnapshot) -> Report {
+    /// `config`: the controller configuration ramjet would run with (ingress-nginx's ConfigMap).
+    pub fn with_compile(mut self, snapshot: &ClusterSnapshot, config: ControllerConfig) -> Report {
         const CLASS: &str = "ramjet-migration-report";
         let reported: std::collections::HashSet<(&str, &str)> =
             self.ingresses.iter().map(|r| (r.namespace.as_str(), r.name.as_str())).collect();
@@ -189,6 +191,7 @@ impl Report {
             ..snapshot.clone()
         };
         let mut compiler = Compiler::new();
+        compiler.config = Arc::new(config);
         let draft = cluster::compile(&snapshot, &mut compiler);
         let mut notes: BTreeMap<String, Vec<CompileNote>> = BTreeMap::new();
         for d in &draft.diagnostics {

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import os
 import re
 import shutil
@@ -93,6 +94,8 @@ SCENARIOS: dict[str, dict] = {
                                                              "proxy-body-size": "8m"}}}
     },
     "config-existing": {"controller": {"config": {"existingConfigMap": "ingress-nginx-controller"}}},
+    "admission": {"admissionPolicy": {"enabled": True, "validationActions": ["Deny", "Audit"]},
+                  "ingressClass": {"name": "edge"}},
     "status-codes": {
         "metrics": {"statusCodes": True, "prometheusRule": {"enabled": True}}
     },
@@ -935,6 +938,19 @@ def test_controller_configuration_is_a_configmap_the_daemon_reads():
         proc = subprocess.run([env, "--check", "--static-routes", str(routes), "--config", str(mounted)],
                               capture_output=True, text=True, timeout=30)
         assert proc.returncode != 0 and "proxy-body-size" in proc.stderr, proc.stderr
+
+
+def test_admission_policy_only_when_asked_and_for_the_class():
+    assert not find("default", "ValidatingAdmissionPolicy")
+    policy = one("admission", "ValidatingAdmissionPolicy", f"{FULLNAME}-ingress")
+    binding = one("admission", "ValidatingAdmissionPolicyBinding", f"{FULLNAME}-ingress")
+    assert binding["spec"] == {"policyName": f"{FULLNAME}-ingress", "validationActions": ["Deny", "Audit"]}
+    assert '"edge"' in policy["spec"]["matchConditions"][0]["expression"]
+    checks = [v["expression"] for v in policy["spec"]["validations"]]
+    assert any("-snippet" in c for c in checks) and any("ramjet.dev/proxy-body-size" in c for c in checks), checks
+    # The same lists the registry test checks (control/src/compile/annotations/tests.rs).
+    known = json.loads((ROOT / "charts/ramjet/files/admission/ramjet-annotations.json").read_text())
+    assert '"canary-auto-promote"' in checks[1] and len(known) > 50
 
 
 def test_status_codes_are_counted_and_recorded_on_request():

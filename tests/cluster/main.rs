@@ -12,6 +12,7 @@
 //! backends in the test network namespace, the audit log); each module is one subject, and all of
 //! them are one test binary, so they share the one control plane.
 
+mod admission;
 mod canary;
 mod faults;
 mod gateway;

@@ -263,7 +263,8 @@ fn events_pass_the_real_validation() {
     for (name, says) in [
         ("no-secret", "missing"),
         ("bad-port", "nope"),
-        ("external-name", "is of type ExternalName, which is not supported"),
+        // An ExternalName Service is resolved (no DNS here: it does not resolve, and says so).
+        ("external-name", "externalName example.com"),
         ("resource-backend", "resource backends (StorageBucket static) are not supported"),
     ] {
         assert!(

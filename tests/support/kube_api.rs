@@ -29,6 +29,8 @@ const KINDS: &[(&str, &str, &str, bool)] = &[
     ("coordination.k8s.io/v1", "Lease", "leases", true),
     ("events.k8s.io/v1", "Event", "events", true),
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", false),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "validatingadmissionpolicies", false),
+    ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings", false),
     ("gateway.networking.k8s.io/v1", "GatewayClass", "gatewayclasses", false),
     ("gateway.networking.k8s.io/v1", "Gateway", "gateways", true),
     ("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes", true),

@@ -20,9 +20,6 @@ pub fn compile(snapshot: &ClusterSnapshot, compiler: &mut Compiler) -> Draft {
     ingress::compile(snapshot, &mut resolver, &mut draft);
     draft.gateway_status = gateway::compile(snapshot, &mut resolver, &mut draft);
     default_certificate(snapshot, &mut resolver, &mut draft);
-    for ((kind, namespace, name), message) in std::mem::take(&mut resolver.dns_notes) {
-        draft.warn(&ObjectRef::new(kind, namespace.as_deref(), name), message);
-    }
     draft.dns_names = std::mem::take(&mut resolver.dns_names);
     draft
 }

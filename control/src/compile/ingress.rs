@@ -728,7 +728,8 @@ impl<'s> Resolver<'s, '_> {
         }
         // A redirecting Ingress answers every path itself: its backends are not resolved, as in
         // ingress-nginx, where `return` comes before `proxy_pass`.
-        // Services that do not exist: their paths answer 503 (a warning each), as in ingress-nginx.
+        // Services that do not exist: their paths answer 503 (a warning each), as in ingress-nginx;
+        // ExternalName Services whose names do not resolve (yet): the same, said as such.
         let mut missing = Vec::new();
         let mut resolve = |resolver: &mut Self, backend| match (&denied, &redirect) {
             (Some(answer), _) | (None, Some(answer)) => Ok(answer.clone()),
@@ -844,9 +845,7 @@ impl<'s> Resolver<'s, '_> {
                 }
             }
         }
-        for why in missing {
-            plan.warnings.push(format!("{why}: its paths answer 503 until it does, as in ingress-nginx"));
-        }
+        plan.warnings.extend(missing);
         let passthrough = annotations.get("ssl-passthrough").filter(|(_, v)| v.trim() == "true");
         if let Some((key, _)) = passthrough {
             // Each rule's host goes to its first path's backend, as ingress-nginx's passthrough does.
@@ -1144,7 +1143,19 @@ impl<'s> Resolver<'s, '_> {
         missing: &mut Vec<String>,
     ) -> Result<Arc<Backend>, String> {
         let resolved = self.backend(namespace, backend);
-        let Err(why) = &resolved else { return resolved };
+        let Err(why) = &resolved else {
+            // An ExternalName Service whose name does not resolve (yet) says so on the Ingress.
+            if let Some(service) = &backend.service {
+                let key = ("Service", Some(namespace.to_string()), service.name.clone());
+                if let Some(note) = self.dns_notes.get(&key) {
+                    let note = format!("Service {namespace}/{}: {note}", service.name);
+                    if !missing.contains(&note) {
+                        missing.push(note);
+                    }
+                }
+            }
+            return resolved;
+        };
         let Some(service) = backend.service.as_ref().filter(|s| self.service(namespace, &s.name).is_none()) else {
             return resolved;
         };
@@ -1152,8 +1163,9 @@ impl<'s> Resolver<'s, '_> {
             (Some(n), _) => n.to_string(),
             (None, name) => name.clone().unwrap_or_default(),
         });
-        if !missing.contains(why) {
-            missing.push(why.clone());
+        let note = format!("{why}: its paths answer 503 until it does, as in ingress-nginx");
+        if !missing.contains(&note) {
+            missing.push(note);
         }
         let name = format!("{namespace}/{}:{port}", service.name);
         Ok(self.compiler.backend(&name, BackendKind::Endpoints(Box::new([]))))

@@ -58,7 +58,8 @@ pub struct Resolver<'s, 'c> {
     /// Names outside the cluster this compile needed ([`crate::dns`]).
     pub dns_names: std::collections::BTreeSet<String>,
     /// What to tell about them, by the object that named them (kind, namespace, name): an
-    /// ExternalName Service, or the `Host` itself for an auth-url.
+    /// ExternalName Service, or the `Host` itself for an auth-url. The Ingresses that use them say
+    /// it (their warnings are what users see, as Events).
     pub dns_notes: std::collections::BTreeMap<(&'static str, Option<String>, String), String>,
 }
 

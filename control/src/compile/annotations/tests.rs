@@ -136,3 +136,71 @@ fn the_migration_guide_lists_every_annotation_with_its_answer() {
         assert!(guide.contains(&row), "the guide has no row {row}");
     }
 }
+
+/// The chart's ValidatingAdmissionPolicy (charts/ramjet/files/admission/) rejects at `kubectl apply`
+/// what ramjet would refuse to serve, and never what it serves: its list of ramjet.dev names is
+/// the registry's, and each value pattern agrees with the registry's check on every sample.
+#[test]
+fn the_admission_policy_files_agree_with_the_registry() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../charts/ramjet/files/admission");
+    let read = |file: &str| std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
+    let listed: Vec<String> = serde_json::from_str(&read("ramjet-annotations.json")).unwrap();
+    let mut known: Vec<String> = TABLE.iter().filter(|e| e.ramjet.is_some()).map(|e| e.name.to_string()).collect();
+    known.sort();
+    assert_eq!(
+        listed, known,
+        "charts/ramjet/files/admission/ramjet-annotations.json is the registry's ramjet.dev names"
+    );
+
+    let patterns: BTreeMap<String, String> = serde_json::from_str(&read("value-patterns.json")).unwrap();
+    let samples = [
+        "",
+        " ",
+        "0",
+        "1",
+        "007",
+        " 5 ",
+        "10",
+        "4000000000",
+        "99999999999",
+        "-1",
+        "1.5",
+        "abc",
+        "8m",
+        "8M",
+        "1k",
+        "0k",
+        "8mb",
+        "true",
+        "false",
+        "True",
+        "FALSE",
+        "t",
+        "yes",
+        "on",
+        "round_robin",
+        "ewma",
+        "random",
+        "basic",
+        "digest",
+        "CN=foo",
+        "cn=foo",
+        "CN=(a|b)",
+        " CN=x",
+    ];
+    for (name, pattern) in &patterns {
+        let entry = TABLE.iter().find(|e| e.name == name).unwrap_or_else(|| panic!("{name} is not in the registry"));
+        assert!(matches!(entry.support, Checked { .. }), "{name}: only checked values keep an Ingress out");
+        let matcher = ramjet_shared::Matcher::regex(pattern).unwrap();
+        let mut refused = 0;
+        for value in samples {
+            let admitted = value.trim().is_empty() || matcher.matches(value.as_bytes());
+            let key = format!("{NGINX_PREFIX}{name}");
+            let annotations = BTreeMap::from([(key, value.to_string())]);
+            let serves = review(Some(&annotations), false, false).iter().all(|f| f.verdict != Verdict::RefusedToServe);
+            assert!(admitted || !serves, "{name}: the policy would refuse {value:?}, which ramjet serves");
+            refused += usize::from(!admitted);
+        }
+        assert!(refused > 0, "{name}: the pattern refuses none of the samples");
+    }
+}

@@ -100,7 +100,13 @@ impl<'s> Resolver<'s, '_> {
                     "`{url}`: a Service of the cluster is asked in plain HTTP: use http:// (https:// is for $host and \
                      hosts outside the cluster)"
                 )),
-                (false, _) => self.external_auth_host(host, port, https),
+                (false, _) => {
+                    let backend = self.external_auth_host(host, port, https);
+                    if let Some(note) = self.dns_notes.get(&("Host", None, crate::dns::normalize(host))) {
+                        warnings.push(format!("{key}: {note}"));
+                    }
+                    backend
+                }
             };
             match backend {
                 Ok(backend) => AuthService::Backend { backend, host: authority.into() },
@@ -151,10 +157,7 @@ impl<'s> Resolver<'s, '_> {
             given("auth-always-set-cookie").is_some_and(|(_, v)| v.trim().eq_ignore_ascii_case("true"));
         if let AuthService::Backend { backend, .. } = &service {
             if backend.endpoint_count() == 0 {
-                warnings.push(format!(
-                    "{key}: `{url}` has no address yet: requests answer 500 until it has one (the Service's \
-                     warning says why)"
-                ));
+                warnings.push(format!("{key}: `{url}` has no address yet: requests answer 500 until it has one"));
             }
         }
         Some(Arc::new(ExternalAuth {
