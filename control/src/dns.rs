@@ -29,8 +29,9 @@ use tokio::time::Instant;
 pub struct NameAnswer {
     /// The addresses of its last good answer (sorted); empty before the first.
     pub addrs: Vec<IpAddr>,
-    /// Why the last lookup failed, when it did.
-    pub failing: Option<String>,
+    /// The last lookup failed (why is logged: the compiled view changes only when a name starts or
+    /// stops failing, so a resolver that fails differently each time recompiles nothing).
+    pub failing: bool,
 }
 
 /// Every name's answer: the compiler's view of DNS.
@@ -123,7 +124,7 @@ pub async fn run(
         for name in &names {
             entries
                 .entry(name.clone())
-                .or_insert(Entry { answer: NameAnswer { addrs: Vec::new(), failing: None }, next: now });
+                .or_insert(Entry { answer: NameAnswer { addrs: Vec::new(), failing: false }, next: now });
         }
         let due: Vec<String> = entries.iter().filter(|(_, e)| e.next <= now).map(|(n, _)| n.clone()).collect();
         // All at once: a name whose server does not answer never holds the others back.
@@ -145,16 +146,16 @@ pub async fn run(
                     addrs.dedup();
                     let ttl = lookup.valid_until().saturating_duration_since(std::time::Instant::now());
                     entry.next = Instant::now() + ttl.clamp(settings.min_ttl, settings.max_ttl);
-                    if entry.answer.addrs != addrs || entry.answer.failing.is_some() {
+                    if entry.answer.addrs != addrs || entry.answer.failing {
                         tracing::info!(name = %name, ?addrs, ?ttl, "resolved");
                     }
-                    entry.answer = NameAnswer { addrs, failing: None };
+                    entry.answer = NameAnswer { addrs, failing: false };
                 }
                 Err(e) => {
-                    if entry.answer.failing.is_none() {
+                    if !entry.answer.failing {
                         tracing::warn!(name = %name, error = %e, kept = ?entry.answer.addrs, "DNS lookup failed");
                     }
-                    entry.answer.failing = Some(e.to_string());
+                    entry.answer.failing = true;
                     entry.next = Instant::now() + settings.min_ttl;
                 }
             }

@@ -21,7 +21,10 @@
 //! what ramjet does with each Ingress's annotations ([`compile::annotations`]); [`canary`] reads
 //! canary and mirror annotations, and [`canary::promotion`] decides auto-promotion, whose I/O is
 //! [`cluster::promote`] (the rebuild loop hands it each compile's auto-promoting canaries,
-//! [`ControlHandle::canaries`]; [`cluster::peers`] brings the other replicas' figures). [`Control::start`] runs it; [`ControlHandle::submit`]
+//! [`ControlHandle::canaries`]; [`cluster::peers`] brings the other replicas' figures). Two more
+//! inputs are compiled with whatever routes were given last: the controller configuration
+//! ([`config_file`], `--config`) and the DNS answers for names outside the cluster ([`dns`], which
+//! resolves what the last compile asked for). [`Control::start`] runs it; [`ControlHandle::submit`]
 //! feeds it new configurations (the daemon does so once for `--static-routes`; tests and embedders
 //! may do it as often as they like). The control thread and its blocking pool run at a lower
 //! priority than the workers (`priority`).

@@ -223,13 +223,12 @@ impl<'s, 'c> Resolver<'s, 'c> {
                     Vec::new()
                 }
                 Some(answer) => {
-                    if let Some(why) = &answer.failing {
+                    if answer.failing {
+                        // Why is in the log: the diagnostic stays the same while the name fails.
                         let message = if answer.addrs.is_empty() {
-                            format!(
-                                "externalName {host} does not resolve ({why}); its requests answer 503 until it does"
-                            )
+                            format!("externalName {host} does not resolve; its requests answer 503 until it does")
                         } else {
-                            format!("looking externalName {host} up fails ({why}); its last answer is kept")
+                            format!("looking externalName {host} up fails; its last answer is kept")
                         };
                         let (key, message) = note(message);
                         self.dns_notes.insert(key, message);

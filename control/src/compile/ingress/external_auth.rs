@@ -37,8 +37,9 @@ impl<'s> Resolver<'s, '_> {
                 crate::routes_file::validate_host(&name).map_err(|e| format!("`{host}`: {e}"))?;
                 self.dns_names.insert(name.clone());
                 let answer = self.compiler.dns.get(&name);
-                if let Some(why) = answer.and_then(|a| a.failing.as_ref()) {
-                    let message = format!("looking {name} up fails ({why}); its last answer is kept, if it had one");
+                if answer.is_some_and(|a| a.failing) {
+                    let message =
+                        format!("looking {name} up fails (the log says why); its last answer is kept, if any");
                     self.dns_notes.insert(("Host", None, name.clone()), message);
                 }
                 answer.map(|a| a.addrs.clone()).unwrap_or_default()
