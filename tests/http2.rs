@@ -170,6 +170,8 @@ fn forwarded_headers_are_set_and_spoofed_ones_dropped() {
         let headers = [
             ("x-forwarded-for", "6.6.6.6"),
             ("x-real-ip", "6.6.6.6"),
+            ("x-forwarded-scheme", "6.6.6.6"),
+            ("x-scheme", "6.6.6.6"),
             ("x-custom", "yes"),
             ("cookie", "a=1"),
             ("cookie", "b=2"),
@@ -181,6 +183,10 @@ fn forwarded_headers_are_set_and_spoofed_ones_dropped() {
         assert!(body.contains("header=host: Other.org:8080"), "{body}");
         assert!(body.contains("header=x-forwarded-for: 127.0.0.1"), "{body}");
         assert!(body.contains("header=x-forwarded-proto: http"), "{body}");
+        assert!(
+            body.contains("header=x-forwarded-scheme: http\n") && body.contains("header=x-scheme: http\n"),
+            "{body}"
+        );
         assert!(body.contains("header=x-forwarded-host: Other.org:8080"), "{body}");
         assert!(body.contains("header=x-custom: yes"), "{body}");
         assert!(body.contains("header=cookie: a=1; b=2"), "HTTP/2's split cookies are joined: {body}");

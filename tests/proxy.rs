@@ -239,12 +239,18 @@ fn forwarded_headers_are_set_and_hop_by_hop_removed() {
         let d = daemon(&proxy_all_to(&b), driver);
         let resp = request(
             d.http_addr(),
-            "GET /h HTTP/1.1\r\nHost: Example.com:8080\r\nConnection: keep-alive, X-Private\r\nX-Private: secret\r\nX-Forwarded-For: 6.6.6.6\r\nKeep-Alive: 10\r\nX-Custom: yes\r\n\r\n",
+            "GET /h HTTP/1.1\r\nHost: Example.com:8080\r\nConnection: keep-alive, X-Private\r\nX-Private: secret\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Scheme: spoofed\r\nX-Scheme: spoofed\r\nKeep-Alive: 10\r\nX-Custom: yes\r\n\r\n",
         );
         let body = &resp.body;
         assert!(body.contains("header=host: Example.com:8080"), "{body}");
         assert!(body.contains("header=x-forwarded-for: 127.0.0.1"), "{body}");
         assert!(body.contains("header=x-forwarded-proto: http"), "{body}");
+        // ingress-nginx's $pass_access_scheme fields, never the client's own.
+        assert!(
+            body.contains("header=x-forwarded-scheme: http\n") && body.contains("header=x-scheme: http\n"),
+            "{body}"
+        );
+        assert!(!body.contains("spoofed"), "{body}");
         assert!(body.contains("header=x-forwarded-host: Example.com:8080"), "{body}");
         assert!(body.contains("header=X-Custom: yes"), "{body}");
         for gone in ["X-Private", "6.6.6.6", "Keep-Alive", "Connection"] {

@@ -55,6 +55,7 @@ impl ConnFacts {
         let proto_at = forwarded.len();
         let proto = if tls { "https" } else { "http" };
         let _ = write!(forwarded, "x-forwarded-proto: {proto}\r\nx-forwarded-port: {local_port}\r\n");
+        push_scheme_lines(&mut forwarded, proto.as_bytes());
         ConnFacts {
             peer,
             tls,
@@ -87,7 +88,7 @@ impl ConnFacts {
         self
     }
 
-    /// The `x-forwarded-proto` and `x-forwarded-port` lines.
+    /// The `x-forwarded-proto`, `x-forwarded-port`, `x-forwarded-scheme` and `x-scheme` lines.
     pub fn proto_and_port_lines(&self) -> &[u8] {
         &self.forwarded[self.proto_at..]
     }
@@ -174,6 +175,16 @@ thread_local! {
 /// The fields for a request without a certificate (shared by every such request of the worker).
 pub fn no_certificate_fields() -> CertFields {
     NO_CERTIFICATE.with(Rc::clone)
+}
+
+/// `x-forwarded-scheme` and `x-scheme`, which ingress-nginx sets to the scheme as
+/// `x-forwarded-proto` (nginx's `$pass_access_scheme`); a client's own never go upstream.
+pub fn push_scheme_lines(out: &mut Vec<u8>, scheme: &[u8]) {
+    out.extend_from_slice(b"x-forwarded-scheme: ");
+    out.extend_from_slice(scheme);
+    out.extend_from_slice(b"\r\nx-scheme: ");
+    out.extend_from_slice(scheme);
+    out.extend_from_slice(b"\r\n");
 }
 
 /// The negotiated TLS version and the SNI name the client sent.

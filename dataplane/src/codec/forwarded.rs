@@ -246,11 +246,13 @@ pub fn push_address_lines<'c, 'v, I>(
     let proto = first_of(fields("x-forwarded-proto"))
         .filter(|p| p.eq_ignore_ascii_case(b"http") || p.eq_ignore_ascii_case(b"https"));
     let port = first_of(fields("x-forwarded-port")).filter(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit));
+    let https = match proto {
+        Some(p) => p.eq_ignore_ascii_case(b"https"),
+        None => conn.tls,
+    };
+    let scheme: &[u8] = if https { b"https" } else { b"http" };
     out.extend_from_slice(b"x-forwarded-proto: ");
-    match proto {
-        Some(p) => out.extend(p.iter().map(u8::to_ascii_lowercase)),
-        None => out.extend_from_slice(if conn.tls { b"https" } else { b"http" }),
-    }
+    out.extend_from_slice(scheme);
     out.extend_from_slice(b"\r\nx-forwarded-port: ");
     match port {
         Some(p) => out.extend_from_slice(p),
@@ -259,6 +261,7 @@ pub fn push_address_lines<'c, 'v, I>(
         }
     }
     out.extend_from_slice(b"\r\n");
+    crate::conn::push_scheme_lines(out, scheme);
 }
 
 /// Appends `ip` as text; IPv4 without the formatting machinery, which costs a request from a

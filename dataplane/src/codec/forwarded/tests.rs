@@ -190,7 +190,7 @@ fn without_rules_the_lines_rendered_for_the_connection_go_upstream() {
     assert_eq!(
         out,
         "x-forwarded-for: 192.0.2.9\r\nx-real-ip: 192.0.2.9\r\nx-forwarded-proto: http\r\nx-forwarded-port: 8080\r\n\
-         x-forwarded-host: a.example\r\n"
+         x-forwarded-scheme: http\r\nx-scheme: http\r\nx-forwarded-host: a.example\r\n"
     );
 }
 

@@ -259,7 +259,7 @@ fn upstream_request(
     let fields = request.headers_mut();
     for (name, value) in &parts.headers {
         let n = name.as_str();
-        if name == HOST || n.starts_with("x-forwarded-") || n == "x-real-ip" || n == X_REQUEST_ID {
+        if name == HOST || n.starts_with("x-forwarded-") || n == "x-real-ip" || n == "x-scheme" || n == X_REQUEST_ID {
             continue;
         }
         fields.append(name.clone(), value.clone());

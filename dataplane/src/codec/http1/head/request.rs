@@ -57,6 +57,7 @@ pub(crate) fn is_consumed(name: &[u8]) -> bool {
         4 => eq("host"),
         6 => eq("expect"),
         7 => eq("upgrade") || eq("trailer"),
+        8 => eq("x-scheme"),
         9 => eq("x-real-ip"),
         10 => eq("connection") || eq("keep-alive"),
         12 => eq("x-request-id"),
@@ -65,6 +66,7 @@ pub(crate) fn is_consumed(name: &[u8]) -> bool {
         15 => eq("x-forwarded-for"),
         16 => eq("proxy-connection") || eq("x-forwarded-host") || eq("x-forwarded-port"),
         17 => eq("x-forwarded-proto") || eq("transfer-encoding"),
+        18 => eq("x-forwarded-scheme"),
         _ => false,
     }
 }
