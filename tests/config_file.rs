@@ -175,27 +175,26 @@ fn a_bad_file_refuses_to_start_naming_the_line_and_the_key() {
     )
     .unwrap();
     let config = dir.join("controller.yaml");
-    std::fs::write(&config, "hsts: \"true\"\nproxy-read-timeout: soon\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ramjet"))
-        .args(["--check", "--static-routes"])
-        .arg(&routes)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    // `ramjet --check` with this configuration: whether it passes, and what it said.
+    let check = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_ramjet"))
+            .args(["--check", "--static-routes"])
+            .arg(&routes)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        )
+    };
+    let (passed, said) = check("hsts: \"true\"\nproxy-read-timeout: soon\n");
+    assert!(!passed);
     let expected = format!("--config {}:2: proxy-read-timeout: `soon` is not a number of seconds", config.display());
     assert!(said.contains(&expected), "{said}");
-    std::fs::write(&config, "hsts-max-age: \"60\"\nuse-gzip: \"true\"\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ramjet"))
-        .args(["--check", "--static-routes"])
-        .arg(&routes)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let (passed, said) = check("hsts-max-age: \"60\"\nuse-gzip: \"true\"\n");
+    assert!(passed, "{said}");
     assert!(said.contains("use-gzip: not read by ramjet"), "{said}");
 }

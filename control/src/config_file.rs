@@ -194,7 +194,7 @@ impl ControllerConfig {
 }
 
 /// The keys this module reads.
-const READ: [&str; 10] = [
+pub const READ: [&str; 10] = [
     "hsts",
     "hsts-max-age",
     "hsts-include-subdomains",

@@ -38,6 +38,7 @@
 
 pub mod admin;
 mod cert;
+pub mod date;
 mod digest;
 mod generation;
 mod publish;

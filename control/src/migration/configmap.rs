@@ -21,18 +21,9 @@ use ramjet_shared::parse_ranges;
 
 use crate::compile::annotations::Verdict;
 
-/// The keys reviewed, in the order they are reported.
-pub const KEYS: [&str; 30] = [
-    "hsts",
-    "hsts-max-age",
-    "hsts-include-subdomains",
-    "hsts-preload",
-    "ssl-redirect",
-    "force-ssl-redirect",
-    "proxy-body-size",
-    "proxy-connect-timeout",
-    "proxy-send-timeout",
-    "proxy-read-timeout",
+/// The keys reviewed besides those `--config` reads ([`crate::config_file::READ`], reported
+/// first), in the order they are reported.
+pub const KEYS: [&str; 20] = [
     "use-proxy-protocol",
     "proxy-protocol-header-timeout",
     "use-forwarded-headers",
@@ -172,23 +163,14 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
     }
 
     let mut findings = Vec::new();
-    for key in KEYS {
+    for key in crate::config_file::READ.into_iter().chain(KEYS) {
         let Some(value) = get(key) else { continue };
         let default = |detail: &str| (Verdict::Honoured, format!("ingress-nginx's default{detail}: nothing to do"));
         let bad_bool = || {
             (Verdict::Ignored, format!("`{value}` is not a boolean ingress-nginx reads; it keeps its default (false)"))
         };
         let (verdict, detail) = match key {
-            "hsts"
-            | "hsts-max-age"
-            | "hsts-include-subdomains"
-            | "hsts-preload"
-            | "ssl-redirect"
-            | "force-ssl-redirect"
-            | "proxy-body-size"
-            | "proxy-connect-timeout"
-            | "proxy-send-timeout"
-            | "proxy-read-timeout" => (
+            key if crate::config_file::READ.contains(&key) => (
                 Verdict::Honoured,
                 "read from the controller configuration: give ramjet this ConfigMap with --config (chart: \
                  controller.config.existingConfigMap), as ingress-nginx reads it (docs/configuration.md)"
@@ -386,7 +368,8 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
         };
         findings.push(SettingFinding { key: key.to_string(), value: value.to_string(), verdict, detail });
     }
-    let not_reviewed = data.keys().filter(|k| !KEYS.contains(&k.as_str())).cloned().collect();
+    let reviewed = |k: &str| KEYS.contains(&k) || crate::config_file::READ.contains(&k);
+    let not_reviewed = data.keys().filter(|k| !reviewed(k)).cloned().collect();
     SettingsReport { configmap: configmap.to_string(), findings, flags, not_reviewed }
 }
 

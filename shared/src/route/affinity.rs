@@ -95,22 +95,10 @@ impl fmt::Display for Affinity {
 /// 11:27:35 GMT`, the year in two digits up to 2037 and in four after.
 pub fn push_cookie_time(unix: u64, out: &mut Vec<u8>) {
     use std::io::Write;
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let days = unix / 86_400;
     let (hour, minute, second) = ((unix % 86_400) / 3600, (unix % 3600) / 60, unix % 60);
-    // Howard Hinnant's days-to-civil, from 1970-01-01 (a Thursday).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let weekday = DAYS[(days % 7) as usize];
-    let name = MONTHS[(month - 1) as usize];
+    let (year, month, day) = crate::date::civil(days);
+    let (weekday, name) = (crate::date::weekday(days), crate::date::month_name(month));
     let _ = if year > 2037 {
         write!(out, "{weekday}, {day:02}-{name}-{year} {hour:02}:{minute:02}:{second:02} GMT")
     } else {
