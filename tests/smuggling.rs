@@ -21,8 +21,17 @@ fn each_driver(test: impl Fn(IoDriver)) {
 
 /// One worker, so that the attacker and the victim share the upstream pool.
 fn one_worker_proxy(backend: std::net::SocketAddr, driver: IoDriver) -> ramjet::Daemon {
+    proxy_with(backend, driver, |c| c.workers = 1)
+}
+
+/// Every request proxied to `backend`, with the daemon's configuration changed by `tweak`.
+fn proxy_with(
+    backend: std::net::SocketAddr,
+    driver: IoDriver,
+    tweak: impl FnOnce(&mut ramjet::DaemonConfig),
+) -> ramjet::Daemon {
     let yaml = format!("backends:\n  b: {{ endpoints: [\"{backend}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n");
-    daemon_with(routes(&yaml), driver, |c| c.workers = 1)
+    daemon_with(routes(&yaml), driver, tweak)
 }
 
 /// The victim: an ordinary request with a secret, on its own connection.
@@ -228,9 +237,7 @@ fn h2c_upgrades_are_not_forwarded() {
 fn a_client_that_stops_reading_is_cut_off() {
     each_driver(|driver| {
         let b = Backend::start("b");
-        let yaml =
-            format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr);
-        let d = daemon_with(routes(&yaml), driver, |c| {
+        let d = proxy_with(b.addr, driver, |c| {
             c.workers = 1;
             c.settings.client_write_timeout = Duration::from_millis(300);
         });
@@ -261,9 +268,7 @@ fn a_client_that_stops_reading_is_cut_off() {
 fn a_stalled_request_body_gets_408_naming_the_body() {
     each_driver(|driver| {
         let b = Backend::start("b");
-        let yaml =
-            format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr);
-        let d = daemon_with(routes(&yaml), driver, |c| c.settings.client_body_timeout = Duration::from_millis(300));
+        let d = proxy_with(b.addr, driver, |c| c.settings.client_body_timeout = Duration::from_millis(300));
         let mut conn = Conn::open(d.http_addr());
         conn.send(b"POST /slow-body HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc");
         let resp = conn.read_response();
@@ -423,9 +428,7 @@ fn funky_chunks_in_responses_get_502_and_never_desync_the_pool() {
 fn a_rewritten_traceparent_never_shifts_the_upstream_framing() {
     each_driver(|driver| {
         let b = Backend::start("b");
-        let yaml =
-            format!("backends:\n  b: {{ endpoints: [\"{}\"] }}\nroutes:\n  - {{ path: /, backend: b }}\n", b.addr);
-        let d = daemon_with(routes(&yaml), driver, |c| {
+        let d = proxy_with(b.addr, driver, |c| {
             c.workers = 1;
             // Spans go nowhere; every request is traced.
             c.traces =

@@ -275,7 +275,13 @@ impl<'t> RouteExtras<'t> {
     /// The `Set-Cookie` line of a new sticky session, if there is one (ending in CRLF).
     pub fn push_session_cookie(&self, out: &mut Vec<u8>) {
         if let (Some((affinity, _)), Some(addr)) = (self.affinity, self.new_session) {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            // The clock is read only for an `Expires` date.
+            let now = match affinity.expires {
+                Some(_) => {
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+                }
+                None => 0,
+            };
             affinity.push_set_cookie(addr, self.https, now, out);
         }
     }
