@@ -2,8 +2,9 @@
 //! rustls server with a certificate from a test CA. By default the connection is encrypted without
 //! verifying and without SNI (ingress-nginx's `proxy-ssl-verify: off`, `proxy-ssl-server-name:
 //! off`); with `verify` the certificate must chain to the CA bundle and carry the server name;
-//! `sni` sends it; a client certificate is presented when given. Whatever fails the handshake is a
-//! 502, counted as a `tls` upstream error, and connections are pooled per endpoint and settings.
+//! `sni` sends it; `subjectAltNames` verify by the names the certificate carries instead; a client
+//! certificate is presented when given. Whatever fails the handshake is a 502, counted as a `tls`
+//! upstream error, and connections are pooled per endpoint and settings.
 
 use ramjet_test_support as support;
 use ramjet_test_support::{h2client, tls_backend};
@@ -35,6 +36,8 @@ backends:
   verified: {{ endpoints: ["{api}"], protocol: https, tls: {{ verify: true, caFile: ca.pem, serverName: api.internal, sni: true }} }}
   wrongca: {{ endpoints: ["{api}"], protocol: HTTPS, tls: {{ verify: true, caFile: "{other_ca}", serverName: api.internal }} }}
   wrongname: {{ endpoints: ["{api}"], protocol: HTTPS, tls: {{ verify: true, caFile: ca.pem, serverName: other.internal }} }}
+  byname: {{ endpoints: ["{api}"], protocol: HTTPS, tls: {{ verify: true, caFile: ca.pem, serverName: sni.internal, sni: true, subjectAltNames: [other.internal, api.internal] }} }}
+  wrongnames: {{ endpoints: ["{api}"], protocol: HTTPS, tls: {{ verify: true, caFile: ca.pem, serverName: api.internal, subjectAltNames: [other.internal, "spiffe://c/ns/a/sa/api"] }} }}
   notls: {{ endpoints: ["{plain}"], protocol: HTTPS }}
   mtls: {{ endpoints: ["{mtls}"], protocol: HTTPS, tls: {{ certFile: client.crt, keyFile: client.key }} }}
   nocert: {{ endpoints: ["{mtls}"], protocol: HTTPS }}
@@ -43,6 +46,8 @@ routes:
   - {{ host: verified.test, path: /, backend: verified }}
   - {{ host: wrongca.test, path: /, backend: wrongca }}
   - {{ host: wrongname.test, path: /, backend: wrongname }}
+  - {{ host: byname.test, path: /, backend: byname }}
+  - {{ host: wrongnames.test, path: /, backend: wrongnames }}
   - {{ host: notls.test, path: /, backend: notls }}
   - {{ host: mtls.test, path: /, backend: mtls }}
   - {{ host: nocert.test, path: /, backend: nocert }}
@@ -77,12 +82,15 @@ routes:
         // Whatever fails the handshake is a 502 for the client, counted as a TLS error, and the
         // failed connection serves nobody afterwards.
         let tls_errors = d.stats.upstream_errors(UpstreamErrorKind::Tls);
-        for host in ["wrongca.test", "wrongname.test", "notls.test", "nocert.test"] {
+        // Verified by the names the certificate may carry; the server name is then only the SNI.
+        let r = get(http, "byname.test", "/n");
+        assert_eq!((r.status, r.body.as_str()), (200, "api sni=sni.internal target=/n\n"), "{driver:?}");
+        for host in ["wrongca.test", "wrongname.test", "wrongnames.test", "notls.test", "nocert.test"] {
             let r = get(http, host, "/");
             assert_eq!(r.status, 502, "{driver:?} {host}: {}", r.body);
             assert_eq!(h2.get(host, "/").status, 502, "{driver:?} {host} over HTTP/2");
         }
-        assert!(d.stats.upstream_errors(UpstreamErrorKind::Tls) >= tls_errors + 6, "{driver:?}");
+        assert!(d.stats.upstream_errors(UpstreamErrorKind::Tls) >= tls_errors + 8, "{driver:?}");
         assert_eq!(plain.requests(), 0, "{driver:?}: a plain backend never saw a request in clear");
 
         // A client certificate is presented to the backend that asks for one.

@@ -32,7 +32,7 @@ use std::sync::Arc;
 use crate::config_file::ControllerConfig;
 use ramjet_shared::{
     Backend, BackendKind, BackendProtocol, CaBundle, CertId, Certificate, ClientAuth, Diagnostic, Digest, Generation,
-    ObjectRef, RouteTable, Severity, TableBuilder, UpstreamTls, UpstreamTlsSpec,
+    ObjectRef, RouteTable, Severity, SubjectAltName, TableBuilder, UpstreamTls, UpstreamTlsSpec,
 };
 
 /// A table being compiled, with the certificates it names and what went wrong on the way.
@@ -65,7 +65,7 @@ impl Draft {
 
 /// The settings an [`UpstreamTls`] is built from: CA bundle id, server name, SNI, client
 /// certificate.
-type TlsKey = (Option<[u8; 32]>, String, bool, Option<CertId>);
+type TlsKey = (Option<[u8; 32]>, String, bool, Option<CertId>, Vec<SubjectAltName>);
 
 /// State that lives across compiles.
 #[derive(Default)]
@@ -179,6 +179,7 @@ impl Compiler {
             spec.server_name.clone(),
             spec.sni,
             spec.client_cert.as_ref().map(|c| c.id),
+            spec.subject_alt_names.clone(),
         );
         let known = self.used_upstream_tls.get(&key).or_else(|| self.upstream_tls.get(&key)).cloned();
         let tls = match known {

@@ -1,5 +1,6 @@
 //! The Gateway API objects ramjet reads, from the standard channel (v1.4): `GatewayClass`, `Gateway`,
-//! `HTTPRoute`, `GRPCRoute` (gateway.networking.k8s.io/v1) and `ReferenceGrant` (v1beta1).
+//! `HTTPRoute`, `GRPCRoute`, `BackendTLSPolicy` (gateway.networking.k8s.io/v1) and `ReferenceGrant`
+//! (v1beta1).
 //!
 //! Written by hand, not generated: the maintained crate (`gateway-api`, kopium output) is built on
 //! kube 4 / k8s-openapi 0.28 and cannot live beside this workspace's kube 5, and the generated types
@@ -441,4 +442,73 @@ pub struct ReferenceGrantTo {
     pub kind: String,
     #[serde(default)]
     pub name: Option<String>,
+}
+
+/// How a Gateway verifies the backends it speaks TLS to (v1 since Gateway API v1.4): the Services
+/// it targets are spoken to over TLS, verified by `validation`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BackendTlsPolicy {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: BackendTlsPolicySpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+resource!(BackendTlsPolicy, "BackendTLSPolicy", "v1", "backendtlspolicies", NamespaceResourceScope);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsPolicySpec {
+    #[serde(default)]
+    pub target_refs: Vec<PolicyTargetReference>,
+    pub validation: BackendTlsValidation,
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
+}
+
+/// A local object a policy applies to (a Service), optionally one of its ports by name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyTargetReference {
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+    #[serde(default)]
+    pub section_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendTlsValidation {
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<LocalObjectReference>,
+    /// `System`: the well-known CA certificates.
+    #[serde(default)]
+    pub well_known_ca_certificates: Option<String>,
+    pub hostname: String,
+    #[serde(default)]
+    pub subject_alt_names: Vec<SubjectAltNameSpec>,
+}
+
+/// An object in the referrer's namespace, by group, kind and name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalObjectReference {
+    #[serde(default)]
+    pub group: String,
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubjectAltNameSpec {
+    /// `Hostname` or `URI`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    #[serde(default)]
+    pub hostname: Option<String>,
+    #[serde(default)]
+    pub uri: Option<String>,
 }

@@ -2,9 +2,9 @@
 //! cluster, compiled by the same compiler.
 //!
 //! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively, in name order) is
-//! read as one or more YAML documents. IngressClass, Ingress, Service, EndpointSlice, Secret and
-//! Namespace objects and the Gateway API's GatewayClass, Gateway, HTTPRoute, GRPCRoute and
-//! ReferenceGrant are kept (a `kind: List` is opened); other kinds are skipped silently, so a directory of
+//! read as one or more YAML documents. IngressClass, Ingress, Service, EndpointSlice, Secret,
+//! ConfigMap and Namespace objects and the Gateway API's GatewayClass, Gateway, HTTPRoute,
+//! GRPCRoute, BackendTLSPolicy and ReferenceGrant (v1 or v1beta1) are kept (a `kind: List` is opened); other kinds are skipped silently, so a directory of
 //! real application manifests works as it is. A document that is not valid YAML or not a valid
 //! object of its kind becomes a diagnostic naming the file and the document; the rest still
 //! compiles. Objects without a namespace are in `default`; a Secret's `stringData` is merged into
@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use k8s_openapi::ByteString;
@@ -28,7 +28,7 @@ use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 
 use crate::compile::snapshot::{ClusterSnapshot, IngressOptions};
-use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 
 /// The kind diagnostics give a file, or a document in one, that holds no readable object.
 pub const FILE: &str = "File";
@@ -192,9 +192,19 @@ fn add(value: serde_yaml_ng::Value, at: &str, snapshot: &mut ClusterSnapshot) {
                 snapshot.grpc_routes.push(Arc::new(o));
             }
         }
-        ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant") => {
+        ("gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1beta1", "ReferenceGrant") => {
             if let Some(o) = namespaced::<ReferenceGrant>(value, at, snapshot) {
                 snapshot.reference_grants.push(Arc::new(o));
+            }
+        }
+        ("gateway.networking.k8s.io/v1", "BackendTLSPolicy") => {
+            if let Some(o) = namespaced::<BackendTlsPolicy>(value, at, snapshot) {
+                snapshot.backend_tls_policies.push(Arc::new(o));
+            }
+        }
+        ("v1", "ConfigMap") => {
+            if let Some(o) = namespaced::<ConfigMap>(value, at, snapshot) {
+                snapshot.config_maps.push(Arc::new(o));
             }
         }
         ("v1", "Secret") => {

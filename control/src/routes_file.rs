@@ -21,7 +21,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ramjet_shared::{BackendProtocol, Certificate, UpstreamTls, UpstreamTlsSpec};
+use ramjet_shared::{BackendProtocol, Certificate, SubjectAltName, UpstreamTls, UpstreamTlsSpec};
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 
@@ -58,6 +58,8 @@ pub enum BackendSpec {
 ///   endpoints: ["api.internal:8443"]
 ///   protocol: HTTPS
 ///   tls: { verify: true, caFile: ca.pem, serverName: api.internal, sni: true, certFile: c.crt, keyFile: c.key }
+///   # or, verified by the names the certificate carries (the server name is then only the SNI):
+///   tls: { verify: true, caFile: ca.pem, serverName: api.internal, sni: true, subjectAltNames: [spiffe://c/ns/a/sa/api] }
 /// ```
 #[derive(Debug, Clone)]
 pub struct BackendTls(pub UpstreamTlsSpec);
@@ -65,7 +67,8 @@ pub struct BackendTls(pub UpstreamTlsSpec);
 impl PartialEq for BackendTls {
     fn eq(&self, other: &Self) -> bool {
         let key = |s: &UpstreamTlsSpec| {
-            (s.verify.as_ref().map(|b| b.id), s.server_name.clone(), s.sni, s.client_cert.as_ref().map(|c| c.id))
+            let cert = s.client_cert.as_ref().map(|c| c.id);
+            (s.verify.as_ref().map(|b| b.id), s.server_name.clone(), s.sni, cert, s.subject_alt_names.clone())
         };
         key(&self.0) == key(&other.0)
     }
@@ -328,6 +331,10 @@ struct TlsOptions {
     sni: bool,
     cert_file: Option<PathBuf>,
     key_file: Option<PathBuf>,
+    /// Names the certificate must carry one of instead of `serverName`: a DNS name, or a URI
+    /// (anything with `://`, a SPIFFE id say).
+    #[serde(default)]
+    subject_alt_names: Vec<String>,
 }
 
 impl TlsOptions {
@@ -354,7 +361,15 @@ impl TlsOptions {
             _ => return Err(field_error("tls.certFile", "certFile and keyFile go together")),
         };
         let server_name = self.server_name.or(host.map(str::to_string)).unwrap_or_else(|| "localhost".into());
-        let spec = UpstreamTlsSpec { verify, server_name, sni: self.sni, client_cert };
+        let subject_alt_names: Vec<SubjectAltName> = self
+            .subject_alt_names
+            .into_iter()
+            .map(|n| if n.contains("://") { SubjectAltName::Uri(n) } else { SubjectAltName::Dns(n) })
+            .collect();
+        if !subject_alt_names.is_empty() && verify.is_none() {
+            return Err(field_error("tls.subjectAltNames", "are verified: needs verify: true and caFile"));
+        }
+        let spec = UpstreamTlsSpec { verify, server_name, sni: self.sni, client_cert, subject_alt_names };
         // Checked here so that a bad name is refused with its line, not at compile time.
         UpstreamTls::new(&spec).map_err(|e| field_error("tls.serverName", e))?;
         Ok(BackendTls(spec))

@@ -39,6 +39,7 @@
 pub mod admin;
 mod cert;
 pub mod date;
+mod der;
 mod digest;
 mod generation;
 mod publish;
@@ -72,4 +73,4 @@ pub use stats::{
     Exemplar, Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass,
     UpstreamErrorKind, WorkerCounters, WorkerStats, DURATION_BUCKETS,
 };
-pub use upstream_tls::{CaBundle, UpstreamTls, UpstreamTlsSpec};
+pub use upstream_tls::{CaBundle, SubjectAltName, UpstreamTls, UpstreamTlsSpec};

@@ -73,6 +73,17 @@ pub struct UpstreamTlsSpec {
     pub sni: bool,
     /// A client certificate to present to backends that ask for one.
     pub client_cert: Option<Arc<Certificate>>,
+    /// Names the certificate must carry one of, instead of `server_name` (needs `verify`).
+    pub subject_alt_names: Vec<SubjectAltName>,
+}
+
+/// A subject alternative name a backend's certificate may be verified by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub enum SubjectAltName {
+    /// A DNS name (a `*.` wildcard in the certificate covers one label, as for server names).
+    Dns(String),
+    /// A URI, compared as written (a SPIFFE id, say).
+    Uri(String),
 }
 
 /// What makes two upstream TLS set-ups the same: the settings, bundles and certificates by their
@@ -84,17 +95,19 @@ struct Settings {
     server_name: String,
     sni: bool,
     client_cert: Option<CertId>,
+    subject_alt_names: Vec<SubjectAltName>,
 }
 
 impl Settings {
     fn of(spec: &UpstreamTlsSpec) -> Self {
         // Every field of the spec, so that a new one does not compile until it is here.
-        let UpstreamTlsSpec { verify, server_name, sni, client_cert } = spec;
+        let UpstreamTlsSpec { verify, server_name, sni, client_cert, subject_alt_names } = spec;
         Settings {
             verify: verify.as_ref().map(|b| b.id),
             server_name: server_name.clone(),
             sni: *sni,
             client_cert: client_cert.as_ref().map(|c| c.id),
+            subject_alt_names: subject_alt_names.clone(),
         }
     }
 }
@@ -153,9 +166,17 @@ impl UpstreamTls {
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?;
+        let names = spec.subject_alt_names.clone();
         let builder = match &spec.verify {
-            Some(bundle) => builder.with_root_certificates(bundle.roots.clone()),
-            None => builder.dangerous().with_custom_certificate_verifier(Arc::new(EncryptOnly(provider))),
+            Some(bundle) if names.is_empty() => builder.with_root_certificates(bundle.roots.clone()),
+            Some(bundle) => {
+                let verifier = AnyOfNames { roots: bundle.roots.clone(), names, provider };
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier))
+            }
+            None if names.is_empty() => {
+                builder.dangerous().with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
+            }
+            None => return Err("subject alternative names are verified against a CA bundle, and none is given".into()),
         };
         let mut config = match &spec.client_cert {
             Some(cert) => builder.with_client_cert_resolver(Arc::new(ClientCert(cert.key.clone()))),
@@ -202,6 +223,80 @@ impl ResolvesClientCert for ClientCert {
     fn has_certs(&self) -> bool {
         true
     }
+}
+
+/// A BackendTLSPolicy's `subjectAltNames`: the certificate must chain to `roots` (for server
+/// authentication, at the time of the handshake) and carry at least one of `names`.
+#[derive(Debug)]
+struct AnyOfNames {
+    roots: Arc<RootCertStore>,
+    names: Vec<SubjectAltName>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for AnyOfNames {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let cert = webpki::EndEntityCert::try_from(end_entity).map_err(certificate_error)?;
+        let algorithms = self.provider.signature_verification_algorithms.all;
+        let usage = webpki::KeyUsage::server_auth();
+        cert.verify_for_usage(algorithms, &self.roots.roots, intermediates, now, usage, None, None)
+            .map_err(certificate_error)?;
+        let uris = crate::der::subject_alt_uris(end_entity);
+        let carries = |name: &SubjectAltName| match name {
+            SubjectAltName::Dns(dns) => {
+                ServerName::try_from(dns.as_str()).is_ok_and(|dns| cert.verify_is_valid_for_subject_name(&dns).is_ok())
+            }
+            SubjectAltName::Uri(uri) => uris.contains(&uri.as_str()),
+        };
+        if self.names.iter().any(carries) {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(rustls::CertificateError::NotValidForName))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// webpki's verdict in rustls' terms (the access log and the upstream error count read them).
+fn certificate_error(error: webpki::Error) -> rustls::Error {
+    use rustls::CertificateError as C;
+    let reason = match error {
+        webpki::Error::UnknownIssuer => C::UnknownIssuer,
+        webpki::Error::CertExpired { .. } => C::Expired,
+        webpki::Error::CertNotValidYet { .. } => C::NotValidYet,
+        webpki::Error::InvalidSignatureForPublicKey => C::BadSignature,
+        webpki::Error::CertNotValidForName(_) => C::NotValidForName,
+        other => C::Other(rustls::OtherError(Arc::new(other))),
+    };
+    rustls::Error::InvalidCertificate(reason)
 }
 
 /// `proxy-ssl-verify: off`: any certificate is accepted as the backend's, but the handshake must

@@ -22,11 +22,11 @@ fn gateway_api_module() -> PathBuf {
 /// waits until the API server serves them.
 fn install_gateway_crds(admin: &Kube) {
     let dir = gateway_api_module().join("config/crd/standard");
-    for kind in ["gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"] {
+    for kind in ["gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "backendtlspolicies"] {
         let yaml = std::fs::read_to_string(dir.join(format!("gateway.networking.k8s.io_{kind}.yaml"))).unwrap();
         admin.try_apply_as(&yaml, "test").unwrap_or_else(|e| panic!("installing the {kind} CRD: {e}"));
     }
-    for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant"] {
+    for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "BackendTLSPolicy"] {
         assert!(eventually(PATIENCE, || admin.try_list(kind, None).is_ok()), "the {kind} CRD is never served");
     }
 }
@@ -246,6 +246,119 @@ spec:
         ramjet.log()
     );
     drop(second);
+    admin.delete("GatewayClass", None, name);
+}
+
+/// A BackendTLSPolicy on the real API server: the Service behind an HTTPRoute is spoken to over
+/// TLS verified by the CA in a ConfigMap, and the policy's `status.ancestors` entry for our
+/// Gateway follows what it names (the conformance suite's `BackendTLSPolicy` reconcile case): a
+/// ConfigMap that does not exist yet, then created, then emptied. A second policy on the same
+/// Service is `Conflicted`.
+#[test]
+fn gateway_api_backend_tls_policy_status_follows_its_ca_configmap() {
+    let name = "gwtls";
+    let (admin, install, controller) = gateway_install(name);
+    let ns = install.ns.clone();
+    let pki = Pki::new("gw-backend-tls");
+    pki.leaf("api", &["api.internal"]);
+    let api = TlsBackend::serve("api", bind_backend(), &pki, "api", None);
+    admin.apply(&Service::new(&ns, "api").target_port(api.addr.port()).service_yaml());
+    admin.apply(&endpoint_slice(&ns, "api-1", "api", "http", &[api.addr]));
+    let ca = std::fs::read_to_string(pki.path("ca.pem")).unwrap();
+    let policy = |configmap: &str, hostname: &str, policy: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: BackendTLSPolicy\nmetadata: {{ name: {policy}, namespace: {ns} }}\n\
+             spec:\n  targetRefs: [{{ group: \"\", kind: Service, name: api }}]\n  \
+             validation: {{ caCertificateRefs: [{{ group: \"\", kind: ConfigMap, name: {configmap} }}], hostname: {hostname} }}\n"
+        )
+    };
+    admin.apply(&format!(
+        r#"apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {{ name: edge, namespace: {ns} }}
+spec:
+  gatewayClassName: {name}
+  listeners: [{{ name: http, port: 80, protocol: HTTP }}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {{ name: api, namespace: {ns} }}
+spec:
+  parentRefs: [{{ name: edge }}]
+  hostnames: [api.gwtls.test]
+  rules: [{{ backendRefs: [{{ name: api, port: 80 }}] }}]
+"#
+    ));
+    admin.apply(&policy("api-ca", "api.internal", "api"));
+
+    let mut ramjet = install.ramjet_with("gwtls-0", &install.kubeconfig.clone(), &[]);
+    ramjet.wait_ready();
+    let status_of = |policy: &str| -> Option<Value> {
+        let object = admin.get("BackendTLSPolicy", Some(&ns), policy)?;
+        let ancestors = object["status"]["ancestors"].as_array()?.clone();
+        ancestors.into_iter().find(|a| a["controllerName"] == controller.as_str() && a["ancestorRef"]["name"] == "edge")
+    };
+    let holds = |policy: &str, accepted: (&str, &str), resolved: (&str, &str)| {
+        status_of(policy).is_some_and(|s| {
+            has(&s, "Accepted", accepted.0, accepted.1) && has(&s, "ResolvedRefs", resolved.0, resolved.1)
+        })
+    };
+    let answer = || get(ramjet.http, "api.gwtls.test", "/x");
+
+    // The ConfigMap does not exist yet: no valid CA, and the requests fail (never in clear).
+    assert!(
+        eventually(PATIENCE, || holds("api", ("False", "NoValidCACertificate"), ("False", "InvalidCACertificateRef"))),
+        "policy status: {:#?}\nlog:\n{}",
+        status_of("api"),
+        ramjet.log()
+    );
+    assert_eq!(answer().status, 502);
+    assert_eq!(api.connections(), 0, "no connection was made to the backend without its CA");
+    let entry = status_of("api").unwrap();
+    assert_eq!(
+        entry["ancestorRef"],
+        json!({ "group": "gateway.networking.k8s.io", "kind": "Gateway", "namespace": ns, "name": "edge" })
+    );
+
+    // Created: accepted, and the requests go over TLS with the hostname as SNI.
+    admin.apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: api-ca, namespace: {ns} }}\ndata:\n  ca.crt: {}\n",
+        json!(ca)
+    ));
+    assert!(
+        eventually(PATIENCE, || holds("api", ("True", "Accepted"), ("True", "ResolvedRefs"))),
+        "policy status: {:#?}",
+        status_of("api")
+    );
+    assert!(eventually(PATIENCE, || answer().status == 200), "{}", answer().body);
+    assert_eq!(answer().body, "api sni=api.internal target=/x\n");
+    let generation = admin.get("BackendTLSPolicy", Some(&ns), "api").unwrap()["metadata"]["generation"].clone();
+    assert!(status_of("api").unwrap()["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["observedGeneration"] == generation));
+
+    // A newer policy on the same Service: Conflicted, on the same Gateway, and not used.
+    std::thread::sleep(Duration::from_millis(1_100)); // a later creationTimestamp (whole seconds)
+    admin.apply(&policy("api-ca", "other.internal", "api-newer"));
+    assert!(
+        eventually(PATIENCE, || holds("api-newer", ("False", "Conflicted"), ("True", "ResolvedRefs"))),
+        "policy status: {:#?}",
+        status_of("api-newer")
+    );
+    assert_eq!(answer().status, 200);
+
+    // The ConfigMap emptied: the policy has no valid CA again, and its requests fail.
+    admin.apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: api-ca, namespace: {ns} }}\ndata:\n  ca.crt: \"\"\n"
+    ));
+    assert!(
+        eventually(PATIENCE, || holds("api", ("False", "NoValidCACertificate"), ("False", "InvalidCACertificateRef"))),
+        "policy status: {:#?}",
+        status_of("api")
+    );
+    assert!(eventually(PATIENCE, || answer().status == 502));
     admin.delete("GatewayClass", None, name);
 }
 

@@ -36,6 +36,7 @@ const KINDS: &[(&str, &str, &str, bool)] = &[
     ("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes", true),
     ("gateway.networking.k8s.io/v1", "GRPCRoute", "grpcroutes", true),
     ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant", "referencegrants", true),
+    ("gateway.networking.k8s.io/v1", "BackendTLSPolicy", "backendtlspolicies", true),
 ];
 
 fn resource(api_version: &str, kind: &str) -> (ApiResource, bool) {

@@ -12,9 +12,9 @@
 //! How each list merges decides how it is written (from the standard-channel CRDs):
 //! * GatewayClass and Gateway status belong to the class's controller alone (conditions and
 //!   listeners are maps keyed by type and name): server-side apply, field manager `ramjet`.
-//! * An HTTPRoute's (and a GRPCRoute's) `status.parents` is `x-kubernetes-list-type: atomic`: an
-//!   apply would replace the whole list, entries of other controllers included. So it is read,
-//!   modified and replaced: the entries whose `controllerName` is not ours stay as they are, ours
+//! * An HTTPRoute's (and a GRPCRoute's) `status.parents`, and a BackendTLSPolicy's
+//!   `status.ancestors`, are `x-kubernetes-list-type: atomic`: an apply would replace the whole
+//!   list, entries of other controllers included. So it is read, modified and replaced: the entries whose `controllerName` is not ours stay as they are, ours
 //!   are replaced, and the write carries the resourceVersion it was computed from (a conflict waits
 //!   for the watch's newer copy).
 
@@ -31,7 +31,7 @@ use super::watch::Stores;
 use super::{ClusterOptions, FIELD_MANAGER};
 use crate::apply::Compiled;
 use crate::compile::status::{GatewayReport, ParentReport, Report, RouteReport, StatusCondition};
-use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, GROUP};
+use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, GROUP};
 
 /// Keeps Gateway API status right while this replica leads: on every newly served generation (or
 /// new report for it), and on changes to the objects (whose current status the writes compare
@@ -118,12 +118,22 @@ async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions, report
     }
 
     for route in g.http_routes.state() {
-        let ours = about(&report.routes, &route.metadata);
-        write_parents::<HttpRoute>(client, controller, &route.metadata, route.status.as_ref(), ours).await;
+        let ours = about(&report.routes, &route.metadata).map(|r| (&r.parents[..], r.generation));
+        write_parents::<HttpRoute>(client, controller, &route.metadata, route.status.as_ref(), ours, PARENTS).await;
     }
     for route in g.grpc_routes.iter().flat_map(|s| s.state()) {
-        let ours = about(&report.grpc_routes, &route.metadata);
-        write_parents::<GrpcRoute>(client, controller, &route.metadata, route.status.as_ref(), ours).await;
+        let ours = about(&report.grpc_routes, &route.metadata).map(|r| (&r.parents[..], r.generation));
+        write_parents::<GrpcRoute>(client, controller, &route.metadata, route.status.as_ref(), ours, PARENTS).await;
+    }
+    for policy in g.backend_tls.iter().flat_map(|(policies, _)| policies.state()) {
+        let (namespace, name) = (policy.metadata.namespace.as_deref(), policy.metadata.name.as_deref());
+        let ours = report
+            .backend_tls_policies
+            .iter()
+            .find(|r| namespace == Some(r.namespace.as_str()) && name == Some(r.name.as_str()))
+            .map(|r| (&r.ancestors[..], r.generation));
+        let status = policy.status.as_ref();
+        write_parents::<BackendTlsPolicy>(client, controller, &policy.metadata, status, ours, ANCESTORS).await;
     }
 }
 
@@ -133,14 +143,22 @@ fn about<'r>(reports: &'r [RouteReport], meta: &ObjectMeta) -> Option<&'r RouteR
     reports.iter().find(|r| namespace == Some(r.namespace.as_str()) && name == Some(r.name.as_str()))
 }
 
-/// Writes a route's `status.parents` when ramjet's entries in it are not what `ours` says (none
-/// when ramjet has nothing to say about the route), keeping every other controller's entry as it is.
+/// A status list of entries per parent, and the field naming the parent: a route's
+/// `parents[].parentRef`, a policy's `ancestors[].ancestorRef`.
+type ParentList = (&'static str, &'static str);
+const PARENTS: ParentList = ("parents", "parentRef");
+const ANCESTORS: ParentList = ("ancestors", "ancestorRef");
+
+/// Writes a route's `status.parents` (a policy's `status.ancestors`) when ramjet's entries in it
+/// are not what `ours` says (none when ramjet has nothing to say about the object): its entries
+/// and the `metadata.generation` they describe. Every other controller's entry is kept as it is.
 async fn write_parents<K>(
     client: &Client,
     controller: &str,
     metadata: &ObjectMeta,
     status: Option<&Value>,
-    ours: Option<&RouteReport>,
+    ours: Option<(&[ParentReport], Option<i64>)>,
+    (list, parent_field): ParentList,
 ) where
     K: kube::Resource<DynamicType = ()>,
 {
@@ -148,25 +166,23 @@ async fn write_parents<K>(
     let (Some(namespace), Some(name)) = (metadata.namespace.as_deref(), metadata.name.as_deref()) else {
         return;
     };
-    let parents: &[ParentReport] = ours.map_or(&[], |r| &r.parents);
-    // The generation of the route the served table was compiled from, not the one in the store now.
-    let generation = ours.and_then(|r| r.generation);
-    let current: Vec<Value> =
-        status.and_then(|s| s.get("parents")).and_then(|p| p.as_array()).cloned().unwrap_or_default();
+    // The generation of the object the served table was compiled from, not the one in the store now.
+    let (parents, generation) = ours.unwrap_or((&[], None));
+    let current: Vec<Value> = status.and_then(|s| s.get(list)).and_then(|p| p.as_array()).cloned().unwrap_or_default();
     let (mine, others): (Vec<Value>, Vec<Value>) =
         current.into_iter().partition(|p| p.get("controllerName").and_then(|c| c.as_str()) == Some(controller));
     let want: Vec<Value> = parents
         .iter()
         .map(|p| {
-            let before = mine.iter().find(|m| m.get("parentRef") == Some(&json!(p.parent_ref)));
+            let before = mine.iter().find(|m| m.get(parent_field) == Some(&json!(p.parent_ref)));
             json!({
-                "parentRef": p.parent_ref,
+                parent_field: p.parent_ref,
                 "controllerName": controller,
                 "conditions": conditions(&p.conditions, generation, before.and_then(|b| b.get("conditions"))),
             })
         })
         .collect();
-    if mine.len() == want.len() && mine.iter().zip(&want).all(|(a, b)| same_parent(a, b)) {
+    if mine.len() == want.len() && mine.iter().zip(&want).all(|(a, b)| same_parent(a, b, parent_field)) {
         return;
     }
     let mut all = others;
@@ -180,16 +196,16 @@ async fn write_parents<K>(
     let mut updated = DynamicObject::new(name, &ApiResource::erase::<K>(&())).within(namespace);
     updated.metadata = metadata.clone();
     updated.metadata.managed_fields = None;
-    updated.data = json!({ "status": { "parents": all } });
+    updated.data = json!({ "status": { list: all } });
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ApiResource::erase::<K>(&()));
     match api.replace_status(name, &PostParams::default(), &updated).await {
-        Ok(_) => tracing::info!(route = %format!("{namespace}/{name}"), "{kind} status written"),
+        Ok(_) => tracing::info!(object = %format!("{namespace}/{name}"), "{kind} status written"),
         // Our view was older than the object: the watch brings the newer one and we try again.
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            tracing::debug!(route = %format!("{namespace}/{name}"), "{kind} changed while writing its status")
+            tracing::debug!(object = %format!("{namespace}/{name}"), "{kind} changed while writing its status")
         }
         Err(e) => {
-            tracing::warn!(route = %format!("{namespace}/{name}"), error = %e, "cannot write {kind} status")
+            tracing::warn!(object = %format!("{namespace}/{name}"), error = %e, "cannot write {kind} status")
         }
     }
 }
@@ -256,8 +272,8 @@ fn same_conditions(have: &Value, want: &[Value]) -> bool {
     comparable(have) == comparable(&Value::Array(want.to_vec()))
 }
 
-fn same_parent(have: &Value, want: &Value) -> bool {
-    have.get("parentRef") == want.get("parentRef")
+fn same_parent(have: &Value, want: &Value, parent_field: &str) -> bool {
+    have.get(parent_field) == want.get(parent_field)
         && comparable(have.get("conditions").unwrap_or(&Value::Null))
             == comparable(want.get("conditions").unwrap_or(&Value::Null))
 }

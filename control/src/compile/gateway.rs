@@ -1,5 +1,5 @@
-//! Compiling Gateway API objects — GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes and
-//! ReferenceGrants — into the same draft table as Ingresses (after them: on a conflict, the
+//! Compiling Gateway API objects — GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes,
+//! BackendTLSPolicies and ReferenceGrants — into the same draft table as Ingresses (after them: on a conflict, the
 //! Ingress keeps the path). Nothing downstream knows which API a route came from.
 //!
 //! In order:
@@ -7,14 +7,16 @@
 //! 2. each listener is judged: ramjet serves `HTTP` on its plain port and `HTTPS` (TLS terminated,
 //!    certificates from Secrets through the same certificate store) on its TLS port; any other port,
 //!    protocol or TLS mode is reported in the listener's conditions, never silently ignored;
-//! 3. each HTTPRoute's `parentRefs` attach it to listeners (section name, port, the listener's
+//! 3. BackendTLSPolicies are judged ([`backend_tls`]): the Services they target are spoken to over
+//!    TLS, verified as they say, by every route below;
+//! 4. each HTTPRoute's `parentRefs` attach it to listeners (section name, port, the listener's
 //!    `allowedRoutes` namespaces and kinds, hostname intersection), and its rules become
 //!    [`Rule`]s: matches become path keys plus conditions, `backendRefs` weighted backends, filters
 //!    the rule's filters;
-//! 4. for every path key of a host, the rules of every match that covers that key, in the spec's
+//! 5. for every path key of a host, the rules of every match that covers that key, in the spec's
 //!    precedence order (Exact, longest prefix, method, most headers, most query parameters, oldest
 //!    route, route name, rule order), form the route's policy; a request no rule accepts gets 404;
-//! 5. an HTTPRoute with `ramjet.dev/canary-auto-promote` becomes a [`CanaryPlan`] for the deciding
+//! 6. an HTTPRoute with `ramjet.dev/canary-auto-promote` becomes a [`CanaryPlan`] for the deciding
 //!    replica: its rules with two `backendRefs` split between the first (primary) and the second
 //!    (canary), at the weight `ramjet.dev/canary-state` holds once ramjet has written one
 //!    ([`promotion`]; `docs/canaries.md`).
@@ -46,6 +48,7 @@ use crate::gateway_api::{
     ReferenceGrant, GROUP,
 };
 use crate::routes_file::validate_host;
+use backend_tls::{BackendTls, BackendTlsPolicies};
 
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
@@ -94,6 +97,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         report.gateways.push(gateway_report);
         listeners.extend(served);
     }
+    let mut refs = Refs { grants, backend_tls: BackendTlsPolicies::judge(snapshot, resolver, draft) };
     let namespaces: HashMap<&str, &Namespace> =
         snapshot.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, &**n))).collect();
     let mut routes: Vec<&HttpRoute> = snapshot.http_routes.iter().map(|r| &**r).collect();
@@ -125,6 +129,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         let name = route.metadata.name.as_deref().unwrap_or("");
         let object = ObjectRef::new(kind, Some(namespace), name);
         let mut parents = Vec::new();
+        let mut attached_to = Vec::new();
         let mut hosts: BTreeMap<String, Listening> = BTreeMap::new();
         for parent in &route.spec.parent_refs {
             let Some(attached) = attach(kind, route, parent, &listeners, &namespaces, &mut report) else { continue };
@@ -142,6 +147,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
                         parent_ref: parent.clone(),
                         conditions: vec![StatusCondition::new("Accepted", true, "Accepted", "attached")],
                     });
+                    attached_to.push(parent.clone());
                 }
                 Err(refused) => {
                     draft.warn(&object, format!("parentRef {}: {}", parent.name, refused.message));
@@ -154,7 +160,8 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         }
         let reports = if grpc.is_some() { &mut report.grpc_routes } else { &mut report.routes };
         let target = Target { kind, grpc, order, hosts: &hosts, object: &object, report: reports.len() };
-        let resolved = compile_rules(route, &target, &grants, resolver, draft, &mut entries, &mut promotions);
+        refs.backend_tls.used_by(route, &attached_to, resolver);
+        let resolved = compile_rules(route, &target, &refs, resolver, draft, &mut entries, &mut promotions);
         for parent in &mut parents {
             parent.conditions.push(resolved.clone());
         }
@@ -172,6 +179,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         }
     }
     add_routes(entries, resolver, draft, &mut promotions);
+    report.backend_tls_policies = refs.backend_tls.reports();
     for promotion in promotions {
         let condition = promotion.finish(draft);
         for parent in &mut report.routes[promotion.report].parents {
@@ -604,7 +612,7 @@ struct Action {
 fn compile_rules(
     route: &HttpRoute,
     target: &Target<'_>,
-    grants: &Grants<'_>,
+    refs: &Refs<'_>,
     resolver: &mut Resolver<'_, '_>,
     draft: &mut Draft,
     entries: &mut Vec<Entry>,
@@ -622,7 +630,7 @@ fn compile_rules(
             None
         });
         let from = Referrer { kind: target.kind, namespace };
-        actions.push(match rule_action(rule, from, grants, resolver) {
+        actions.push(match rule_action(rule, from, refs, resolver) {
             Ok((backends, filters)) => Action { deadline, backends, filters, served: true },
             Err(problem) => {
                 draft.warn(object, format!("spec.rules[{r}]: {}; its requests get 500", problem.message));
@@ -967,12 +975,12 @@ impl RuleProblem {
 fn rule_action(
     rule: &crate::gateway_api::HttpRouteRule,
     from: Referrer<'_>,
-    grants: &Grants<'_>,
+    refs: &Refs<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<(Vec<WeightedBackend>, Vec<Filter>), RuleProblem> {
     let mut filters = Vec::new();
     for filter in &rule.filters {
-        filters.push(compile_filter(filter, from, grants, resolver)?);
+        filters.push(compile_filter(filter, from, refs, resolver)?);
     }
     let redirects = filters.iter().any(|f| matches!(f, Filter::Redirect(_)));
     if redirects && filters.iter().any(|f| matches!(f, Filter::Rewrite(_))) {
@@ -996,13 +1004,15 @@ fn rule_action(
                     format!("a {} filter on a backendRef is not supported (only header modifiers)", filter.type_);
                 return Err(RuleProblem::new("UnsupportedValue", message));
             }
-            own.push(compile_filter(filter, from, grants, resolver)?);
+            own.push(compile_filter(filter, from, refs, resolver)?);
         }
         let weight = reference.weight.unwrap_or(1).max(0) as u32;
-        let mut target = backend(reference, from, grants, resolver)?;
+        let mut target = backend(reference, from, refs, resolver)?;
         if from.kind == GRPC_ROUTE {
-            // A GRPCRoute's backends speak gRPC: HTTP/2 (h2c), errors answered the gRPC way.
-            target = resolver.compiler.speaking(&target, BackendProtocol::Grpc, None);
+            // A GRPCRoute's backends speak gRPC: HTTP/2 (h2c, or TLS with a BackendTLSPolicy),
+            // errors answered the gRPC way.
+            let protocol = if target.tls.is_some() { BackendProtocol::Grpcs } else { BackendProtocol::Grpc };
+            target = resolver.compiler.speaking(&target, protocol, target.tls.clone());
         }
         let mut weighted = WeightedBackend::new(target, weight);
         weighted.filters = own.into_boxed_slice();
@@ -1018,7 +1028,7 @@ fn rule_action(
 fn compile_filter(
     filter: &HttpRouteFilter,
     from: Referrer<'_>,
-    grants: &Grants<'_>,
+    refs: &Refs<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<Filter, RuleProblem> {
     match filter.type_.as_str() {
@@ -1027,7 +1037,7 @@ fn compile_filter(
                 return Err(RuleProblem::new("UnsupportedValue", "RequestMirror without requestMirror"));
             };
             let reference = HttpBackendRef { backend: mirror.backend_ref.clone(), ..HttpBackendRef::default() };
-            let target = backend(&reference, from, grants, resolver)?;
+            let target = backend(&reference, from, refs, resolver)?;
             let percent = match (&mirror.percent, &mirror.fraction) {
                 (Some(p), _) => (*p).clamp(0, 100) as u8,
                 (None, Some(f)) => {
@@ -1180,7 +1190,7 @@ struct Referrer<'a> {
 fn backend(
     reference: &HttpBackendRef,
     from: Referrer<'_>,
-    grants: &Grants<'_>,
+    refs: &Refs<'_>,
     resolver: &mut Resolver<'_, '_>,
 ) -> Result<Arc<Backend>, RuleProblem> {
     let namespace = from.namespace;
@@ -1190,7 +1200,7 @@ fn backend(
         return Err(RuleProblem::new("InvalidKind", format!("backendRef {group}/{kind} {} is not a Service", b.name)));
     }
     let target = b.namespace.as_deref().unwrap_or(namespace);
-    if target != namespace && !grants.allows(GROUP, from.kind, namespace, "", "Service", target, &b.name) {
+    if target != namespace && !refs.grants.allows(GROUP, from.kind, namespace, "", "Service", target, &b.name) {
         return Err(RuleProblem::new(
             "RefNotPermitted",
             format!("no ReferenceGrant in {target} lets {}s of {namespace} use Service {}", from.kind, b.name),
@@ -1203,11 +1213,28 @@ fn backend(
     let resolved = resolver
         .resolve_backend(target, &service, PortRef::Number(port))
         .map_err(|e| RuleProblem::new("BackendNotFound", e))?;
-    // The Service port's `appProtocol` (GEP-1911): `kubernetes.io/h2c` is HTTP/2 by prior knowledge.
-    Ok(match resolver.app_protocol(target, &b.name, port) {
-        Some("kubernetes.io/h2c") => resolver.compiler.speaking(&resolved, BackendProtocol::H2c, None),
-        _ => resolved,
+    // A BackendTLSPolicy on the Service (or this port of it) decides TLS; then the Service
+    // port's `appProtocol` (GEP-1911): `kubernetes.io/h2c` is HTTP/2 by prior knowledge.
+    let port_name = resolver.port_name(target, &b.name, port).unwrap_or("");
+    Ok(match (refs.backend_tls.for_backend(target, &b.name, port_name), resolver.app_protocol(target, &b.name, port)) {
+        (Some(BackendTls::Verified(tls)), _) => {
+            resolver.compiler.speaking(&resolved, BackendProtocol::Https, Some(tls))
+        }
+        // Why is in the policy's status and the diagnostics, not told to clients.
+        (Some(BackendTls::Refused), _) => {
+            let kind = BackendKind::Respond(respond(502, "the backend's TLS policy cannot be used\n"));
+            resolver.compiler.backend(&format!("gateway:backend-tls-refused:{target}/{}", b.name), kind)
+        }
+        (None, Some("kubernetes.io/h2c")) => resolver.compiler.speaking(&resolved, BackendProtocol::H2c, None),
+        (None, _) => resolved,
     })
+}
+
+/// What compiling a route's references consults: ReferenceGrants, and the BackendTLSPolicies of
+/// the Services they name.
+struct Refs<'s> {
+    grants: Grants<'s>,
+    backend_tls: BackendTlsPolicies<'s>,
 }
 
 /// The answer for requests whose rule cannot be served (a missing backend, an unsupported filter).
@@ -1372,6 +1399,7 @@ impl<'s> Grants<'s> {
     }
 }
 
+mod backend_tls;
 mod grpc;
 #[cfg(test)]
 mod tests;

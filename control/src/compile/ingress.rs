@@ -648,6 +648,7 @@ impl BackendTls {
             server_name,
             sni: self.sni,
             client_cert: self.client_cert.clone(),
+            subject_alt_names: Vec::new(),
         }
     }
 }

@@ -249,6 +249,13 @@ impl<'s, 'c> Resolver<'s, 'c> {
         ports.iter().find(|p| p.port == port)?.app_protocol.as_deref()
     }
 
+    /// The name of a Service's port (by number), when it has one.
+    pub fn port_name(&self, namespace: &str, name: &str, port: i32) -> Option<&'s str> {
+        let service = self.services.get(&(namespace, name))?;
+        let ports = service.spec.as_ref()?.ports.as_deref()?;
+        ports.iter().find(|p| p.port == port)?.name.as_deref()
+    }
+
     pub fn certificate(&mut self, namespace: &'s str, name: &'s str) -> Result<Arc<Certificate>, String> {
         if let Some(known) = self.certificates.get(&(namespace, name)) {
             return known.clone();

@@ -4,12 +4,12 @@
 use std::fmt;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use ramjet_shared::Diagnostic;
 
-use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 
 /// The default `--gateway-controller-name`.
 pub const GATEWAY_CONTROLLER: &str = "ramjet.dev/gateway-controller";
@@ -63,6 +63,9 @@ pub struct ClusterSnapshot {
     pub http_routes: Vec<Arc<HttpRoute>>,
     pub grpc_routes: Vec<Arc<GrpcRoute>>,
     pub reference_grants: Vec<Arc<ReferenceGrant>>,
+    pub backend_tls_policies: Vec<Arc<BackendTlsPolicy>>,
+    /// ConfigMaps, for the CA certificates of BackendTLSPolicies (watched only with them).
+    pub config_maps: Vec<Arc<ConfigMap>>,
     /// Problems found while reading the objects (a manifest that is not valid YAML); they are
     /// carried into the generation's diagnostics.
     pub diagnostics: Vec<Diagnostic>,

@@ -66,6 +66,16 @@ pub struct RouteReport {
     pub parents: Vec<ParentReport>,
 }
 
+/// What status says about one BackendTLSPolicy: an entry per Gateway of ours whose routes use
+/// the Services it targets (`status.ancestors`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyReport {
+    pub namespace: String,
+    pub name: String,
+    pub generation: Option<i64>,
+    pub ancestors: Vec<ParentReport>,
+}
+
 /// Everything the status writer needs, from one compile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
@@ -74,4 +84,5 @@ pub struct Report {
     /// HTTPRoutes.
     pub routes: Vec<RouteReport>,
     pub grpc_routes: Vec<RouteReport>,
+    pub backend_tls_policies: Vec<PolicyReport>,
 }

@@ -19,6 +19,8 @@ use webpki::{
 };
 
 use super::policy::Matcher;
+use crate::der::{der, der_len};
+pub use crate::der::{subject_alt_uris, subject_and_issuer};
 use crate::upstream_tls::CaBundle;
 
 /// How hard a host asks (ingress-nginx's `auth-tls-verify-client`).
@@ -330,51 +332,6 @@ pub fn rfc2253(name: &[u8]) -> Option<String> {
         }
     }
     Some(out)
-}
-
-/// The subject and issuer names (DER) of a certificate.
-pub fn subject_and_issuer(cert: &[u8]) -> Option<(&[u8], &[u8])> {
-    let (_, cert, _) = der(cert)?;
-    let (_, tbs, _) = der(cert)?;
-    let mut rest = tbs;
-    // [0] version, if present; then serial, signature algorithm, issuer, validity, subject.
-    if rest.first() == Some(&0xa0) {
-        rest = der(rest)?.2;
-    }
-    rest = der(rest)?.2;
-    rest = der(rest)?.2;
-    let issuer = &rest[..der_len(rest)?];
-    rest = der(rest)?.2;
-    rest = der(rest)?.2;
-    let subject = &rest[..der_len(rest)?];
-    Some((subject, issuer))
-}
-
-/// One DER element: its tag, its contents and what follows it.
-fn der(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let tag = *input.first()?;
-    let first = *input.get(1)?;
-    let (len, header) = if first < 0x80 {
-        (usize::from(first), 2)
-    } else {
-        let bytes = usize::from(first & 0x7f);
-        if bytes == 0 || bytes > 4 {
-            return None;
-        }
-        let mut len = 0usize;
-        for b in input.get(2..2 + bytes)? {
-            len = (len << 8) | usize::from(*b);
-        }
-        (len, 2 + bytes)
-    };
-    let end = header.checked_add(len)?;
-    Some((tag, input.get(header..end)?, input.get(end..)?))
-}
-
-/// The length of the first DER element, header included.
-fn der_len(input: &[u8]) -> Option<usize> {
-    let (_, _, rest) = der(input)?;
-    Some(input.len() - rest.len())
 }
 
 /// The DER string types whose contents are text.

@@ -10,7 +10,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource};
@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 use super::{api, reflect, reflect_compiled};
 use crate::cluster::ClusterOptions;
-use crate::gateway_api::{Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
 
 /// The Gateway API stores once they exist: set once, never replaced, cheap to clone.
 pub type GatewayCell = Arc<OnceLock<GatewayStores>>;
@@ -70,7 +70,7 @@ pub(super) async fn start(client: &Client, options: &ClusterOptions, notify: [Ar
     }
     let ns = options.watch_namespace.as_deref();
     match usable(client, ns).await {
-        Ok(grpc) => Arc::new(OnceLock::from(GatewayStores::start(client, ns, grpc, notify))),
+        Ok(optional) => Arc::new(OnceLock::from(GatewayStores::start(client, ns, optional, notify))),
         Err(why) => {
             tracing::warn!(
                 "{why}: Ingresses are served as usual, Gateways and HTTPRoutes once the Gateway API \
@@ -86,10 +86,9 @@ pub(super) async fn start(client: &Client, options: &ClusterOptions, notify: [Ar
 /// Whether the Gateway API kinds can be watched: served by the API server (its CRDs installed)
 /// and readable by ramjet. A watcher on a kind that cannot be listed would never finish its first
 /// list, and nothing would ever be published: so this is asked before any watcher starts.
-/// `Ok(true)` when GRPCRoutes can be watched too: they are optional (CRDs older than v1.1 serve no
-/// `grpcroutes` in v1, and an older chart's RBAC grants none), and without them HTTPRoutes are
-/// served all the same.
-async fn usable(client: &Client, namespace: Option<&str>) -> Result<bool, Unusable> {
+/// Which optional kinds can be watched too ([`Optional`]): without them HTTPRoutes are served all
+/// the same.
+async fn usable(client: &Client, namespace: Option<&str>) -> Result<Optional, Unusable> {
     let served = client.list_api_group_resources("gateway.networking.k8s.io/v1").await.map_err(Unusable::NotServed)?;
     let probe = kube::api::ListParams::default().limit(1);
     let classes: Api<GatewayClass> = Api::all(client.clone());
@@ -97,18 +96,42 @@ async fn usable(client: &Client, namespace: Option<&str>) -> Result<bool, Unusab
     let cannot_list = |kind| move |source| Unusable::CannotList { kind, source };
     classes.list_metadata(&probe).await.map_err(cannot_list("GatewayClasses"))?;
     routes.list_metadata(&probe).await.map_err(cannot_list("HTTPRoutes"))?;
-    if !served.resources.iter().any(|r| r.name == "grpcroutes") {
-        tracing::info!("the cluster serves no GRPCRoutes in gateway.networking.k8s.io/v1 (Gateway API CRDs older than v1.1): only HTTPRoutes are watched");
-        return Ok(false);
+    let serves = |plural: &str| served.resources.iter().any(|r| r.name == plural);
+    let grpc = serves("grpcroutes") && {
+        let grpc: Api<GrpcRoute> = api(client, namespace);
+        readable(grpc.list_metadata(&probe).await.map(drop), "GRPCRoutes")
+    };
+    if !serves("grpcroutes") {
+        tracing::info!("the cluster serves no GRPCRoutes in gateway.networking.k8s.io/v1 (Gateway API CRDs older than v1.1): they are not watched");
     }
-    let grpc: Api<GrpcRoute> = api(client, namespace);
-    match grpc.list_metadata(&probe).await {
-        Ok(_) => Ok(true),
-        Err(e) => {
-            tracing::warn!("cannot list GRPCRoutes ({e}); see the chart's RBAC: only HTTPRoutes are watched");
-            Ok(false)
-        }
+    // A BackendTLSPolicy names ConfigMaps: both are needed to honour one.
+    let backend_tls = serves("backendtlspolicies") && {
+        let policies: Api<BackendTlsPolicy> = api(client, namespace);
+        let config_maps: Api<ConfigMap> = api(client, namespace);
+        readable(policies.list_metadata(&probe).await.map(drop), "BackendTLSPolicies")
+            && readable(config_maps.list_metadata(&probe).await.map(drop), "ConfigMaps (for BackendTLSPolicies)")
+    };
+    if !serves("backendtlspolicies") {
+        tracing::info!("the cluster serves no BackendTLSPolicies in gateway.networking.k8s.io/v1 (Gateway API CRDs older than v1.4): they are not watched");
     }
+    Ok(Optional { grpc, backend_tls })
+}
+
+/// The Gateway API kinds that are watched only where the cluster serves them and ramjet may list
+/// them: CRDs of an older release serve fewer kinds, and an older chart's RBAC grants fewer.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Optional {
+    grpc: bool,
+    /// BackendTLSPolicies, and the ConfigMaps their CA certificates are in.
+    backend_tls: bool,
+}
+
+/// Whether a probe list succeeded; why not is logged.
+fn readable(listed: Result<(), kube::Error>, what: &str) -> bool {
+    if let Err(e) = &listed {
+        tracing::warn!("cannot list {what} ({e}); see the chart's RBAC: they are not watched");
+    }
+    listed.is_ok()
 }
 
 /// Looks at discovery every [`RECHECK`] (the first time after [`FIRST_RECHECK`]) until the Gateway
@@ -123,9 +146,9 @@ async fn pick_up_later(
     mut why: Unusable,
 ) {
     tokio::time::sleep(FIRST_RECHECK).await;
-    let grpc = loop {
+    let optional = loop {
         match usable(&client, namespace.as_deref()).await {
-            Ok(grpc) => break grpc,
+            Ok(optional) => break optional,
             Err(now) if now.same_reason(&why) => tracing::debug!("{now}"),
             Err(now) => {
                 tracing::warn!("{now}: Gateways and HTTPRoutes are still ignored (checked every {RECHECK:?})");
@@ -134,7 +157,7 @@ async fn pick_up_later(
         }
         tokio::time::sleep(RECHECK).await;
     };
-    let stores = GatewayStores::start(&client, namespace.as_deref(), grpc, notify.clone());
+    let stores = GatewayStores::start(&client, namespace.as_deref(), optional, notify.clone());
     stores.ready().await;
     // This task is the cell's only writer, and it was empty at start: this sets it.
     cell.get_or_init(|| stores);
@@ -154,12 +177,13 @@ pub struct GatewayStores {
     pub grpc_routes: Option<Store<GrpcRoute>>,
     pub grants: Store<ReferenceGrant>,
     pub namespaces: Store<Namespace>,
+    /// BackendTLSPolicies and ConfigMaps, when the cluster serves the first and ramjet may list both.
+    pub backend_tls: Option<(Store<BackendTlsPolicy>, Store<ConfigMap>)>,
 }
 
 impl GatewayStores {
     /// `notify[0]` hears what the compiler reads (not status-only changes), `notify[1]` every change.
-    /// `grpc`: GRPCRoutes are watched too.
-    pub(super) fn start(client: &Client, ns: Option<&str>, grpc: bool, notify: [Arc<Notify>; 2]) -> Self {
+    pub(super) fn start(client: &Client, ns: Option<&str>, optional: Optional, notify: [Arc<Notify>; 2]) -> Self {
         let [compile, any] = notify;
         let both = [compile.clone(), any.clone()];
         let status_only = std::slice::from_ref(&any);
@@ -182,7 +206,7 @@ impl GatewayStores {
                 status_only,
                 Some((compile.clone(), spec_fingerprint)),
             ),
-            grpc_routes: grpc.then(|| {
+            grpc_routes: optional.grpc.then(|| {
                 reflect_compiled(
                     api(client, ns),
                     watcher::Config::default(),
@@ -192,6 +216,15 @@ impl GatewayStores {
             }),
             grants: reflect(api(client, ns), watcher::Config::default(), &both),
             namespaces: reflect(Api::all(client.clone()), watcher::Config::default(), &both),
+            backend_tls: optional.backend_tls.then(|| {
+                let policies = reflect_compiled(
+                    api(client, ns),
+                    watcher::Config::default(),
+                    status_only,
+                    Some((compile.clone(), spec_fingerprint)),
+                );
+                (policies, reflect(api(client, ns), watcher::Config::default(), &both))
+            }),
         }
     }
 
@@ -208,6 +241,11 @@ impl GatewayStores {
             },
             self.grants.wait_until_ready(),
             self.namespaces.wait_until_ready(),
+            async {
+                if let Some((policies, config_maps)) = &self.backend_tls {
+                    let _ = futures::join!(policies.wait_until_ready(), config_maps.wait_until_ready());
+                }
+            },
         );
     }
 }

@@ -56,6 +56,7 @@ impl<'s> Resolver<'s, '_> {
             server_name: host.to_string(),
             sni: true,
             client_cert: None,
+            subject_alt_names: Vec::new(),
         };
         let tls = self.compiler.upstream_tls(&spec)?;
         Ok(self.compiler.backend_over(&name, kind, BackendProtocol::Https, Some(tls)))

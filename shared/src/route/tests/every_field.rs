@@ -30,6 +30,7 @@ use crate::route::hash_by::HashBy;
 use crate::route::htpasswd::Htpasswd;
 use crate::route::next_upstream::NextUpstream;
 use crate::route::source_ranges::{IpBlock, SourceRanges};
+use crate::upstream_tls::SubjectAltName;
 use crate::upstream_tls::{CaBundle, UpstreamTlsSpec};
 
 /// Where generators draw from: at random (recording each draw), or replaying a recording with
@@ -163,6 +164,11 @@ fn upstream_tls(c: &mut Choices) -> Arc<UpstreamTls> {
         sni: c.flag(),
         // A client certificate needs a key pair; it is encoded by its content id as the bundle is.
         client_cert: None,
+        subject_alt_names: match c.pick(3) {
+            0 => Vec::new(),
+            1 => vec![SubjectAltName::Dns(c.one_of(&["a.test", "b.test"]).to_string())],
+            _ => vec![SubjectAltName::Uri("spiffe://cluster.test/ns/a/sa/b".into())],
+        },
     };
     UpstreamTls::new(&spec).unwrap()
 }
