@@ -81,6 +81,51 @@ pub struct GatewaySpec {
     pub gateway_class_name: String,
     #[serde(default)]
     pub listeners: Vec<Listener>,
+    /// TLS for the whole Gateway: client-certificate validation of its HTTPS listeners (v1.5).
+    #[serde(default)]
+    pub tls: Option<GatewayTls>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayTls {
+    #[serde(default)]
+    pub frontend: Option<FrontendTls>,
+}
+
+/// Client-certificate validation: `default` for every HTTPS listener, `perPort` for those on a port.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTls {
+    #[serde(default)]
+    pub default: FrontendTlsConfig,
+    #[serde(default)]
+    pub per_port: Vec<FrontendTlsPort>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTlsPort {
+    pub port: i32,
+    #[serde(default)]
+    pub tls: FrontendTlsConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendTlsConfig {
+    #[serde(default)]
+    pub validation: Option<FrontendValidation>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrontendValidation {
+    #[serde(default)]
+    pub ca_certificate_refs: Vec<ObjectReference>,
+    /// `AllowValidOnly` (the default) or `AllowInsecureFallback`.
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

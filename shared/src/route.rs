@@ -1051,6 +1051,12 @@ impl TableBuilder {
         true
     }
 
+    /// The client-certificate authentication a handshake for `host` gets, as the table will look it
+    /// up by server name.
+    pub fn client_auth_for(&self, host: &str) -> Option<&Arc<ClientAuth>> {
+        by_server_name(&self.client_auth, true, host)
+    }
+
     /// HTTPS answers of hosts with a certificate of their own carry `Strict-Transport-Security: value`.
     pub fn set_hsts(&mut self, value: Option<String>) {
         self.hsts = value.map(Into::into);

@@ -32,9 +32,9 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use ramjet_shared::{
-    Backend, BackendKind, BackendProtocol, Certificate, Condition, DirectResponse, Filter, HeaderEdits, Matcher,
-    Mirror, ObjectRef, PathKind, PathRewrite, Redirect, Rewrite, RouteOrigin, RoutePolicy, Rule, Source,
-    WeightedBackend,
+    Backend, BackendKind, BackendProtocol, Certificate, ClientAuth, Condition, DirectResponse, Filter, HeaderEdits,
+    Matcher, Mirror, ObjectRef, PathKind, PathRewrite, Redirect, Rewrite, RouteLimits, RouteOrigin, RoutePolicy, Rule,
+    Source, WeightedBackend,
 };
 
 use super::resolve::{PortRef, Resolver};
@@ -49,6 +49,7 @@ use crate::gateway_api::{
 };
 use crate::routes_file::validate_host;
 use backend_tls::{BackendTls, BackendTlsPolicies};
+use frontend_tls::Frontend;
 
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
@@ -62,6 +63,8 @@ struct ServedListener<'s> {
     /// The listener's hostname, validated (`None`: any host).
     hostname: Option<String>,
     certificate: Option<Arc<Certificate>>,
+    /// Its client-certificate validation (HTTPS listeners of Gateways that ask).
+    client_auth: Option<Arc<ClientAuth>>,
 }
 
 /// Compiles the Gateway API objects of our classes into `draft` and says what their status is.
@@ -91,11 +94,13 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         snapshot.gateways.iter().map(|g| &**g).filter(|g| classes.contains(&g.spec.gateway_class_name)).collect();
     gateways.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
     let mut listeners = Vec::new();
+    let mut closed = Vec::new();
     for gateway in gateways {
         let at = report.gateways.len();
-        let (gateway_report, served) = judge_gateway(gateway, at, snapshot, &grants, resolver, draft);
+        let (gateway_report, served, refused) = judge_gateway(gateway, at, snapshot, &grants, resolver, draft);
         report.gateways.push(gateway_report);
         listeners.extend(served);
+        closed.extend(refused);
     }
     let mut refs = Refs { grants, backend_tls: BackendTlsPolicies::judge(snapshot, resolver, draft) };
     let namespaces: HashMap<&str, &Namespace> =
@@ -171,11 +176,26 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     // An HTTPS listener's certificate serves its hostname whether or not a route is attached (a
     // request for a host without routes gets its 404 over TLS); one without a hostname serves any
     // server name (`""`). The first listener to claim a name keeps it.
-    for listener in &listeners {
-        let Some(cert) = &listener.certificate else { continue };
-        let host = any_depth(listener.hostname.clone().unwrap_or_default());
+    // A listener's client-certificate validation is chosen by server name as its certificate is.
+    let served = listeners.iter().filter_map(|l| {
+        let cert = l.certificate.as_ref()?;
+        let gateway = &l.gateway.metadata;
+        let object =
+            ObjectRef::new("Gateway", Some(namespace_of(&gateway.namespace)), gateway.name.as_deref().unwrap_or(""));
+        Some((any_depth(l.hostname.clone().unwrap_or_default()), cert, l.client_auth.as_ref(), object))
+    });
+    let closed = closed.iter().map(|(host, cert, auth, object)| (host.clone(), cert, Some(auth), object.clone()));
+    for (host, cert, auth, object) in served.chain(closed) {
         if draft.builder.add_tls_host(&host, cert.id) {
             draft.certificates.push(cert.clone());
+        }
+        if let Some(auth) = auth {
+            if !draft.builder.add_client_auth(&host, auth.clone()) {
+                let name = if host.is_empty() { "any server name" } else { host.as_str() };
+                let message =
+                    format!("{name}: client certificates are already validated as another listener or Ingress asks");
+                draft.warn(&object, message);
+            }
         }
     }
     add_routes(entries, resolver, draft, &mut promotions);
@@ -202,12 +222,13 @@ fn judge_gateway<'s>(
     grants: &Grants<'_>,
     resolver: &mut Resolver<'s, '_>,
     draft: &mut Draft,
-) -> (GatewayReport, Vec<ServedListener<'s>>) {
+) -> (GatewayReport, Vec<ServedListener<'s>>, Vec<Closed>) {
     let namespace = namespace_of(&gateway.metadata.namespace);
     let name = gateway.metadata.name.as_deref().unwrap_or("");
     let object = ObjectRef::new("Gateway", Some(namespace), name);
     let options = &snapshot.options;
     let mut served = Vec::new();
+    let mut closed = Vec::new();
     let mut reports = Vec::new();
     let mut seen: HashMap<(i32, Option<&str>), &str> = HashMap::new();
     for (i, listener) in gateway.spec.listeners.iter().enumerate() {
@@ -283,13 +304,18 @@ fn judge_gateway<'s>(
             }
         }
         let mut certificate = None;
+        let mut frontend = None;
         if tls {
             match listener_certificate(gateway, listener, grants, resolver) {
                 Ok(cert) => certificate = Some(cert),
                 Err(e) => resolved = Err(e),
             }
+            frontend = frontend_tls::validation(gateway, listener, grants, resolver);
+            if let (Ok(()), Some(Frontend { problem: Some(problem), .. })) = (&resolved, &frontend) {
+                resolved = Err(problem.clone());
+            }
         }
-        let programmed = match &resolved {
+        let mut programmed = match &resolved {
             Ok(()) => {
                 conditions.push(StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", ""));
                 true
@@ -301,11 +327,24 @@ fn judge_gateway<'s>(
                 !tls || certificate.is_some()
             }
         };
-        conditions.push(StatusCondition::new("Accepted", true, "Accepted", ""));
+        match &frontend {
+            Some(f) if !f.usable => {
+                let message = "no CA certificate of its client-certificate validation can be used; its names refuse every handshake";
+                draft.warn(&object, format!("listener {}: {message}", listener.name));
+                conditions.push(StatusCondition::new("Accepted", false, "NoValidCACertificate", message));
+                if let Some(cert) = &certificate {
+                    let host = any_depth(hostname.clone().unwrap_or_default());
+                    closed.push((host, cert.clone(), f.auth.clone(), object.clone()));
+                }
+                programmed = false;
+            }
+            _ => conditions.push(StatusCondition::new("Accepted", true, "Accepted", "")),
+        }
         conditions.push(StatusCondition::new("Conflicted", false, "NoConflicts", ""));
         if programmed {
             conditions.push(StatusCondition::new("Programmed", true, "Programmed", ""));
-            served.push(ServedListener { gateway, listener, at: (at, i), hostname, certificate });
+            let client_auth = frontend.map(|f| f.auth);
+            served.push(ServedListener { gateway, listener, at: (at, i), hostname, certificate, client_auth });
         } else {
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", "the listener cannot be served"));
         }
@@ -317,6 +356,10 @@ fn judge_gateway<'s>(
     } else {
         StatusCondition::new("Accepted", true, "ListenersNotValid", "some listeners are not served")
     }];
+    if frontend_tls::insecure(gateway) {
+        let message = "clients without a valid certificate are let through (AllowInsecureFallback)";
+        conditions.push(StatusCondition::new("InsecureFrontendValidationMode", true, "ConfigurationChanged", message));
+    }
     conditions.push(if served.is_empty() {
         StatusCondition::new("Programmed", false, "Invalid", "no listener can be served")
     } else {
@@ -329,8 +372,12 @@ fn judge_gateway<'s>(
         conditions,
         listeners: reports,
     };
-    (report, served)
+    (report, served, closed)
 }
+
+/// The names of an HTTPS listener that cannot validate client certificates as asked: its
+/// certificate, and an authentication that refuses every handshake.
+type Closed = (String, Arc<Certificate>, Arc<ClientAuth>, ObjectRef);
 
 fn listener_report(listener: &Listener, kinds: Vec<&'static str>, conditions: Vec<StatusCondition>) -> ListenerReport {
     ListenerReport { name: listener.name.clone(), attached_routes: 0, supported_kinds: kinds, conditions }
@@ -582,6 +629,8 @@ struct Entry {
     /// The rule is the canary split of an auto-promoting route: the index of its [`Promotion`]
     /// and the canary's backend (whose requests on the table's route judge it).
     canary: Option<(usize, Arc<str>)>,
+    /// Attached through an HTTPS listener (whose client-certificate validation then applies).
+    tls: bool,
 }
 
 /// Where a route compiles to: its place among the routes, its hosts, its object and its index in
@@ -721,7 +770,7 @@ fn compile_rules(
                     .with_deadline(deadline);
                 let (host, claim, source, canary) = (host.clone(), claim.clone(), source.clone(), canary.clone());
                 let origin = if target.grpc.is_some() { RouteOrigin::GrpcRoute } else { RouteOrigin::HttpRoute };
-                entries.push(Entry { host, claim, rank, rule, source, origin, canary });
+                entries.push(Entry { host, claim, rank, rule, source, origin, canary, tls: listening.tls });
             }
         }
     }
@@ -1325,7 +1374,14 @@ fn add_routes(
             let first = host.iter().find(|e| e.claim.key() == (kind, path));
             let source = first.map_or("", |e| e.source.as_str());
             let origin = first.map_or(RouteOrigin::HttpRoute, |e| e.origin);
-            let policy = Some(Arc::new(RoutePolicy::new(rules)));
+            // The handshake's validation, by the server name the host is (a Gateway listener's).
+            let over_tls = host.iter().any(|e| e.tls && e.claim.covers(kind, path));
+            let client_auth = match over_tls {
+                true => draft.builder.client_auth_for(&entries[start].host).filter(|a| a.verify.tls_only()).cloned(),
+                false => None,
+            };
+            let limits = RouteLimits { client_auth, ..RouteLimits::default() };
+            let policy = Some(Arc::new(RoutePolicy::build(rules, Vec::new(), limits)));
             let route_path = if path.is_empty() { "/" } else { path };
             let added = draft.builder.add_route_with_policy(
                 &entries[start].host,
@@ -1400,6 +1456,7 @@ impl<'s> Grants<'s> {
 }
 
 mod backend_tls;
+mod frontend_tls;
 mod grpc;
 #[cfg(test)]
 mod tests;

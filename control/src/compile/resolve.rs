@@ -9,7 +9,7 @@ use std::hash::BuildHasherDefault;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use ramjet_shared::{Backend, BackendKind, CertId, Certificate};
@@ -25,6 +25,17 @@ pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 pub const TLS_SECRET_TYPE: &str = "kubernetes.io/tls";
 /// The type of Secrets made by `kubectl create secret generic` (basic-auth users, CA bundles).
 pub const OPAQUE_SECRET_TYPE: &str = "Opaque";
+
+/// Where Gateway API CA certificate references find the certificates, in a ConfigMap or Secret.
+pub const CA_CERTIFICATES: &str = "ca.crt";
+
+/// Why a `caCertificateRefs` entry cannot be used.
+pub enum CaRefProblem {
+    /// It names no object, or one without usable CA certificates.
+    Unusable(String),
+    /// It names a kind that holds none.
+    WrongKind(String),
+}
 
 /// How a backend names a Service port.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -53,6 +64,7 @@ pub struct Resolver<'s, 'c> {
     /// EndpointSlices by the namespace and name of their Service.
     slices: FastMap<(&'s str, &'s str), Vec<&'s EndpointSlice>>,
     secrets: FastMap<(&'s str, &'s str), &'s Secret>,
+    config_maps: FastMap<(&'s str, &'s str), &'s ConfigMap>,
     backends: FastMap<BackendKey<'s>, Result<Arc<Backend>, String>>,
     certificates: FastMap<(&'s str, &'s str), Result<Arc<Certificate>, String>>,
     /// Names outside the cluster this compile needed ([`crate::dns`]).
@@ -70,6 +82,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
         };
         let services = snapshot.services.iter().map(|s| (key(&s.metadata), &**s)).collect();
         let secrets = snapshot.secrets.iter().map(|s| (key(&s.metadata), &**s)).collect();
+        let config_maps = snapshot.config_maps.iter().map(|c| (key(&c.metadata), &**c)).collect();
         let mut slices: FastMap<_, Vec<_>> = FastMap::default();
         for slice in &snapshot.endpoint_slices {
             let service = slice.metadata.labels.as_ref().and_then(|l| l.get(SERVICE_NAME_LABEL));
@@ -82,6 +95,7 @@ impl<'s, 'c> Resolver<'s, 'c> {
             services,
             slices,
             secrets,
+            config_maps,
             backends: FastMap::default(),
             certificates: FastMap::default(),
             dns_names: Default::default(),
@@ -97,6 +111,39 @@ impl<'s, 'c> Resolver<'s, 'c> {
     /// The Secret `namespace/name` (of the types the watcher keeps).
     pub fn secret(&self, namespace: &str, name: &str) -> Option<&'s Secret> {
         self.secrets.get(&(namespace, name)).copied()
+    }
+
+    /// The PEM CA certificates (`ca.crt`) of a ConfigMap or Secret `namespace/name`, as a Gateway
+    /// API `caCertificateRefs` entry (a BackendTLSPolicy's, a Gateway's frontend validation) names
+    /// them; Secrets are ramjet's own extension.
+    pub fn ca_certificates(
+        &self,
+        namespace: &str,
+        group: &str,
+        kind: &str,
+        name: &str,
+    ) -> Result<&'s [u8], CaRefProblem> {
+        let missing =
+            |what: &str| CaRefProblem::Unusable(format!("{what} {namespace}/{name} has no {CA_CERTIFICATES}"));
+        match (group, kind) {
+            ("", "ConfigMap") => {
+                let Some(map) = self.config_maps.get(&(namespace, name)) else {
+                    return Err(CaRefProblem::Unusable(format!("ConfigMap {namespace}/{name} does not exist")));
+                };
+                let text = map.data.as_ref().and_then(|d| d.get(CA_CERTIFICATES)).filter(|t| !t.trim().is_empty());
+                text.map(|t| t.as_bytes()).ok_or_else(|| missing("ConfigMap"))
+            }
+            ("", "Secret") => {
+                let Some(secret) = self.secrets.get(&(namespace, name)) else {
+                    return Err(CaRefProblem::Unusable(format!("Secret {namespace}/{name} does not exist")));
+                };
+                let bytes = secret.data.as_ref().and_then(|d| d.get(CA_CERTIFICATES)).filter(|b| !b.0.is_empty());
+                bytes.map(|b| b.0.as_slice()).ok_or_else(|| missing("Secret"))
+            }
+            (group, kind) => Err(CaRefProblem::WrongKind(format!(
+                "{group}/{kind} {name}: only ConfigMaps and Secrets hold CA certificates"
+            ))),
+        }
     }
 
     /// [`Resolver::resolve_backend`] for `namespace/service` and `port`, resolved once per compile.

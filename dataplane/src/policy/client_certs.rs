@@ -33,13 +33,17 @@ pub(crate) fn admit(auth: &Arc<ClientAuth>, facts: &ConnFacts, host: &[u8]) -> R
             return Err(CertRefusal::Misdirected);
         }
     }
+    // A Gateway listener's validation is its handshake's: the host's plain-HTTP listener has none.
+    if auth.verify.tls_only() && facts.tls_session.is_none() {
+        return Ok(no_certificate_fields());
+    }
     // A plain-HTTP request, or a handshake that did not ask (no server name, or a name whose host
     // asks for none), has no certificate.
     let checked = facts.client_cert.as_ref().filter(|_| auth.verify.asks()).map(|c| c.checked_by(auth));
     let verdict = checked.as_ref().map_or(&Verdict::None, |c| &c.verdict);
     let refused = match (auth.verify, verdict) {
-        (VerifyClient::Off, _) | (_, Verdict::Success) => None,
-        (VerifyClient::On, Verdict::None) => Some(CertRefusal::NoCertificate),
+        (VerifyClient::Off | VerifyClient::Fallback, _) | (_, Verdict::Success) => None,
+        (VerifyClient::On | VerifyClient::Require, Verdict::None) => Some(CertRefusal::NoCertificate),
         (VerifyClient::Optional | VerifyClient::OptionalNoCa, Verdict::None) => None,
         (VerifyClient::OptionalNoCa, failed) if failed.issuer_unknown() => None,
         (_, Verdict::Failed(_)) => Some(CertRefusal::BadCertificate),

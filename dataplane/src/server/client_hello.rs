@@ -33,7 +33,7 @@ pub(crate) enum Hello {
 pub(crate) async fn read_hello(
     stream: &mut TcpStream,
     table: &RouteTable,
-    config_for: impl FnOnce(Option<&ClientAuth>) -> Arc<ServerConfig>,
+    config_for: impl FnOnce(Option<&Arc<ClientAuth>>) -> Arc<ServerConfig>,
 ) -> io::Result<Hello> {
     let mut acceptor = Acceptor::default();
     let mut seen = Vec::new();
@@ -63,7 +63,7 @@ pub(crate) async fn read_hello(
                     return Ok(Hello::Pass(backend.clone(), seen));
                 }
                 let auth = asking_auth(table, name.as_deref());
-                return match accepted.into_connection(config_for(auth.as_deref())) {
+                return match accepted.into_connection(config_for(auth.as_ref())) {
                     Ok(session) => Ok(Hello::Terminate(Box::new(session), auth)),
                     Err((e, mut alert)) => {
                         send_alert(stream, &mut alert).await;

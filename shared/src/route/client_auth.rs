@@ -23,7 +23,8 @@ use crate::der::{der, der_len};
 pub use crate::der::{subject_alt_uris, subject_and_issuer};
 use crate::upstream_tls::CaBundle;
 
-/// How hard a host asks (ingress-nginx's `auth-tls-verify-client`).
+/// How hard a host asks (ingress-nginx's `auth-tls-verify-client`, and the Gateway API's
+/// frontend validation modes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum VerifyClient {
     /// No certificate is asked for; the backend is still told so (`ssl-client-verify: NONE`), and
@@ -35,6 +36,13 @@ pub enum VerifyClient {
     Optional,
     /// A certificate is asked for and passed on, whoever issued it: the backend decides.
     OptionalNoCa,
+    /// A certificate from the host's CAs is required by the handshake itself: a client without
+    /// one gets a TLS alert, not an HTTP answer (Gateway API `AllowValidOnly`). Requests over
+    /// plain HTTP are not the handshake's to judge, and pass.
+    Require,
+    /// A certificate is asked for, and neither required nor judged: the backend is told the
+    /// verdict and decides (Gateway API `AllowInsecureFallback`).
+    Fallback,
 }
 
 impl VerifyClient {
@@ -50,7 +58,14 @@ impl VerifyClient {
             VerifyClient::On => "on",
             VerifyClient::Optional => "optional",
             VerifyClient::OptionalNoCa => "optional_no_ca",
+            VerifyClient::Require => "AllowValidOnly",
+            VerifyClient::Fallback => "AllowInsecureFallback",
         }
+    }
+
+    /// A Gateway listener's validation: it judges connections over TLS only.
+    pub fn tls_only(self) -> bool {
+        matches!(self, VerifyClient::Require | VerifyClient::Fallback)
     }
 }
 

@@ -18,18 +18,15 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use ramjet_shared::{ObjectRef, SubjectAltName, UpstreamTls, UpstreamTlsSpec};
 
-use super::super::resolve::Resolver;
+use super::super::resolve::{CaRefProblem, Resolver};
 use super::super::snapshot::{namespace_of, ClusterSnapshot};
 use super::super::status::{ParentReport, PolicyReport, StatusCondition};
 use super::super::Draft;
 use super::age;
-use crate::gateway_api::{BackendTlsPolicy, HttpRoute, LocalObjectReference, ParentReference, GROUP};
+use crate::gateway_api::{BackendTlsPolicy, HttpRoute, ParentReference, GROUP};
 
-/// What a policy's CA certificates are found under, in a ConfigMap or Secret.
-const CA_KEY: &str = "ca.crt";
 const WELL_KNOWN_SYSTEM: &str = "System";
 
 /// The compile's policies, judged.
@@ -63,11 +60,6 @@ pub(super) enum BackendTls {
 
 impl<'s> BackendTlsPolicies<'s> {
     pub(super) fn judge(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver<'s, '_>, draft: &mut Draft) -> Self {
-        let config_maps: HashMap<(&str, &str), &ConfigMap> = snapshot
-            .config_maps
-            .iter()
-            .map(|c| ((namespace_of(&c.metadata.namespace), c.metadata.name.as_deref().unwrap_or("")), &**c))
-            .collect();
         let mut policies: Vec<&BackendTlsPolicy> = snapshot.backend_tls_policies.iter().map(|p| &**p).collect();
         policies.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
         let mut judged = BackendTlsPolicies::default();
@@ -75,7 +67,7 @@ impl<'s> BackendTlsPolicies<'s> {
             let namespace = namespace_of(&policy.metadata.namespace);
             let name = policy.metadata.name.as_deref().unwrap_or("");
             let object = ObjectRef::new("BackendTLSPolicy", Some(namespace), name);
-            let (mut accepted, resolved_refs, tls) = validate(policy, namespace, &config_maps, resolver);
+            let (mut accepted, resolved_refs, tls) = validate(policy, namespace, resolver);
             let index = judged.judged.len();
             let mut conflicted_with = None;
             for target in &policy.spec.target_refs {
@@ -209,7 +201,6 @@ impl<'s> BackendTlsPolicies<'s> {
 fn validate(
     policy: &BackendTlsPolicy,
     namespace: &str,
-    config_maps: &HashMap<(&str, &str), &ConfigMap>,
     resolver: &mut Resolver<'_, '_>,
 ) -> (StatusCondition, StatusCondition, Result<Arc<UpstreamTls>, String>) {
     let validation = &policy.spec.validation;
@@ -232,12 +223,16 @@ fn validate(
             let mut pem = Vec::new();
             let mut problems = Vec::new();
             for reference in refs {
-                match ca_pem(reference, namespace, config_maps, resolver) {
+                let (group, kind, name) = (&reference.group, &reference.kind, &reference.name);
+                match resolver.ca_certificates(namespace, group, kind, name) {
                     Ok(found) => {
                         pem.extend_from_slice(found);
                         pem.push(b'\n');
                     }
-                    Err(problem) => problems.push(problem),
+                    Err(CaRefProblem::Unusable(why)) => problems.push(("InvalidCACertificateRef", why)),
+                    Err(CaRefProblem::WrongKind(why)) => {
+                        problems.push(("InvalidKind", format!("caCertificateRef {why}")))
+                    }
                 }
             }
             let sources: Vec<String> = refs.iter().map(|r| format!("{namespace}/{}", r.name)).collect();
@@ -286,36 +281,5 @@ fn validate(
             Ok(tls),
         ),
         Err(e) => invalid(format!("hostname: {e}")),
-    }
-}
-
-/// The PEM of one `caCertificateRefs` entry, or its `ResolvedRefs` reason and message.
-fn ca_pem<'s>(
-    reference: &LocalObjectReference,
-    namespace: &str,
-    config_maps: &HashMap<(&str, &str), &'s ConfigMap>,
-    resolver: &Resolver<'s, '_>,
-) -> Result<&'s [u8], (&'static str, String)> {
-    let name = reference.name.as_str();
-    let missing = |what: &str| ("InvalidCACertificateRef", format!("{what} {namespace}/{name} has no {CA_KEY}"));
-    match (reference.group.as_str(), reference.kind.as_str()) {
-        ("", "ConfigMap") => {
-            let Some(map) = config_maps.get(&(namespace, name)) else {
-                return Err(("InvalidCACertificateRef", format!("ConfigMap {namespace}/{name} does not exist")));
-            };
-            let text = map.data.as_ref().and_then(|d| d.get(CA_KEY)).filter(|t| !t.trim().is_empty());
-            text.map(|t| t.as_bytes()).ok_or_else(|| missing("ConfigMap"))
-        }
-        ("", "Secret") => {
-            let Some(secret) = resolver.secret(namespace, name) else {
-                return Err(("InvalidCACertificateRef", format!("Secret {namespace}/{name} does not exist")));
-            };
-            let bytes = secret.data.as_ref().and_then(|d| d.get(CA_KEY)).filter(|b| !b.0.is_empty());
-            bytes.map(|b| b.0.as_slice()).ok_or_else(|| missing("Secret"))
-        }
-        (group, kind) => Err((
-            "InvalidKind",
-            format!("caCertificateRef {group}/{kind} {name}: only ConfigMaps and Secrets hold CA certificates"),
-        )),
     }
 }

@@ -375,7 +375,14 @@ fn client_auth(c: &mut Choices) -> Arc<ClientAuth> {
     let id = [c.pick(2) as u8; 32];
     let source = TEXT[c.aside("bundle", 4) as usize].to_string();
     let auth = ClientAuth {
-        verify: c.one_of(&[VerifyClient::Off, VerifyClient::On, VerifyClient::Optional, VerifyClient::OptionalNoCa]),
+        verify: c.one_of(&[
+            VerifyClient::Off,
+            VerifyClient::On,
+            VerifyClient::Optional,
+            VerifyClient::OptionalNoCa,
+            VerifyClient::Require,
+            VerifyClient::Fallback,
+        ]),
         ca: Arc::new(CaBundle { id, roots: Arc::new(RootCertStore::empty()), source }),
         // A revocation list is encoded by its content id, as the bundle is.
         crl_id: c.maybe(|c| [c.pick(2) as u8; 32]),
@@ -387,7 +394,12 @@ fn client_auth(c: &mut Choices) -> Arc<ClientAuth> {
         source: c.text(),
     };
     match auth.verify {
-        VerifyClient::Off | VerifyClient::On | VerifyClient::Optional | VerifyClient::OptionalNoCa => {}
+        VerifyClient::Off
+        | VerifyClient::On
+        | VerifyClient::Optional
+        | VerifyClient::OptionalNoCa
+        | VerifyClient::Require
+        | VerifyClient::Fallback => {}
     }
     Arc::new(auth)
 }
