@@ -1,7 +1,7 @@
 //! The Gateway API compiler on real objects (YAML, read as `--manifests` reads them): what the
 //! compiled table answers for a request, and what status says.
 
-use ramjet_shared::{Generation, RequestView};
+use ramjet_shared::{Generation, RequestView, VerifyClient};
 
 use super::*;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, STATE_ANNOTATION};
@@ -633,4 +633,81 @@ spec:
     assert!(g.diagnostics.iter().all(|d| d.object.kind != "HTTPRoute"), "reported as a GRPCRoute: {:?}", g.diagnostics);
     assert_eq!(report.gateways[0].listeners[0].attached_routes, 1);
     assert!(report.gateways[0].listeners[0].supported_kinds.contains(&"GRPCRoute"));
+}
+
+/// A TLS Secret `server` in `infra`, and a ConfigMap `ca` holding a CA certificate.
+fn tls_objects() -> String {
+    let server = rcgen::generate_simple_self_signed(vec!["a.test".to_string()]).unwrap();
+    let ca = rcgen::generate_simple_self_signed(vec!["ca.test".to_string()]).unwrap();
+    let quoted = |s: &str| serde_json::to_string(s).unwrap();
+    format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: server, namespace: infra }}\ntype: kubernetes.io/tls\n\
+         stringData: {{ tls.crt: {}, tls.key: {} }}\n---\napiVersion: v1\nkind: ConfigMap\n\
+         metadata: {{ name: ca, namespace: infra }}\ndata: {{ ca.crt: {} }}\n",
+        quoted(&server.cert.pem()),
+        quoted(&server.signing_key.serialize_pem()),
+        quoted(&ca.cert.pem())
+    )
+}
+
+/// A Gateway `name` with one HTTPS listener for `host` on `port` and this `spec.tls.frontend`.
+fn validating_gateway(name: &str, frontend: &str, port: u16, host: &str) -> String {
+    format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: {name}, namespace: infra }}\n\
+         spec:\n  gatewayClassName: ramjet\n  tls: {{ frontend: {frontend} }}\n  listeners:\n    \
+         - {{ name: https, port: {port}, protocol: HTTPS, hostname: {host}, tls: {{ certificateRefs: [{{ name: server }}] }} }}\n"
+    )
+}
+
+#[test]
+fn frontend_validation_reports_each_reference_it_cannot_use_on_the_listener() {
+    let refs = |r: &str| format!("{{ default: {{ validation: {{ caCertificateRefs: [{r}] }} }} }}");
+    let cm = |name: &str, ns: &str| format!("{{ group: \"\", kind: ConfigMap, name: {name}, namespace: {ns} }}");
+    let yaml = [
+        BASE.to_string(),
+        tls_objects(),
+        validating_gateway("good", &refs(&cm("ca", "infra")), 443, "good.test"),
+        validating_gateway("missing", &refs(&cm("nowhere", "infra")), 443, "missing.test"),
+        validating_gateway("kind", &refs("{ group: \"\", kind: Service, name: ca }"), 443, "kind.test"),
+        validating_gateway("grant", &refs(&cm("ca", "app")), 443, "grant.test"),
+        validating_gateway("partly", &refs(&format!("{}, {}", cm("ca", "infra"), cm("nowhere", "infra"))), 443, "partly.test"),
+        // The per-port entry replaces the default for its port only.
+        validating_gateway(
+            "per-port",
+            &format!(
+                "{{ default: {{ validation: {{ caCertificateRefs: [{}] }} }}, perPort: [{{ port: 8443, tls: {{ validation: {{ caCertificateRefs: [{}], mode: AllowInsecureFallback }} }} }}] }}",
+                cm("nowhere", "infra"),
+                cm("ca", "infra")
+            ),
+            8443,
+            "per-port.test",
+        ),
+    ]
+    .concat();
+    let (generation, report) = compile(&yaml);
+    let listener = |gateway: &str| {
+        let g = report.gateways.iter().find(|g| g.name == gateway).unwrap();
+        let conditions: BTreeMap<&str, (bool, &str)> =
+            g.listeners[0].conditions.iter().map(|c| (c.type_, (c.status, c.reason))).collect();
+        (conditions["Accepted"], conditions["ResolvedRefs"], conditions["Programmed"].0)
+    };
+    assert_eq!(listener("good"), ((true, "Accepted"), (true, "ResolvedRefs"), true));
+    assert_eq!(listener("missing"), ((false, "NoValidCACertificate"), (false, "InvalidCACertificateRef"), false));
+    assert_eq!(listener("kind"), ((false, "NoValidCACertificate"), (false, "InvalidCACertificateKind"), false));
+    assert_eq!(listener("grant"), ((false, "NoValidCACertificate"), (false, "RefNotPermitted"), false));
+    assert_eq!(listener("partly"), ((true, "Accepted"), (false, "InvalidCACertificateRef"), true));
+    assert_eq!(listener("per-port"), ((true, "Accepted"), (true, "ResolvedRefs"), true));
+    let insecure = |gateway: &str| {
+        let g = report.gateways.iter().find(|g| g.name == gateway).unwrap();
+        g.conditions.iter().find(|c| c.type_ == "InsecureFrontendValidationMode").map(|c| (c.status, c.reason))
+    };
+    assert_eq!(insecure("per-port"), Some((true, "ConfigurationChanged")));
+    assert_eq!(insecure("good"), None);
+
+    // What the handshake of each name gets: the mode, and whether any CA can pass.
+    let table = &generation.table;
+    let auth = |host: &str| table.client_auth_for(host).map(|a| (a.verify, a.ca.roots.is_empty()));
+    assert_eq!(auth("good.test"), Some((VerifyClient::Require, false)));
+    assert_eq!(auth("missing.test"), Some((VerifyClient::Require, true)), "no usable CA: nothing passes");
+    assert_eq!(auth("per-port.test"), Some((VerifyClient::Fallback, false)));
 }
