@@ -1,4 +1,4 @@
-//! The Gateway API objects ramjet reads, from the standard channel (v1.4): `GatewayClass`, `Gateway`,
+//! The Gateway API objects ramjet reads, from the standard channel (v1.6): `GatewayClass`, `Gateway`,
 //! `HTTPRoute`, `GRPCRoute`, `BackendTLSPolicy` (gateway.networking.k8s.io/v1) and `ReferenceGrant`
 //! (v1beta1).
 //!

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The Gateway API release whose standard-channel CRDs the tests install.
-const GATEWAY_API: &str = "sigs.k8s.io/gateway-api@v1.4.0";
+const GATEWAY_API: &str = "sigs.k8s.io/gateway-api@v1.6.1";
 
 /// The module's directory in the Go module cache (`go mod download`, through the module proxy).
 fn gateway_api_module() -> PathBuf {
@@ -359,6 +359,61 @@ spec:
         status_of("api")
     );
     assert!(eventually(PATIENCE, || answer().status == 502));
+    admin.delete("GatewayClass", None, name);
+}
+
+/// A Gateway's client-certificate validation on the real API server (v1.6.1 CRDs, where
+/// `spec.tls.frontend` is standard): a listener whose CA reference cannot be used is refused in
+/// its status with the spec's reasons, and a Gateway that allows insecure fallback says so (what
+/// the handshakes do is `tests/gateway_client_certs.rs`).
+#[test]
+fn gateway_api_frontend_validation_status_is_written() {
+    let name = "gwmtls";
+    let (admin, install, _controller) = gateway_install(name);
+    let ns = install.ns.clone();
+    let server =
+        rcgen::generate_simple_self_signed(vec!["ok.gwmtls.test".into(), "broken.gwmtls.test".into()]).unwrap();
+    let ca = rcgen::generate_simple_self_signed(vec!["ca.gwmtls.test".into()]).unwrap();
+    admin.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata: {{ name: server, namespace: {ns} }}\ntype: kubernetes.io/tls\n\
+         stringData: {{ tls.crt: {}, tls.key: {} }}\n---\napiVersion: v1\nkind: ConfigMap\n\
+         metadata: {{ name: client-ca, namespace: {ns} }}\ndata: {{ ca.crt: {} }}\n",
+        json!(server.cert.pem()),
+        json!(server.signing_key.serialize_pem()),
+        json!(ca.cert.pem())
+    ));
+    let gateway = |gateway: &str, host: &str, frontend: &str| {
+        format!(
+            "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: {gateway}, namespace: {ns} }}\n\
+             spec:\n  gatewayClassName: {name}\n  tls: {{ frontend: {frontend} }}\n  listeners:\n    \
+             - {{ name: https, port: 443, protocol: HTTPS, hostname: {host}, tls: {{ certificateRefs: [{{ name: server }}] }} }}\n"
+        )
+    };
+    let validation = |map: &str, mode: &str| {
+        format!("{{ default: {{ validation: {{ caCertificateRefs: [{{ group: \"\", kind: ConfigMap, name: {map} }}], mode: {mode} }} }} }}")
+    };
+    admin.apply(&gateway("ok", "ok.gwmtls.test", &validation("client-ca", "AllowInsecureFallback")));
+    admin.apply(&gateway("broken", "broken.gwmtls.test", &validation("nowhere", "AllowValidOnly")));
+    let mut ramjet = install.ramjet_with("gwmtls-0", &install.kubeconfig.clone(), &[]);
+    ramjet.wait_ready();
+    let status =
+        |gateway: &str| admin.get("Gateway", Some(&ns), gateway).map(|g| g["status"].clone()).unwrap_or_default();
+    let listener = |gateway: &str| status(gateway)["listeners"][0].clone();
+    assert!(
+        eventually(PATIENCE, || has(&listener("broken"), "Accepted", "False", "NoValidCACertificate")
+            && has(&listener("broken"), "ResolvedRefs", "False", "InvalidCACertificateRef")
+            && has(&listener("broken"), "Programmed", "False", "Invalid")),
+        "broken: {:#}\nlog:\n{}",
+        status("broken"),
+        ramjet.log()
+    );
+    assert!(
+        eventually(PATIENCE, || has(&status("ok"), "InsecureFrontendValidationMode", "True", "ConfigurationChanged")
+            && has(&listener("ok"), "Programmed", "True", "Programmed")),
+        "ok: {:#}",
+        status("ok")
+    );
+    assert!(!conditions_of(&status("broken")).iter().any(|c| c.0 == "InsecureFrontendValidationMode"));
     admin.delete("GatewayClass", None, name);
 }
 
