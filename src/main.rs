@@ -100,7 +100,7 @@ fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
     let snapshot = match &args.manifests {
         Some(dir) => {
             let snapshot = manifests::load(dir, Arc::new(IngressOptions::default()))?;
-            for d in &snapshot.diagnostics {
+            for d in snapshot.diagnostics.iter().chain(&snapshot.not_read) {
                 eprintln!("{}: {}: {}", d.severity.as_str(), d.object, d.message);
             }
             snapshot
@@ -169,6 +169,9 @@ fn source(cli: &Cli) -> anyhow::Result<Option<Source>> {
             let ours = snapshot.ingresses.iter().filter(|i| selector.selects(i)).count();
             for d in generation.diagnostics.iter() {
                 println!("{}: {}: {}", d.severity.as_str(), d.object, d.message);
+            }
+            for note in &snapshot.not_read {
+                println!("not read: {}: {}", note.object, note.message);
             }
             // What was not checked, and why: a check must not pass by checking nothing.
             for skipped in snapshot.ingresses.iter().filter(|i| !selector.selects(i)) {

@@ -96,17 +96,31 @@ fn manifests_are_served_re_read_and_rolled_back() {
 fn check_reports_every_problem_and_fails() {
     let dir = temp_dir("manifests-check");
     let endpoint: SocketAddr = "10.0.0.1:8080".parse().unwrap();
-    write(&dir.join("app.yaml"), objects(endpoint)).unwrap();
+    // The application's own manifests beside the Ingress: named as not read, and no problem.
+    let deployment = "---\napiVersion: apps/v1\nkind: Deployment\nmetadata: { name: web, namespace: shop }\n";
+    write(&dir.join("app.yaml"), objects(endpoint) + deployment).unwrap();
     let ramjet = env!("CARGO_BIN_EXE_ramjet");
     let ok = Command::new(ramjet).arg("--manifests").arg(&dir).arg("--check").output().unwrap();
     let stdout = String::from_utf8_lossy(&ok.stdout);
     assert!(ok.status.success(), "{stdout}{}", String::from_utf8_lossy(&ok.stderr));
     assert!(stdout.contains(": ok (1 Ingresses of class ramjet, 1 routes, 1 hosts"), "{stdout}");
+    assert!(
+        stdout.contains("not read: ")
+            && stdout.contains("Deployment shop/web: Deployment (apps/v1) is not a kind ramjet reads"),
+        "{stdout}"
+    );
 
-    write(&dir.join("broken.yaml"), BROKEN).unwrap();
+    // An Ingress in a version ramjet does not read is a problem: its author expects it served.
+    let old = "---\napiVersion: extensions/v1beta1\nkind: Ingress\nmetadata: { name: old, namespace: shop }\n";
+    write(&dir.join("broken.yaml"), format!("{BROKEN}{old}")).unwrap();
     let failed = Command::new(ramjet).arg("--manifests").arg(&dir).arg("--check").output().unwrap();
     let stdout = String::from_utf8_lossy(&failed.stdout);
     assert!(!failed.status.success());
+    assert!(
+        stdout.contains("warning: ")
+            && stdout.contains("Ingress shop/old: Ingress in \"extensions/v1beta1\" is not read"),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("error: Ingress shop/broken: spec.defaultBackend: Service shop/web has no port 81 (its ports: 80 (http)); the Ingress is not served"),
         "{stdout}"

@@ -4,8 +4,10 @@
 //! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively, in name order) is
 //! read as one or more YAML documents. IngressClass, Ingress, Service, EndpointSlice, Secret,
 //! ConfigMap and Namespace objects and the Gateway API's GatewayClass, Gateway, HTTPRoute,
-//! GRPCRoute, BackendTLSPolicy and ReferenceGrant (v1 or v1beta1) are kept (a `kind: List` is opened); other kinds are skipped silently, so a directory of
-//! real application manifests works as it is. A document that is not valid YAML or not a valid
+//! GRPCRoute, BackendTLSPolicy and ReferenceGrant (v1 or v1beta1) are kept (a `kind: List` is
+//! opened). Any other object — another kind, or one of these in an `apiVersion` ramjet does not
+//! read — is named in a warning and left out, so a directory of real application manifests works
+//! as it is and nothing is dropped without a word. A document that is not valid YAML or not a valid
 //! object of its kind becomes a diagnostic naming the file and the document; the rest still
 //! compiles. Objects without a namespace are in `default`; a Secret's `stringData` is merged into
 //! `data` as the API server would.
@@ -218,7 +220,48 @@ fn add(value: serde_yaml_ng::Value, at: &str, snapshot: &mut ClusterSnapshot) {
                 snapshot.secrets.push(Arc::new(o));
             }
         }
-        _ => {}
+        _ => not_read(&value, &api_version, &kind, at, snapshot),
+    }
+}
+
+/// The kinds ramjet reads, with the `apiVersion`s it reads them in.
+const READ: &[(&str, &str)] = &[
+    ("IngressClass", "networking.k8s.io/v1"),
+    ("Ingress", "networking.k8s.io/v1"),
+    ("Service", "v1"),
+    ("EndpointSlice", "discovery.k8s.io/v1"),
+    ("Namespace", "v1"),
+    ("Secret", "v1"),
+    ("ConfigMap", "v1"),
+    ("GatewayClass", "gateway.networking.k8s.io/v1 or v1beta1"),
+    ("Gateway", "gateway.networking.k8s.io/v1 or v1beta1"),
+    ("HTTPRoute", "gateway.networking.k8s.io/v1 or v1beta1"),
+    ("GRPCRoute", "gateway.networking.k8s.io/v1"),
+    ("ReferenceGrant", "gateway.networking.k8s.io/v1 or v1beta1"),
+    ("BackendTLSPolicy", "gateway.networking.k8s.io/v1"),
+];
+
+/// An object ramjet does not read is named, never dropped in silence. One of a kind it reads, in
+/// an `apiVersion` it does not (an old `extensions/v1beta1` Ingress), is a warning: its author
+/// expects it served. One of a kind it does not serve (a Deployment beside the Ingresses) is a
+/// note ([`ClusterSnapshot::not_read`]): logged and listed by `--check`, not a problem.
+fn not_read(value: &serde_yaml_ng::Value, api_version: &str, kind: &str, at: &str, snapshot: &mut ClusterSnapshot) {
+    let metadata = |field: &str| value.get("metadata").and_then(|m| m.get(field)).and_then(|n| n.as_str());
+    let object = ObjectRef::new(kind, metadata("namespace"), metadata("name").unwrap_or("")).in_file(at);
+    match READ.iter().find(|(k, _)| *k == kind) {
+        Some((_, versions)) => {
+            let message = format!("{kind} in {api_version:?} is not read: ramjet reads it in {versions}");
+            snapshot.diagnostics.push(Diagnostic::new(object, Severity::Warning, message));
+        }
+        None if kind.is_empty() => {
+            let message = "a document without a kind is not an object ramjet can read";
+            snapshot.diagnostics.push(Diagnostic::new(object, Severity::Warning, message));
+        }
+        None => snapshot.not_read.push(Diagnostic::new(
+            object,
+            Severity::Warning,
+            format!("{kind} ({api_version}) is not a kind ramjet reads; it is left out"),
+        )),
     }
 }
 
@@ -273,7 +316,10 @@ pub async fn watch(
                 failing = false;
                 last = Some(digest);
                 if let Some(snapshot) = snapshot {
-                    tracing::info!(dir = %dir.display(), files, "manifests read");
+                    tracing::info!(dir = %dir.display(), files, not_read = snapshot.not_read.len(), "manifests read");
+                    for note in &snapshot.not_read {
+                        tracing::info!(object = %note.object, "{}", note.message);
+                    }
                     submit(snapshot);
                 }
             }
@@ -317,6 +363,10 @@ apiVersion: networking.k8s.io/v1
 kind: Ingress
 metadata: { name: broken }
 spec: { rules: "not a list" }
+---
+apiVersion: networking.k8s.io/v1beta1
+kind: Ingress
+metadata: { name: old, namespace: team }
 "#;
         let mut snapshot = ClusterSnapshot::default();
         parse(text, "m.yaml", &mut snapshot);
@@ -324,7 +374,23 @@ spec: { rules: "not a list" }
         assert_eq!(snapshot.services[0].metadata.namespace.as_deref(), Some("default"));
         assert_eq!(snapshot.secrets[0].data.as_ref().unwrap()["tls.crt"].0, b"x");
         assert!(snapshot.ingresses.is_empty());
-        assert_eq!(snapshot.diagnostics.len(), 1, "{:?}", snapshot.diagnostics);
+        // What is not read is named, never dropped in silence.
+        let said: Vec<(String, Severity, &str)> =
+            snapshot.diagnostics.iter().map(|d| (d.object.to_string(), d.severity, d.message.as_str())).collect();
+        assert_eq!(said.len(), 2, "{said:#?}");
+        assert_eq!(said[1].0, "m.yaml (document 5): Ingress team/old");
+        assert_eq!(
+            (said[1].1, said[1].2),
+            (
+                Severity::Warning,
+                "Ingress in \"networking.k8s.io/v1beta1\" is not read: ramjet reads it in networking.k8s.io/v1"
+            )
+        );
+        // A kind ramjet does not serve is a note, not a problem.
+        let note = &snapshot.not_read[..];
+        assert_eq!(note.len(), 1, "{note:#?}");
+        assert_eq!(note[0].object.to_string(), "m.yaml (document 2): Deployment ignored");
+        assert_eq!(note[0].message, "Deployment (apps/v1) is not a kind ramjet reads; it is left out");
         let d = &snapshot.diagnostics[0];
         assert_eq!(d.object.to_string(), "m.yaml (document 4): Ingress broken");
         assert_eq!((d.object.kind.as_str(), d.object.name.as_str()), ("Ingress", "broken"));

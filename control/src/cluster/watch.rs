@@ -177,6 +177,7 @@ impl Stores {
             backend_tls_policies: gateway.and_then(|g| g.backend_tls.as_ref()).map(|s| s.0.state()).unwrap_or_default(),
             config_maps: gateway.and_then(|g| g.backend_tls.as_ref()).map(|s| s.1.state()).unwrap_or_default(),
             diagnostics: Vec::new(),
+            not_read: Vec::new(),
         }
     }
 

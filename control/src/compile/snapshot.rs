@@ -69,6 +69,9 @@ pub struct ClusterSnapshot {
     /// Problems found while reading the objects (a manifest that is not valid YAML); they are
     /// carried into the generation's diagnostics.
     pub diagnostics: Vec<Diagnostic>,
+    /// Objects of kinds ramjet does not read (a manifests directory's Deployments): named, not
+    /// problems.
+    pub not_read: Vec<Diagnostic>,
 }
 
 impl fmt::Debug for ClusterSnapshot {
