@@ -1,6 +1,6 @@
 //! The Gateway API objects ramjet reads, from the standard channel (v1.6): `GatewayClass`, `Gateway`,
-//! `HTTPRoute`, `GRPCRoute`, `BackendTLSPolicy` (gateway.networking.k8s.io/v1) and `ReferenceGrant`
-//! (v1beta1).
+//! `HTTPRoute`, `GRPCRoute`, `TCPRoute`, `BackendTLSPolicy` (gateway.networking.k8s.io/v1) and
+//! `ReferenceGrant` (v1beta1).
 //!
 //! Written by hand, not generated: the maintained crate (`gateway-api`, kopium output) is built on
 //! kube 4 / k8s-openapi 0.28 and cannot live beside this workspace's kube 5, and the generated types
@@ -556,4 +556,33 @@ pub struct SubjectAltNameSpec {
     pub hostname: Option<String>,
     #[serde(default)]
     pub uri: Option<String>,
+}
+
+/// TCP connections to a Gateway's `TCP` listener, relayed to backends split by weight (v1 from
+/// Gateway API v1.5; v1alpha2 before, the same fields).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpRoute {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: TcpRouteSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+resource!(TcpRoute, "TCPRoute", "v1", "tcproutes", NamespaceResourceScope);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpRouteSpec {
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    /// One rule at most (the CRD says so).
+    #[serde(default)]
+    pub rules: Vec<TcpRouteRule>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpRouteRule {
+    #[serde(default)]
+    pub backend_refs: Vec<HttpBackendRef>,
 }

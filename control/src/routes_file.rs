@@ -35,8 +35,24 @@ pub struct StaticRoutes {
     pub default_backend: Option<String>,
     pub routes: Vec<RouteSpec>,
     pub tls: Vec<TlsSpec>,
+    /// TCP routes: connections to a port relayed to backends split by weight.
+    pub tcp: Vec<TcpSpec>,
     /// Non-fatal findings (an expired certificate).
     pub warnings: Vec<String>,
+}
+
+/// A `tcp:` entry: the port ramjet listens on (on the HTTP listener's address), and the backends
+/// its connections are relayed to, with their weights.
+///
+/// ```yaml
+/// tcp:
+///   - { port: 15432, backend: db }
+///   - { port: 16379, backends: [{ name: cache-a, weight: 3 }, { name: cache-b, weight: 1 }] }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpSpec {
+    pub port: u16,
+    pub backends: Vec<(String, u32)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -227,6 +243,7 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
                 ssl_redirect: t.ssl_redirect,
             })
             .collect(),
+        tcp: file_spec.tcp.into_iter().map(|t| t.0).collect(),
         warnings,
     })
 }
@@ -269,6 +286,60 @@ struct File {
     routes: Vec<RouteField>,
     #[serde(default)]
     tls: Vec<TlsField>,
+    #[serde(default)]
+    tcp: Vec<TcpField>,
+}
+
+/// A `tcp:` entry, checked where it is written (so an error has its line).
+struct TcpField(TcpSpec);
+
+impl<'de> Deserialize<'de> for TcpField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            port: TcpPort,
+            #[serde(default)]
+            backend: Option<BackendRef>,
+            #[serde(default)]
+            backends: Option<Vec<WeightedRef>>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let backends = match (raw.backend, raw.backends) {
+            (Some(one), None) => vec![(one.0, 1)],
+            (None, Some(list)) if !list.is_empty() => list.into_iter().map(|w| (w.name.0, w.weight)).collect(),
+            _ => return Err(field_error("backend", "give exactly one of `backend` or a non-empty `backends`")),
+        };
+        if backends.iter().all(|(_, weight)| *weight == 0) {
+            return Err(field_error("backends", "every weight is 0: no connection could be relayed"));
+        }
+        Ok(TcpField(TcpSpec { port: raw.port.0, backends }))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WeightedRef {
+    name: BackendRef,
+    #[serde(default = "one")]
+    weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A port to listen on: 1 to 65535.
+struct TcpPort(u16);
+
+impl<'de> Deserialize<'de> for TcpPort {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = u64::deserialize(d)?;
+        match u16::try_from(n) {
+            Ok(port) if port > 0 => Ok(TcpPort(port)),
+            _ => Err(field_error("port", format!("{n} is not a port (1 to 65535)"))),
+        }
+    }
 }
 
 struct BackendField(BackendSpec);

@@ -45,6 +45,7 @@ pub use conn::{AddressField, AddressRules};
 pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use observe::access_log::{self, AccessLog, AccessLogSettings};
 pub use observe::trace::{OtlpEndpoint, TraceExport, TraceSettings};
+pub use server::route_ports::RoutePorts;
 pub use server::tls::{server_config, DefaultCertificate, SniResolver};
 pub use settings::{ClientAddress, DriverChoice, Http2Settings, IoDriver, Settings};
 
@@ -101,6 +102,8 @@ pub struct DataPlane {
     pub https_addr: Option<SocketAddr>,
     /// The driver of each worker.
     pub drivers: Vec<DriverChoice>,
+    /// The listeners of the serving table's TCP routes (see [`RoutePorts::sync`]).
+    pub route_ports: Arc<RoutePorts>,
     access_log: Option<AccessLog>,
     traces: Option<TraceExport>,
     /// [`DataPlane::begin_closing`] was called.
@@ -140,6 +143,8 @@ impl DataPlane {
             }
             None => ((0..workers).map(|_| None).collect::<Vec<Option<TcpListener>>>(), None, None),
         };
+        let (route_ports, mut ports_changed) = server::route_ports::RoutePorts::new(http_addr.ip(), workers)
+            .map_err(|e| StartError::Worker { worker: 0, reason: format!("cannot create its wake-up eventfd: {e}") })?;
         let cpus = if config.pin_workers { server::runtime::allowed_cpus() } else { Vec::new() };
         let settings = Arc::new(config.settings);
         let mut drain = Vec::with_capacity(workers);
@@ -159,6 +164,7 @@ impl DataPlane {
             let tls_config = tls_config.clone();
             let log = worker_logs[id].take();
             let tracer = worker_tracers[id].take();
+            let ports = (route_ports.clone(), ports_changed.remove(0));
             let policy = config.io_driver;
             let thread = std::thread::Builder::new()
                 .name(format!("ramjet-worker-{id}"))
@@ -173,7 +179,7 @@ impl DataPlane {
                         worker.io_uring = started.io_uring();
                         let worker = Rc::new(worker);
                         let https = https.zip(tls_config.map(server::tls::TlsTerminator::new));
-                        server::accept::run(worker, http, https, drain_rx, started).await
+                        server::accept::run(worker, http, https, ports, drain_rx, started).await
                     };
                     server::runtime::run_worker(id, policy, ready_tx, main);
                 })
@@ -193,6 +199,7 @@ impl DataPlane {
         Ok(DataPlane {
             threads,
             drain,
+            route_ports,
             http_addr,
             https_addr,
             drivers: drivers.into_iter().flatten().collect(),
@@ -234,6 +241,7 @@ impl DataPlane {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        self.route_ports.close();
         // The workers are done: what their rings hold is written before the writer stops.
         if let Some(mut log) = self.access_log.take() {
             log.finish();

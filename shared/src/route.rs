@@ -525,6 +525,9 @@ pub struct RouteTable {
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     /// `Strict-Transport-Security` for HTTPS answers of hosts with a certificate of their own.
     hsts: Option<Arc<str>>,
+    /// TCP routes by the port ramjet listens on for them: each port's connections are relayed to
+    /// the route's backends. The ports are the listeners the data plane opens for this table.
+    tcp: BTreeMap<u16, Arc<TcpRoute>>,
     digest: Digest,
     /// The digest of the table items alone ([`RouteTable::table_items`]): equal digests, equal
     /// items, so a diff can skip them.
@@ -648,6 +651,16 @@ impl RouteTable {
         self.passthrough.get(normalize_host(server_name, &mut buf)?)
     }
 
+    /// The TCP route of a port, if the table has one.
+    pub fn tcp_route(&self, port: u16) -> Option<&Arc<TcpRoute>> {
+        self.tcp.get(&port)
+    }
+
+    /// The ports of the TCP routes: the listeners this table needs beside HTTP and HTTPS.
+    pub fn tcp_ports(&self) -> impl Iterator<Item = u16> + '_ {
+        self.tcp.keys().copied()
+    }
+
     pub fn has_ssl_redirects(&self) -> bool {
         !self.ssl_redirect.is_empty() || !self.ssl_redirect_wildcard.is_empty()
     }
@@ -713,6 +726,7 @@ impl RouteTable {
         items.extend(self.passthrough.iter().map(|(host, backend)| TableItem::Passthrough { host, backend }));
         items.extend(self.client_auth.iter().map(|(host, auth)| TableItem::ClientAuth { host, auth }));
         items.extend(self.hsts.as_ref().map(TableItem::Hsts));
+        items.extend(self.tcp.iter().map(|(port, route)| TableItem::TcpRoute { port: *port, route }));
         items
     }
 
@@ -804,6 +818,34 @@ pub enum TableItem<'a> {
     ClientAuth { host: &'a Arc<str>, auth: &'a ClientAuth },
     /// The `Strict-Transport-Security` value of HTTPS answers.
     Hsts(&'a Arc<str>),
+    /// A port whose TCP connections are relayed to the route's backends.
+    TcpRoute { port: u16, route: &'a TcpRoute },
+}
+
+/// Connections to a port, relayed as they are (Layer 4) to backends split by weight: a Gateway
+/// API TCPRoute, a static routes file's `tcp:` entry.
+#[derive(Debug, PartialEq, Eq, Serialize)]
+pub struct TcpRoute {
+    /// The weighted backends (no conditions, no filters): [`Rule::pick`] chooses per connection.
+    pub rule: Rule,
+    /// Where it came from (`namespace/name` of a TCPRoute, the file), for diagnostics and the audit.
+    pub source: Arc<str>,
+}
+
+impl TcpRoute {
+    pub fn new(backends: Vec<WeightedBackend>, source: &str) -> Self {
+        let total = backends.iter().map(|b| b.weight).sum();
+        TcpRoute { rule: Rule::split(Vec::new(), backends, total, false), source: source.into() }
+    }
+}
+
+impl fmt::Display for TcpRoute {
+    /// `ns/db:5432 ×3, ns/db-replica:5432 ×1 (from shop/db)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let backends: Vec<String> =
+            self.rule.backends.iter().map(|b| format!("{} ×{}", b.backend.name, b.weight)).collect();
+        write!(f, "{} (from {})", backends.join(", "), self.source)
+    }
 }
 
 /// A route item's policy, by its digest.
@@ -941,6 +983,7 @@ pub struct TableBuilder {
     passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     hsts: Option<Arc<str>>,
+    tcp: BTreeMap<u16, Arc<TcpRoute>>,
 }
 
 impl TableBuilder {
@@ -1057,6 +1100,18 @@ impl TableBuilder {
         by_server_name(&self.client_auth, true, host)
     }
 
+    /// Relays TCP connections to `port` as `route` says. The first route for a port stays: `Err`
+    /// names the source of the one that holds it.
+    pub fn add_tcp_route(&mut self, port: u16, route: TcpRoute) -> Result<(), Arc<str>> {
+        match self.tcp.get(&port) {
+            Some(held) => Err(held.source.clone()),
+            None => {
+                self.tcp.insert(port, Arc::new(route));
+                Ok(())
+            }
+        }
+    }
+
     /// HTTPS answers of hosts with a certificate of their own carry `Strict-Transport-Security: value`.
     pub fn set_hsts(&mut self, value: Option<String>) {
         self.hsts = value.map(Into::into);
@@ -1141,6 +1196,7 @@ impl TableBuilder {
         table.passthrough = self.passthrough;
         table.client_auth = self.client_auth;
         table.hsts = self.hsts;
+        table.tcp = self.tcp;
         let (digest, items_digest) = {
             let items = table.table_items();
             (table_digest(&groups, &items), table_digest(&[], &items))

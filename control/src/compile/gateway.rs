@@ -45,7 +45,7 @@ use crate::canary::effective_total;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, CanaryState, Phase, SETTINGS, STATE_ANNOTATION};
 use crate::gateway_api::{
     Gateway, GrpcRoute, HttpBackendRef, HttpRoute, HttpRouteFilter, HttpRouteMatch, Listener, ParentReference,
-    ReferenceGrant, GROUP,
+    ReferenceGrant, TcpRoute, GROUP,
 };
 use crate::routes_file::validate_host;
 use backend_tls::{BackendTls, BackendTlsPolicies};
@@ -53,6 +53,7 @@ use frontend_tls::Frontend;
 
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
+const TCP_ROUTE: &str = "TCPRoute";
 
 /// A listener ramjet serves, with what routes need from it.
 struct ServedListener<'s> {
@@ -102,6 +103,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         listeners.extend(served);
         closed.extend(refused);
     }
+    refuse_shared_tcp_ports(&mut listeners, &mut report, draft);
     let mut refs = Refs { grants, backend_tls: BackendTlsPolicies::judge(snapshot, resolver, draft) };
     let namespaces: HashMap<&str, &Namespace> =
         snapshot.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, &**n))).collect();
@@ -137,7 +139,10 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         let mut attached_to = Vec::new();
         let mut hosts: BTreeMap<String, Listening> = BTreeMap::new();
         for parent in &route.spec.parent_refs {
-            let Some(attached) = attach(kind, route, parent, &listeners, &namespaces, &mut report) else { continue };
+            let attaching = (namespace, &route.spec.hostnames[..]);
+            let Some(attached) = attach(kind, attaching, parent, &listeners, &namespaces, &mut report) else {
+                continue;
+            };
             match attached {
                 Ok(found) => {
                     for (listener, host) in found {
@@ -173,6 +178,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         let generation = route.metadata.generation;
         reports.push(RouteReport { namespace: namespace.to_string(), name: name.to_string(), generation, parents });
     }
+    tcp_routes(snapshot, &listeners, &namespaces, &refs, resolver, draft, &mut report);
     // An HTTPS listener's certificate serves its hostname whether or not a route is attached (a
     // request for a host without routes gets its 404 over TLS); one without a hostname serves any
     // server name (`""`). The first listener to claim a name keeps it.
@@ -209,6 +215,123 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     report
 }
 
+/// A port has one TCP listener: of two Gateways' listeners on the same port, the older Gateway's
+/// keeps it and the other is refused (`PortUnavailable`), never served by both.
+fn refuse_shared_tcp_ports(listeners: &mut Vec<ServedListener<'_>>, report: &mut Report, draft: &mut Draft) {
+    let mut holder: HashMap<i32, usize> = HashMap::new();
+    let mut refused = Vec::new();
+    listeners.retain(|l| {
+        if l.listener.protocol != "TCP" {
+            return true;
+        }
+        let held = *holder.entry(l.listener.port).or_insert(l.at.0);
+        if held != l.at.0 {
+            refused.push((l.at, held, l.listener.port));
+        }
+        held == l.at.0
+    });
+    for ((gateway, listener), held, port) in refused {
+        let other = &report.gateways[held];
+        let message =
+            format!("port {port} is taken by a TCP listener of the older Gateway {}/{}", other.namespace, other.name);
+        let g = &mut report.gateways[gateway];
+        draft.warn(
+            &ObjectRef::new("Gateway", Some(&g.namespace), &g.name),
+            format!("listener {}: {message}", g.listeners[listener].name),
+        );
+        g.listeners[listener].conditions = vec![
+            StatusCondition::new("Accepted", false, "PortUnavailable", message.clone()),
+            StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", ""),
+            StatusCondition::new("Programmed", false, "Invalid", message),
+        ];
+        g.conditions[0] = StatusCondition::new("Accepted", true, "ListenersNotValid", "some listeners are not served");
+    }
+}
+
+/// Compiles the TCPRoutes attached to our TCP listeners: each listener's port relays to the
+/// backends of the oldest route attached to it (every attached route is `Accepted`, as the spec
+/// has it; the newer ones get no connections, and are warned).
+fn tcp_routes<'s>(
+    snapshot: &'s ClusterSnapshot,
+    listeners: &[ServedListener<'s>],
+    namespaces: &HashMap<&str, &Namespace>,
+    refs: &Refs<'_>,
+    resolver: &mut Resolver<'s, '_>,
+    draft: &mut Draft,
+    report: &mut Report,
+) {
+    let mut routes: Vec<&TcpRoute> = snapshot.tcp_routes.iter().map(|r| &**r).collect();
+    routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
+    for route in routes {
+        let namespace = namespace_of(&route.metadata.namespace);
+        let name = route.metadata.name.as_deref().unwrap_or("");
+        let object = ObjectRef::new(TCP_ROUTE, Some(namespace), name);
+        let mut parents = Vec::new();
+        let mut ports = Vec::new();
+        for parent in &route.spec.parent_refs {
+            let Some(attached) = attach(TCP_ROUTE, (namespace, &[]), parent, listeners, namespaces, report) else {
+                continue;
+            };
+            match attached {
+                Ok(found) => {
+                    ports.extend(found.iter().map(|(l, _)| l.listener.port as u16));
+                    let accepted = StatusCondition::new("Accepted", true, "Accepted", "attached");
+                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![accepted] });
+                }
+                Err(refused) => {
+                    draft.warn(&object, format!("parentRef {}: {}", parent.name, refused.message));
+                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![refused] });
+                }
+            }
+        }
+        if parents.is_empty() {
+            continue;
+        }
+        let from = Referrer { kind: TCP_ROUTE, namespace };
+        let mut resolved = StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "");
+        let mut backends = Vec::new();
+        for (i, reference) in route.spec.rules.iter().take(1).flat_map(|r| &r.backend_refs).enumerate() {
+            match backend(reference, from, refs, resolver) {
+                Ok(target) => backends.push(WeightedBackend::new(target, reference.weight.unwrap_or(1).max(0) as u32)),
+                Err(problem) => {
+                    draft.warn(
+                        &object,
+                        format!("spec.rules[0].backendRefs[{i}]: {}; it gets no connections", problem.message),
+                    );
+                    if resolved.status {
+                        resolved = problem.condition();
+                    }
+                }
+            }
+        }
+        for parent in &mut parents {
+            parent.conditions.push(resolved.clone());
+        }
+        report.tcp_routes.push(RouteReport {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            generation: route.metadata.generation,
+            parents,
+        });
+        // Without a backend to relay to, the port refuses its connections (it is not opened).
+        if backends.iter().all(|b| b.weight == 0) {
+            continue;
+        }
+        let source = format!("{namespace}/{name}");
+        ports.sort_unstable();
+        ports.dedup();
+        for port in ports {
+            let tcp = ramjet_shared::TcpRoute::new(backends.clone(), &source);
+            if let Err(held) = draft.builder.add_tcp_route(port, tcp) {
+                draft.warn(
+                    &object,
+                    format!("port {port} relays to the older TCPRoute {held}; this one gets no connections"),
+                );
+            }
+        }
+    }
+}
+
 /// Oldest first, then namespace and name: the spec's tie-breakers.
 fn age(meta: &ObjectMeta) -> (Option<&Time>, &str, &str) {
     (meta.creation_timestamp.as_ref(), namespace_of(&meta.namespace), meta.name.as_deref().unwrap_or(""))
@@ -239,18 +362,28 @@ fn judge_gateway<'s>(
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", message));
         };
         let port = u16::try_from(listener.port).unwrap_or(0);
-        let tls = match listener.protocol.as_str() {
-            "HTTP" => false,
-            "HTTPS" => true,
+        let (tls, tcp) = match listener.protocol.as_str() {
+            "HTTP" => (false, false),
+            "HTTPS" => (true, false),
+            "TCP" => (false, true),
             other => {
-                let message = format!("protocol {other} is not served by ramjet (HTTP and HTTPS are)");
+                let message = format!("protocol {other} is not served by ramjet (HTTP, HTTPS and TCP are)");
                 refused(&mut conditions, "UnsupportedProtocol", message);
                 reports.push(listener_report(listener, Vec::new(), conditions));
                 continue;
             }
         };
+        // A TCP listener opens a port of its own: any but ramjet's HTTP and HTTPS ones.
+        let own = options.http_ports.contains(&port) || options.https_ports.contains(&port);
+        if tcp && (port == 0 || own) {
+            let message =
+                format!("port {} is where ramjet serves HTTP or HTTPS; a TCP listener needs its own", listener.port);
+            refused(&mut conditions, "PortUnavailable", message);
+            reports.push(listener_report(listener, Vec::new(), conditions));
+            continue;
+        }
         let ports = if tls { &options.https_ports } else { &options.http_ports };
-        if !ports.contains(&port) {
+        if !tcp && !ports.contains(&port) {
             let listed: Vec<String> = ports.iter().map(u16::to_string).collect();
             let message = format!(
                 "port {} is not one where ramjet serves {} (ports: {})",
@@ -282,17 +415,17 @@ fn judge_gateway<'s>(
             reports.push(listener_report(listener, Vec::new(), conditions));
             continue;
         }
-        // Kinds: HTTPRoute and GRPCRoute are the kinds ramjet serves on HTTP and HTTPS listeners.
+        // Kinds: HTTPRoute and GRPCRoute are the kinds ramjet serves on HTTP and HTTPS listeners,
+        // TCPRoute on TCP ones.
+        let serves: &[&'static str] = if tcp { &[TCP_ROUTE] } else { &[HTTP_ROUTE, GRPC_ROUTE] };
         let mut kinds = Vec::new();
         let mut resolved = Ok(());
         match listener.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
-            None => kinds.extend([HTTP_ROUTE, GRPC_ROUTE]),
+            None => kinds.extend(serves),
             Some(asked) => {
                 for kind in asked {
                     let group = kind.group.as_deref().unwrap_or(GROUP);
-                    if let Some(served) =
-                        [HTTP_ROUTE, GRPC_ROUTE].into_iter().find(|k| group == GROUP && kind.kind == *k)
-                    {
+                    if let Some(served) = serves.iter().copied().find(|k| group == GROUP && kind.kind == *k) {
                         kinds.push(served);
                     } else {
                         resolved = Err((
@@ -419,7 +552,7 @@ fn listener_certificate<'s>(
 #[allow(clippy::type_complexity)]
 fn attach<'l, 's>(
     kind: &str,
-    route: &HttpRoute,
+    (route_namespace, hostnames): (&str, &[String]),
     parent: &ParentReference,
     listeners: &'l [ServedListener<'s>],
     namespaces: &HashMap<&str, &Namespace>,
@@ -428,7 +561,6 @@ fn attach<'l, 's>(
     if parent.group.as_deref().unwrap_or(GROUP) != GROUP || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway" {
         return None;
     }
-    let route_namespace = namespace_of(&route.metadata.namespace);
     let parent_namespace = parent.namespace.as_deref().unwrap_or(route_namespace);
     let ours = report.gateways.iter().position(|g| g.namespace == parent_namespace && g.name == parent.name)?;
     let candidates: Vec<&ServedListener<'s>> = listeners
@@ -457,7 +589,7 @@ fn attach<'l, 's>(
     }
     let mut found = Vec::new();
     for listener in allowed {
-        let hosts = intersect(listener.hostname.as_deref(), &route.spec.hostnames);
+        let hosts = intersect(listener.hostname.as_deref(), hostnames);
         if !hosts.is_empty() {
             report.gateways[listener.at.0].listeners[listener.at.1].attached_routes += 1;
         }
@@ -1264,6 +1396,10 @@ fn backend(
         .map_err(|e| RuleProblem::new("BackendNotFound", e))?;
     // A BackendTLSPolicy on the Service (or this port of it) decides TLS; then the Service
     // port's `appProtocol` (GEP-1911): `kubernetes.io/h2c` is HTTP/2 by prior knowledge.
+    // A TCPRoute relays bytes as they come: no TLS of ramjet's, no HTTP protocol.
+    if from.kind == TCP_ROUTE {
+        return Ok(resolved);
+    }
     let port_name = resolver.port_name(target, &b.name, port).unwrap_or("");
     Ok(match (refs.backend_tls.for_backend(target, &b.name, port_name), resolver.app_protocol(target, &b.name, port)) {
         (Some(BackendTls::Verified(tls)), _) => {

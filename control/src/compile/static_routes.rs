@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use ramjet_shared::{BackendKind, BackendProtocol, Filter, ObjectRef, PathKind, RoutePolicy, Rule};
+use ramjet_shared::{
+    BackendKind, BackendProtocol, Filter, ObjectRef, PathKind, RoutePolicy, Rule, TcpRoute, WeightedBackend,
+};
 
 use super::{Compiler, Draft};
 use crate::canary::MirrorTarget;
@@ -98,6 +100,27 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
             }
         }
         draft.certificates.push(cert);
+    }
+    for (i, tcp) in routes.tcp.iter().enumerate() {
+        let object = ObjectRef::new(STATIC_ROUTES, None, format!("tcp[{i}]"));
+        let mut backends = Vec::new();
+        for (name, weight) in &tcp.backends {
+            match &routes.backends[name] {
+                BackendSpec::Endpoints(_, BackendProtocol::Http1, _) => {
+                    backends.push(WeightedBackend::new(backend(compiler, name), *weight));
+                }
+                _ => draft.reject(
+                    &object,
+                    format!("backend {name}: a TCP route relays to plain `endpoints` (no `respond`, no protocol)"),
+                ),
+            }
+        }
+        if backends.len() != tcp.backends.len() {
+            continue;
+        }
+        if let Err(held) = draft.builder.add_tcp_route(tcp.port, TcpRoute::new(backends, &format!("tcp[{i}]"))) {
+            draft.reject(&object, format!("port {} is already routed by {held}; this entry is ignored", tcp.port));
+        }
     }
     draft
 }

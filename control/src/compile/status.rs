@@ -84,5 +84,6 @@ pub struct Report {
     /// HTTPRoutes.
     pub routes: Vec<RouteReport>,
     pub grpc_routes: Vec<RouteReport>,
+    pub tcp_routes: Vec<RouteReport>,
     pub backend_tls_policies: Vec<PolicyReport>,
 }

@@ -4,6 +4,7 @@
 
 use std::net::TcpListener as StdListener;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use std::os::fd::OwnedFd;
@@ -13,6 +14,7 @@ use monoio::net::TcpListener;
 use super::contain;
 use super::http1;
 use super::proxy_header;
+use super::route_ports::{self, RoutePorts};
 use super::runtime::Started;
 use super::tls::TlsTerminator;
 use crate::base::wakeup::Wakeup;
@@ -25,13 +27,14 @@ pub(crate) async fn run(
     worker: Rc<Worker>,
     http: StdListener,
     https: Option<(StdListener, Rc<TlsTerminator>)>,
+    (ports, ports_changed): (Arc<RoutePorts>, OwnedFd),
     drain: OwnedFd,
     started: Started,
 ) {
-    let (drain, clock) = match (Wakeup::event(drain), Wakeup::timer()) {
-        (Ok(drain), Ok(clock)) => (drain, clock),
-        (Err(e), _) | (_, Err(e)) => {
-            return started.failed(format!("cannot set up the worker's timer or drain signal: {e}"))
+    let (drain, clock, ports_changed) = match (Wakeup::event(drain), Wakeup::timer(), Wakeup::event(ports_changed)) {
+        (Ok(drain), Ok(clock), Ok(ports_changed)) => (drain, clock, ports_changed),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+            return started.failed(format!("cannot set up the worker's timer or wake-ups: {e}"))
         }
     };
     let http = match TcpListener::from_std(http) {
@@ -46,6 +49,7 @@ pub(crate) async fn run(
     if let Some((listener, tls)) = https {
         monoio::spawn(accept_loop(worker.clone(), listener, Some(tls)));
     }
+    monoio::spawn(route_ports::serve(worker.clone(), ports, ports_changed));
     started.serving();
     monoio::spawn(sweep_pool(worker.clone()));
     monoio::spawn(tick_clock(worker.clone()));

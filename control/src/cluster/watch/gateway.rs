@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 use super::{api, reflect, reflect_compiled};
 use crate::cluster::ClusterOptions;
-use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant};
+use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute};
 
 /// The Gateway API stores once they exist: set once, never replaced, cheap to clone.
 pub type GatewayCell = Arc<OnceLock<GatewayStores>>;
@@ -111,10 +111,14 @@ async fn usable(client: &Client, namespace: Option<&str>) -> Result<Optional, Un
         readable(policies.list_metadata(&probe).await.map(drop), "BackendTLSPolicies")
             && readable(config_maps.list_metadata(&probe).await.map(drop), "ConfigMaps (for BackendTLSPolicies)")
     };
+    let tcp = serves("tcproutes") && {
+        let routes: Api<TcpRoute> = api(client, namespace);
+        readable(routes.list_metadata(&probe).await.map(drop), "TCPRoutes")
+    };
     if !serves("backendtlspolicies") {
         tracing::info!("the cluster serves no BackendTLSPolicies in gateway.networking.k8s.io/v1 (Gateway API CRDs older than v1.4): they are not watched");
     }
-    Ok(Optional { grpc, backend_tls })
+    Ok(Optional { grpc, backend_tls, tcp })
 }
 
 /// The Gateway API kinds that are watched only where the cluster serves them and ramjet may list
@@ -124,6 +128,8 @@ pub(super) struct Optional {
     grpc: bool,
     /// BackendTLSPolicies, and the ConfigMaps their CA certificates are in.
     backend_tls: bool,
+    /// TCPRoutes (served in v1 from Gateway API v1.5).
+    tcp: bool,
 }
 
 /// Whether a probe list succeeded; why not is logged.
@@ -179,6 +185,7 @@ pub struct GatewayStores {
     pub namespaces: Store<Namespace>,
     /// BackendTLSPolicies and ConfigMaps, when the cluster serves the first and ramjet may list both.
     pub backend_tls: Option<(Store<BackendTlsPolicy>, Store<ConfigMap>)>,
+    pub tcp_routes: Option<Store<TcpRoute>>,
 }
 
 impl GatewayStores {
@@ -225,6 +232,14 @@ impl GatewayStores {
                 );
                 (policies, reflect(api(client, ns), watcher::Config::default(), &both))
             }),
+            tcp_routes: optional.tcp.then(|| {
+                reflect_compiled(
+                    api(client, ns),
+                    watcher::Config::default(),
+                    status_only,
+                    Some((compile.clone(), spec_fingerprint)),
+                )
+            }),
         }
     }
 
@@ -241,6 +256,11 @@ impl GatewayStores {
             },
             self.grants.wait_until_ready(),
             self.namespaces.wait_until_ready(),
+            async {
+                if let Some(routes) = &self.tcp_routes {
+                    let _ = routes.wait_until_ready().await;
+                }
+            },
             async {
                 if let Some((policies, config_maps)) = &self.backend_tls {
                     let _ = futures::join!(policies.wait_until_ready(), config_maps.wait_until_ready());

@@ -26,7 +26,7 @@ spec:
   gatewayClassName: ramjet
   listeners:
     - { name: http, port: 80, protocol: HTTP, allowedRoutes: { namespaces: { from: All } } }
-    - { name: tcp, port: 9000, protocol: TCP }
+    - { name: udp, port: 9000, protocol: UDP }
     - { name: odd-port, port: 81, protocol: HTTP }
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -300,7 +300,7 @@ spec:
     let edge = report.gateways.iter().find(|g| g.name == "edge").unwrap();
     let listener = |name: &str| edge.listeners.iter().find(|l| l.name == name).unwrap();
     let reason = |l: &ListenerReport, t: &str| l.conditions.iter().find(|c| c.type_ == t).map(|c| (c.status, c.reason));
-    assert_eq!(reason(listener("tcp"), "Accepted"), Some((false, "UnsupportedProtocol")));
+    assert_eq!(reason(listener("udp"), "Accepted"), Some((false, "UnsupportedProtocol")));
     assert_eq!(reason(listener("odd-port"), "Accepted"), Some((false, "PortUnavailable")));
     assert_eq!(reason(listener("http"), "Programmed"), Some((true, "Programmed")));
     assert_eq!(edge.conditions[0].reason, "ListenersNotValid");
@@ -710,4 +710,77 @@ fn frontend_validation_reports_each_reference_it_cannot_use_on_the_listener() {
     assert_eq!(auth("good.test"), Some((VerifyClient::Require, false)));
     assert_eq!(auth("missing.test"), Some((VerifyClient::Require, true)), "no usable CA: nothing passes");
     assert_eq!(auth("per-port.test"), Some((VerifyClient::Fallback, false)));
+}
+
+#[test]
+fn tcp_listeners_take_ports_of_their_own_and_the_oldest_route_of_a_listener_is_relayed() {
+    let yaml = format!(
+        "{BASE}{}{}{}",
+        service("db", "pg", 5432),
+        service("db", "pg-new", 5433),
+        r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: data, namespace: db, creationTimestamp: "2026-01-01T00:00:00Z" }
+spec:
+  gatewayClassName: ramjet
+  listeners:
+    - { name: pg, port: 15432, protocol: TCP, allowedRoutes: { namespaces: { from: Same } } }
+    - { name: on-http-port, port: 80, protocol: TCP }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: late, namespace: db, creationTimestamp: "2026-01-02T00:00:00Z" }
+spec:
+  gatewayClassName: ramjet
+  listeners: [{ name: pg, port: 15432, protocol: TCP }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: { name: old, namespace: db, creationTimestamp: "2026-01-01T00:00:00Z" }
+spec:
+  parentRefs: [{ name: data, sectionName: pg }]
+  rules: [{ backendRefs: [{ name: pg, port: 80 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TCPRoute
+metadata: { name: new, namespace: db, creationTimestamp: "2026-01-02T00:00:00Z" }
+spec:
+  parentRefs: [{ name: data, sectionName: pg }, { name: edge, namespace: infra, sectionName: http }]
+  rules: [{ backendRefs: [{ name: pg-new, port: 80 }, { name: nowhere, port: 80 }] }]
+"#
+    );
+    let (generation, report) = compile(&yaml);
+    let gateway = |name: &str| report.gateways.iter().find(|g| g.name == name).unwrap();
+    let condition =
+        |l: &ListenerReport, t: &str| l.conditions.iter().find(|c| c.type_ == t).map(|c| (c.status, c.reason));
+    let data = gateway("data");
+    assert_eq!(condition(&data.listeners[0], "Programmed"), Some((true, "Programmed")));
+    assert_eq!(data.listeners[0].supported_kinds, ["TCPRoute"]);
+    assert_eq!(data.listeners[0].attached_routes, 2, "both routes are attached, as the spec has it");
+    assert_eq!(condition(&data.listeners[1], "Accepted"), Some((false, "PortUnavailable")), "ramjet's own HTTP port");
+    // Another Gateway's TCP listener on a port already taken.
+    assert_eq!(condition(&gateway("late").listeners[0], "Accepted"), Some((false, "PortUnavailable")));
+    assert_eq!(gateway("late").conditions[0].reason, "ListenersNotValid");
+
+    let route = |name: &str| report.tcp_routes.iter().find(|r| r.name == name).unwrap();
+    let parents = |r: &RouteReport| {
+        r.parents
+            .iter()
+            .map(|p| p.conditions.iter().map(|c| (c.type_, c.status, c.reason)).collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(parents(route("old")), [[("Accepted", true, "Accepted"), ("ResolvedRefs", true, "ResolvedRefs")]]);
+    assert_eq!(
+        parents(route("new")),
+        [
+            vec![("Accepted", true, "Accepted"), ("ResolvedRefs", false, "BackendNotFound")],
+            vec![("Accepted", false, "NotAllowedByListeners"), ("ResolvedRefs", false, "BackendNotFound")],
+        ]
+    );
+    // The port relays to the oldest route's backend; no port for the refused listeners.
+    let ports: Vec<u16> = generation.table.tcp_ports().collect();
+    assert_eq!(ports, [15432]);
+    let relayed = generation.table.tcp_route(15432).unwrap();
+    assert_eq!((relayed.source.as_ref(), relayed.rule.backends[0].backend.name.as_ref()), ("db/old", "db/pg:80"));
 }

@@ -154,21 +154,24 @@ fn backend(c: &mut Choices) -> Arc<Backend> {
 }
 
 fn upstream_tls(c: &mut Choices) -> Arc<UpstreamTls> {
+    let verify = c.maybe(|c| {
+        let id = [c.pick(2) as u8; 32];
+        let source = TEXT[c.aside("bundle", 4) as usize].to_string();
+        Arc::new(CaBundle { id, roots: Arc::new(RootCertStore::empty()), source })
+    });
+    // Names are verified against a bundle: drawn only with one.
+    let names = match (verify.is_some(), c.pick(3)) {
+        (false, _) | (true, 0) => Vec::new(),
+        (true, 1) => vec![SubjectAltName::Dns(c.one_of(&["a.test", "b.test"]).to_string())],
+        (true, _) => vec![SubjectAltName::Uri("spiffe://cluster.test/ns/a/sa/b".into())],
+    };
     let spec = UpstreamTlsSpec {
-        verify: c.maybe(|c| {
-            let id = [c.pick(2) as u8; 32];
-            let source = TEXT[c.aside("bundle", 4) as usize].to_string();
-            Arc::new(CaBundle { id, roots: Arc::new(RootCertStore::empty()), source })
-        }),
+        verify,
         server_name: c.one_of(&["a.test", "b.test", "10.0.0.1"]).to_string(),
         sni: c.flag(),
         // A client certificate needs a key pair; it is encoded by its content id as the bundle is.
         client_cert: None,
-        subject_alt_names: match c.pick(3) {
-            0 => Vec::new(),
-            1 => vec![SubjectAltName::Dns(c.one_of(&["a.test", "b.test"]).to_string())],
-            _ => vec![SubjectAltName::Uri("spiffe://cluster.test/ns/a/sa/b".into())],
-        },
+        subject_alt_names: names,
     };
     UpstreamTls::new(&spec).unwrap()
 }
@@ -419,7 +422,7 @@ fn table(c: &mut Choices) -> RouteTable {
     let mut builder = TableBuilder::new();
     let items = c.pick(4);
     for _ in 0..items {
-        match c.pick(7) {
+        match c.pick(8) {
             0 => {
                 let (host, path) = (host(c), c.one_of(&["/", "/a", "/b", "/a/b"]));
                 let kind = c.one_of(&[PathKind::Exact, PathKind::Prefix, PathKind::Regex]);
@@ -444,6 +447,14 @@ fn table(c: &mut Choices) -> RouteTable {
                 let (host, auth) = (host(c), client_auth(c));
                 builder.add_client_auth(host, auth);
             }
+            6 => {
+                let port = c.one_of(&[5432, 6379]);
+                let backends =
+                    vec![WeightedBackend::new(backend(c), 1 + c.pick(3)), WeightedBackend::new(backend(c), 1)];
+                let source = c.one_of(&["shop/db", "routes.yaml"]);
+                // The first route for a port stays, as in the compilers.
+                let _held = builder.add_tcp_route(port, TcpRoute::new(backends, source)).is_err();
+            }
             _ => builder.set_hsts(c.maybe(|c| c.text().to_string())),
         }
     }
@@ -460,7 +471,8 @@ fn every_item_kind_is_drawn(item: TableItem<'_>) {
         | TableItem::HttpsRedirect { .. }
         | TableItem::Passthrough { .. }
         | TableItem::ClientAuth { .. }
-        | TableItem::Hsts(_) => {}
+        | TableItem::Hsts(_)
+        | TableItem::TcpRoute { .. } => {}
     }
 }
 

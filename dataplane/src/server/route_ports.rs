@@ -1,0 +1,142 @@
+//! The listeners a serving table asks for beside HTTP and HTTPS: one per port of its TCP routes,
+//! opened when a generation that has the port is published and closed when none does — so a pin
+//! or a rollback brings its listeners back with its routes.
+//!
+//! The control thread opens them ([`RoutePorts::sync`], after each publish): a port's sockets are
+//! bound there, one SO_REUSEPORT socket per worker, so a port that cannot be opened is known and
+//! told at once, and a worker never makes a system call for a port it will not serve. It then
+//! wakes every worker (an eventfd each); a worker takes a duplicate of its own socket of each new
+//! port and accepts on it ([`super::tcp`]), and stops accepting on a port that is gone. Its relays
+//! already running go on until either side closes: a port that goes away refuses new connections
+//! only. Nothing here is on a request's path: the map is read when a worker is woken, never per
+//! connection.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+
+use crate::base::drain::DrainSignal;
+use crate::base::listener::{bind_shared, ListenError};
+use crate::base::wakeup::{EventSender, Wakeup};
+use crate::worker::Worker;
+
+/// One port's sockets: the `i`-th is worker `i`'s.
+struct PortSockets {
+    sockets: Vec<StdListener>,
+}
+
+/// The open ports, shared by the control thread (which opens and closes them) and the workers
+/// (which accept on them).
+pub struct RoutePorts {
+    ip: IpAddr,
+    workers: usize,
+    open: ArcSwap<BTreeMap<u16, Arc<PortSockets>>>,
+    /// Each worker's wake-up, written when the open ports change. Only the control thread writes
+    /// (under this lock, which no worker ever takes); `None` once the data plane has stopped.
+    wake: Mutex<Option<Vec<EventSender>>>,
+}
+
+impl RoutePorts {
+    /// No port open yet; the ports will be opened on `ip`. Returns each worker's end of its wake-up.
+    pub(crate) fn new(ip: IpAddr, workers: usize) -> std::io::Result<(Arc<RoutePorts>, Vec<std::os::fd::OwnedFd>)> {
+        let mut senders = Vec::with_capacity(workers);
+        let mut receivers = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (sender, receiver) = crate::base::wakeup::event_pair()?;
+            senders.push(sender);
+            receivers.push(receiver);
+        }
+        let ports =
+            RoutePorts { ip, workers, open: ArcSwap::from_pointee(BTreeMap::new()), wake: Mutex::new(Some(senders)) };
+        Ok((Arc::new(ports), receivers))
+    }
+
+    /// Makes the open ports exactly `wanted`: opens those not open yet, closes the others, and
+    /// wakes the workers when anything changed. Returns each port that could not be opened, with
+    /// why (it is tried again at the next call).
+    pub fn sync(&self, wanted: impl IntoIterator<Item = u16>) -> Vec<(u16, ListenError)> {
+        let wake = self.wake.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // The data plane has stopped: nothing is opened again.
+        let Some(wake) = wake.as_ref() else { return Vec::new() };
+        let before = self.open.load_full();
+        let mut now = BTreeMap::new();
+        let mut refused = Vec::new();
+        for port in wanted {
+            if let Some(open) = before.get(&port) {
+                now.insert(port, open.clone());
+                continue;
+            }
+            match bind_shared(SocketAddr::new(self.ip, port), self.workers) {
+                Ok(sockets) => {
+                    now.insert(port, Arc::new(PortSockets { sockets }));
+                }
+                Err(e) => refused.push((port, e)),
+            }
+        }
+        let changed = now.len() != before.len() || now.keys().any(|p| !before.contains_key(p));
+        if changed {
+            let opened: Vec<u16> = now.keys().filter(|p| !before.contains_key(p)).copied().collect();
+            let closed: Vec<u16> = before.keys().filter(|p| !now.contains_key(p)).copied().collect();
+            tracing::info!(?opened, ?closed, "TCP route listeners changed");
+            self.open.store(Arc::new(now));
+            for sender in wake.iter() {
+                sender.signal();
+            }
+        }
+        refused
+    }
+
+    /// Closes every port for good: the data plane has stopped (its workers' copies are closed).
+    pub(crate) fn close(&self) {
+        let mut wake = self.wake.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *wake = None;
+        self.open.store(Arc::new(BTreeMap::new()));
+    }
+
+    /// The ports open now.
+    pub fn open_ports(&self) -> Vec<u16> {
+        self.open.load().keys().copied().collect()
+    }
+}
+
+/// A worker's side: accepts on each open port until it closes, and on the worker's drain stops.
+pub(crate) async fn serve(worker: Rc<Worker>, ports: Arc<RoutePorts>, wake: Wakeup) {
+    // The ports this worker accepts on, each with what stops its accept loop.
+    let mut serving: BTreeMap<u16, (Arc<PortSockets>, Rc<DrainSignal>)> = BTreeMap::new();
+    loop {
+        let open = ports.open.load_full();
+        serving.retain(|port, (sockets, stop)| {
+            // Gone, or closed and opened again since (other sockets): stop accepting on the old one.
+            let same = open.get(port).is_some_and(|now| Arc::ptr_eq(now, sockets));
+            if !same {
+                stop.fire();
+            }
+            same
+        });
+        for (port, sockets) in open.iter() {
+            if serving.contains_key(port) {
+                continue;
+            }
+            let listener = sockets.sockets.get(worker.id).map(StdListener::try_clone);
+            let listener = match listener.map(|l| l.and_then(monoio::net::TcpListener::from_std)) {
+                Some(Ok(listener)) => listener,
+                Some(Err(e)) => {
+                    tracing::warn!(worker = worker.id, port, error = %e, "cannot accept on a TCP route's port");
+                    continue;
+                }
+                None => continue,
+            };
+            let stop = Rc::new(DrainSignal::default());
+            serving.insert(*port, (sockets.clone(), stop.clone()));
+            monoio::spawn(super::tcp::accept(worker.clone(), listener, *port, stop));
+        }
+        drop(open);
+        monoio::select! {
+            woken = wake.wait() => if woken.is_err() { return },
+            _ = worker.drain.wait() => return,
+        }
+    }
+}

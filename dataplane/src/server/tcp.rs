@@ -1,0 +1,79 @@
+//! TCP routes (Layer 4): each connection to a route's port is relayed, bytes as they come, to one
+//! of the route's backends chosen by weight, then to one of its endpoints in turn (a refused one
+//! moves on once). Both directions are copied at once with backpressure (a side is read only as
+//! fast as the other takes the bytes), and a side that finishes sending is half-closed on the
+//! other (`shutdown(SHUT_WR)`), so protocols that end a request with EOF work; the relay ends when
+//! both directions have.
+//!
+//! The route is looked up in the generation serving when the connection is accepted: a change to
+//! the route applies to new connections, and running relays finish as they started.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use monoio::net::{TcpListener, TcpStream};
+use ramjet_shared::{Backend, BackendKind, UpstreamErrorKind};
+
+use crate::base::drain::DrainSignal;
+use crate::worker::Worker;
+
+/// Accepts on a TCP route's port until `stop` (the port closed) or the worker's drain.
+pub(crate) async fn accept(worker: Rc<Worker>, listener: TcpListener, port: u16, stop: Rc<DrainSignal>) {
+    loop {
+        let accepted = monoio::select! {
+            r = listener.accept() => r,
+            _ = stop.wait() => break,
+            _ = worker.drain.wait() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(worker = worker.id, port, error = %e, "accept failed on a TCP route's port");
+                worker.sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let worker = worker.clone();
+        super::contain::spawn(&worker.clone(), "TCP relay", async move {
+            worker.connection_opened();
+            relay(&worker, stream, port).await;
+            worker.connection_closed();
+        });
+    }
+    // Dropping the listener closes this worker's socket of the port.
+}
+
+/// Relays one connection to the port's route, as the serving generation has it.
+async fn relay(worker: &Worker, client: TcpStream, port: u16) {
+    let backend = {
+        let generation = worker.generation();
+        let Some(route) = generation.table.tcp_route(port) else { return };
+        if route.rule.backends.is_empty() {
+            return;
+        }
+        let draw = worker.random() % route.rule.total;
+        route.rule.pick(draw).backend.clone()
+    };
+    if let Some(upstream) = connect(worker, &backend).await {
+        crate::base::buf::splice(client, upstream).await;
+    }
+}
+
+/// A connection to one of `backend`'s endpoints (the next in turn; a refused one moves on once),
+/// within the upstream connect timeout.
+pub(crate) async fn connect(worker: &Worker, backend: &Backend) -> Option<TcpStream> {
+    let BackendKind::Endpoints(endpoints) = &backend.kind else { return None };
+    if endpoints.is_empty() {
+        return None;
+    }
+    let first = worker.next_endpoint(backend.slot, endpoints.len());
+    let timeout = worker.settings.upstream_timeout;
+    for index in [first, (first + 1) % endpoints.len()].into_iter().take(endpoints.len().min(2)) {
+        match worker.timeout(timeout, crate::upstream::connect::connect_tcp(endpoints[index])).await {
+            Ok(Ok(stream)) => return Some(stream),
+            _ => worker.counters().upstream_error(UpstreamErrorKind::Connect),
+        }
+    }
+    None
+}

@@ -1,0 +1,239 @@
+//! TCP routes (Layer 4) over real sockets, on both I/O drivers: a static routes file's `tcp:`
+//! entries and a Gateway's `TCP` listener with a TCPRoute (`--manifests`), relayed to backends
+//! that greet with their name and echo what they read until the client half-closes.
+//!
+//! What a user sees: bytes arrive whole and in order both ways, a half-close reaches the backend
+//! (so protocols that end a request with EOF work), weights split connections, and a port opens
+//! and closes with the generation that has it — a rollback brings it back — while established
+//! relays and the HTTP listener carry on.
+
+use ramjet_test_support as support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ramjet::{Daemon, DaemonConfig, Source};
+use ramjet_control::compile::ingress::IngressOptions;
+use support::backend::Backend;
+use support::client::{get, request};
+use support::manifests::Service;
+use support::{daemon_with, eventually, free_port, routes_in, temp_dir, DRIVERS};
+
+/// A TCP backend: greets each connection with `<name>\n`, echoes what it reads, and closes once
+/// the client has finished sending (so a half-close must reach it).
+struct EchoBackend {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+}
+
+impl EchoBackend {
+    fn start(name: &'static str) -> EchoBackend {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let count = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                count.fetch_add(1, Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    if stream.write_all(format!("{name}\n").as_bytes()).is_err() {
+                        return;
+                    }
+                    let mut reader = stream.try_clone().unwrap();
+                    let _ = std::io::copy(&mut reader, &mut stream);
+                    // EOF from the client: done; closing ends the relay's other direction.
+                });
+            }
+        });
+        EchoBackend { addr, connections }
+    }
+}
+
+/// Connects to `port`, reads the greeting, sends `payload` (from another thread, while the echo
+/// comes back), half-closes, and reads to EOF: the backend's name and what came back.
+fn exchange(port: u16, payload: &[u8]) -> std::io::Result<(String, Vec<u8>)> {
+    let stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut reader = BufReader::new(stream.try_clone()?);
+    let mut name = String::new();
+    reader.read_line(&mut name)?;
+    let mut writer = stream.try_clone()?;
+    let sent = payload.to_vec();
+    let sender = std::thread::spawn(move || {
+        writer.write_all(&sent)?;
+        writer.shutdown(Shutdown::Write)
+    });
+    let mut echoed = Vec::new();
+    reader.read_to_end(&mut echoed)?;
+    sender.join().unwrap()?;
+    Ok((name.trim().to_string(), echoed))
+}
+
+fn payload(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn a_static_tcp_route_relays_both_ways_with_half_close_and_splits_by_weight() {
+    let (a, b) = (EchoBackend::start("a"), EchoBackend::start("b"));
+    let http = Backend::start("web");
+    for driver in DRIVERS {
+        let (one, split) = (free_port(), free_port());
+        let yaml = format!(
+        "backends:\n  a: {{ endpoints: [\"{}\"] }}\n  b: {{ endpoints: [\"{}\"] }}\n  web: {{ endpoints: [\"{}\"] }}\n\
+         routes:\n  - {{ host: web.test, path: /, backend: web }}\n\
+         tcp:\n  - {{ port: {one}, backend: a }}\n  - {{ port: {split}, backends: [{{ name: a, weight: 3 }}, {{ name: b, weight: 1 }}] }}\n",
+        a.addr, b.addr, http.addr
+    );
+        let d = daemon_with(routes_in(&yaml, Path::new(".")), driver, |c| c.workers = 2);
+        assert!(
+            eventually(Duration::from_secs(10), || exchange(one, b"hi").is_ok()),
+            "{driver:?}: port {one} never opened"
+        );
+        // A megabyte each way, sent while the echo comes back; then the half-close reaches the
+        // backend, which closes, which reaches the client.
+        let sent = payload(1 << 20);
+        let (name, echoed) = exchange(one, &sent).unwrap();
+        assert_eq!(name, "a", "{driver:?}");
+        assert!(echoed == sent, "{driver:?}: {} bytes came back of {}", echoed.len(), sent.len());
+        // 400 connections at weights 3:1: 100 expected on b, σ ≈ 8.7; outside 55..=145 about
+        // once in 10⁷ runs.
+        let on_b = (0..400).filter(|_| exchange(split, b"x").unwrap().0 == "b").count();
+        assert!((55..=145).contains(&on_b), "{driver:?}: {on_b} of 400 on b at weight 1 of 4");
+        // HTTP is served beside it as ever.
+        assert_eq!(get(d.http_addr(), "web.test", "/").status, 200, "{driver:?}");
+        assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
+        d.shutdown();
+    }
+    assert!(b.connections.load(Ordering::SeqCst) > 0);
+}
+
+#[test]
+fn a_static_tcp_route_is_checked_where_it_is_written() {
+    let bad = [
+        ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 0, backend: a }\n", "tcp[0].port", "0 is not a port"),
+        ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 9000, backend: nope }\n", "tcp[0].backend", "unknown backend `nope`"),
+        ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 9000 }\n", "tcp.backend", "exactly one of `backend`"),
+        ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 9000, backends: [{ name: a, weight: 0 }] }\n", "tcp.backends", "every weight is 0"),
+    ];
+    for (yaml, field, words) in bad {
+        let e = ramjet_control::routes_file::parse(yaml, Path::new("."), "r.yaml").expect_err(yaml).to_string();
+        assert!(e.contains("r.yaml") && e.contains(field) && e.contains(words), "{e}");
+        assert!(e.starts_with("r.yaml:4:"), "the error names the line: {e}");
+    }
+}
+
+const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: { name: ramjet }\nspec: { controllerName: ramjet.dev/gateway-controller }\n";
+
+fn gateway_with_tcp(port: u16) -> String {
+    format!(
+        "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: db }}\nspec:\n  gatewayClassName: ramjet\n  listeners:\n    - {{ name: http, port: 80, protocol: HTTP }}\n    - {{ name: pg, port: {port}, protocol: TCP }}\n\
+         ---\napiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\nmetadata: {{ name: pg, namespace: db }}\nspec:\n  parentRefs: [{{ name: edge, sectionName: pg }}]\n  rules: [{{ backendRefs: [{{ name: pg, port: 5432 }}] }}]\n"
+    )
+}
+
+fn write(path: &Path, text: &str) {
+    let temporary = path.with_extension("tmp");
+    std::fs::write(&temporary, text).unwrap();
+    std::fs::rename(temporary, path).unwrap();
+}
+
+fn admin(d: &Daemon, method: &str, path: &str, body: &str) -> u16 {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    request(d.admin_addr(), &head).status
+}
+
+#[test]
+fn a_gateway_tcp_listener_opens_and_closes_with_its_generation_and_a_rollback_brings_it_back() {
+    let pg = EchoBackend::start("pg");
+    let web = Backend::start("web");
+    for driver in DRIVERS {
+        let port = free_port();
+        let dir = temp_dir("tcp-gateway");
+        let file = dir.join("all.yaml");
+        let services = format!(
+            "---\n{}---\n{}",
+            Service::new("db", "pg").port("pg", 5432).endpoints(&[pg.addr]).yaml(),
+            Service::new("db", "web").endpoints(&[web.addr]).yaml()
+        );
+        let http_route = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: { name: web, namespace: db }\nspec:\n  parentRefs: [{ name: edge, sectionName: http }]\n  hostnames: [web.test]\n  rules: [{ backendRefs: [{ name: web, port: 80 }] }]\n";
+        let with_tcp = format!("{GATEWAY}{}{services}{http_route}", gateway_with_tcp(port));
+        write(&file, &with_tcp);
+        let mut config = DaemonConfig::with_source(Source::Manifests {
+            dir: dir.clone(),
+            options: IngressOptions::default(),
+            interval: Duration::from_millis(20),
+        });
+        config.io_driver = driver;
+        config.workers = 2;
+        let d = Daemon::start(config).expect("the daemon starts");
+        assert!(
+            eventually(Duration::from_secs(10), || exchange(port, b"x").is_ok()),
+            "{driver:?}: the TCP listener never opened"
+        );
+        let (name, echoed) = exchange(port, b"select 1").unwrap();
+        assert_eq!((name.as_str(), echoed.as_slice()), ("pg", &b"select 1"[..]), "{driver:?}");
+        let with_tcp_generation = d.published.current().number;
+
+        // HTTP requests all along, counted: none may fail while the TCP listener comes and goes.
+        let stop = Arc::new(AtomicBool::new(false));
+        let failures = Arc::new(AtomicUsize::new(0));
+        let prober = {
+            let (stop, failures, http) = (stop.clone(), failures.clone(), d.http_addr());
+            std::thread::spawn(move || {
+                let mut sent = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    if get(http, "web.test", "/").status != 200 {
+                        failures.fetch_add(1, Ordering::SeqCst);
+                    }
+                    sent += 1;
+                }
+                sent
+            })
+        };
+
+        // An established relay, then the listener removed: the port refuses new connections and
+        // the relay goes on.
+        let mut held = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        held.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut greeting = [0u8; 3];
+        held.read_exact(&mut greeting).unwrap();
+        let without_tcp = with_tcp.replace(&format!("    - {{ name: pg, port: {port}, protocol: TCP }}\n"), "");
+        write(&file, &without_tcp);
+        assert!(
+            eventually(Duration::from_secs(10), || TcpStream::connect(("127.0.0.1", port)).is_err()),
+            "{driver:?}: the port stayed open without its listener"
+        );
+        held.write_all(b"still here").unwrap();
+        let mut echoed = [0u8; 10];
+        held.read_exact(&mut echoed).unwrap();
+        assert_eq!(&echoed, b"still here", "{driver:?}: the established relay was cut");
+        drop(held);
+
+        // A rollback to the generation that had it opens the port again; releasing closes it.
+        assert_eq!(admin(&d, "POST", "/admin/rollback", &format!("{{\"generation\": {with_tcp_generation}}}")), 200);
+        assert!(
+            eventually(Duration::from_secs(10), || exchange(port, b"x").is_ok()),
+            "{driver:?}: the rollback did not reopen the port"
+        );
+        assert_eq!(admin(&d, "DELETE", "/admin/rollback", ""), 200);
+        assert!(
+            eventually(Duration::from_secs(10), || TcpStream::connect(("127.0.0.1", port)).is_err()),
+            "{driver:?}: releasing the pin did not close the port"
+        );
+
+        stop.store(true, Ordering::SeqCst);
+        let sent = prober.join().unwrap();
+        assert!(sent > 10, "{driver:?}: only {sent} HTTP requests were made");
+        assert_eq!(failures.load(Ordering::SeqCst), 0, "{driver:?}: HTTP requests failed while TCP listeners changed");
+        d.shutdown();
+    }
+}
