@@ -169,7 +169,7 @@ pub fn read_token(path: &Path) -> anyhow::Result<String> {
 /// (a new table, a rollback, a pin released), the ports it has are opened and the others closed.
 /// A port that cannot be opened is logged, and tried again at the next publish.
 async fn open_route_ports(
-    ports: Arc<ramjet_dataplane::RoutePorts>,
+    mut ports: ramjet_dataplane::PortOpener,
     mut served: tokio::sync::watch::Receiver<Option<ramjet_control::apply::Compiled>>,
 ) {
     loop {
@@ -299,7 +299,10 @@ impl Daemon {
             published.clone(),
             stats.clone(),
         )?;
-        control.runtime.spawn(open_route_ports(dataplane.route_ports.clone(), control.applier.served()));
+        let mut dataplane = dataplane;
+        if let Some(opener) = dataplane.take_port_opener() {
+            control.runtime.spawn(open_route_ports(opener, control.applier.served()));
+        }
         control.mark_listening();
         Ok(Daemon { control, cluster, dataplane, published, stats, default_certificate })
     }

@@ -45,7 +45,7 @@ pub use conn::{AddressField, AddressRules};
 pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use observe::access_log::{self, AccessLog, AccessLogSettings};
 pub use observe::trace::{OtlpEndpoint, TraceExport, TraceSettings};
-pub use server::route_ports::RoutePorts;
+pub use server::route_ports::{PortOpener, RoutePorts};
 pub use server::tls::{server_config, DefaultCertificate, SniResolver};
 pub use settings::{ClientAddress, DriverChoice, Http2Settings, IoDriver, Settings};
 
@@ -102,8 +102,10 @@ pub struct DataPlane {
     pub https_addr: Option<SocketAddr>,
     /// The driver of each worker.
     pub drivers: Vec<DriverChoice>,
-    /// The listeners of the serving table's TCP routes (see [`RoutePorts::sync`]).
+    /// The listeners of the serving table's TCP routes.
     pub route_ports: Arc<RoutePorts>,
+    /// What opens them, until the control thread takes it ([`DataPlane::take_port_opener`]).
+    port_opener: Option<PortOpener>,
     access_log: Option<AccessLog>,
     traces: Option<TraceExport>,
     /// [`DataPlane::begin_closing`] was called.
@@ -143,8 +145,11 @@ impl DataPlane {
             }
             None => ((0..workers).map(|_| None).collect::<Vec<Option<TcpListener>>>(), None, None),
         };
-        let (route_ports, mut ports_changed) = server::route_ports::RoutePorts::new(http_addr.ip(), workers)
-            .map_err(|e| StartError::Worker { worker: 0, reason: format!("cannot create its wake-up eventfd: {e}") })?;
+        let (route_ports, port_opener, mut ports_changed) =
+            server::route_ports::RoutePorts::new(http_addr.ip(), workers).map_err(|e| StartError::Worker {
+                worker: 0,
+                reason: format!("cannot create its wake-up eventfd: {e}"),
+            })?;
         let cpus = if config.pin_workers { server::runtime::allowed_cpus() } else { Vec::new() };
         let settings = Arc::new(config.settings);
         let mut drain = Vec::with_capacity(workers);
@@ -200,6 +205,7 @@ impl DataPlane {
             threads,
             drain,
             route_ports,
+            port_opener: Some(port_opener),
             http_addr,
             https_addr,
             drivers: drivers.into_iter().flatten().collect(),
@@ -207,6 +213,11 @@ impl DataPlane {
             traces,
             closing: false,
         })
+    }
+
+    /// What opens and closes the TCP routes' ports, for the control thread (once).
+    pub fn take_port_opener(&mut self) -> Option<PortOpener> {
+        self.port_opener.take()
     }
 
     /// Reopens the access log's file (SIGHUP: logrotate moved it away).

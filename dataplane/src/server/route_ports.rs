@@ -2,7 +2,7 @@
 //! opened when a generation that has the port is published and closed when none does — so a pin
 //! or a rollback brings its listeners back with its routes.
 //!
-//! The control thread opens them ([`RoutePorts::sync`], after each publish): a port's sockets are
+//! The control thread opens them ([`PortOpener::sync`], after each publish): a port's sockets are
 //! bound there, one SO_REUSEPORT socket per worker, so a port that cannot be opened is known and
 //! told at once, and a worker never makes a system call for a port it will not serve. It then
 //! wakes every worker (an eventfd each); a worker takes a duplicate of its own socket of each new
@@ -13,8 +13,10 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
+use std::os::fd::OwnedFd;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
@@ -28,40 +30,59 @@ struct PortSockets {
     sockets: Vec<StdListener>,
 }
 
-/// The open ports, shared by the control thread (which opens and closes them) and the workers
-/// (which accept on them).
+/// The open ports, read by the workers (when woken) and written only by the [`PortOpener`].
 pub struct RoutePorts {
-    ip: IpAddr,
-    workers: usize,
     open: ArcSwap<BTreeMap<u16, Arc<PortSockets>>>,
-    /// Each worker's wake-up, written when the open ports change. Only the control thread writes
-    /// (under this lock, which no worker ever takes); `None` once the data plane has stopped.
-    wake: Mutex<Option<Vec<EventSender>>>,
+    /// The data plane has stopped: nothing is opened again.
+    closed: AtomicBool,
 }
 
 impl RoutePorts {
-    /// No port open yet; the ports will be opened on `ip`. Returns each worker's end of its wake-up.
-    pub(crate) fn new(ip: IpAddr, workers: usize) -> std::io::Result<(Arc<RoutePorts>, Vec<std::os::fd::OwnedFd>)> {
-        let mut senders = Vec::with_capacity(workers);
+    /// No port open yet; the opener (for the control thread) and each worker's end of its wake-up.
+    pub(crate) fn new(ip: IpAddr, workers: usize) -> std::io::Result<(Arc<RoutePorts>, PortOpener, Vec<OwnedFd>)> {
+        let mut wake = Vec::with_capacity(workers);
         let mut receivers = Vec::with_capacity(workers);
         for _ in 0..workers {
             let (sender, receiver) = crate::base::wakeup::event_pair()?;
-            senders.push(sender);
+            wake.push(sender);
             receivers.push(receiver);
         }
         let ports =
-            RoutePorts { ip, workers, open: ArcSwap::from_pointee(BTreeMap::new()), wake: Mutex::new(Some(senders)) };
-        Ok((Arc::new(ports), receivers))
+            Arc::new(RoutePorts { open: ArcSwap::from_pointee(BTreeMap::new()), closed: AtomicBool::new(false) });
+        Ok((ports.clone(), PortOpener { ports, ip, workers, wake }, receivers))
     }
 
+    /// Closes every port for good: the data plane has stopped (its workers' copies are closed).
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.open.store(Arc::new(BTreeMap::new()));
+    }
+
+    /// The ports open now.
+    pub fn open_ports(&self) -> Vec<u16> {
+        self.open.load().keys().copied().collect()
+    }
+}
+
+/// Opens and closes the ports: owned by the control thread, the only writer.
+pub struct PortOpener {
+    ports: Arc<RoutePorts>,
+    /// The address the ports are opened on (the HTTP listener's).
+    ip: IpAddr,
+    workers: usize,
+    /// Each worker's wake-up, written when the open ports change.
+    wake: Vec<EventSender>,
+}
+
+impl PortOpener {
     /// Makes the open ports exactly `wanted`: opens those not open yet, closes the others, and
     /// wakes the workers when anything changed. Returns each port that could not be opened, with
     /// why (it is tried again at the next call).
-    pub fn sync(&self, wanted: impl IntoIterator<Item = u16>) -> Vec<(u16, ListenError)> {
-        let wake = self.wake.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        // The data plane has stopped: nothing is opened again.
-        let Some(wake) = wake.as_ref() else { return Vec::new() };
-        let before = self.open.load_full();
+    pub fn sync(&mut self, wanted: impl IntoIterator<Item = u16>) -> Vec<(u16, ListenError)> {
+        if self.ports.closed.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        let before = self.ports.open.load_full();
         let mut now = BTreeMap::new();
         let mut refused = Vec::new();
         for port in wanted {
@@ -81,24 +102,12 @@ impl RoutePorts {
             let opened: Vec<u16> = now.keys().filter(|p| !before.contains_key(p)).copied().collect();
             let closed: Vec<u16> = before.keys().filter(|p| !now.contains_key(p)).copied().collect();
             tracing::info!(?opened, ?closed, "TCP route listeners changed");
-            self.open.store(Arc::new(now));
-            for sender in wake.iter() {
+            self.ports.open.store(Arc::new(now));
+            for sender in &self.wake {
                 sender.signal();
             }
         }
         refused
-    }
-
-    /// Closes every port for good: the data plane has stopped (its workers' copies are closed).
-    pub(crate) fn close(&self) {
-        let mut wake = self.wake.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        *wake = None;
-        self.open.store(Arc::new(BTreeMap::new()));
-    }
-
-    /// The ports open now.
-    pub fn open_ports(&self) -> Vec<u16> {
-        self.open.load().keys().copied().collect()
     }
 }
 
