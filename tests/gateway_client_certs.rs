@@ -7,8 +7,7 @@
 
 use ramjet_test_support as support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +16,7 @@ use ramjet::{Daemon, DaemonConfig, Source};
 use ramjet_control::compile::ingress::IngressOptions;
 use rcgen::ExtendedKeyUsagePurpose;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use support::backend::Backend;
 use support::manifests::Service;
 use support::pki::Pki;
@@ -27,7 +26,7 @@ use support::{eventually, temp_dir, DRIVERS};
 type Answer = Result<(u16, String), String>;
 
 /// `GET /` with `Host: host` over TLS to `addr`, sending `host` as SNI, presenting `cert` (files
-/// `<name>.crt`/`.key` of `pki`) when the server asks. Connection: close, so the answer is whole.
+/// `<name>.crt`/`.key` of `pki`) when the server asks.
 fn ask(addr: SocketAddr, server: &Pki, host: &str, cert: Option<(&Pki, &str)>, extra: &str) -> Answer {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(server.ca.clone()).unwrap();
@@ -41,23 +40,7 @@ fn ask(addr: SocketAddr, server: &Pki, host: &str, cert: Option<(&Pki, &str)>, e
             builder.with_client_auth_cert(chain, key).unwrap()
         }
     };
-    let name = ServerName::try_from(host.to_string()).unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{extra}\r\n");
-    tls.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
-    let mut text = Vec::new();
-    match tls.read_to_end(&mut text) {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !text.is_empty() => {}
-        Err(e) => return Err(e.to_string()),
-    }
-    let text = String::from_utf8_lossy(&text).to_string();
-    let status =
-        text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no answer: {text:?}"))?;
-    Ok((status, text.split_once("\r\n\r\n").map_or("", |p| p.1).to_string()))
+    support::client::tls_get(addr, Arc::new(config), host, host, extra)
 }
 
 /// The value of a field the echo backend was sent (`header=<name>: <value>` in its answer).

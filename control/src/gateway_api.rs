@@ -1,6 +1,6 @@
 //! The Gateway API objects ramjet reads, from the standard channel (v1.6): `GatewayClass`, `Gateway`,
-//! `HTTPRoute`, `GRPCRoute`, `TCPRoute`, `BackendTLSPolicy` (gateway.networking.k8s.io/v1) and
-//! `ReferenceGrant` (v1beta1).
+//! `HTTPRoute`, `GRPCRoute`, `TCPRoute`, `TLSRoute`, `BackendTLSPolicy` (gateway.networking.k8s.io/v1)
+//! and `ReferenceGrant` (v1beta1).
 //!
 //! Written by hand, not generated: the maintained crate (`gateway-api`, kopium output) is built on
 //! kube 4 / k8s-openapi 0.28 and cannot live beside this workspace's kube 5, and the generated types
@@ -585,4 +585,28 @@ pub struct TcpRouteSpec {
 pub struct TcpRouteRule {
     #[serde(default)]
     pub backend_refs: Vec<HttpBackendRef>,
+}
+
+/// TLS connections to a Gateway's `TLS` listener in `Passthrough` mode, passed unopened by their
+/// server name (SNI) to backends (v1 from Gateway API v1.5; v1alpha2 and v1alpha3 before).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsRoute {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: TlsRouteSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+resource!(TlsRoute, "TLSRoute", "v1", "tlsroutes", NamespaceResourceScope);
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsRouteSpec {
+    #[serde(default)]
+    pub parent_refs: Vec<ParentReference>,
+    #[serde(default)]
+    pub hostnames: Vec<String>,
+    /// One rule at most (the CRD says so).
+    #[serde(default)]
+    pub rules: Vec<TcpRouteRule>,
 }

@@ -518,7 +518,8 @@ pub struct RouteTable {
     /// The same hosts as declared (`*.` for a wildcard), sorted: for [`RouteTable::items`].
     ssl_redirect_hosts: Box<[Arc<str>]>,
     /// Hosts whose TLS connections are passed to a backend unopened (ingress-nginx's
-    /// `ssl-passthrough`), by server name, lower case.
+    /// `ssl-passthrough`, Gateway API TLSRoutes), by server name as declared, lower case: exact, or
+    /// a wildcard (`*.`, `**.`), or `""` for any name.
     passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
     /// Hosts whose TLS handshakes ask for a client certificate, by server name as declared (exact
     /// or `*.` wildcard), as `tls` is looked up.
@@ -645,10 +646,15 @@ impl RouteTable {
         !self.passthrough.is_empty()
     }
 
-    /// The backend TLS connections for this server name are passed to unopened, if any.
+    /// The backend TLS connections for this server name are passed to unopened, if any: the exact
+    /// name, then wildcards (one label, then any depth); the entry for any name (a Gateway TLS
+    /// listener and TLSRoute without hostnames) only for names without a certificate of their own,
+    /// which are terminated as their HTTPS listeners or Ingresses ask.
     pub fn passthrough(&self, server_name: &str) -> Option<&Arc<Backend>> {
         let mut buf = [0u8; 256];
-        self.passthrough.get(normalize_host(server_name, &mut buf)?)
+        let name = normalize_host(server_name, &mut buf)?;
+        by_name(&self.passthrough, true, name)
+            .or_else(|| self.passthrough.get("").filter(|_| !self.has_own_certificate(name)))
     }
 
     /// The TCP route of a port, if the table has one.

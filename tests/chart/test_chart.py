@@ -138,6 +138,8 @@ SCENARIOS: dict[str, dict] = {
     },
     "proxy-protocol-https": {"controller": {"clientAddress": {"proxyProtocol": {"https": True}}}},
     "low-ports": {"controller": {"containerPorts": {"http": 80, "https": 443}}},
+    "tcp-ports": {"controller": {"service": {"type": "NodePort", "tcpPorts": [
+        {"port": 5432}, {"port": 6379, "name": "redis", "nodePort": 30379}]}}, "networkPolicy": {"enabled": True}},
     "restricted": {"controller": {"seccompProfile": {"type": "RuntimeDefault"}, "ioDriver": "auto"}},
     "localhost-seccomp": {
         "controller": {"seccompProfile": {"type": "Localhost", "localhostProfile": "profiles/ramjet.json"}}
@@ -409,7 +411,8 @@ def check_invariants(s: str) -> None:
     # Image, probes, env.
     assert c["image"].startswith(values["image"]["repository"] + ":"), c["image"]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {k: int(v) for k, v in values["controller"]["containerPorts"].items()}
+    tcp = {p.get("name") or f"tcp-{p['port']}": int(p["port"]) for p in values["controller"]["service"]["tcpPorts"]}
+    assert ports == {k: int(v) for k, v in values["controller"]["containerPorts"].items()} | tcp
     # Probes on the read-only listener, which serves nothing else that matters.
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
@@ -421,7 +424,8 @@ def check_invariants(s: str) -> None:
     a = c["args"]
     assert all(x.startswith("--") for x in a), a
     for name, port in ports.items():
-        assert flag(s, f"{name}-addr").endswith(f":{port}"), (name, a)
+        if name not in tcp:  # TCP routes' ports are opened by the routes, not by a flag
+            assert flag(s, f"{name}-addr").endswith(f":{port}"), (name, a)
     assert flag(s, "ingress-class") == values["ingressClass"]["name"]
     assert flag(s, "controller-name") == values["ingressClass"]["controllerValue"]
     assert flag(s, "io-driver") == values["controller"]["ioDriver"]
@@ -587,7 +591,7 @@ def test_clusterrole_grants():
 def test_gateway_api_rbac_and_gatewayclass():
     rules = one("default", "ClusterRole", FULLNAME)["rules"]
     group = "gateway.networking.k8s.io"
-    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tcproutes", "referencegrants", "backendtlspolicies"):
+    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tcproutes", "tlsroutes", "referencegrants", "backendtlspolicies"):
         for verb in ("list", "watch"):
             assert rules_grant(rules, group, resource, verb), (resource, verb)
         assert not rules_grant(rules, group, resource, "get"), resource
@@ -595,7 +599,7 @@ def test_gateway_api_rbac_and_gatewayclass():
     # list shared with other controllers, so it is replaced whole (an update), never applied.
     for resource in ("gatewayclasses/status", "gateways/status"):
         assert rules_grant(rules, group, resource, "patch") and not rules_grant(rules, group, resource, "update")
-    for resource in ("httproutes/status", "grpcroutes/status", "tcproutes/status", "backendtlspolicies/status"):
+    for resource in ("httproutes/status", "grpcroutes/status", "tcproutes/status", "tlsroutes/status", "backendtlspolicies/status"):
         assert rules_grant(rules, group, resource, "update") and not rules_grant(rules, group, resource, "patch")
     for resource in ("namespaces", "configmaps"):
         assert rules_grant(rules, "", resource, "list") and rules_grant(rules, "", resource, "watch")
@@ -1021,6 +1025,18 @@ def test_service_types():
     assert svc["spec"]["loadBalancerSourceRanges"] == ["198.51.100.0/24"]
     assert svc["metadata"]["annotations"] == {"example.com/lb-type": "nlb"}
     assert svc["metadata"]["labels"]["exposed"] == "yes"
+
+
+def test_tcp_route_ports_are_exposed_and_let_through():
+    ports = {p["name"]: p for p in one("tcp-ports", "Service", FULLNAME)["spec"]["ports"]}
+    assert ports["tcp-5432"] == {"name": "tcp-5432", "port": 5432, "targetPort": "tcp-5432", "protocol": "TCP"}
+    assert ports["redis"] == {"name": "redis", "port": 6379, "targetPort": "redis", "protocol": "TCP", "nodePort": 30379}
+    # Declared on the container, where ramjet opens them while a route has them.
+    declared = {p["name"]: p["containerPort"] for p in container("tcp-ports")["ports"]}
+    assert declared["tcp-5432"] == 5432 and declared["redis"] == 6379
+    traffic = one("tcp-ports", "NetworkPolicy", FULLNAME)["spec"]["ingress"][0]["ports"]
+    assert {"port": 5432, "protocol": "TCP"} in traffic and {"port": 6379, "protocol": "TCP"} in traffic
+    assert [p["name"] for p in one("default", "Service", FULLNAME)["spec"]["ports"]] == ["http", "https"]
 
 
 def test_seccomp_choices():

@@ -220,3 +220,49 @@ pub fn curl_https(port: u16, name: &str, insecure: bool) -> CurlAnswer {
     let subject = log.lines().find(|l| l.contains("subject:")).unwrap_or_default().to_string();
     CurlAnswer { status: String::from_utf8_lossy(&out.stdout).to_string(), subject, log }
 }
+
+/// `GET path` with `Host: host` over TLS to `addr`, `sni` sent as the server name, with `config`
+/// (its roots decide whom the client trusts; its client certificate, if any, is presented when
+/// asked), `Connection: close` so the answer is whole: the status and body, or why the exchange
+/// failed (a refused handshake, an untrusted certificate).
+pub fn tls_get(
+    addr: SocketAddr,
+    config: std::sync::Arc<rustls::ClientConfig>,
+    sni: &str,
+    host: &str,
+    extra: &str,
+) -> Result<(u16, String), String> {
+    let name = rustls::pki_types::ServerName::try_from(sni.to_string()).map_err(|e| e.to_string())?;
+    let conn = rustls::ClientConnection::new(config, name).map_err(|e| e.to_string())?;
+    let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).map_err(|e| e.to_string())?;
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n{extra}\r\n");
+    tls.write_all(request.as_bytes()).map_err(|e| e.to_string())?;
+    // To the end of the body its Content-Length gives (a server may keep the connection), else EOF.
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        let whole = std::str::from_utf8(&text).ok().and_then(|t| {
+            let (head, body) = t.split_once("\r\n\r\n")?;
+            let length = head.lines().find_map(|l| {
+                let (name, value) = l.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length").then(|| value.trim().parse::<usize>().ok()).flatten()
+            })?;
+            Some(body.len() >= length)
+        });
+        if whole == Some(true) {
+            break;
+        }
+        match tls.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !text.is_empty() => break,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let text = String::from_utf8_lossy(&text).to_string();
+    let status =
+        text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| format!("no answer: {text:?}"))?;
+    Ok((status, text.split_once("\r\n\r\n").map_or("", |p| p.1).to_string()))
+}

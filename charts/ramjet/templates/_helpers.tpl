@@ -356,6 +356,11 @@ spec:
         - name: admin
           containerPort: {{ int $c.containerPorts.admin }}
           protocol: TCP
+        {{- range $c.service.tcpPorts }}
+        - name: {{ .name | default (printf "tcp-%d" (int .port)) }}
+          containerPort: {{ int .port }}
+          protocol: TCP
+        {{- end }}
       livenessProbe:
         {{- toYaml $c.livenessProbe | nindent 8 }}
       readinessProbe:

@@ -31,7 +31,7 @@ use super::watch::Stores;
 use super::{ClusterOptions, FIELD_MANAGER};
 use crate::apply::Compiled;
 use crate::compile::status::{GatewayReport, ParentReport, Report, RouteReport, StatusCondition};
-use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, TcpRoute, GROUP};
+use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, TcpRoute, TlsRoute, GROUP};
 
 /// Keeps Gateway API status right while this replica leads: on every newly served generation (or
 /// new report for it), and on changes to the objects (whose current status the writes compare
@@ -128,6 +128,10 @@ async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions, report
     for route in g.tcp_routes.iter().flat_map(|s| s.state()) {
         let ours = about(&report.tcp_routes, &route.metadata).map(|r| (&r.parents[..], r.generation));
         write_parents::<TcpRoute>(client, controller, &route.metadata, route.status.as_ref(), ours, PARENTS).await;
+    }
+    for route in g.tls_routes.iter().flat_map(|s| s.state()) {
+        let ours = about(&report.tls_routes, &route.metadata).map(|r| (&r.parents[..], r.generation));
+        write_parents::<TlsRoute>(client, controller, &route.metadata, route.status.as_ref(), ours, PARENTS).await;
     }
     for policy in g.backend_tls.iter().flat_map(|(policies, _)| policies.state()) {
         let (namespace, name) = (policy.metadata.namespace.as_deref(), policy.metadata.name.as_deref());

@@ -45,7 +45,7 @@ use crate::canary::effective_total;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, CanaryState, Phase, SETTINGS, STATE_ANNOTATION};
 use crate::gateway_api::{
     Gateway, GrpcRoute, HttpBackendRef, HttpRoute, HttpRouteFilter, HttpRouteMatch, Listener, ParentReference,
-    ReferenceGrant, TcpRoute, GROUP,
+    ReferenceGrant, TcpRoute, TlsRoute, GROUP,
 };
 use crate::routes_file::validate_host;
 use backend_tls::{BackendTls, BackendTlsPolicies};
@@ -54,6 +54,7 @@ use frontend_tls::Frontend;
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
 const TCP_ROUTE: &str = "TCPRoute";
+const TLS_ROUTE: &str = "TLSRoute";
 
 /// A listener ramjet serves, with what routes need from it.
 struct ServedListener<'s> {
@@ -179,6 +180,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         reports.push(RouteReport { namespace: namespace.to_string(), name: name.to_string(), generation, parents });
     }
     tcp_routes(snapshot, &listeners, &namespaces, &refs, resolver, draft, &mut report);
+    tls_routes(snapshot, &listeners, &namespaces, &refs, resolver, draft, &mut report);
     // An HTTPS listener's certificate serves its hostname whether or not a route is attached (a
     // request for a host without routes gets its 404 over TLS); one without a hostname serves any
     // server name (`""`). The first listener to claim a name keeps it.
@@ -332,6 +334,82 @@ fn tcp_routes<'s>(
     }
 }
 
+/// Compiles the TLSRoutes attached to our TLS listeners (Passthrough): each server name the route
+/// and the listener have in common is passed unopened to the route's backend. The first route (the
+/// oldest) to claim a name keeps it.
+fn tls_routes<'s>(
+    snapshot: &'s ClusterSnapshot,
+    listeners: &[ServedListener<'s>],
+    namespaces: &HashMap<&str, &Namespace>,
+    refs: &Refs<'_>,
+    resolver: &mut Resolver<'s, '_>,
+    draft: &mut Draft,
+    report: &mut Report,
+) {
+    let mut routes: Vec<&TlsRoute> = snapshot.tls_routes.iter().map(|r| &**r).collect();
+    routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
+    for route in routes {
+        let namespace = namespace_of(&route.metadata.namespace);
+        let name = route.metadata.name.as_deref().unwrap_or("");
+        let object = ObjectRef::new(TLS_ROUTE, Some(namespace), name);
+        let mut parents = Vec::new();
+        let mut hosts = BTreeSet::new();
+        for parent in &route.spec.parent_refs {
+            let attaching = (namespace, &route.spec.hostnames[..]);
+            let Some(attached) = attach(TLS_ROUTE, attaching, parent, listeners, namespaces, report) else { continue };
+            match attached {
+                Ok(found) => {
+                    hosts.extend(found.into_iter().map(|(_, host)| host));
+                    let accepted = StatusCondition::new("Accepted", true, "Accepted", "attached");
+                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![accepted] });
+                }
+                Err(refused) => {
+                    draft.warn(&object, format!("parentRef {}: {}", parent.name, refused.message));
+                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![refused] });
+                }
+            }
+        }
+        if parents.is_empty() {
+            continue;
+        }
+        let from = Referrer { kind: TLS_ROUTE, namespace };
+        let references: Vec<&HttpBackendRef> = route.spec.rules.iter().take(1).flat_map(|r| &r.backend_refs).collect();
+        if references.len() > 1 {
+            draft.warn(&object, "only the first backendRef with a weight is passed connections to (no split yet)");
+        }
+        let first = references.iter().find(|r| r.weight.unwrap_or(1) > 0);
+        let (target, resolved) = match first.map(|r| backend(r, from, refs, resolver)) {
+            Some(Ok(target)) => (Some(target), StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "")),
+            Some(Err(problem)) => {
+                draft.warn(
+                    &object,
+                    format!("spec.rules[0].backendRefs: {}; its connections are refused", problem.message),
+                );
+                (None, problem.condition())
+            }
+            None => {
+                (None, StatusCondition::new("ResolvedRefs", false, "BackendNotFound", "the route has no backendRefs"))
+            }
+        };
+        for parent in &mut parents {
+            parent.conditions.push(resolved.clone());
+        }
+        report.tls_routes.push(RouteReport {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            generation: route.metadata.generation,
+            parents,
+        });
+        let Some(target) = target else { continue };
+        for host in hosts {
+            if !draft.builder.add_passthrough(&host, target.clone()) {
+                let shown = if host.is_empty() { "any server name" } else { host.as_str() };
+                draft.warn(&object, format!("{shown} is already passed through by an older route; not by this one"));
+            }
+        }
+    }
+}
+
 /// Oldest first, then namespace and name: the spec's tie-breakers.
 fn age(meta: &ObjectMeta) -> (Option<&Time>, &str, &str) {
     (meta.creation_timestamp.as_ref(), namespace_of(&meta.namespace), meta.name.as_deref().unwrap_or(""))
@@ -362,17 +440,26 @@ fn judge_gateway<'s>(
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", message));
         };
         let port = u16::try_from(listener.port).unwrap_or(0);
-        let (tls, tcp) = match listener.protocol.as_str() {
-            "HTTP" => (false, false),
-            "HTTPS" => (true, false),
-            "TCP" => (false, true),
+        let (tls, tcp, passthrough) = match listener.protocol.as_str() {
+            "HTTP" => (false, false, false),
+            "HTTPS" => (true, false, false),
+            "TCP" => (false, true, false),
+            "TLS" => (false, false, true),
             other => {
-                let message = format!("protocol {other} is not served by ramjet (HTTP, HTTPS and TCP are)");
+                let message = format!("protocol {other} is not served by ramjet (HTTP, HTTPS, TLS and TCP are)");
                 refused(&mut conditions, "UnsupportedProtocol", message);
                 reports.push(listener_report(listener, Vec::new(), conditions));
                 continue;
             }
         };
+        // A TLS listener passes connections through unopened, on ramjet's TLS port.
+        let mode = listener.tls.as_ref().and_then(|t| t.mode.as_deref()).unwrap_or("Terminate");
+        if passthrough && mode != "Passthrough" {
+            let message = format!("TLS mode {mode} is not served on a TLS listener (Passthrough is)");
+            refused(&mut conditions, "UnsupportedValue", message);
+            reports.push(listener_report(listener, Vec::new(), conditions));
+            continue;
+        }
         // A TCP listener opens a port of its own: any but ramjet's HTTP and HTTPS ones.
         let own = options.http_ports.contains(&port) || options.https_ports.contains(&port);
         if tcp && (port == 0 || own) {
@@ -382,7 +469,7 @@ fn judge_gateway<'s>(
             reports.push(listener_report(listener, Vec::new(), conditions));
             continue;
         }
-        let ports = if tls { &options.https_ports } else { &options.http_ports };
+        let ports = if tls || passthrough { &options.https_ports } else { &options.http_ports };
         if !tcp && !ports.contains(&port) {
             let listed: Vec<String> = ports.iter().map(u16::to_string).collect();
             let message = format!(
@@ -417,7 +504,11 @@ fn judge_gateway<'s>(
         }
         // Kinds: HTTPRoute and GRPCRoute are the kinds ramjet serves on HTTP and HTTPS listeners,
         // TCPRoute on TCP ones.
-        let serves: &[&'static str] = if tcp { &[TCP_ROUTE] } else { &[HTTP_ROUTE, GRPC_ROUTE] };
+        let serves: &[&'static str] = match (tcp, passthrough) {
+            (true, _) => &[TCP_ROUTE],
+            (_, true) => &[TLS_ROUTE],
+            _ => &[HTTP_ROUTE, GRPC_ROUTE],
+        };
         let mut kinds = Vec::new();
         let mut resolved = Ok(());
         match listener.allowed_routes.as_ref().and_then(|a| a.kinds.as_ref()) {
@@ -1396,8 +1487,8 @@ fn backend(
         .map_err(|e| RuleProblem::new("BackendNotFound", e))?;
     // A BackendTLSPolicy on the Service (or this port of it) decides TLS; then the Service
     // port's `appProtocol` (GEP-1911): `kubernetes.io/h2c` is HTTP/2 by prior knowledge.
-    // A TCPRoute relays bytes as they come: no TLS of ramjet's, no HTTP protocol.
-    if from.kind == TCP_ROUTE {
+    // TCPRoutes and TLSRoutes relay bytes as they come: no TLS of ramjet's, no HTTP protocol.
+    if matches!(from.kind, TCP_ROUTE | TLS_ROUTE) {
         return Ok(resolved);
     }
     let port_name = resolver.port_name(target, &b.name, port).unwrap_or("");

@@ -9,7 +9,9 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use ramjet_shared::Diagnostic;
 
-use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute};
+use crate::gateway_api::{
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+};
 
 /// The default `--gateway-controller-name`.
 pub const GATEWAY_CONTROLLER: &str = "ramjet.dev/gateway-controller";
@@ -64,6 +66,7 @@ pub struct ClusterSnapshot {
     pub grpc_routes: Vec<Arc<GrpcRoute>>,
     pub reference_grants: Vec<Arc<ReferenceGrant>>,
     pub tcp_routes: Vec<Arc<TcpRoute>>,
+    pub tls_routes: Vec<Arc<TlsRoute>>,
     pub backend_tls_policies: Vec<Arc<BackendTlsPolicy>>,
     /// ConfigMaps, for the CA certificates of BackendTLSPolicies (watched only with them).
     pub config_maps: Vec<Arc<ConfigMap>>,

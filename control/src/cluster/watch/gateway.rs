@@ -18,7 +18,9 @@ use tokio::sync::Notify;
 
 use super::{api, reflect, reflect_compiled};
 use crate::cluster::ClusterOptions;
-use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute};
+use crate::gateway_api::{
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+};
 
 /// The Gateway API stores once they exist: set once, never replaced, cheap to clone.
 pub type GatewayCell = Arc<OnceLock<GatewayStores>>;
@@ -115,10 +117,14 @@ async fn usable(client: &Client, namespace: Option<&str>) -> Result<Optional, Un
         let routes: Api<TcpRoute> = api(client, namespace);
         readable(routes.list_metadata(&probe).await.map(drop), "TCPRoutes")
     };
+    let tls = serves("tlsroutes") && {
+        let routes: Api<TlsRoute> = api(client, namespace);
+        readable(routes.list_metadata(&probe).await.map(drop), "TLSRoutes")
+    };
     if !serves("backendtlspolicies") {
         tracing::info!("the cluster serves no BackendTLSPolicies in gateway.networking.k8s.io/v1 (Gateway API CRDs older than v1.4): they are not watched");
     }
-    Ok(Optional { grpc, backend_tls, tcp })
+    Ok(Optional { grpc, backend_tls, tcp, tls })
 }
 
 /// The Gateway API kinds that are watched only where the cluster serves them and ramjet may list
@@ -130,6 +136,8 @@ pub(super) struct Optional {
     backend_tls: bool,
     /// TCPRoutes (served in v1 from Gateway API v1.5).
     tcp: bool,
+    /// TLSRoutes (served in v1 from Gateway API v1.5).
+    tls: bool,
 }
 
 /// Whether a probe list succeeded; why not is logged.
@@ -186,6 +194,7 @@ pub struct GatewayStores {
     /// BackendTLSPolicies and ConfigMaps, when the cluster serves the first and ramjet may list both.
     pub backend_tls: Option<(Store<BackendTlsPolicy>, Store<ConfigMap>)>,
     pub tcp_routes: Option<Store<TcpRoute>>,
+    pub tls_routes: Option<Store<TlsRoute>>,
 }
 
 impl GatewayStores {
@@ -240,6 +249,14 @@ impl GatewayStores {
                     Some((compile.clone(), spec_fingerprint)),
                 )
             }),
+            tls_routes: optional.tls.then(|| {
+                reflect_compiled(
+                    api(client, ns),
+                    watcher::Config::default(),
+                    status_only,
+                    Some((compile.clone(), spec_fingerprint)),
+                )
+            }),
         }
     }
 
@@ -258,6 +275,11 @@ impl GatewayStores {
             self.namespaces.wait_until_ready(),
             async {
                 if let Some(routes) = &self.tcp_routes {
+                    let _ = routes.wait_until_ready().await;
+                }
+            },
+            async {
+                if let Some(routes) = &self.tls_routes {
                     let _ = routes.wait_until_ready().await;
                 }
             },

@@ -784,3 +784,56 @@ spec:
     let relayed = generation.table.tcp_route(15432).unwrap();
     assert_eq!((relayed.source.as_ref(), relayed.rule.backends[0].backend.name.as_ref()), ("db/old", "db/pg:80"));
 }
+
+#[test]
+fn tls_listeners_pass_their_routes_names_through_on_the_tls_port() {
+    let yaml = format!(
+        "{BASE}{}{}",
+        service("infra", "api", 8443),
+        r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: tls, namespace: infra }
+spec:
+  gatewayClassName: ramjet
+  listeners:
+    - { name: pass, port: 443, protocol: TLS, hostname: "*.example.com", tls: { mode: Passthrough } }
+    - { name: terminate, port: 443, protocol: TLS, hostname: t.example.net, tls: { mode: Terminate } }
+    - { name: odd-port, port: 9443, protocol: TLS, tls: { mode: Passthrough } }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: { name: api, namespace: infra }
+spec:
+  parentRefs: [{ name: tls, sectionName: pass }]
+  hostnames: [abc.example.com, "*.example.com", abc.example.org]
+  rules: [{ backendRefs: [{ name: api, port: 80 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: { name: elsewhere, namespace: infra }
+spec:
+  parentRefs: [{ name: tls, sectionName: pass }]
+  hostnames: [abc.example.org]
+  rules: [{ backendRefs: [{ name: api, port: 80 }] }]
+"#
+    );
+    let (generation, report) = compile(&yaml);
+    let gateway = report.gateways.iter().find(|g| g.name == "tls").unwrap();
+    let condition =
+        |l: &ListenerReport, t: &str| l.conditions.iter().find(|c| c.type_ == t).map(|c| (c.status, c.reason));
+    assert_eq!(condition(&gateway.listeners[0], "Programmed"), Some((true, "Programmed")));
+    assert_eq!(gateway.listeners[0].supported_kinds, ["TLSRoute"]);
+    assert_eq!(condition(&gateway.listeners[1], "Accepted"), Some((false, "UnsupportedValue")));
+    assert_eq!(condition(&gateway.listeners[2], "Accepted"), Some((false, "PortUnavailable")));
+    let route = |name: &str| report.tls_routes.iter().find(|r| r.name == name).unwrap();
+    let first = |r: &RouteReport| (r.parents[0].conditions[0].status, r.parents[0].conditions[0].reason);
+    assert_eq!(first(route("api")), (true, "Accepted"));
+    assert_eq!(first(route("elsewhere")), (false, "NoMatchingListenerHostname"));
+    // The names both have in common, a wildcard at any depth as the Gateway API has it.
+    let table = &generation.table;
+    let passed = |name: &str| table.passthrough(name).map(|b| b.name.to_string());
+    assert_eq!(passed("abc.example.com").as_deref(), Some("infra/api:80"));
+    assert_eq!(passed("x.y.example.com").as_deref(), Some("infra/api:80"));
+    assert_eq!(passed("abc.example.org"), None);
+}
