@@ -165,7 +165,7 @@ pub fn read_token(path: &Path) -> anyhow::Result<String> {
     Ok(token.to_string())
 }
 
-/// Keeps the listeners of TCP routes those of the generation being served: after each publish
+/// Keeps the sockets of TCP and UDP routes those of the generation being served: after each publish
 /// (a new table, a rollback, a pin released), the ports it has are opened and the others closed.
 /// A port that cannot be opened is logged, and tried again at the next publish.
 async fn open_route_ports(
@@ -173,10 +173,10 @@ async fn open_route_ports(
     mut served: tokio::sync::watch::Receiver<Option<ramjet_control::apply::Compiled>>,
 ) {
     loop {
-        let wanted: Vec<u16> =
-            served.borrow_and_update().as_ref().map(|c| c.generation.table.tcp_ports().collect()).unwrap_or_default();
-        for (port, e) in ports.sync(wanted) {
-            tracing::warn!(port, error = %e, "cannot open a TCP route's port; it is tried again at the next change");
+        let wanted: Vec<(ramjet_shared::Transport, u16)> =
+            served.borrow_and_update().as_ref().map(|c| c.generation.table.route_ports().collect()).unwrap_or_default();
+        for ((transport, port), e) in ports.sync(wanted) {
+            tracing::warn!(%transport, port, error = %e, "cannot open a route's port; it is tried again at the next change");
         }
         if served.changed().await.is_err() {
             return;

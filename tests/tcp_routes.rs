@@ -1,6 +1,7 @@
-//! TCP routes (Layer 4) over real sockets, on both I/O drivers: a static routes file's `tcp:`
-//! entries and a Gateway's `TCP` listener with a TCPRoute (`--manifests`), relayed to backends
-//! that greet with their name and echo what they read until the client half-closes.
+//! TCP and UDP routes (Layer 4) over real sockets, on both I/O drivers: a static routes file's
+//! `tcp:` and `udp:` entries and a Gateway's `TCP` and `UDP` listeners with their TCPRoute and
+//! UDPRoute (`--manifests`), relayed to backends that greet with their name and echo what they read
+//! (until the client half-closes, for TCP; a datagram for a datagram, for UDP).
 //!
 //! What a user sees: bytes arrive whole and in order both ways, a half-close reaches the backend
 //! (so protocols that end a request with EOF work), weights split connections, and a port opens
@@ -234,6 +235,114 @@ fn a_gateway_tcp_listener_opens_and_closes_with_its_generation_and_a_rollback_br
         let sent = prober.join().unwrap();
         assert!(sent > 10, "{driver:?}: only {sent} HTTP requests were made");
         assert_eq!(failures.load(Ordering::SeqCst), 0, "{driver:?}: HTTP requests failed while TCP listeners changed");
+        d.shutdown();
+    }
+}
+
+/// A UDP backend: answers each datagram with `<name>:` and the datagram.
+fn udp_echo(name: &'static str) -> SocketAddr {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_535];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            let mut answer = format!("{name}:").into_bytes();
+            answer.extend_from_slice(&buf[..n]);
+            let _ = socket.send_to(&answer, from);
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_static_udp_route_relays_flows_and_answers_from_its_port() {
+    let (a, b) = (udp_echo("a"), udp_echo("b"));
+    for driver in DRIVERS {
+        let port = free_port();
+        let yaml = format!(
+            "backends:\n  a: {{ endpoints: [\"{a}\"] }}\n  b: {{ endpoints: [\"{b}\"] }}\n\
+             udp:\n  - {{ port: {port}, backends: [{{ name: a, weight: 1 }}, {{ name: b, weight: 1 }}] }}\n"
+        );
+        let d = daemon_with(routes_in(&yaml, Path::new(".")), driver, |c| c.workers = 2);
+        let ask = |client: &std::net::UdpSocket, payload: &[u8]| -> Option<(String, SocketAddr)> {
+            client.send_to(payload, ("127.0.0.1", port)).ok()?;
+            let mut buf = vec![0u8; 65_535];
+            let (n, from) = client.recv_from(&mut buf).ok()?;
+            Some((String::from_utf8_lossy(&buf[..n]).to_string(), from))
+        };
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        assert!(eventually(Duration::from_secs(10), || ask(&client, b"ping").is_some()), "{driver:?}: no answer");
+        // A flow stays with its backend, and its answers come from the route's port.
+        let (first, from) = ask(&client, b"hello").unwrap();
+        assert_eq!(from.port(), port, "{driver:?}");
+        let backend = &first[..2];
+        assert_eq!(first, format!("{backend}hello"), "{driver:?}");
+        for i in 0..20 {
+            assert_eq!(ask(&client, format!("n{i}").as_bytes()).unwrap().0, format!("{backend}n{i}"), "{driver:?}");
+        }
+        // A large datagram arrives whole.
+        let big = vec![b'x'; 60_000];
+        assert_eq!(ask(&client, &big).unwrap().0.len(), 60_002, "{driver:?}");
+        // 4,000 flows (a socket each), opened 200 at a time: every one answered, split over both
+        // backends. (All at once, a burst overflows the port's receive buffer and datagrams are
+        // lost, as UDP allows.)
+        let clients: Vec<std::net::UdpSocket> =
+            (0..4_000).map(|_| std::net::UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+        let mut on = std::collections::BTreeMap::new();
+        for (batch, group) in clients.chunks(200).enumerate() {
+            for (j, c) in group.iter().enumerate() {
+                c.send_to(format!("f{}", batch * 200 + j).as_bytes(), ("127.0.0.1", port)).unwrap();
+            }
+            for (j, c) in group.iter().enumerate() {
+                let i = batch * 200 + j;
+                c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut buf = [0u8; 64];
+                let (n, _) = c.recv_from(&mut buf).unwrap_or_else(|e| panic!("{driver:?}: flow {i} unanswered: {e}"));
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                assert!(text.ends_with(&format!(":f{i}")), "{driver:?}: {text}");
+                *on.entry(text[..1].to_string()).or_insert(0) += 1;
+            }
+        }
+        // 2,000 expected on each, σ ≈ 32: outside 1,800..=2,200 about once in 10¹⁰ runs.
+        assert!(on.values().all(|n| (1_800..=2_200).contains(n)), "{driver:?}: {on:?}");
+        assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
+        d.shutdown();
+    }
+}
+
+#[test]
+fn a_gateway_udp_listener_relays_its_udproutes_flows() {
+    let dns = udp_echo("dns");
+    for driver in DRIVERS {
+        let port = free_port();
+        let dir = temp_dir("udp-gateway");
+        let manifests = format!(
+            "{GATEWAY}---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: net }}\nspec:\n  gatewayClassName: ramjet\n  listeners:\n    - {{ name: dns, port: {port}, protocol: UDP }}\n    - {{ name: dns-tcp, port: {port}, protocol: TCP }}\n\
+             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: UDPRoute\nmetadata: {{ name: dns, namespace: net }}\nspec:\n  parentRefs: [{{ name: edge, sectionName: dns }}]\n  rules: [{{ backendRefs: [{{ name: dns, port: 53 }}] }}]\n---\n{}",
+            Service::new("net", "dns").port("dns", 53).endpoints(&[dns]).yaml()
+        );
+        std::fs::write(dir.join("all.yaml"), manifests).unwrap();
+        let mut config = DaemonConfig::with_source(Source::Manifests {
+            dir,
+            options: IngressOptions::default(),
+            interval: Duration::from_millis(20),
+        });
+        config.io_driver = driver;
+        config.workers = 2;
+        let d = Daemon::start(config).expect("the daemon starts");
+        let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        client.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        let ask = |payload: &[u8]| -> Option<String> {
+            client.send_to(payload, ("127.0.0.1", port)).ok()?;
+            let mut buf = [0u8; 512];
+            let (n, _) = client.recv_from(&mut buf).ok()?;
+            Some(String::from_utf8_lossy(&buf[..n]).to_string())
+        };
+        assert!(eventually(Duration::from_secs(10), || ask(b"q").is_some()), "{driver:?}: no answer");
+        assert_eq!(ask(b"query").as_deref(), Some("dns:query"), "{driver:?}");
+        // The TCP listener on the same port number has no route: that port is not opened.
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "{driver:?}");
         d.shutdown();
     }
 }

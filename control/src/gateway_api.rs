@@ -1,6 +1,6 @@
 //! The Gateway API objects ramjet reads, from the standard channel (v1.6): `GatewayClass`, `Gateway`,
-//! `HTTPRoute`, `GRPCRoute`, `TCPRoute`, `TLSRoute`, `BackendTLSPolicy` (gateway.networking.k8s.io/v1)
-//! and `ReferenceGrant` (v1beta1).
+//! `HTTPRoute`, `GRPCRoute`, `TCPRoute`, `UDPRoute`, `TLSRoute`, `BackendTLSPolicy`
+//! (gateway.networking.k8s.io/v1) and `ReferenceGrant` (v1beta1).
 //!
 //! Written by hand, not generated: the maintained crate (`gateway-api`, kopium output) is built on
 //! kube 4 / k8s-openapi 0.28 and cannot live beside this workspace's kube 5, and the generated types
@@ -569,6 +569,18 @@ pub struct TcpRoute {
     pub status: Option<serde_json::Value>,
 }
 resource!(TcpRoute, "TCPRoute", "v1", "tcproutes", NamespaceResourceScope);
+
+/// UDP flows to a Gateway's `UDP` listener, relayed to backends split by weight (the TCPRoute's
+/// fields; v1 from Gateway API v1.5, v1alpha2 before).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpRoute {
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    pub spec: TcpRouteSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
+}
+resource!(UdpRoute, "UDPRoute", "v1", "udproutes", NamespaceResourceScope);
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

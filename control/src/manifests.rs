@@ -4,8 +4,8 @@
 //! Every `*.yaml`, `*.yml` and `*.json` file under the directory (recursively, in name order) is
 //! read as one or more YAML documents. IngressClass, Ingress, Service, EndpointSlice, Secret,
 //! ConfigMap and Namespace objects and the Gateway API's GatewayClass, Gateway, HTTPRoute,
-//! GRPCRoute, TCPRoute, TLSRoute, BackendTLSPolicy and ReferenceGrant (v1 or v1beta1) are kept (a `kind: List` is
-//! opened). Any other object — another kind, or one of these in an `apiVersion` ramjet does not
+//! GRPCRoute, TCPRoute, UDPRoute, TLSRoute, BackendTLSPolicy and ReferenceGrant (v1 or v1beta1) are
+//! kept (a `kind: List` is opened). Any other object — another kind, or one of these in an `apiVersion` ramjet does not
 //! read — is named in a warning and left out, so a directory of real application manifests works
 //! as it is and nothing is dropped without a word. A document that is not valid YAML or not a valid
 //! object of its kind becomes a diagnostic naming the file and the document; the rest still
@@ -31,7 +31,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::compile::snapshot::{ClusterSnapshot, IngressOptions};
 use crate::gateway_api::{
-    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
 };
 
 /// The kind diagnostics give a file, or a document in one, that holds no readable object.
@@ -206,6 +206,11 @@ fn add(value: serde_yaml_ng::Value, at: &str, snapshot: &mut ClusterSnapshot) {
                 snapshot.tcp_routes.push(Arc::new(o));
             }
         }
+        ("gateway.networking.k8s.io/v1" | "gateway.networking.k8s.io/v1alpha2", "UDPRoute") => {
+            if let Some(o) = namespaced::<UdpRoute>(value, at, snapshot) {
+                snapshot.udp_routes.push(Arc::new(o));
+            }
+        }
         (
             "gateway.networking.k8s.io/v1"
             | "gateway.networking.k8s.io/v1alpha3"
@@ -257,6 +262,7 @@ const READ: &[(&str, &str)] = &[
     ("ReferenceGrant", "gateway.networking.k8s.io/v1 or v1beta1"),
     ("TCPRoute", "gateway.networking.k8s.io/v1 or v1alpha2"),
     ("TLSRoute", "gateway.networking.k8s.io/v1, v1alpha3 or v1alpha2"),
+    ("UDPRoute", "gateway.networking.k8s.io/v1 or v1alpha2"),
     ("BackendTLSPolicy", "gateway.networking.k8s.io/v1"),
 ];
 

@@ -36,21 +36,25 @@ pub struct StaticRoutes {
     pub routes: Vec<RouteSpec>,
     pub tls: Vec<TlsSpec>,
     /// TCP routes: connections to a port relayed to backends split by weight.
-    pub tcp: Vec<TcpSpec>,
+    pub tcp: Vec<PortSpec>,
+    /// UDP routes: flows to a port relayed the same way.
+    pub udp: Vec<PortSpec>,
     /// Non-fatal findings (an expired certificate).
     pub warnings: Vec<String>,
 }
 
-/// A `tcp:` entry: the port ramjet listens on (on the HTTP listener's address), and the backends
-/// its connections are relayed to, with their weights.
+/// A `tcp:` or `udp:` entry: the port ramjet listens on (on the HTTP listener's address), and the
+/// backends its connections (flows) are relayed to, with their weights.
 ///
 /// ```yaml
 /// tcp:
 ///   - { port: 15432, backend: db }
 ///   - { port: 16379, backends: [{ name: cache-a, weight: 3 }, { name: cache-b, weight: 1 }] }
+/// udp:
+///   - { port: 5353, backend: dns }
 /// ```
 #[derive(Debug, Clone, PartialEq)]
-pub struct TcpSpec {
+pub struct PortSpec {
     pub port: u16,
     pub backends: Vec<(String, u32)>,
 }
@@ -244,6 +248,7 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
             })
             .collect(),
         tcp: file_spec.tcp.into_iter().map(|t| t.0).collect(),
+        udp: file_spec.udp.into_iter().map(|t| t.0).collect(),
         warnings,
     })
 }
@@ -287,18 +292,20 @@ struct File {
     #[serde(default)]
     tls: Vec<TlsField>,
     #[serde(default)]
-    tcp: Vec<TcpField>,
+    tcp: Vec<PortField>,
+    #[serde(default)]
+    udp: Vec<PortField>,
 }
 
-/// A `tcp:` entry, checked where it is written (so an error has its line).
-struct TcpField(TcpSpec);
+/// A `tcp:` or `udp:` entry, checked where it is written (so an error has its line).
+struct PortField(PortSpec);
 
-impl<'de> Deserialize<'de> for TcpField {
+impl<'de> Deserialize<'de> for PortField {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
-            port: TcpPort,
+            port: PortNumber,
             #[serde(default)]
             backend: Option<BackendRef>,
             #[serde(default)]
@@ -313,7 +320,7 @@ impl<'de> Deserialize<'de> for TcpField {
         if backends.iter().all(|(_, weight)| *weight == 0) {
             return Err(field_error("backends", "every weight is 0: no connection could be relayed"));
         }
-        Ok(TcpField(TcpSpec { port: raw.port.0, backends }))
+        Ok(PortField(PortSpec { port: raw.port.0, backends }))
     }
 }
 
@@ -330,13 +337,13 @@ fn one() -> u32 {
 }
 
 /// A port to listen on: 1 to 65535.
-struct TcpPort(u16);
+struct PortNumber(u16);
 
-impl<'de> Deserialize<'de> for TcpPort {
+impl<'de> Deserialize<'de> for PortNumber {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let n = u64::deserialize(d)?;
         match u16::try_from(n) {
-            Ok(port) if port > 0 => Ok(TcpPort(port)),
+            Ok(port) if port > 0 => Ok(PortNumber(port)),
             _ => Err(field_error("port", format!("{n} is not a port (1 to 65535)"))),
         }
     }

@@ -16,9 +16,9 @@
 //! trusted proxy whose requests name their client (read once per request, only for such peers; see
 //! [`codec::forwarded`] and [`codec::proxy_protocol`]).
 //!
-//! The ports of the serving table's TCP routes are opened by the control thread through the
-//! [`PortOpener`] (after each publish) and accepted on by every worker beside HTTP and HTTPS; their
-//! connections are relayed as they are (Layer 4) to the routes' backends.
+//! The ports of the serving table's TCP and UDP routes are opened by the control thread through the
+//! [`PortOpener`] (after each publish) and served by every worker beside HTTP and HTTPS; their
+//! connections and flows are relayed as they are (Layer 4) to the routes' backends.
 //!
 //! HTTP/2 connections (module `http2`, h2c by prior knowledge or ALPN `h2`) are served on the same
 //! worker by the `h2` crate; tokio is a dependency only for the I/O traits that crate is written

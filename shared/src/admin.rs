@@ -118,8 +118,8 @@ pub struct DiffCounts {
     pub client_auth_changed: usize,
     /// Settings of the whole table that changed (`Strict-Transport-Security`).
     pub settings_changed: usize,
-    /// Ports whose TCP route started, changed or stopped.
-    pub tcp_routes_changed: usize,
+    /// Ports whose TCP or UDP route started, changed or stopped.
+    pub port_routes_changed: usize,
     pub default_backend_changed: bool,
 }
 

@@ -65,10 +65,10 @@ pub use route::request::{cookie_value, find_pair};
 pub use route::source_ranges::{parse_ranges, IpBlock, SourceRanges};
 pub use route::{
     check_regex_path, normalize_host, reason_phrase, route_object, Backend, BackendKind, BackendProtocol, Condition,
-    DirectResponse, Edits, Filter, HeaderEdits, HostRoutes, Matcher, Mirror, PathKind, PathRewrite, Pick, Redirect,
-    RegexHostProblem, RequestView, Rewrite, RewriteScratch, Route, RouteConflict, RouteKey, RouteLimits, RouteOrigin,
-    RoutePolicy, RouteTable, Rule, Source, TableBuilder, TableItem, TcpRoute, WeightedBackend, STICKY_COOKIE,
-    STICKY_RANGE,
+    DirectResponse, Edits, Filter, HeaderEdits, HostRoutes, Matcher, Mirror, PathKind, PathRewrite, Pick, PortRoute,
+    Redirect, RegexHostProblem, RequestView, Rewrite, RewriteScratch, Route, RouteConflict, RouteKey, RouteLimits,
+    RouteOrigin, RoutePolicy, RouteTable, Rule, Source, TableBuilder, TableItem, Transport, WeightedBackend,
+    STICKY_COOKIE, STICKY_RANGE,
 };
 pub use stats::{
     Exemplar, Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass,

@@ -526,9 +526,10 @@ pub struct RouteTable {
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     /// `Strict-Transport-Security` for HTTPS answers of hosts with a certificate of their own.
     hsts: Option<Arc<str>>,
-    /// TCP routes by the port ramjet listens on for them: each port's connections are relayed to
-    /// the route's backends. The ports are the listeners the data plane opens for this table.
-    tcp: BTreeMap<u16, Arc<TcpRoute>>,
+    /// TCP and UDP routes by the port ramjet listens on for them: each port's connections (flows)
+    /// are relayed to the route's backends. The ports are the sockets the data plane opens for
+    /// this table.
+    ports: BTreeMap<(Transport, u16), Arc<PortRoute>>,
     digest: Digest,
     /// The digest of the table items alone ([`RouteTable::table_items`]): equal digests, equal
     /// items, so a diff can skip them.
@@ -657,14 +658,14 @@ impl RouteTable {
             .or_else(|| self.passthrough.get("").filter(|_| !self.has_own_certificate(name)))
     }
 
-    /// The TCP route of a port, if the table has one.
-    pub fn tcp_route(&self, port: u16) -> Option<&Arc<TcpRoute>> {
-        self.tcp.get(&port)
+    /// The route of a TCP or UDP port, if the table has one.
+    pub fn port_route(&self, transport: Transport, port: u16) -> Option<&Arc<PortRoute>> {
+        self.ports.get(&(transport, port))
     }
 
-    /// The ports of the TCP routes: the listeners this table needs beside HTTP and HTTPS.
-    pub fn tcp_ports(&self) -> impl Iterator<Item = u16> + '_ {
-        self.tcp.keys().copied()
+    /// The ports of the TCP and UDP routes: the sockets this table needs beside HTTP and HTTPS.
+    pub fn route_ports(&self) -> impl Iterator<Item = (Transport, u16)> + '_ {
+        self.ports.keys().copied()
     }
 
     pub fn has_ssl_redirects(&self) -> bool {
@@ -732,7 +733,11 @@ impl RouteTable {
         items.extend(self.passthrough.iter().map(|(host, backend)| TableItem::Passthrough { host, backend }));
         items.extend(self.client_auth.iter().map(|(host, auth)| TableItem::ClientAuth { host, auth }));
         items.extend(self.hsts.as_ref().map(TableItem::Hsts));
-        items.extend(self.tcp.iter().map(|(port, route)| TableItem::TcpRoute { port: *port, route }));
+        items.extend(self.ports.iter().map(|(&(transport, port), route)| TableItem::PortRoute {
+            transport,
+            port,
+            route,
+        }));
         items
     }
 
@@ -824,28 +829,44 @@ pub enum TableItem<'a> {
     ClientAuth { host: &'a Arc<str>, auth: &'a ClientAuth },
     /// The `Strict-Transport-Security` value of HTTPS answers.
     Hsts(&'a Arc<str>),
-    /// A port whose TCP connections are relayed to the route's backends.
-    TcpRoute { port: u16, route: &'a TcpRoute },
+    /// A port whose TCP connections (UDP flows) are relayed to the route's backends.
+    PortRoute { transport: Transport, port: u16, route: &'a PortRoute },
 }
 
-/// Connections to a port, relayed as they are (Layer 4) to backends split by weight: a Gateway
-/// API TCPRoute, a static routes file's `tcp:` entry.
+/// The transport of a port route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Transport {
+    Tcp,
+    Udp,
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+        })
+    }
+}
+
+/// Connections (TCP) or flows (UDP) to a port, relayed as they are (Layer 4) to backends split by
+/// weight: a Gateway API TCPRoute or UDPRoute, a static routes file's `tcp:` or `udp:` entry.
 #[derive(Debug, PartialEq, Eq, Serialize)]
-pub struct TcpRoute {
+pub struct PortRoute {
     /// The weighted backends (no conditions, no filters): [`Rule::pick`] chooses per connection.
     pub rule: Rule,
     /// Where it came from (`namespace/name` of a TCPRoute, the file), for diagnostics and the audit.
     pub source: Arc<str>,
 }
 
-impl TcpRoute {
+impl PortRoute {
     pub fn new(backends: Vec<WeightedBackend>, source: &str) -> Self {
         let total = backends.iter().map(|b| b.weight).sum();
-        TcpRoute { rule: Rule::split(Vec::new(), backends, total, false), source: source.into() }
+        PortRoute { rule: Rule::split(Vec::new(), backends, total, false), source: source.into() }
     }
 }
 
-impl fmt::Display for TcpRoute {
+impl fmt::Display for PortRoute {
     /// `ns/db:5432 ×3, ns/db-replica:5432 ×1 (from shop/db)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let backends: Vec<String> =
@@ -989,7 +1010,7 @@ pub struct TableBuilder {
     passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     hsts: Option<Arc<str>>,
-    tcp: BTreeMap<u16, Arc<TcpRoute>>,
+    ports: BTreeMap<(Transport, u16), Arc<PortRoute>>,
 }
 
 impl TableBuilder {
@@ -1106,13 +1127,13 @@ impl TableBuilder {
         by_server_name(&self.client_auth, true, host)
     }
 
-    /// Relays TCP connections to `port` as `route` says. The first route for a port stays: `Err`
-    /// names the source of the one that holds it.
-    pub fn add_tcp_route(&mut self, port: u16, route: TcpRoute) -> Result<(), Arc<str>> {
-        match self.tcp.get(&port) {
+    /// Relays TCP connections (UDP flows) to `port` as `route` says. The first route for a port
+    /// stays: `Err` names the source of the one that holds it.
+    pub fn add_port_route(&mut self, transport: Transport, port: u16, route: PortRoute) -> Result<(), Arc<str>> {
+        match self.ports.get(&(transport, port)) {
             Some(held) => Err(held.source.clone()),
             None => {
-                self.tcp.insert(port, Arc::new(route));
+                self.ports.insert((transport, port), Arc::new(route));
                 Ok(())
             }
         }
@@ -1202,7 +1223,7 @@ impl TableBuilder {
         table.passthrough = self.passthrough;
         table.client_auth = self.client_auth;
         table.hsts = self.hsts;
-        table.tcp = self.tcp;
+        table.ports = self.ports;
         let (digest, items_digest) = {
             let items = table.table_items();
             (table_digest(&groups, &items), table_digest(&[], &items))

@@ -591,7 +591,7 @@ def test_clusterrole_grants():
 def test_gateway_api_rbac_and_gatewayclass():
     rules = one("default", "ClusterRole", FULLNAME)["rules"]
     group = "gateway.networking.k8s.io"
-    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tcproutes", "tlsroutes", "referencegrants", "backendtlspolicies"):
+    for resource in ("gatewayclasses", "gateways", "httproutes", "grpcroutes", "tcproutes", "udproutes", "tlsroutes", "referencegrants", "backendtlspolicies"):
         for verb in ("list", "watch"):
             assert rules_grant(rules, group, resource, verb), (resource, verb)
         assert not rules_grant(rules, group, resource, "get"), resource
@@ -599,7 +599,7 @@ def test_gateway_api_rbac_and_gatewayclass():
     # list shared with other controllers, so it is replaced whole (an update), never applied.
     for resource in ("gatewayclasses/status", "gateways/status"):
         assert rules_grant(rules, group, resource, "patch") and not rules_grant(rules, group, resource, "update")
-    for resource in ("httproutes/status", "grpcroutes/status", "tcproutes/status", "tlsroutes/status", "backendtlspolicies/status"):
+    for resource in ("httproutes/status", "grpcroutes/status", "tcproutes/status", "udproutes/status", "tlsroutes/status", "backendtlspolicies/status"):
         assert rules_grant(rules, group, resource, "update") and not rules_grant(rules, group, resource, "patch")
     for resource in ("namespaces", "configmaps"):
         assert rules_grant(rules, "", resource, "list") and rules_grant(rules, "", resource, "watch")

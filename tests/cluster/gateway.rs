@@ -82,7 +82,7 @@ spec:
   gatewayClassName: {name}
   listeners:
     - {{ name: http, port: 80, protocol: HTTP, hostname: "*.gw.test" }}
-    - {{ name: udp, port: 9000, protocol: UDP }}
+    - {{ name: mqtt, port: 9000, protocol: example.com/mqtt }}
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: HTTPRoute
@@ -185,7 +185,7 @@ spec:
     let listener = |n: &str| status["listeners"].as_array().unwrap().iter().find(|l| l["name"] == n).unwrap().clone();
     assert!(has(&listener("http"), "Programmed", "True", "Programmed"));
     assert_eq!(listener("http")["attachedRoutes"], 1);
-    assert!(has(&listener("udp"), "Accepted", "False", "UnsupportedProtocol"), "{:#}", listener("udp"));
+    assert!(has(&listener("mqtt"), "Accepted", "False", "UnsupportedProtocol"), "{:#}", listener("mqtt"));
     let class_status = admin.get("GatewayClass", None, name).unwrap();
     assert!(has(&class_status["status"], "Accepted", "True", "Accepted"), "{:#}", class_status["status"]);
 

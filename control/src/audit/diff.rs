@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 pub use ramjet_shared::admin::DiffCounts;
-use ramjet_shared::{Backend, BackendKind, CertId, HostRoutes, RouteKey, RoutePolicy, RouteTable, TableItem};
+use ramjet_shared::{
+    Backend, BackendKind, CertId, HostRoutes, RouteKey, RoutePolicy, RouteTable, TableItem, Transport,
+};
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
@@ -131,8 +133,8 @@ pub enum ItemKey {
     ClientAuth(String),
     /// A setting of the whole table, by name.
     Setting(&'static str),
-    /// A port whose TCP connections are relayed.
-    TcpRoute(u16),
+    /// A port whose TCP connections (UDP flows) are relayed.
+    PortRoute(Transport, u16),
 }
 
 /// What an item holds.
@@ -249,9 +251,10 @@ impl TableView {
                     ItemKey::ClientAuth(host.to_string()),
                     ItemValue::Described(ramjet_shared::digest_of(auth), auth.to_string()),
                 ),
-                TableItem::TcpRoute { port, route } => {
-                    (ItemKey::TcpRoute(port), ItemValue::Described(ramjet_shared::digest_of(route), route.to_string()))
-                }
+                TableItem::PortRoute { transport, port, route } => (
+                    ItemKey::PortRoute(transport, port),
+                    ItemValue::Described(ramjet_shared::digest_of(route), route.to_string()),
+                ),
             };
             self.items.insert(key, value);
         }
@@ -317,9 +320,10 @@ pub struct TableDiff {
     pub client_auth_removed: Vec<String>,
     /// Settings of the whole table that changed: their new value (`None`: no longer set).
     pub settings: BTreeMap<String, Option<String>>,
-    /// Ports whose TCP route started or changed (what it is now), and those no longer routed.
-    pub tcp_routes_set: BTreeMap<u16, String>,
-    pub tcp_routes_removed: Vec<u16>,
+    /// Ports (`tcp/5432`, `udp/53`) whose route started or changed (what it is now), and those no
+    /// longer routed.
+    pub port_routes_set: BTreeMap<String, String>,
+    pub port_routes_removed: Vec<String>,
     /// The new default backend (`None` inside means it was removed), when it changed: another
     /// backend, or the same one with other endpoints or another direct response.
     pub default_backend: Option<Option<RouteTarget>>,
@@ -396,12 +400,12 @@ pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
                 }
             }
             (ItemKey::ClientAuth(host), None) => d.client_auth_removed.push(host.clone()),
-            (ItemKey::TcpRoute(port), Some(value)) => {
+            (ItemKey::PortRoute(transport, port), Some(value)) => {
                 if let ItemValue::Described(_, what) = value {
-                    d.tcp_routes_set.insert(*port, what.clone());
+                    d.port_routes_set.insert(format!("{transport}/{port}"), what.clone());
                 }
             }
-            (ItemKey::TcpRoute(port), None) => d.tcp_routes_removed.push(*port),
+            (ItemKey::PortRoute(transport, port), None) => d.port_routes_removed.push(format!("{transport}/{port}")),
             (ItemKey::Setting(name), value) => {
                 let now = match value {
                     Some(ItemValue::Described(_, what)) => Some(what.clone()),
@@ -435,7 +439,7 @@ impl TableDiff {
             passthrough_changed: self.passthrough_added.len() + self.passthrough_removed.len(),
             client_auth_changed: self.client_auth_set.len() + self.client_auth_removed.len(),
             settings_changed: self.settings.len(),
-            tcp_routes_changed: self.tcp_routes_set.len() + self.tcp_routes_removed.len(),
+            port_routes_changed: self.port_routes_set.len() + self.port_routes_removed.len(),
             default_backend_changed: self.default_backend.is_some(),
         }
     }
@@ -468,7 +472,7 @@ impl TableDiff {
         count(c.passthrough_changed, "TLS passthrough", "TLS passthroughs", "changed");
         count(c.client_auth_changed, "client certificate setting", "client certificate settings", "changed");
         count(c.settings_changed, "table setting", "table settings", "changed");
-        count(c.tcp_routes_changed, "TCP route", "TCP routes", "changed");
+        count(c.port_routes_changed, "TCP/UDP route", "TCP/UDP routes", "changed");
         match &self.default_backend {
             Some(Some(now)) if self.default_backend_before.as_deref() == Some(now.backend.as_str()) => {
                 parts.push(format!("default backend {} changed", now.backend))

@@ -31,7 +31,9 @@ use super::watch::Stores;
 use super::{ClusterOptions, FIELD_MANAGER};
 use crate::apply::Compiled;
 use crate::compile::status::{GatewayReport, ParentReport, Report, RouteReport, StatusCondition};
-use crate::gateway_api::{BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, TcpRoute, TlsRoute, GROUP};
+use crate::gateway_api::{
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, TcpRoute, TlsRoute, UdpRoute, GROUP,
+};
 
 /// Keeps Gateway API status right while this replica leads: on every newly served generation (or
 /// new report for it), and on changes to the objects (whose current status the writes compare
@@ -128,6 +130,10 @@ async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions, report
     for route in g.tcp_routes.iter().flat_map(|s| s.state()) {
         let ours = about(&report.tcp_routes, &route.metadata).map(|r| (&r.parents[..], r.generation));
         write_parents::<TcpRoute>(client, controller, &route.metadata, route.status.as_ref(), ours, PARENTS).await;
+    }
+    for route in g.udp_routes.iter().flat_map(|s| s.state()) {
+        let ours = about(&report.udp_routes, &route.metadata).map(|r| (&r.parents[..], r.generation));
+        write_parents::<UdpRoute>(client, controller, &route.metadata, route.status.as_ref(), ours, PARENTS).await;
     }
     for route in g.tls_routes.iter().flat_map(|s| s.state()) {
         let ours = about(&report.tls_routes, &route.metadata).map(|r| (&r.parents[..], r.generation));

@@ -176,6 +176,7 @@ impl Stores {
             reference_grants: gateway.map(|g| g.grants.state()).unwrap_or_default(),
             tcp_routes: gateway.and_then(|g| g.tcp_routes.as_ref()).map(|s| s.state()).unwrap_or_default(),
             tls_routes: gateway.and_then(|g| g.tls_routes.as_ref()).map(|s| s.state()).unwrap_or_default(),
+            udp_routes: gateway.and_then(|g| g.udp_routes.as_ref()).map(|s| s.state()).unwrap_or_default(),
             backend_tls_policies: gateway.and_then(|g| g.backend_tls.as_ref()).map(|s| s.0.state()).unwrap_or_default(),
             config_maps: gateway.and_then(|g| g.backend_tls.as_ref()).map(|s| s.1.state()).unwrap_or_default(),
             diagnostics: Vec::new(),

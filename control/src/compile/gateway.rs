@@ -34,7 +34,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use ramjet_shared::{
     Backend, BackendKind, BackendProtocol, Certificate, ClientAuth, Condition, DirectResponse, Filter, HeaderEdits,
     Matcher, Mirror, ObjectRef, PathKind, PathRewrite, Redirect, Rewrite, RouteLimits, RouteOrigin, RoutePolicy, Rule,
-    Source, WeightedBackend,
+    Source, Transport, WeightedBackend,
 };
 
 use super::resolve::{PortRef, Resolver};
@@ -45,7 +45,7 @@ use crate::canary::effective_total;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, CanaryState, Phase, SETTINGS, STATE_ANNOTATION};
 use crate::gateway_api::{
     Gateway, GrpcRoute, HttpBackendRef, HttpRoute, HttpRouteFilter, HttpRouteMatch, Listener, ParentReference,
-    ReferenceGrant, TcpRoute, TlsRoute, GROUP,
+    ReferenceGrant, TcpRouteSpec, TlsRoute, GROUP,
 };
 use crate::routes_file::validate_host;
 use backend_tls::{BackendTls, BackendTlsPolicies};
@@ -55,6 +55,7 @@ const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
 const TCP_ROUTE: &str = "TCPRoute";
 const TLS_ROUTE: &str = "TLSRoute";
+const UDP_ROUTE: &str = "UDPRoute";
 
 /// A listener ramjet serves, with what routes need from it.
 struct ServedListener<'s> {
@@ -104,7 +105,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         listeners.extend(served);
         closed.extend(refused);
     }
-    refuse_shared_tcp_ports(&mut listeners, &mut report, draft);
+    refuse_shared_l4_ports(&mut listeners, &mut report, draft);
     let mut refs = Refs { grants, backend_tls: BackendTlsPolicies::judge(snapshot, resolver, draft) };
     let namespaces: HashMap<&str, &Namespace> =
         snapshot.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, &**n))).collect();
@@ -179,8 +180,11 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         let generation = route.metadata.generation;
         reports.push(RouteReport { namespace: namespace.to_string(), name: name.to_string(), generation, parents });
     }
-    tcp_routes(snapshot, &listeners, &namespaces, &refs, resolver, draft, &mut report);
-    tls_routes(snapshot, &listeners, &namespaces, &refs, resolver, draft, &mut report);
+    let parents = Parents { listeners: &listeners, namespaces: &namespaces };
+    for transport in [Transport::Tcp, Transport::Udp] {
+        port_routes(transport, snapshot, parents, &refs, resolver, draft, &mut report);
+    }
+    tls_routes(snapshot, parents, &refs, resolver, draft, &mut report);
     // An HTTPS listener's certificate serves its hostname whether or not a route is attached (a
     // request for a host without routes gets its 404 over TLS); one without a hostname serves any
     // server name (`""`). The first listener to claim a name keeps it.
@@ -217,25 +221,35 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     report
 }
 
-/// A port has one TCP listener: of two Gateways' listeners on the same port, the older Gateway's
-/// keeps it and the other is refused (`PortUnavailable`), never served by both.
-fn refuse_shared_tcp_ports(listeners: &mut Vec<ServedListener<'_>>, report: &mut Report, draft: &mut Draft) {
-    let mut holder: HashMap<i32, usize> = HashMap::new();
+/// What routes attach to: the listeners ramjet serves, and the Namespaces they admit routes by.
+#[derive(Clone, Copy)]
+struct Parents<'a, 's> {
+    listeners: &'a [ServedListener<'s>],
+    namespaces: &'a HashMap<&'a str, &'a Namespace>,
+}
+
+/// A port has one TCP (UDP) listener: of two Gateways' listeners on the same port, the older
+/// Gateway's keeps it and the other is refused (`PortUnavailable`), never served by both.
+fn refuse_shared_l4_ports(listeners: &mut Vec<ServedListener<'_>>, report: &mut Report, draft: &mut Draft) {
+    let mut holder: HashMap<(&str, i32), usize> = HashMap::new();
     let mut refused = Vec::new();
     listeners.retain(|l| {
-        if l.listener.protocol != "TCP" {
+        let protocol = l.listener.protocol.as_str();
+        if !matches!(protocol, "TCP" | "UDP") {
             return true;
         }
-        let held = *holder.entry(l.listener.port).or_insert(l.at.0);
+        let held = *holder.entry((protocol, l.listener.port)).or_insert(l.at.0);
         if held != l.at.0 {
-            refused.push((l.at, held, l.listener.port));
+            refused.push((l.at, held, protocol.to_string(), l.listener.port));
         }
         held == l.at.0
     });
-    for ((gateway, listener), held, port) in refused {
+    for ((gateway, listener), held, protocol, port) in refused {
         let other = &report.gateways[held];
-        let message =
-            format!("port {port} is taken by a TCP listener of the older Gateway {}/{}", other.namespace, other.name);
+        let message = format!(
+            "{protocol} port {port} is taken by a listener of the older Gateway {}/{}",
+            other.namespace, other.name
+        );
         let g = &mut report.gateways[gateway];
         draft.warn(
             &ObjectRef::new("Gateway", Some(&g.namespace), &g.name),
@@ -250,28 +264,31 @@ fn refuse_shared_tcp_ports(listeners: &mut Vec<ServedListener<'_>>, report: &mut
     }
 }
 
-/// Compiles the TCPRoutes attached to our TCP listeners: each listener's port relays to the
-/// backends of the oldest route attached to it (every attached route is `Accepted`, as the spec
-/// has it; the newer ones get no connections, and are warned).
-fn tcp_routes<'s>(
+/// Compiles the TCPRoutes (UDPRoutes) attached to our TCP (UDP) listeners: each listener's port
+/// relays to the backends of the oldest route attached to it (every attached route is `Accepted`,
+/// as the spec has it; the newer ones get no connections, and are warned).
+fn port_routes<'s>(
+    transport: Transport,
     snapshot: &'s ClusterSnapshot,
-    listeners: &[ServedListener<'s>],
-    namespaces: &HashMap<&str, &Namespace>,
+    Parents { listeners, namespaces }: Parents<'_, 's>,
     refs: &Refs<'_>,
     resolver: &mut Resolver<'s, '_>,
     draft: &mut Draft,
     report: &mut Report,
 ) {
-    let mut routes: Vec<&TcpRoute> = snapshot.tcp_routes.iter().map(|r| &**r).collect();
-    routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
-    for route in routes {
-        let namespace = namespace_of(&route.metadata.namespace);
-        let name = route.metadata.name.as_deref().unwrap_or("");
-        let object = ObjectRef::new(TCP_ROUTE, Some(namespace), name);
+    let (kind, mut routes): (&'static str, Vec<(&ObjectMeta, &TcpRouteSpec)>) = match transport {
+        Transport::Tcp => (TCP_ROUTE, snapshot.tcp_routes.iter().map(|r| (&r.metadata, &r.spec)).collect()),
+        Transport::Udp => (UDP_ROUTE, snapshot.udp_routes.iter().map(|r| (&r.metadata, &r.spec)).collect()),
+    };
+    routes.sort_by(|a, b| age(a.0).cmp(&age(b.0)));
+    for (metadata, spec) in routes {
+        let namespace = namespace_of(&metadata.namespace);
+        let name = metadata.name.as_deref().unwrap_or("");
+        let object = ObjectRef::new(kind, Some(namespace), name);
         let mut parents = Vec::new();
         let mut ports = Vec::new();
-        for parent in &route.spec.parent_refs {
-            let Some(attached) = attach(TCP_ROUTE, (namespace, &[]), parent, listeners, namespaces, report) else {
+        for parent in &spec.parent_refs {
+            let Some(attached) = attach(kind, (namespace, &[]), parent, listeners, namespaces, report) else {
                 continue;
             };
             match attached {
@@ -289,10 +306,10 @@ fn tcp_routes<'s>(
         if parents.is_empty() {
             continue;
         }
-        let from = Referrer { kind: TCP_ROUTE, namespace };
+        let from = Referrer { kind, namespace };
         let mut resolved = StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "");
         let mut backends = Vec::new();
-        for (i, reference) in route.spec.rules.iter().take(1).flat_map(|r| &r.backend_refs).enumerate() {
+        for (i, reference) in spec.rules.iter().take(1).flat_map(|r| &r.backend_refs).enumerate() {
             match backend(reference, from, refs, resolver) {
                 Ok(target) => backends.push(WeightedBackend::new(target, reference.weight.unwrap_or(1).max(0) as u32)),
                 Err(problem) => {
@@ -309,10 +326,11 @@ fn tcp_routes<'s>(
         for parent in &mut parents {
             parent.conditions.push(resolved.clone());
         }
-        report.tcp_routes.push(RouteReport {
+        let reports = if transport == Transport::Tcp { &mut report.tcp_routes } else { &mut report.udp_routes };
+        reports.push(RouteReport {
             namespace: namespace.to_string(),
             name: name.to_string(),
-            generation: route.metadata.generation,
+            generation: metadata.generation,
             parents,
         });
         // Without a backend to relay to, the port refuses its connections (it is not opened).
@@ -323,11 +341,11 @@ fn tcp_routes<'s>(
         ports.sort_unstable();
         ports.dedup();
         for port in ports {
-            let tcp = ramjet_shared::TcpRoute::new(backends.clone(), &source);
-            if let Err(held) = draft.builder.add_tcp_route(port, tcp) {
+            let route = ramjet_shared::PortRoute::new(backends.clone(), &source);
+            if let Err(held) = draft.builder.add_port_route(transport, port, route) {
                 draft.warn(
                     &object,
-                    format!("port {port} relays to the older TCPRoute {held}; this one gets no connections"),
+                    format!("port {port} relays to the older {kind} {held}; this one gets no connections"),
                 );
             }
         }
@@ -339,8 +357,7 @@ fn tcp_routes<'s>(
 /// oldest) to claim a name keeps it.
 fn tls_routes<'s>(
     snapshot: &'s ClusterSnapshot,
-    listeners: &[ServedListener<'s>],
-    namespaces: &HashMap<&str, &Namespace>,
+    Parents { listeners, namespaces }: Parents<'_, 's>,
     refs: &Refs<'_>,
     resolver: &mut Resolver<'s, '_>,
     draft: &mut Draft,
@@ -431,7 +448,8 @@ fn judge_gateway<'s>(
     let mut served = Vec::new();
     let mut closed = Vec::new();
     let mut reports = Vec::new();
-    let mut seen: HashMap<(i32, Option<&str>), &str> = HashMap::new();
+    // By port, UDP or not (TCP beneath all the others), and hostname.
+    let mut seen: HashMap<(i32, bool, Option<&str>), &str> = HashMap::new();
     for (i, listener) in gateway.spec.listeners.iter().enumerate() {
         let mut conditions = Vec::new();
         let mut refused = |conditions: &mut Vec<StatusCondition>, reason: &'static str, message: String| {
@@ -440,13 +458,15 @@ fn judge_gateway<'s>(
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", message));
         };
         let port = u16::try_from(listener.port).unwrap_or(0);
-        let (tls, tcp, passthrough) = match listener.protocol.as_str() {
-            "HTTP" => (false, false, false),
-            "HTTPS" => (true, false, false),
-            "TCP" => (false, true, false),
-            "TLS" => (false, false, true),
+        // `l4`: a port of its own, whose connections (flows) are relayed as they are.
+        let (tls, l4, passthrough) = match listener.protocol.as_str() {
+            "HTTP" => (false, None, false),
+            "HTTPS" => (true, None, false),
+            "TCP" => (false, Some(Transport::Tcp), false),
+            "UDP" => (false, Some(Transport::Udp), false),
+            "TLS" => (false, None, true),
             other => {
-                let message = format!("protocol {other} is not served by ramjet (HTTP, HTTPS, TLS and TCP are)");
+                let message = format!("protocol {other} is not served by ramjet (HTTP, HTTPS, TLS, TCP and UDP are)");
                 refused(&mut conditions, "UnsupportedProtocol", message);
                 reports.push(listener_report(listener, Vec::new(), conditions));
                 continue;
@@ -460,9 +480,10 @@ fn judge_gateway<'s>(
             reports.push(listener_report(listener, Vec::new(), conditions));
             continue;
         }
-        // A TCP listener opens a port of its own: any but ramjet's HTTP and HTTPS ones.
+        // A TCP listener opens a port of its own: any but ramjet's HTTP and HTTPS ones (a UDP
+        // port of the same number is another port).
         let own = options.http_ports.contains(&port) || options.https_ports.contains(&port);
-        if tcp && (port == 0 || own) {
+        if l4.is_some() && (port == 0 || (own && l4 == Some(Transport::Tcp))) {
             let message =
                 format!("port {} is where ramjet serves HTTP or HTTPS; a TCP listener needs its own", listener.port);
             refused(&mut conditions, "PortUnavailable", message);
@@ -470,7 +491,7 @@ fn judge_gateway<'s>(
             continue;
         }
         let ports = if tls || passthrough { &options.https_ports } else { &options.http_ports };
-        if !tcp && !ports.contains(&port) {
+        if l4.is_none() && !ports.contains(&port) {
             let listed: Vec<String> = ports.iter().map(u16::to_string).collect();
             let message = format!(
                 "port {} is not one where ramjet serves {} (ports: {})",
@@ -493,7 +514,9 @@ fn judge_gateway<'s>(
                 }
             },
         };
-        if let Some(other) = seen.insert((listener.port, listener.hostname.as_deref()), &listener.name) {
+        if let Some(other) =
+            seen.insert((listener.port, l4 == Some(Transport::Udp), listener.hostname.as_deref()), &listener.name)
+        {
             let message = format!("listener {other} has the same port and hostname");
             draft.warn(&object, format!("listener {}: {message}", listener.name));
             conditions.push(StatusCondition::new("Conflicted", true, "HostnameConflict", message.clone()));
@@ -503,11 +526,12 @@ fn judge_gateway<'s>(
             continue;
         }
         // Kinds: HTTPRoute and GRPCRoute are the kinds ramjet serves on HTTP and HTTPS listeners,
-        // TCPRoute on TCP ones.
-        let serves: &[&'static str] = match (tcp, passthrough) {
-            (true, _) => &[TCP_ROUTE],
-            (_, true) => &[TLS_ROUTE],
-            _ => &[HTTP_ROUTE, GRPC_ROUTE],
+        // TCPRoute, UDPRoute and TLSRoute on TCP, UDP and TLS ones.
+        let serves: &[&'static str] = match (l4, passthrough) {
+            (Some(Transport::Tcp), _) => &[TCP_ROUTE],
+            (Some(Transport::Udp), _) => &[UDP_ROUTE],
+            (None, true) => &[TLS_ROUTE],
+            (None, false) => &[HTTP_ROUTE, GRPC_ROUTE],
         };
         let mut kinds = Vec::new();
         let mut resolved = Ok(());
@@ -1488,7 +1512,7 @@ fn backend(
     // A BackendTLSPolicy on the Service (or this port of it) decides TLS; then the Service
     // port's `appProtocol` (GEP-1911): `kubernetes.io/h2c` is HTTP/2 by prior knowledge.
     // TCPRoutes and TLSRoutes relay bytes as they come: no TLS of ramjet's, no HTTP protocol.
-    if matches!(from.kind, TCP_ROUTE | TLS_ROUTE) {
+    if matches!(from.kind, TCP_ROUTE | UDP_ROUTE | TLS_ROUTE) {
         return Ok(resolved);
     }
     let port_name = resolver.port_name(target, &b.name, port).unwrap_or("");

@@ -10,7 +10,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use ramjet_shared::Diagnostic;
 
 use crate::gateway_api::{
-    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
 };
 
 /// The default `--gateway-controller-name`.
@@ -66,6 +66,7 @@ pub struct ClusterSnapshot {
     pub grpc_routes: Vec<Arc<GrpcRoute>>,
     pub reference_grants: Vec<Arc<ReferenceGrant>>,
     pub tcp_routes: Vec<Arc<TcpRoute>>,
+    pub udp_routes: Vec<Arc<UdpRoute>>,
     pub tls_routes: Vec<Arc<TlsRoute>>,
     pub backend_tls_policies: Vec<Arc<BackendTlsPolicy>>,
     /// ConfigMaps, for the CA certificates of BackendTLSPolicies (watched only with them).

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    BackendKind, BackendProtocol, Filter, ObjectRef, PathKind, RoutePolicy, Rule, TcpRoute, WeightedBackend,
+    BackendKind, BackendProtocol, Filter, ObjectRef, PathKind, PortRoute, RoutePolicy, Rule, Transport, WeightedBackend,
 };
 
 use super::{Compiler, Draft};
@@ -101,25 +101,31 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
         }
         draft.certificates.push(cert);
     }
-    for (i, tcp) in routes.tcp.iter().enumerate() {
-        let object = ObjectRef::new(STATIC_ROUTES, None, format!("tcp[{i}]"));
+    let entries = routes.tcp.iter().map(|e| (Transport::Tcp, e)).enumerate();
+    let udp = routes.udp.iter().map(|e| (Transport::Udp, e)).enumerate();
+    for (i, (transport, entry)) in entries.chain(udp) {
+        let source = format!("{transport}[{i}]");
+        let object = ObjectRef::new(STATIC_ROUTES, None, source.clone());
         let mut backends = Vec::new();
-        for (name, weight) in &tcp.backends {
+        for (name, weight) in &entry.backends {
             match &routes.backends[name] {
                 BackendSpec::Endpoints(_, BackendProtocol::Http1, _) => {
                     backends.push(WeightedBackend::new(backend(compiler, name), *weight));
                 }
                 _ => draft.reject(
                     &object,
-                    format!("backend {name}: a TCP route relays to plain `endpoints` (no `respond`, no protocol)"),
+                    format!(
+                        "backend {name}: a {transport} route relays to plain `endpoints` (no `respond`, no protocol)"
+                    ),
                 ),
             }
         }
-        if backends.len() != tcp.backends.len() {
+        if backends.len() != entry.backends.len() {
             continue;
         }
-        if let Err(held) = draft.builder.add_tcp_route(tcp.port, TcpRoute::new(backends, &format!("tcp[{i}]"))) {
-            draft.reject(&object, format!("port {} is already routed by {held}; this entry is ignored", tcp.port));
+        let route = PortRoute::new(backends, &source);
+        if let Err(held) = draft.builder.add_port_route(transport, entry.port, route) {
+            draft.reject(&object, format!("port {} is already routed by {held}; this entry is ignored", entry.port));
         }
     }
     draft

@@ -85,6 +85,7 @@ pub struct Report {
     pub routes: Vec<RouteReport>,
     pub grpc_routes: Vec<RouteReport>,
     pub tcp_routes: Vec<RouteReport>,
+    pub udp_routes: Vec<RouteReport>,
     pub tls_routes: Vec<RouteReport>,
     pub backend_tls_policies: Vec<PolicyReport>,
 }

@@ -1,5 +1,5 @@
-//! Listening sockets: one SO_REUSEPORT listener per worker, and a refusal to share a port with
-//! another copy of the daemon.
+//! Listening sockets (TCP, and UDP for UDP routes): one SO_REUSEPORT socket per worker, and a
+//! refusal to share a port with another copy of the daemon.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -49,6 +49,30 @@ pub fn bind_shared(addr: SocketAddr, count: usize) -> Result<Vec<TcpListener>, L
         })
         .collect::<io::Result<Vec<_>>>()
         .map_err(|source| ListenError::Bind { addr: bound, source })
+}
+
+/// Binds `count` UDP sockets sharing `addr` with SO_REUSEPORT (the kernel keeps each client's
+/// datagrams on one of them), after checking with a plain bind that no other process holds it.
+pub fn bind_shared_udp(addr: SocketAddr, count: usize) -> Result<Vec<std::net::UdpSocket>, ListenError> {
+    let udp = |reuse_port: bool| -> io::Result<Socket> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        socket.set_reuse_address(true)?;
+        if reuse_port {
+            socket.set_reuse_port(true)?;
+        }
+        socket.set_nonblocking(true)?;
+        socket.bind(&addr.into())?;
+        Ok(socket)
+    };
+    let probe = udp(false).map_err(|source| match source.kind() {
+        io::ErrorKind::AddrInUse => ListenError::InUse { addr, source },
+        _ => ListenError::Bind { addr, source },
+    })?;
+    drop(probe);
+    (0..count)
+        .map(|_| udp(true).map(std::net::UdpSocket::from))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|source| ListenError::Bind { addr, source })
 }
 
 #[cfg(test)]

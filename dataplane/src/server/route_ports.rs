@@ -1,4 +1,4 @@
-//! The listeners a serving table asks for beside HTTP and HTTPS: one per port of its TCP routes,
+//! The sockets a serving table asks for beside HTTP and HTTPS: one per port of its TCP and UDP routes,
 //! opened when a generation that has the port is published and closed when none does — so a pin
 //! or a rollback brings its listeners back with its routes.
 //!
@@ -21,18 +21,20 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::base::drain::DrainSignal;
-use crate::base::listener::{bind_shared, ListenError};
+use crate::base::listener::{bind_shared, bind_shared_udp, ListenError};
 use crate::base::wakeup::{EventSender, Wakeup};
 use crate::worker::Worker;
+use ramjet_shared::Transport;
 
 /// One port's sockets: the `i`-th is worker `i`'s.
-struct PortSockets {
-    sockets: Vec<StdListener>,
+enum PortSockets {
+    Tcp(Vec<StdListener>),
+    Udp(Vec<std::net::UdpSocket>),
 }
 
 /// The open ports, read by the workers (when woken) and written only by the [`PortOpener`].
 pub struct RoutePorts {
-    open: ArcSwap<BTreeMap<u16, Arc<PortSockets>>>,
+    open: ArcSwap<BTreeMap<(Transport, u16), Arc<PortSockets>>>,
     /// The data plane has stopped: nothing is opened again.
     closed: AtomicBool,
 }
@@ -59,7 +61,7 @@ impl RoutePorts {
     }
 
     /// The ports open now.
-    pub fn open_ports(&self) -> Vec<u16> {
+    pub fn open_ports(&self) -> Vec<(Transport, u16)> {
         self.open.load().keys().copied().collect()
     }
 }
@@ -78,7 +80,7 @@ impl PortOpener {
     /// Makes the open ports exactly `wanted`: opens those not open yet, closes the others, and
     /// wakes the workers when anything changed. Returns each port that could not be opened, with
     /// why (it is tried again at the next call).
-    pub fn sync(&mut self, wanted: impl IntoIterator<Item = u16>) -> Vec<(u16, ListenError)> {
+    pub fn sync(&mut self, wanted: impl IntoIterator<Item = (Transport, u16)>) -> Vec<((Transport, u16), ListenError)> {
         if self.ports.closed.load(Ordering::SeqCst) {
             return Vec::new();
         }
@@ -90,18 +92,25 @@ impl PortOpener {
                 now.insert(port, open.clone());
                 continue;
             }
-            match bind_shared(SocketAddr::new(self.ip, port), self.workers) {
+            let addr = SocketAddr::new(self.ip, port.1);
+            let bound = match port.0 {
+                Transport::Tcp => bind_shared(addr, self.workers).map(PortSockets::Tcp),
+                Transport::Udp => bind_shared_udp(addr, self.workers).map(PortSockets::Udp),
+            };
+            match bound {
                 Ok(sockets) => {
-                    now.insert(port, Arc::new(PortSockets { sockets }));
+                    now.insert(port, Arc::new(sockets));
                 }
                 Err(e) => refused.push((port, e)),
             }
         }
         let changed = now.len() != before.len() || now.keys().any(|p| !before.contains_key(p));
         if changed {
-            let opened: Vec<u16> = now.keys().filter(|p| !before.contains_key(p)).copied().collect();
-            let closed: Vec<u16> = before.keys().filter(|p| !now.contains_key(p)).copied().collect();
-            tracing::info!(?opened, ?closed, "TCP route listeners changed");
+            let list =
+                |ports: Vec<&(Transport, u16)>| ports.iter().map(|(t, p)| format!("{t}/{p}")).collect::<Vec<_>>();
+            let opened = list(now.keys().filter(|p| !before.contains_key(p)).collect());
+            let closed = list(before.keys().filter(|p| !now.contains_key(p)).collect());
+            tracing::info!(?opened, ?closed, "TCP and UDP route ports changed");
             self.ports.open.store(Arc::new(now));
             for sender in &self.wake {
                 sender.signal();
@@ -114,7 +123,7 @@ impl PortOpener {
 /// A worker's side: accepts on each open port until it closes, and on the worker's drain stops.
 pub(crate) async fn serve(worker: Rc<Worker>, ports: Arc<RoutePorts>, wake: Wakeup) {
     // The ports this worker accepts on, each with what stops its accept loop.
-    let mut serving: BTreeMap<u16, (Arc<PortSockets>, Rc<DrainSignal>)> = BTreeMap::new();
+    let mut serving: BTreeMap<(Transport, u16), (Arc<PortSockets>, Rc<DrainSignal>)> = BTreeMap::new();
     loop {
         let open = ports.open.load_full();
         serving.retain(|port, (sockets, stop)| {
@@ -125,22 +134,33 @@ pub(crate) async fn serve(worker: Rc<Worker>, ports: Arc<RoutePorts>, wake: Wake
             }
             same
         });
-        for (port, sockets) in open.iter() {
-            if serving.contains_key(port) {
+        for (&(transport, port), sockets) in open.iter() {
+            if serving.contains_key(&(transport, port)) {
                 continue;
             }
-            let listener = sockets.sockets.get(worker.id).map(StdListener::try_clone);
-            let listener = match listener.map(|l| l.and_then(monoio::net::TcpListener::from_std)) {
-                Some(Ok(listener)) => listener,
-                Some(Err(e)) => {
-                    tracing::warn!(worker = worker.id, port, error = %e, "cannot accept on a TCP route's port");
-                    continue;
-                }
-                None => continue,
-            };
             let stop = Rc::new(DrainSignal::default());
-            serving.insert(*port, (sockets.clone(), stop.clone()));
-            monoio::spawn(super::tcp::accept(worker.clone(), listener, *port, stop));
+            // This worker's own socket of the port, duplicated: the port closes when every copy has.
+            let started = match &**sockets {
+                PortSockets::Tcp(all) => all.get(worker.id).map(|s| {
+                    let listener = s.try_clone().and_then(monoio::net::TcpListener::from_std)?;
+                    monoio::spawn(super::tcp::accept(worker.clone(), listener, port, stop.clone()));
+                    Ok::<_, std::io::Error>(())
+                }),
+                PortSockets::Udp(all) => all.get(worker.id).map(|s| {
+                    let socket = s.try_clone().and_then(monoio::net::udp::UdpSocket::from_std)?;
+                    monoio::spawn(super::udp::serve(worker.clone(), socket, port, stop.clone()));
+                    Ok(())
+                }),
+            };
+            match started {
+                Some(Ok(())) => {
+                    serving.insert((transport, port), (sockets.clone(), stop));
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(worker = worker.id, %transport, port, error = %e, "cannot serve a route's port")
+                }
+                None => {}
+            }
         }
         drop(open);
         monoio::select! {

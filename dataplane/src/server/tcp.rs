@@ -12,7 +12,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use monoio::net::{TcpListener, TcpStream};
-use ramjet_shared::{Backend, BackendKind, UpstreamErrorKind};
+use ramjet_shared::{Backend, BackendKind, Transport, UpstreamErrorKind};
 
 use crate::base::drain::DrainSignal;
 use crate::worker::Worker;
@@ -48,7 +48,7 @@ pub(crate) async fn accept(worker: Rc<Worker>, listener: TcpListener, port: u16,
 async fn relay(worker: &Worker, client: TcpStream, port: u16) {
     let backend = {
         let generation = worker.generation();
-        let Some(route) = generation.table.tcp_route(port) else { return };
+        let Some(route) = generation.table.port_route(Transport::Tcp, port) else { return };
         if route.rule.backends.is_empty() {
             return;
         }

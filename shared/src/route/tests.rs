@@ -209,7 +209,7 @@ fn the_digest_is_taken_over_the_items_the_table_walks() {
             TableItem::Passthrough { .. } => "passthrough",
             TableItem::ClientAuth { .. } => "client auth",
             TableItem::Hsts(_) => "hsts",
-            TableItem::TcpRoute { .. } => "tcp",
+            TableItem::PortRoute { .. } => "port",
         })
         .collect();
     assert_eq!(kinds, ["route", "route", "route", "default", "tls", "redirect"]);

@@ -19,7 +19,7 @@ use tokio::sync::Notify;
 use super::{api, reflect, reflect_compiled};
 use crate::cluster::ClusterOptions;
 use crate::gateway_api::{
-    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute,
+    BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, ReferenceGrant, TcpRoute, TlsRoute, UdpRoute,
 };
 
 /// The Gateway API stores once they exist: set once, never replaced, cheap to clone.
@@ -121,10 +121,14 @@ async fn usable(client: &Client, namespace: Option<&str>) -> Result<Optional, Un
         let routes: Api<TlsRoute> = api(client, namespace);
         readable(routes.list_metadata(&probe).await.map(drop), "TLSRoutes")
     };
+    let udp = serves("udproutes") && {
+        let routes: Api<UdpRoute> = api(client, namespace);
+        readable(routes.list_metadata(&probe).await.map(drop), "UDPRoutes")
+    };
     if !serves("backendtlspolicies") {
         tracing::info!("the cluster serves no BackendTLSPolicies in gateway.networking.k8s.io/v1 (Gateway API CRDs older than v1.4): they are not watched");
     }
-    Ok(Optional { grpc, backend_tls, tcp, tls })
+    Ok(Optional { grpc, backend_tls, tcp, tls, udp })
 }
 
 /// The Gateway API kinds that are watched only where the cluster serves them and ramjet may list
@@ -138,6 +142,8 @@ pub(super) struct Optional {
     tcp: bool,
     /// TLSRoutes (served in v1 from Gateway API v1.5).
     tls: bool,
+    /// UDPRoutes (served in v1 from Gateway API v1.5).
+    udp: bool,
 }
 
 /// Whether a probe list succeeded; why not is logged.
@@ -195,6 +201,7 @@ pub struct GatewayStores {
     pub backend_tls: Option<(Store<BackendTlsPolicy>, Store<ConfigMap>)>,
     pub tcp_routes: Option<Store<TcpRoute>>,
     pub tls_routes: Option<Store<TlsRoute>>,
+    pub udp_routes: Option<Store<UdpRoute>>,
 }
 
 impl GatewayStores {
@@ -257,6 +264,14 @@ impl GatewayStores {
                     Some((compile.clone(), spec_fingerprint)),
                 )
             }),
+            udp_routes: optional.udp.then(|| {
+                reflect_compiled(
+                    api(client, ns),
+                    watcher::Config::default(),
+                    status_only,
+                    Some((compile.clone(), spec_fingerprint)),
+                )
+            }),
         }
     }
 
@@ -280,6 +295,11 @@ impl GatewayStores {
             },
             async {
                 if let Some(routes) = &self.tls_routes {
+                    let _ = routes.wait_until_ready().await;
+                }
+            },
+            async {
+                if let Some(routes) = &self.udp_routes {
                     let _ = routes.wait_until_ready().await;
                 }
             },

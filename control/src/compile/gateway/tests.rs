@@ -1,7 +1,7 @@
 //! The Gateway API compiler on real objects (YAML, read as `--manifests` reads them): what the
 //! compiled table answers for a request, and what status says.
 
-use ramjet_shared::{Generation, RequestView, VerifyClient};
+use ramjet_shared::{Generation, RequestView, Transport, VerifyClient};
 
 use super::*;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, STATE_ANNOTATION};
@@ -26,7 +26,7 @@ spec:
   gatewayClassName: ramjet
   listeners:
     - { name: http, port: 80, protocol: HTTP, allowedRoutes: { namespaces: { from: All } } }
-    - { name: udp, port: 9000, protocol: UDP }
+    - { name: mqtt, port: 9000, protocol: example.com/mqtt }
     - { name: odd-port, port: 81, protocol: HTTP }
 ---
 apiVersion: gateway.networking.k8s.io/v1
@@ -300,7 +300,7 @@ spec:
     let edge = report.gateways.iter().find(|g| g.name == "edge").unwrap();
     let listener = |name: &str| edge.listeners.iter().find(|l| l.name == name).unwrap();
     let reason = |l: &ListenerReport, t: &str| l.conditions.iter().find(|c| c.type_ == t).map(|c| (c.status, c.reason));
-    assert_eq!(reason(listener("udp"), "Accepted"), Some((false, "UnsupportedProtocol")));
+    assert_eq!(reason(listener("mqtt"), "Accepted"), Some((false, "UnsupportedProtocol")));
     assert_eq!(reason(listener("odd-port"), "Accepted"), Some((false, "PortUnavailable")));
     assert_eq!(reason(listener("http"), "Programmed"), Some((true, "Programmed")));
     assert_eq!(edge.conditions[0].reason, "ListenersNotValid");
@@ -779,9 +779,9 @@ spec:
         ]
     );
     // The port relays to the oldest route's backend; no port for the refused listeners.
-    let ports: Vec<u16> = generation.table.tcp_ports().collect();
-    assert_eq!(ports, [15432]);
-    let relayed = generation.table.tcp_route(15432).unwrap();
+    let ports: Vec<(Transport, u16)> = generation.table.route_ports().collect();
+    assert_eq!(ports, [(Transport::Tcp, 15432)]);
+    let relayed = generation.table.port_route(Transport::Tcp, 15432).unwrap();
     assert_eq!((relayed.source.as_ref(), relayed.rule.backends[0].backend.name.as_ref()), ("db/old", "db/pg:80"));
 }
 

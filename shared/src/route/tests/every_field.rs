@@ -448,12 +448,12 @@ fn table(c: &mut Choices) -> RouteTable {
                 builder.add_client_auth(host, auth);
             }
             6 => {
-                let port = c.one_of(&[5432, 6379]);
+                let (transport, port) = (c.one_of(&[Transport::Tcp, Transport::Udp]), c.one_of(&[5432, 6379]));
                 let backends =
                     vec![WeightedBackend::new(backend(c), 1 + c.pick(3)), WeightedBackend::new(backend(c), 1)];
                 let source = c.one_of(&["shop/db", "routes.yaml"]);
                 // The first route for a port stays, as in the compilers.
-                let _held = builder.add_tcp_route(port, TcpRoute::new(backends, source)).is_err();
+                let _held = builder.add_port_route(transport, port, PortRoute::new(backends, source)).is_err();
             }
             _ => builder.set_hsts(c.maybe(|c| c.text().to_string())),
         }
@@ -472,7 +472,7 @@ fn every_item_kind_is_drawn(item: TableItem<'_>) {
         | TableItem::Passthrough { .. }
         | TableItem::ClientAuth { .. }
         | TableItem::Hsts(_)
-        | TableItem::TcpRoute { .. } => {}
+        | TableItem::PortRoute { .. } => {}
     }
 }
 
