@@ -10,22 +10,16 @@ use ramjet_test_support as support;
 use std::path::Path;
 use std::time::Duration;
 
-use ramjet::{Daemon, DaemonConfig, Source};
-use ramjet_control::compile::ingress::IngressOptions;
 use support::backend::Backend;
 use support::client::{get, served_by};
 use support::manifests::Service;
 use support::pki::Pki;
 use support::tls_backend::TlsBackend;
-use support::{eventually, temp_dir, DRIVERS};
+use support::{eventually, manifests_daemon, temp_dir, DRIVERS, GATEWAY_CLASS};
 
 const SPIFFE_ID: &str = "spiffe://cluster.test/ns/shop/sa/api";
 
 const GATEWAY: &str = r#"
-apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: ramjet }
-spec: { controllerName: ramjet.dev/gateway-controller }
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -57,17 +51,6 @@ fn route(paths: &[&str]) -> String {
     format!(
         "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {{ name: api, namespace: shop }}\nspec:\n  parentRefs: [{{ name: edge }}]\n  hostnames: [api.shop.test]\n  rules:\n{rules}"
     )
-}
-
-fn start(dir: &Path, driver: ramjet_dataplane::IoDriver) -> Daemon {
-    let mut config = DaemonConfig::with_source(Source::Manifests {
-        dir: dir.to_path_buf(),
-        options: IngressOptions::default(),
-        interval: Duration::from_millis(20),
-    });
-    config.io_driver = driver;
-    config.workers = 1;
-    Daemon::start(config).expect("the daemon starts")
 }
 
 fn write(path: &Path, text: &str) {
@@ -107,7 +90,7 @@ fn services_with_a_backend_tls_policy_are_verified_by_its_hostname_or_names_and_
     ];
     let mut paths: Vec<&str> = cases.iter().map(|c| c.0).collect();
     paths.extend(["conflicted", "by-port", "no-policy"]);
-    let mut manifests = String::from(GATEWAY);
+    let mut manifests = format!("{GATEWAY_CLASS}{GATEWAY}");
     manifests += &config_map("ca", &ca);
     manifests += &config_map("other-ca", &other_ca);
     manifests += &route(&paths);
@@ -132,7 +115,7 @@ fn services_with_a_backend_tls_policy_are_verified_by_its_hostname_or_names_and_
         let dir = temp_dir("btls-policy-manifests");
         let file = dir.join("all.yaml");
         write(&file, &with_ca(&ca));
-        let d = start(&dir, driver);
+        let d = manifests_daemon(&dir, driver, 1);
         let http = d.http_addr();
         assert!(
             eventually(Duration::from_secs(10), || get(http, "api.shop.test", "/valid").status == 200),

@@ -12,15 +12,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ramjet::{Daemon, DaemonConfig, Source};
-use ramjet_control::compile::ingress::IngressOptions;
 use rcgen::ExtendedKeyUsagePurpose;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use support::backend::Backend;
 use support::manifests::Service;
 use support::pki::Pki;
-use support::{eventually, temp_dir, DRIVERS};
+use support::{eventually, manifests_daemon, temp_dir, DRIVERS, GATEWAY_CLASS};
 
 /// What a client got: the status and body, or why the exchange failed (a refused handshake).
 type Answer = Result<(u16, String), String>;
@@ -67,8 +65,6 @@ fn tls_secret(pki: &Pki) -> String {
     )
 }
 
-const CLASS: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: { name: ramjet }\nspec: { controllerName: ramjet.dev/gateway-controller }\n";
-
 /// A Gateway with an HTTP listener and HTTPS listeners (`name:port:hostname`) on the TLS
 /// Secret `server`, its frontend TLS as given (YAML flow), and one HTTPRoute per HTTPS listener
 /// to Service `<listener name>`, attached to it and to the HTTP listener.
@@ -87,17 +83,6 @@ fn gateway(name: &str, frontend: &str, listeners: &[(&str, u16, &str)]) -> Strin
     out
 }
 
-fn start(dir: &Path, driver: ramjet_dataplane::IoDriver) -> Daemon {
-    let mut config = DaemonConfig::with_source(Source::Manifests {
-        dir: dir.to_path_buf(),
-        options: IngressOptions::default(),
-        interval: Duration::from_millis(20),
-    });
-    config.io_driver = driver;
-    config.workers = 1;
-    Daemon::start(config).expect("the daemon starts")
-}
-
 #[test]
 fn a_gateways_frontend_validation_requires_certificates_from_its_cas_in_the_handshake() {
     ramjet::install_crypto();
@@ -114,7 +99,7 @@ fn a_gateways_frontend_validation_requires_certificates_from_its_cas_in_the_hand
     client(&per_port_ca, "per-port");
     let backends: Vec<Backend> = ["https", "https-with-hostname", "fallback", "invalid"].map(Backend::start).into();
 
-    let mut manifests = String::from(CLASS);
+    let mut manifests = String::from(GATEWAY_CLASS);
     manifests += &tls_secret(&server);
     manifests += &config_map("default-ca", &default_ca.path("ca.pem"));
     manifests += &config_map("per-port-ca", &per_port_ca.path("ca.pem"));
@@ -146,7 +131,7 @@ fn a_gateways_frontend_validation_requires_certificates_from_its_cas_in_the_hand
     for driver in DRIVERS {
         let dir = temp_dir("gw-mtls");
         std::fs::write(dir.join("all.yaml"), &manifests).unwrap();
-        let d = start(&dir, driver);
+        let d = manifests_daemon(&dir, driver, 1);
         let https = d.https_addr().unwrap();
         let get = |host: &str, cert: Option<(&Pki, &str)>| ask(https, &server, host, cert, "");
         let default = Some((&default_ca, "default"));

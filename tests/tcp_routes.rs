@@ -17,12 +17,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ramjet::{Daemon, DaemonConfig, Source};
-use ramjet_control::compile::ingress::IngressOptions;
+use ramjet::Daemon;
 use support::backend::Backend;
 use support::client::{get, request};
 use support::manifests::Service;
-use support::{daemon_with, eventually, free_port, routes_in, temp_dir, DRIVERS};
+use support::{daemon_with, eventually, free_port, manifests_daemon, routes_in, temp_dir, DRIVERS, GATEWAY_CLASS};
 
 /// A TCP backend: greets each connection with `<name>\n`, echoes what it reads, and closes once
 /// the client has finished sending (so a half-close must reach it).
@@ -129,8 +128,6 @@ fn a_static_tcp_route_is_checked_where_it_is_written() {
     }
 }
 
-const GATEWAY: &str = "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: { name: ramjet }\nspec: { controllerName: ramjet.dev/gateway-controller }\n";
-
 fn gateway_with_tcp(port: u16) -> String {
     format!(
         "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: db }}\nspec:\n  gatewayClassName: ramjet\n  listeners:\n    - {{ name: http, port: 80, protocol: HTTP }}\n    - {{ name: pg, port: {port}, protocol: TCP }}\n\
@@ -166,16 +163,9 @@ fn a_gateway_tcp_listener_opens_and_closes_with_its_generation_and_a_rollback_br
             Service::new("db", "web").endpoints(&[web.addr]).yaml()
         );
         let http_route = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: { name: web, namespace: db }\nspec:\n  parentRefs: [{ name: edge, sectionName: http }]\n  hostnames: [web.test]\n  rules: [{ backendRefs: [{ name: web, port: 80 }] }]\n";
-        let with_tcp = format!("{GATEWAY}{}{services}{http_route}", gateway_with_tcp(port));
+        let with_tcp = format!("{GATEWAY_CLASS}{}{services}{http_route}", gateway_with_tcp(port));
         write(&file, &with_tcp);
-        let mut config = DaemonConfig::with_source(Source::Manifests {
-            dir: dir.clone(),
-            options: IngressOptions::default(),
-            interval: Duration::from_millis(20),
-        });
-        config.io_driver = driver;
-        config.workers = 2;
-        let d = Daemon::start(config).expect("the daemon starts");
+        let d = manifests_daemon(&dir, driver, 2);
         assert!(
             eventually(Duration::from_secs(10), || exchange(port, b"x").is_ok()),
             "{driver:?}: the TCP listener never opened"
@@ -318,19 +308,12 @@ fn a_gateway_udp_listener_relays_its_udproutes_flows() {
         let port = free_port();
         let dir = temp_dir("udp-gateway");
         let manifests = format!(
-            "{GATEWAY}---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: net }}\nspec:\n  gatewayClassName: ramjet\n  listeners:\n    - {{ name: dns, port: {port}, protocol: UDP }}\n    - {{ name: dns-tcp, port: {port}, protocol: TCP }}\n\
+            "{GATEWAY_CLASS}---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: net }}\nspec:\n  gatewayClassName: ramjet\n  listeners:\n    - {{ name: dns, port: {port}, protocol: UDP }}\n    - {{ name: dns-tcp, port: {port}, protocol: TCP }}\n\
              ---\napiVersion: gateway.networking.k8s.io/v1\nkind: UDPRoute\nmetadata: {{ name: dns, namespace: net }}\nspec:\n  parentRefs: [{{ name: edge, sectionName: dns }}]\n  rules: [{{ backendRefs: [{{ name: dns, port: 53 }}] }}]\n---\n{}",
             Service::new("net", "dns").port("dns", 53).endpoints(&[dns]).yaml()
         );
         std::fs::write(dir.join("all.yaml"), manifests).unwrap();
-        let mut config = DaemonConfig::with_source(Source::Manifests {
-            dir,
-            options: IngressOptions::default(),
-            interval: Duration::from_millis(20),
-        });
-        config.io_driver = driver;
-        config.workers = 2;
-        let d = Daemon::start(config).expect("the daemon starts");
+        let d = manifests_daemon(&dir, driver, 2);
         let client = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         client.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
         let ask = |payload: &[u8]| -> Option<String> {

@@ -10,14 +10,12 @@ use ramjet_test_support as support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ramjet::{Daemon, DaemonConfig, Source};
-use ramjet_control::compile::ingress::IngressOptions;
 use support::backend::Backend;
 use support::client::tls_get;
 use support::manifests::Service;
 use support::pki::Pki;
 use support::tls_backend::TlsBackend;
-use support::{eventually, temp_dir, DRIVERS};
+use support::{eventually, manifests_daemon, temp_dir, DRIVERS, GATEWAY_CLASS};
 
 fn tls_secret(pki: &Pki, file: &str) -> String {
     let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
@@ -28,11 +26,7 @@ fn tls_secret(pki: &Pki, file: &str) -> String {
     )
 }
 
-const OBJECTS: &str = r#"apiVersion: gateway.networking.k8s.io/v1
-kind: GatewayClass
-metadata: { name: ramjet }
-spec: { controllerName: ramjet.dev/gateway-controller }
----
+const OBJECTS: &str = r#"---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
 metadata: { name: edge, namespace: infra }
@@ -79,6 +73,7 @@ fn a_tlsroute_passes_its_names_through_unopened_beside_terminated_https() {
     edge_pki.leaf("edge", &["www.other.test"]);
     let web = Backend::start("web");
     let manifests = [
+        GATEWAY_CLASS.to_string(),
         OBJECTS.to_string(),
         tls_secret(&edge_pki, "edge"),
         "---\n".into(),
@@ -95,14 +90,7 @@ fn a_tlsroute_passes_its_names_through_unopened_beside_terminated_https() {
     for driver in DRIVERS {
         let dir = temp_dir("tlsroute");
         std::fs::write(dir.join("all.yaml"), &manifests).unwrap();
-        let mut config = DaemonConfig::with_source(Source::Manifests {
-            dir,
-            options: IngressOptions::default(),
-            interval: Duration::from_millis(20),
-        });
-        config.io_driver = driver;
-        config.workers = 1;
-        let d = Daemon::start(config).expect("the daemon starts");
+        let d = manifests_daemon(&dir, driver, 1);
         let https = d.https_addr().unwrap();
         let passed = || tls_get(https, trusting(&backend_pki), "abc.example.com", "abc.example.com", "");
         assert!(eventually(Duration::from_secs(10), || passed().is_ok()), "{driver:?}: {:?}", passed());

@@ -56,6 +56,24 @@ pub fn daemon(yaml: &str, driver: IoDriver) -> Daemon {
     daemon_with(routes(yaml), driver, |_| {})
 }
 
+/// The GatewayClass `ramjet` of ramjet's default controller name, as a manifests document.
+pub const GATEWAY_CLASS: &str =
+    "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: { name: ramjet }\n\
+                                 spec: { controllerName: ramjet.dev/gateway-controller }\n";
+
+/// The daemon serving the `--manifests` directory `dir` (read again every 20 ms) with `workers`
+/// workers on `driver`.
+pub fn manifests_daemon(dir: &Path, driver: IoDriver, workers: usize) -> Daemon {
+    let mut config = DaemonConfig::with_source(ramjet::Source::Manifests {
+        dir: dir.to_path_buf(),
+        options: ramjet_control::compile::ingress::IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = driver;
+    config.workers = workers;
+    Daemon::start(config).expect("the daemon starts")
+}
+
 pub fn daemon_with(routes: StaticRoutes, driver: IoDriver, tweak: impl FnOnce(&mut DaemonConfig)) -> Daemon {
     let mut config = DaemonConfig::local(routes);
     config.io_driver = driver;

@@ -109,6 +109,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     let mut refs = Refs { grants, backend_tls: BackendTlsPolicies::judge(snapshot, resolver, draft) };
     let namespaces: HashMap<&str, &Namespace> =
         snapshot.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, &**n))).collect();
+    let attachable = Parents { listeners: &listeners, namespaces: &namespaces };
     let mut routes: Vec<&HttpRoute> = snapshot.http_routes.iter().map(|r| &**r).collect();
     routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
     let mut grpc_routes: Vec<&GrpcRoute> = snapshot.grpc_routes.iter().map(|r| &**r).collect();
@@ -137,34 +138,18 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         let namespace = namespace_of(&route.metadata.namespace);
         let name = route.metadata.name.as_deref().unwrap_or("");
         let object = ObjectRef::new(kind, Some(namespace), name);
-        let mut parents = Vec::new();
-        let mut attached_to = Vec::new();
+        let route_of = (kind, namespace, &route.spec.hostnames[..]);
+        let (mut parents, found) =
+            attachable.attach_all(route_of, &route.spec.parent_refs, &object, &mut report, draft);
+        let attached_to: Vec<ParentReference> =
+            parents.iter().filter(|p| p.conditions[0].status).map(|p| p.parent_ref.clone()).collect();
         let mut hosts: BTreeMap<String, Listening> = BTreeMap::new();
-        for parent in &route.spec.parent_refs {
-            let attaching = (namespace, &route.spec.hostnames[..]);
-            let Some(attached) = attach(kind, attaching, parent, &listeners, &namespaces, &mut report) else {
-                continue;
-            };
-            match attached {
-                Ok(found) => {
-                    for (listener, host) in found {
-                        let listening = hosts.entry(host).or_default();
-                        if listener.listener.protocol == "HTTPS" {
-                            listening.tls = true;
-                        } else {
-                            listening.plain = true;
-                        }
-                    }
-                    parents.push(ParentReport {
-                        parent_ref: parent.clone(),
-                        conditions: vec![StatusCondition::new("Accepted", true, "Accepted", "attached")],
-                    });
-                    attached_to.push(parent.clone());
-                }
-                Err(refused) => {
-                    draft.warn(&object, format!("parentRef {}: {}", parent.name, refused.message));
-                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![refused] });
-                }
+        for (listener, host) in found {
+            let listening = hosts.entry(host).or_default();
+            if listener.listener.protocol == "HTTPS" {
+                listening.tls = true;
+            } else {
+                listening.plain = true;
             }
         }
         if parents.is_empty() {
@@ -180,11 +165,10 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         let generation = route.metadata.generation;
         reports.push(RouteReport { namespace: namespace.to_string(), name: name.to_string(), generation, parents });
     }
-    let parents = Parents { listeners: &listeners, namespaces: &namespaces };
     for transport in [Transport::Tcp, Transport::Udp] {
-        port_routes(transport, snapshot, parents, &refs, resolver, draft, &mut report);
+        port_routes(transport, snapshot, attachable, &refs, resolver, draft, &mut report);
     }
-    tls_routes(snapshot, parents, &refs, resolver, draft, &mut report);
+    tls_routes(snapshot, attachable, &refs, resolver, draft, &mut report);
     // An HTTPS listener's certificate serves its hostname whether or not a route is attached (a
     // request for a host without routes gets its 404 over TLS); one without a hostname serves any
     // server name (`""`). The first listener to claim a name keeps it.
@@ -226,6 +210,42 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
 struct Parents<'a, 's> {
     listeners: &'a [ServedListener<'s>],
     namespaces: &'a HashMap<&'a str, &'a Namespace>,
+}
+
+impl<'a, 's> Parents<'a, 's> {
+    /// Attaches a route (its kind, namespace and hostnames) by each of its `parentRefs`: the
+    /// status entry of each parent that is ours (`Accepted`, or why not, which is warned), and
+    /// every listener it attached to with the host it has there.
+    #[allow(clippy::type_complexity)]
+    fn attach_all(
+        &self,
+        (kind, namespace, hostnames): (&str, &str, &[String]),
+        parent_refs: &[ParentReference],
+        object: &ObjectRef,
+        report: &mut Report,
+        draft: &mut Draft,
+    ) -> (Vec<ParentReport>, Vec<(&'a ServedListener<'s>, String)>) {
+        let mut parents = Vec::new();
+        let mut found = Vec::new();
+        for parent in parent_refs {
+            let Some(attached) = attach(kind, (namespace, hostnames), parent, self.listeners, self.namespaces, report)
+            else {
+                continue;
+            };
+            let condition = match attached {
+                Ok(listeners) => {
+                    found.extend(listeners);
+                    StatusCondition::new("Accepted", true, "Accepted", "attached")
+                }
+                Err(refused) => {
+                    draft.warn(object, format!("parentRef {}: {}", parent.name, refused.message));
+                    refused
+                }
+            };
+            parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![condition] });
+        }
+        (parents, found)
+    }
 }
 
 /// A port has one TCP (UDP) listener: of two Gateways' listeners on the same port, the older
@@ -270,7 +290,7 @@ fn refuse_shared_l4_ports(listeners: &mut Vec<ServedListener<'_>>, report: &mut 
 fn port_routes<'s>(
     transport: Transport,
     snapshot: &'s ClusterSnapshot,
-    Parents { listeners, namespaces }: Parents<'_, 's>,
+    to: Parents<'_, 's>,
     refs: &Refs<'_>,
     resolver: &mut Resolver<'s, '_>,
     draft: &mut Draft,
@@ -285,24 +305,8 @@ fn port_routes<'s>(
         let namespace = namespace_of(&metadata.namespace);
         let name = metadata.name.as_deref().unwrap_or("");
         let object = ObjectRef::new(kind, Some(namespace), name);
-        let mut parents = Vec::new();
-        let mut ports = Vec::new();
-        for parent in &spec.parent_refs {
-            let Some(attached) = attach(kind, (namespace, &[]), parent, listeners, namespaces, report) else {
-                continue;
-            };
-            match attached {
-                Ok(found) => {
-                    ports.extend(found.iter().map(|(l, _)| l.listener.port as u16));
-                    let accepted = StatusCondition::new("Accepted", true, "Accepted", "attached");
-                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![accepted] });
-                }
-                Err(refused) => {
-                    draft.warn(&object, format!("parentRef {}: {}", parent.name, refused.message));
-                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![refused] });
-                }
-            }
-        }
+        let (mut parents, found) = to.attach_all((kind, namespace, &[]), &spec.parent_refs, &object, report, draft);
+        let mut ports: Vec<u16> = found.iter().map(|(l, _)| l.listener.port as u16).collect();
         if parents.is_empty() {
             continue;
         }
@@ -357,7 +361,7 @@ fn port_routes<'s>(
 /// oldest) to claim a name keeps it.
 fn tls_routes<'s>(
     snapshot: &'s ClusterSnapshot,
-    Parents { listeners, namespaces }: Parents<'_, 's>,
+    to: Parents<'_, 's>,
     refs: &Refs<'_>,
     resolver: &mut Resolver<'s, '_>,
     draft: &mut Draft,
@@ -369,23 +373,9 @@ fn tls_routes<'s>(
         let namespace = namespace_of(&route.metadata.namespace);
         let name = route.metadata.name.as_deref().unwrap_or("");
         let object = ObjectRef::new(TLS_ROUTE, Some(namespace), name);
-        let mut parents = Vec::new();
-        let mut hosts = BTreeSet::new();
-        for parent in &route.spec.parent_refs {
-            let attaching = (namespace, &route.spec.hostnames[..]);
-            let Some(attached) = attach(TLS_ROUTE, attaching, parent, listeners, namespaces, report) else { continue };
-            match attached {
-                Ok(found) => {
-                    hosts.extend(found.into_iter().map(|(_, host)| host));
-                    let accepted = StatusCondition::new("Accepted", true, "Accepted", "attached");
-                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![accepted] });
-                }
-                Err(refused) => {
-                    draft.warn(&object, format!("parentRef {}: {}", parent.name, refused.message));
-                    parents.push(ParentReport { parent_ref: parent.clone(), conditions: vec![refused] });
-                }
-            }
-        }
+        let route_of = (TLS_ROUTE, namespace, &route.spec.hostnames[..]);
+        let (mut parents, found) = to.attach_all(route_of, &route.spec.parent_refs, &object, report, draft);
+        let hosts: BTreeSet<String> = found.into_iter().map(|(_, host)| host).collect();
         if parents.is_empty() {
             continue;
         }
