@@ -110,6 +110,10 @@ pub struct Cli {
     #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_UPSTREAM_TIMEOUT", default_value = "60s", value_parser = duration)]
     pub upstream_timeout: Duration,
 
+    /// A TCP route's relay, or a TLS passthrough, with no byte either way for this long is closed.
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_TCP_IDLE_TIMEOUT", default_value = "10m", value_parser = duration)]
+    pub tcp_idle_timeout: Duration,
+
     /// Idle connections each worker keeps open to each backend endpoint for reuse (HTTP/1.1; closed
     /// after 30 s unused). Enough to cover the requests in flight at a burst's peak, or every burst
     /// pays a connect and a close per request beyond it.

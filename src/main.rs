@@ -310,6 +310,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             metrics_grace: cli.metrics_grace,
             metrics_status_codes: cli.metrics_status_codes,
             client_address: cli.client_address(),
+            tcp_idle_timeout: cli.tcp_idle_timeout,
             ..Settings::default()
         },
         access_log,

@@ -329,3 +329,51 @@ fn a_gateway_udp_listener_relays_its_udproutes_flows() {
         d.shutdown();
     }
 }
+
+#[test]
+fn idle_tcp_relays_are_closed_and_an_active_one_beside_them_is_not() {
+    let db = EchoBackend::start("db");
+    for driver in DRIVERS {
+        let port = free_port();
+        let yaml =
+            format!("backends:\n  db: {{ endpoints: [\"{}\"] }}\ntcp:\n  - {{ port: {port}, backend: db }}\n", db.addr);
+        let d = daemon_with(routes_in(&yaml, Path::new(".")), driver, |c| {
+            c.workers = 1;
+            c.settings.tcp_idle_timeout = Duration::from_secs(1);
+        });
+        assert!(eventually(Duration::from_secs(10), || exchange(port, b"x").is_ok()), "{driver:?}");
+        // A slowloris: 50 connections that read the greeting and then send nothing.
+        let idle: Vec<TcpStream> = (0..50)
+            .map(|_| {
+                let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                let mut greeting = [0u8; 3];
+                s.read_exact(&mut greeting).unwrap();
+                s
+            })
+            .collect();
+        // Beside them, a client that keeps talking, every 300 ms, for 3 s.
+        let mut active = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        active.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut greeting = [0u8; 3];
+        active.read_exact(&mut greeting).unwrap();
+        for i in 0..10 {
+            std::thread::sleep(Duration::from_millis(300));
+            let word = format!("w{i}");
+            active.write_all(word.as_bytes()).unwrap();
+            let mut echo = vec![0u8; word.len()];
+            active.read_exact(&mut echo).unwrap_or_else(|e| panic!("{driver:?}: the active relay was cut at {i}: {e}"));
+            assert_eq!(echo, word.as_bytes(), "{driver:?}");
+        }
+        // The idle ones were closed after about a second of silence: each reads EOF.
+        for (i, mut s) in idle.into_iter().enumerate() {
+            let mut rest = Vec::new();
+            assert_eq!(
+                s.read_to_end(&mut rest).map(|_| rest.len()).ok(),
+                Some(0),
+                "{driver:?}: idle relay {i} is still open"
+            );
+        }
+        d.shutdown();
+    }
+}

@@ -47,6 +47,9 @@ pub struct Settings {
     pub http2: Http2Settings,
     /// How the client's address is learnt.
     pub client_address: ClientAddress,
+    /// A TCP route's relay (and a TLS passthrough) with no byte either way for this long is closed
+    /// (nginx stream's `proxy_timeout`, 10 minutes).
+    pub tcp_idle_timeout: Duration,
 }
 
 /// How the client's address is learnt, when a load balancer stands between the client and ramjet
@@ -136,6 +139,7 @@ impl Default for Settings {
             metrics_status_codes: false,
             http2: Http2Settings::default(),
             client_address: ClientAddress::default(),
+            tcp_idle_timeout: Duration::from_secs(600),
         }
     }
 }

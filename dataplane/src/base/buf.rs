@@ -6,9 +6,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::io;
+use std::time::{Duration, Instant};
 
 use monoio::buf::{IoBuf, IoBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, CancelHandle, CancelableAsyncReadRent};
+
+use super::coarse_timer::CoarseTimer;
+use super::watchdog::timeout;
 
 /// Bytes read from a stream and not consumed yet.
 pub struct ReadBuf {
@@ -202,8 +206,9 @@ fn _assert_bufs() {
 }
 
 /// Copies bytes both ways between two connections until either direction's source closes, then
-/// shuts the other side's writing down: a WebSocket tunnel, a TLS passthrough, a TCP route.
-pub(crate) async fn splice<A, B>(a: A, b: B)
+/// shuts the other side's writing down: a WebSocket tunnel, a TLS passthrough, a TCP route. With
+/// `idle` (a timer and a time), both directions end once neither has moved a byte for that long.
+pub(crate) async fn splice<A, B>(a: A, b: B, idle: Option<(&CoarseTimer, Duration)>)
 where
     A: monoio::io::Split + AsyncReadRent + AsyncWriteRent,
     B: monoio::io::Split + AsyncReadRent + AsyncWriteRent,
@@ -211,12 +216,13 @@ where
     use monoio::io::Splitable;
     let (mut a_read, mut a_write) = a.into_split();
     let (mut b_read, mut b_write) = b.into_split();
+    let last = Cell::new(Instant::now());
     let to_b = async {
-        let _ = copy(&mut a_read, &mut b_write).await;
+        let _ = copy(&mut a_read, &mut b_write, idle, &last).await;
         let _ = b_write.shutdown().await;
     };
     let to_a = async {
-        let _ = copy(&mut b_read, &mut a_write).await;
+        let _ = copy(&mut b_read, &mut a_write, idle, &last).await;
         let _ = a_write.shutdown().await;
     };
     monoio::join!(to_b, to_a);
@@ -226,15 +232,34 @@ where
 /// each time a read fills it: a bulk transfer moves 64 KiB per system call, not 4.
 const COPY_MAX: usize = 64 * 1024;
 
-/// Copies `from` to `to` until `from` ends; each read waits for the write before it (backpressure).
-async fn copy<R, W>(from: &mut R, to: &mut W) -> std::io::Result<()>
+/// Copies `from` to `to` until `from` ends, or (with `idle`) until neither direction has moved a
+/// byte since `last` for that long; each read waits for the write before it (backpressure).
+async fn copy<R, W>(
+    from: &mut R,
+    to: &mut W,
+    idle: Option<(&CoarseTimer, Duration)>,
+    last: &Cell<Instant>,
+) -> std::io::Result<()>
 where
     R: AsyncReadRent,
     W: AsyncWriteRent,
 {
     let mut buf = Vec::with_capacity(4 * 1024);
     loop {
-        let (read, filled) = from.read(buf).await;
+        let (read, filled) = match idle {
+            None => from.read(buf).await,
+            Some((timer, idle)) => match timeout(timer, idle, from.read(buf)).await {
+                Ok(read) => read,
+                // The read is dropped with its buffer; a direction that waited may still be
+                // within the time if the other moved.
+                Err(_) if last.get().elapsed() < idle => {
+                    buf = Vec::with_capacity(4 * 1024);
+                    continue;
+                }
+                Err(_) => return Ok(()),
+            },
+        };
+        last.set(Instant::now());
         if read? == 0 {
             return Ok(());
         }

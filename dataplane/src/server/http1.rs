@@ -404,5 +404,5 @@ where
     if up.buf.forward(pending_down, &mut client).await.is_err() {
         return;
     }
-    crate::base::buf::splice(client, up.stream).await;
+    crate::base::buf::splice(client, up.stream, None).await;
 }

@@ -17,5 +17,6 @@ pub(crate) async fn splice(worker: &Worker, client: TcpStream, hello: Vec<u8>, b
     if sent.is_err() {
         return;
     }
-    crate::base::buf::splice(client, upstream).await;
+    let idle = (&*worker.coarse_timer, worker.settings.tcp_idle_timeout);
+    crate::base::buf::splice(client, upstream, Some(idle)).await;
 }

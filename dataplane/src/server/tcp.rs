@@ -6,7 +6,9 @@
 //! both directions have.
 //!
 //! The route is looked up in the generation serving when the connection is accepted: a change to
-//! the route applies to new connections, and running relays finish as they started.
+//! the route applies to new connections, and running relays finish as they started. A relay with
+//! no byte either way for [`Settings::tcp_idle_timeout`](crate::Settings) is closed, so idle
+//! connections (a slowloris among them) do not hold sockets and backends for ever.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -56,7 +58,8 @@ async fn relay(worker: &Worker, client: TcpStream, port: u16) {
         route.rule.pick(draw).backend.clone()
     };
     if let Some(upstream) = connect(worker, &backend).await {
-        crate::base::buf::splice(client, upstream).await;
+        let idle = (&*worker.coarse_timer, worker.settings.tcp_idle_timeout);
+        crate::base::buf::splice(client, upstream, Some(idle)).await;
     }
 }
 
