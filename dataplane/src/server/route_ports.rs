@@ -148,7 +148,9 @@ pub(crate) async fn serve(worker: Rc<Worker>, ports: Arc<RoutePorts>, wake: Wake
                 }),
                 PortSockets::Udp(all) => all.get(worker.id).map(|s| {
                     let socket = s.try_clone().and_then(monoio::net::udp::UdpSocket::from_std)?;
-                    monoio::spawn(super::udp::serve(worker.clone(), socket, port, stop.clone()));
+                    let serve = super::udp::serve(worker.clone(), socket, port, stop.clone());
+                    // Its datagrams are handled in this one task: a panic ends the port on this worker only.
+                    super::contain::spawn(&worker, "UDP route port", serve);
                     Ok(())
                 }),
             };
