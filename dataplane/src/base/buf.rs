@@ -12,7 +12,6 @@ use monoio::buf::{IoBuf, IoBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt, CancelHandle, CancelableAsyncReadRent};
 
 use super::coarse_timer::CoarseTimer;
-use super::watchdog::timeout;
 
 /// Bytes read from a stream and not consumed yet.
 pub struct ReadBuf {
@@ -217,49 +216,53 @@ where
     let (mut a_read, mut a_write) = a.into_split();
     let (mut b_read, mut b_write) = b.into_split();
     let last = Cell::new(Instant::now());
+    let moved = idle.map(|_| &last);
     let to_b = async {
-        let _ = copy(&mut a_read, &mut b_write, idle, &last).await;
+        let _ = copy(&mut a_read, &mut b_write, moved).await;
         let _ = b_write.shutdown().await;
     };
     let to_a = async {
-        let _ = copy(&mut b_read, &mut a_write, idle, &last).await;
+        let _ = copy(&mut b_read, &mut a_write, moved).await;
         let _ = a_write.shutdown().await;
     };
-    monoio::join!(to_b, to_a);
+    let both = async {
+        monoio::join!(to_b, to_a);
+    };
+    let Some((timer, idle)) = idle else { return both.await };
+    // One wait per quiet period, not one per read: it wakes when the time since the last byte
+    // could have run out, and ends the relay (both connections dropped) only if it has.
+    let watchdog = async {
+        loop {
+            let quiet = last.get().elapsed();
+            if quiet >= idle {
+                return;
+            }
+            timer.sleep(idle - quiet).await;
+        }
+    };
+    monoio::select! {
+        _ = both => {},
+        _ = watchdog => {},
+    }
 }
 
 /// A direction's buffer starts at 4 KiB (a quiet WebSocket holds no more) and doubles, up to this,
 /// each time a read fills it: a bulk transfer moves 64 KiB per system call, not 4.
 const COPY_MAX: usize = 64 * 1024;
 
-/// Copies `from` to `to` until `from` ends, or (with `idle`) until neither direction has moved a
-/// byte since `last` for that long; each read waits for the write before it (backpressure).
-async fn copy<R, W>(
-    from: &mut R,
-    to: &mut W,
-    idle: Option<(&CoarseTimer, Duration)>,
-    last: &Cell<Instant>,
-) -> std::io::Result<()>
+/// Copies `from` to `to` until `from` ends, noting when bytes last moved (in `moved`, when the relay
+/// has an idle timeout); each read waits for the write before it (backpressure).
+async fn copy<R, W>(from: &mut R, to: &mut W, moved: Option<&Cell<Instant>>) -> std::io::Result<()>
 where
     R: AsyncReadRent,
     W: AsyncWriteRent,
 {
     let mut buf = Vec::with_capacity(4 * 1024);
     loop {
-        let (read, filled) = match idle {
-            None => from.read(buf).await,
-            Some((timer, idle)) => match timeout(timer, idle, from.read(buf)).await {
-                Ok(read) => read,
-                // The read is dropped with its buffer; a direction that waited may still be
-                // within the time if the other moved.
-                Err(_) if last.get().elapsed() < idle => {
-                    buf = Vec::with_capacity(4 * 1024);
-                    continue;
-                }
-                Err(_) => return Ok(()),
-            },
-        };
-        last.set(Instant::now());
+        let (read, filled) = from.read(buf).await;
+        if let Some(moved) = moved {
+            moved.set(Instant::now());
+        }
         if read? == 0 {
             return Ok(());
         }
