@@ -22,11 +22,14 @@ fn gateway_api_module() -> PathBuf {
 /// waits until the API server serves them.
 fn install_gateway_crds(admin: &Kube) {
     let dir = gateway_api_module().join("config/crd/standard");
-    for kind in ["gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "backendtlspolicies"] {
+    let kinds = ["gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants", "backendtlspolicies"];
+    let layer4 = ["tcproutes", "udproutes", "tlsroutes"];
+    for kind in kinds.into_iter().chain(layer4) {
         let yaml = std::fs::read_to_string(dir.join(format!("gateway.networking.k8s.io_{kind}.yaml"))).unwrap();
         admin.try_apply_as(&yaml, "test").unwrap_or_else(|e| panic!("installing the {kind} CRD: {e}"));
     }
-    for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "BackendTLSPolicy"] {
+    let kinds = ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "BackendTLSPolicy"];
+    for kind in kinds.into_iter().chain(["TCPRoute", "UDPRoute", "TLSRoute"]) {
         assert!(eventually(PATIENCE, || admin.try_list(kind, None).is_ok()), "the {kind} CRD is never served");
     }
 }
@@ -414,6 +417,78 @@ fn gateway_api_frontend_validation_status_is_written() {
         status("ok")
     );
     assert!(!conditions_of(&status("broken")).iter().any(|c| c.0 == "InsecureFrontendValidationMode"));
+    admin.delete("GatewayClass", None, name);
+}
+
+/// TCPRoutes, UDPRoutes and TLSRoutes from the real API server (the v1.6.1 CRDs serve them in v1):
+/// watched, served (a TCP connection to the listener's port reaches the backend), and their
+/// `status.parents` and the listeners' `attachedRoutes` written.
+#[test]
+fn gateway_api_tcp_udp_and_tls_routes_are_served_and_their_status_written() {
+    let name = "gwl4";
+    let (admin, install, controller) = gateway_install(name);
+    let ns = install.ns.clone();
+    let listener = bind_backend();
+    let backend = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let _ = stream.write_all(b"l4\n");
+        }
+    });
+    admin.apply(&Service::new(&ns, "db").port("db", 5432).target_port(backend.port()).service_yaml());
+    admin.apply(&endpoint_slice(&ns, "db-1", "db", "db", &[backend]));
+    let port = free_port();
+    let route = |kind: &str, section: &str, hostnames: &str| {
+        format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: {kind}\nmetadata: {{ name: db, namespace: {ns} }}\n\
+             spec:\n  parentRefs: [{{ name: edge, sectionName: {section} }}]\n{hostnames}  \
+             rules: [{{ backendRefs: [{{ name: db, port: 5432 }}] }}]\n"
+        )
+    };
+    admin.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: {ns} }}\n\
+         spec:\n  gatewayClassName: {name}\n  listeners:\n\
+         \x20   - {{ name: tcp, port: {port}, protocol: TCP }}\n\
+         \x20   - {{ name: udp, port: {port}, protocol: UDP }}\n\
+         \x20   - {{ name: tls, port: 443, protocol: TLS, hostname: \"*.gwl4.test\", tls: {{ mode: Passthrough }} }}\n{}{}{}",
+        route("TCPRoute", "tcp", ""),
+        route("UDPRoute", "udp", ""),
+        route("TLSRoute", "tls", "  hostnames: [db.gwl4.test]\n"),
+    ));
+    let mut ramjet = install.ramjet_with("gwl4-0", &install.kubeconfig.clone(), &[]);
+    ramjet.wait_ready();
+    let accepted = |kind: &str| {
+        let route = admin.get(kind, Some(&ns), "db").unwrap_or_default();
+        let parents = route["status"]["parents"].as_array().cloned().unwrap_or_default();
+        parents.iter().any(|p| {
+            p["controllerName"] == controller.as_str()
+                && has(p, "Accepted", "True", "Accepted")
+                && has(p, "ResolvedRefs", "True", "ResolvedRefs")
+                && p["conditions"][0]["observedGeneration"] == route["metadata"]["generation"]
+        })
+    };
+    for kind in ["TCPRoute", "UDPRoute", "TLSRoute"] {
+        assert!(
+            eventually(PATIENCE, || accepted(kind)),
+            "{kind} status: {:#}\nlog:\n{}",
+            admin.get(kind, Some(&ns), "db").unwrap_or_default()["status"],
+            ramjet.log()
+        );
+    }
+    let gateway = admin.get("Gateway", Some(&ns), "edge").unwrap();
+    for listener in gateway["status"]["listeners"].as_array().unwrap() {
+        assert_eq!(listener["attachedRoutes"], 1, "{listener:#}");
+        assert!(has(listener, "Programmed", "True", "Programmed"), "{listener:#}");
+    }
+    // The TCP route, from the cluster, relays to its backend.
+    let greeting = || -> Option<String> {
+        let mut stream = TcpStream::connect((ramjet.http.ip(), port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let mut line = [0u8; 3];
+        stream.read_exact(&mut line).ok()?;
+        Some(String::from_utf8_lossy(&line).to_string())
+    };
+    assert!(eventually(PATIENCE, || greeting().as_deref() == Some("l4\n")), "log:\n{}", ramjet.log());
     admin.delete("GatewayClass", None, name);
 }
 

@@ -37,6 +37,9 @@ const KINDS: &[(&str, &str, &str, bool)] = &[
     ("gateway.networking.k8s.io/v1", "GRPCRoute", "grpcroutes", true),
     ("gateway.networking.k8s.io/v1beta1", "ReferenceGrant", "referencegrants", true),
     ("gateway.networking.k8s.io/v1", "BackendTLSPolicy", "backendtlspolicies", true),
+    ("gateway.networking.k8s.io/v1", "TCPRoute", "tcproutes", true),
+    ("gateway.networking.k8s.io/v1", "UDPRoute", "udproutes", true),
+    ("gateway.networking.k8s.io/v1", "TLSRoute", "tlsroutes", true),
 ];
 
 fn resource(api_version: &str, kind: &str) -> (ApiResource, bool) {

@@ -1,6 +1,7 @@
 //! Gateway API status, written by the elected replica as a fixed point: what the compile of the
 //! generation being served says ([`Applier::served`](crate::apply::Applier::served)) about our
-//! GatewayClasses, Gateways and the HTTPRoutes and GRPCRoutes attached to them, compared with what
+//! GatewayClasses, Gateways, the HTTPRoutes, GRPCRoutes, TCPRoutes, UDPRoutes and TLSRoutes
+//! attached to them and the BackendTLSPolicies of their Services, compared with what
 //! is there (ignoring `lastTransitionTime`, which is kept while a condition's status holds), and
 //! written only when different.
 //!

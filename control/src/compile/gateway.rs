@@ -1,12 +1,15 @@
-//! Compiling Gateway API objects — GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes,
-//! BackendTLSPolicies and ReferenceGrants — into the same draft table as Ingresses (after them: on a conflict, the
-//! Ingress keeps the path). Nothing downstream knows which API a route came from.
+//! Compiling Gateway API objects — GatewayClasses, Gateways, HTTPRoutes, GRPCRoutes, TCPRoutes,
+//! UDPRoutes, TLSRoutes, BackendTLSPolicies and ReferenceGrants — into the same draft table as
+//! Ingresses (after them: on a conflict, the Ingress keeps the path). Nothing downstream knows
+//! which API a route came from.
 //!
 //! In order:
 //! 1. the GatewayClasses whose `controllerName` is ours, and the Gateways of those classes;
-//! 2. each listener is judged: ramjet serves `HTTP` on its plain port and `HTTPS` (TLS terminated,
-//!    certificates from Secrets through the same certificate store) on its TLS port; any other port,
-//!    protocol or TLS mode is reported in the listener's conditions, never silently ignored;
+//! 2. each listener is judged: ramjet serves `HTTP` on its plain port, `HTTPS` (TLS terminated,
+//!    certificates from Secrets through the same certificate store, client certificates validated
+//!    as `spec.tls.frontend` says: [`frontend_tls`]) and `TLS` passthrough on its TLS port, and
+//!    `TCP` and `UDP` on ports of their own; any other port, protocol or TLS mode is reported in
+//!    the listener's conditions, never silently ignored;
 //! 3. BackendTLSPolicies are judged ([`backend_tls`]): the Services they target are spoken to over
 //!    TLS, verified as they say, by every route below;
 //! 4. each HTTPRoute's `parentRefs` attach it to listeners (section name, port, the listener's
@@ -16,7 +19,9 @@
 //! 5. for every path key of a host, the rules of every match that covers that key, in the spec's
 //!    precedence order (Exact, longest prefix, method, most headers, most query parameters, oldest
 //!    route, route name, rule order), form the route's policy; a request no rule accepts gets 404;
-//! 6. an HTTPRoute with `ramjet.dev/canary-auto-promote` becomes a [`CanaryPlan`] for the deciding
+//! 6. TCPRoutes and UDPRoutes become the port routes of their listeners' ports, TLSRoutes the
+//!    passthrough of their server names ([`port_routes`], [`tls_routes`]);
+//! 7. an HTTPRoute with `ramjet.dev/canary-auto-promote` becomes a [`CanaryPlan`] for the deciding
 //!    replica: its rules with two `backendRefs` split between the first (primary) and the second
 //!    (canary), at the weight `ramjet.dev/canary-state` holds once ramjet has written one
 //!    ([`promotion`]; `docs/canaries.md`).

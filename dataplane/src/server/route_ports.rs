@@ -59,11 +59,6 @@ impl RoutePorts {
         self.closed.store(true, Ordering::SeqCst);
         self.open.store(Arc::new(BTreeMap::new()));
     }
-
-    /// The ports open now.
-    pub fn open_ports(&self) -> Vec<(Transport, u16)> {
-        self.open.load().keys().copied().collect()
-    }
 }
 
 /// Opens and closes the ports: owned by the control thread, the only writer.
