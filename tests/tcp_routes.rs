@@ -11,7 +11,7 @@
 use ramjet_test_support as support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -20,39 +20,9 @@ use std::time::Duration;
 use ramjet::Daemon;
 use support::backend::Backend;
 use support::client::{get, request};
+use support::echo::EchoBackend;
 use support::manifests::Service;
 use support::{daemon_with, eventually, free_port, manifests_daemon, routes_in, temp_dir, DRIVERS, GATEWAY_CLASS};
-
-/// A TCP backend: greets each connection with `<name>\n`, echoes what it reads, and closes once
-/// the client has finished sending (so a half-close must reach it).
-struct EchoBackend {
-    addr: SocketAddr,
-    connections: Arc<AtomicUsize>,
-}
-
-impl EchoBackend {
-    fn start(name: &'static str) -> EchoBackend {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let count = connections.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                count.fetch_add(1, Ordering::SeqCst);
-                std::thread::spawn(move || {
-                    if stream.write_all(format!("{name}\n").as_bytes()).is_err() {
-                        return;
-                    }
-                    let mut reader = stream.try_clone().unwrap();
-                    let _ = std::io::copy(&mut reader, &mut stream);
-                    // EOF from the client: done; closing ends the relay's other direction.
-                });
-            }
-        });
-        EchoBackend { addr, connections }
-    }
-}
 
 /// Connects to `port`, reads the greeting, sends `payload` (from another thread, while the echo
 /// comes back), half-closes, and reads to EOF: the backend's name and what came back.

@@ -4,26 +4,41 @@
 //! the client's SNI — while other names are terminated by ramjet and routed by their HTTPRoutes.
 //! The cases follow the Gateway API conformance tests (`tlsroute-simple-same-namespace`,
 //! `tlsroute-hostname-intersection`, v1.6.1).
+//!
+//! And `TLS` listeners on a port of their own, as `tlsroute-mixed-termination-same-namespace` has
+//! them: one port where some names are terminated by ramjet (the backend gets plain bytes) and
+//! others passed through, each name's connections split across its route's backends by weight.
 
 use ramjet_test_support as support;
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use support::backend::Backend;
 use support::client::tls_get;
+use support::echo::EchoBackend;
 use support::manifests::Service;
 use support::pki::Pki;
 use support::tls_backend::TlsBackend;
-use support::{eventually, manifests_daemon, temp_dir, DRIVERS, GATEWAY_CLASS};
+use support::{eventually, free_port, manifests_daemon, temp_dir, DRIVERS, GATEWAY_CLASS};
 
 fn tls_secret(pki: &Pki, file: &str) -> String {
     let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
     format!(
-        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: edge-cert, namespace: infra }}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {}\n  tls.key: {}\n",
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: {file}-cert, namespace: infra }}\ntype: kubernetes.io/tls\ndata:\n  tls.crt: {}\n  tls.key: {}\n",
         b64(&format!("{file}.crt")),
         b64(&format!("{file}.key"))
     )
+}
+
+/// A client configuration that trusts `pki`'s CA only.
+fn trusting(pki: &Pki) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.ca.clone()).unwrap();
+    Arc::new(rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth())
 }
 
 const OBJECTS: &str = r#"---
@@ -82,11 +97,6 @@ fn a_tlsroute_passes_its_names_through_unopened_beside_terminated_https() {
         Service::new("infra", "web").endpoints(&[web.addr]).yaml(),
     ]
     .concat();
-    let trusting = |pki: &Pki| {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(pki.ca.clone()).unwrap();
-        Arc::new(rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth())
-    };
     for driver in DRIVERS {
         let dir = temp_dir("tlsroute");
         std::fs::write(dir.join("all.yaml"), &manifests).unwrap();
@@ -109,5 +119,195 @@ fn a_tlsroute_passes_its_names_through_unopened_beside_terminated_https() {
         assert!(unrouted.is_err(), "{driver:?}: {unrouted:?}");
         assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
         d.shutdown();
+    }
+}
+
+/// One TLS port of its own (`{PORT}`): `tls.example.com` terminated with the listener's
+/// certificate and relayed in plain to two echo backends at weights 3:1, `abc.example.com` passed
+/// through to a TLS backend.
+const MIXED: &str = r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: mixed, namespace: infra }
+spec:
+  gatewayClassName: ramjet
+  listeners:
+    - name: tls-terminate
+      port: {PORT}
+      protocol: TLS
+      hostname: tls.example.com
+      tls: { mode: Terminate, certificateRefs: [{ name: terminate-cert }] }
+      allowedRoutes: { kinds: [{ kind: TLSRoute }] }
+    - name: tls-passthrough
+      port: {PORT}
+      protocol: TLS
+      hostname: abc.example.com
+      tls: { mode: Passthrough }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: { name: plain, namespace: infra }
+spec:
+  parentRefs: [{ name: mixed, sectionName: tls-terminate }]
+  hostnames: [tls.example.com]
+  rules: [{ backendRefs: [{ name: echo-a, port: 80, weight: 3 }, { name: echo-b, port: 80, weight: 1 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: { name: api, namespace: infra }
+spec:
+  parentRefs: [{ name: mixed, sectionName: tls-passthrough }]
+  hostnames: [abc.example.com]
+  rules: [{ backendRefs: [{ name: api, port: 8443 }] }]
+"#;
+
+/// Over TLS to `port` with server name `sni`: reads the echo backend's greeting, sends `payload`
+/// (from another thread, while the echo comes back) and reads it back whole. The backend's name
+/// and what came back.
+fn tls_exchange(
+    port: u16,
+    roots: Arc<rustls::ClientConfig>,
+    sni: &str,
+    payload: &[u8],
+) -> std::io::Result<(String, Vec<u8>)> {
+    let name = rustls::pki_types::ServerName::try_from(sni.to_string()).unwrap();
+    let session = rustls::ClientConnection::new(roots, name).map_err(std::io::Error::other)?;
+    let tcp = TcpStream::connect(("127.0.0.1", port))?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut tls = BufReader::new(rustls::StreamOwned::new(session, tcp));
+    let mut greeting = String::new();
+    tls.read_line(&mut greeting)?;
+    // The session is one object: write in pieces between reads so neither side's buffers fill.
+    let mut echoed = vec![0u8; payload.len()];
+    for (sent, back) in payload.chunks(16 * 1024).zip(echoed.chunks_mut(16 * 1024)) {
+        tls.get_mut().write_all(sent)?;
+        tls.read_exact(back)?;
+    }
+    Ok((greeting.trim().to_string(), echoed))
+}
+
+#[test]
+fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_by_weight() {
+    ramjet::install_crypto();
+    let backend_pki = Pki::new("tlsport-backend");
+    backend_pki.leaf("api", &["abc.example.com"]);
+    let api = TlsBackend::start("api", &backend_pki, "api", None);
+    let edge_pki = Pki::new("tlsport-edge");
+    edge_pki.leaf("terminate", &["tls.example.com"]);
+    let (a, b) = (EchoBackend::start("echo-a"), EchoBackend::start("echo-b"));
+    let payload: Vec<u8> = (0..300_000).map(|i| (i % 251) as u8).collect();
+    let mut total = 0;
+    for driver in DRIVERS {
+        let port = free_port();
+        let manifests = [
+            GATEWAY_CLASS.to_string(),
+            MIXED.replace("{PORT}", &port.to_string()),
+            tls_secret(&edge_pki, "terminate"),
+            "---\n".into(),
+            Service::new("infra", "api").port("tls", 8443).endpoints(&[api.addr]).yaml(),
+            "---\n".into(),
+            Service::new("infra", "echo-a").endpoints(&[a.addr]).yaml(),
+            "---\n".into(),
+            Service::new("infra", "echo-b").endpoints(&[b.addr]).yaml(),
+        ]
+        .concat();
+        let dir = temp_dir("tlsport");
+        std::fs::write(dir.join("all.yaml"), &manifests).unwrap();
+        let d = manifests_daemon(&dir, driver, 2);
+        let terminated = || tls_exchange(port, trusting(&edge_pki), "tls.example.com", &payload);
+        assert!(eventually(Duration::from_secs(10), || terminated().is_ok()), "{driver:?}: {:?}", terminated().err());
+        // Terminated by ramjet's certificate for the name; the backend got the plain bytes, and
+        // what it echoed came back whole.
+        let (name, echoed) = terminated().unwrap();
+        assert!(name == "echo-a" || name == "echo-b", "{driver:?}: {name}");
+        assert!(echoed == payload, "{driver:?}: the echo differs");
+        // Weights 3:1 over 200 connections: 50 expected on echo-b, σ ≈ 6.1.
+        let mut on_b = 0;
+        for _ in 0..200 {
+            let (name, _) = tls_exchange(port, trusting(&edge_pki), "tls.example.com", b"x").unwrap();
+            on_b += usize::from(name == "echo-b");
+        }
+        assert!((25..=75).contains(&on_b), "{driver:?}: {on_b} of 200 on echo-b at weights 3:1");
+        // The other name of the same port: passed through, the backend's own certificate
+        // verified and the client's server name seen by the backend.
+        let passed =
+            tls_get(([127, 0, 0, 1], port).into(), trusting(&backend_pki), "abc.example.com", "abc.example.com", "");
+        assert_eq!(passed, Ok((200, "api sni=abc.example.com target=/\n".to_string())), "{driver:?}");
+        // A name the port does not serve: refused in the handshake, nothing relayed.
+        let before = a.connections.load(Ordering::SeqCst) + b.connections.load(Ordering::SeqCst);
+        let unknown = tls_exchange(port, trusting(&edge_pki), "other.example.com", b"x");
+        assert!(unknown.is_err(), "{driver:?}: {unknown:?}");
+        // A client that trusts only the backend's CA cannot be passed a terminated name.
+        let wrong = tls_exchange(port, trusting(&backend_pki), "tls.example.com", b"x");
+        assert!(wrong.is_err(), "{driver:?}: {wrong:?}");
+        // Not TLS at all: closed, nothing relayed.
+        let mut plain = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        plain.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        plain.write_all(b"GET / HTTP/1.1\r\nHost: tls.example.com\r\n\r\n").unwrap();
+        let mut answer = Vec::new();
+        let closed = std::time::Instant::now();
+        let _ = plain.read_to_end(&mut answer);
+        assert!(!answer.starts_with(b"HTTP"), "{driver:?}: {answer:?}");
+        assert!(closed.elapsed() < Duration::from_secs(5), "{driver:?}: not refused at once");
+        let after = a.connections.load(Ordering::SeqCst) + b.connections.load(Ordering::SeqCst);
+        assert_eq!(after, before, "{driver:?}: a refused handshake reached a backend");
+        // A ClientHello dribbled a byte at a time is read whole, for either kind of name.
+        let slow = Dribble::start(port);
+        let (name, echoed) = tls_exchange(slow.port, trusting(&edge_pki), "tls.example.com", b"slow").unwrap();
+        assert!(name.starts_with("echo-") && echoed == b"slow", "{driver:?}: {name} {echoed:?}");
+        let passed = tls_get(
+            ([127, 0, 0, 1], slow.port).into(),
+            trusting(&backend_pki),
+            "abc.example.com",
+            "abc.example.com",
+            "",
+        );
+        assert_eq!(passed.map(|(status, _)| status), Ok(200), "{driver:?}");
+        total += 1;
+        total += 202;
+        assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
+        d.shutdown();
+        // A daemon that stopped holds no socket of the port.
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "{driver:?}: the port is still open");
+    }
+    assert_eq!(a.connections.load(Ordering::SeqCst) + b.connections.load(Ordering::SeqCst), total);
+}
+
+/// A TCP proxy in front of `port` that forwards each connection's first 600 bytes from the
+/// client one at a time, 1 ms apart (a ClientHello split across as many packets), then the rest
+/// as it comes.
+struct Dribble {
+    port: u16,
+}
+
+impl Dribble {
+    fn start(port: u16) -> Dribble {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let own = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(mut client) = client else { continue };
+                let Ok(mut upstream) = TcpStream::connect(("127.0.0.1", port)) else { continue };
+                let (mut from_up, mut to_client) = (upstream.try_clone().unwrap(), client.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from_up, &mut to_client);
+                    let _ = to_client.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    upstream.set_nodelay(true).unwrap();
+                    let mut byte = [0u8; 1];
+                    for _ in 0..600 {
+                        if client.read_exact(&mut byte).is_err() || upstream.write_all(&byte).is_err() {
+                            let _ = upstream.shutdown(std::net::Shutdown::Both);
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    let _ = std::io::copy(&mut client, &mut upstream);
+                    let _ = upstream.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        Dribble { port: own }
     }
 }

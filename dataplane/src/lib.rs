@@ -150,9 +150,8 @@ impl DataPlane {
             None => ((0..workers).map(|_| None).collect::<Vec<Option<TcpListener>>>(), None, None),
         };
         let (route_ports, port_opener, mut ports_changed) =
-            server::route_ports::RoutePorts::new(http_addr.ip(), workers).map_err(|e| StartError::Worker {
-                worker: 0,
-                reason: format!("cannot create its wake-up eventfd: {e}"),
+            server::route_ports::RoutePorts::new(http_addr.ip(), workers, published.clone()).map_err(|e| {
+                StartError::Worker { worker: 0, reason: format!("cannot create its wake-up eventfd: {e}") }
             })?;
         let cpus = if config.pin_workers { server::runtime::allowed_cpus() } else { Vec::new() };
         let settings = Arc::new(config.settings);

@@ -1,8 +1,8 @@
 //! The top floor: connections. The accept loop ([`accept`]) hands each connection to its server —
 //! HTTP/1.1 ([`http1`], which upgrades to [`http2`] on the h2c preface), TLS ([`tls`], which picks
 //! HTTP/1.1, HTTP/2 or passthrough) — and each server drives the request pipeline. The ports of
-//! TCP and UDP routes ([`route_ports`]) are served beside them, their connections and flows
-//! relayed as they are ([`tcp`], [`udp`]).
+//! TCP, UDP and TLS routes ([`route_ports`]) are served beside them, their connections and flows
+//! relayed as they are ([`tcp`], [`udp`]) or by server name ([`tls_port`]).
 
 pub mod accept;
 pub mod client_auth;
@@ -16,4 +16,5 @@ pub mod route_ports;
 pub mod runtime;
 pub mod tcp;
 pub mod tls;
+pub mod tls_port;
 pub mod udp;

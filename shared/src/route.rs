@@ -41,6 +41,7 @@ mod regex_paths;
 pub mod request;
 pub mod rewrite;
 pub mod source_ranges;
+mod tls_ports;
 pub use filter::{HeaderEdits, Redirect, Rewrite};
 pub use policy::{
     Condition, Edits, Filter, Matcher, Mirror, RouteLimits, RoutePolicy, Rule, WeightedBackend, STICKY_COOKIE,
@@ -49,6 +50,7 @@ pub use policy::{
 pub use regex_paths::check_regex_path;
 pub use request::RequestView;
 pub use rewrite::{PathRewrite, RewriteScratch};
+pub use tls_ports::{TlsPort, TlsTarget};
 
 type FxMap<K, V> = HashMap<K, V, FxBuildHasher>;
 
@@ -530,6 +532,9 @@ pub struct RouteTable {
     /// are relayed to the route's backends. The ports are the sockets the data plane opens for
     /// this table.
     ports: BTreeMap<(Transport, u16), Arc<PortRoute>>,
+    /// TLS route ports (a Gateway TLS listener on a port of its own): each port's connections are
+    /// passed through or terminated by server name, then relayed to the name's backends.
+    tls_ports: BTreeMap<u16, Arc<TlsPort>>,
     digest: Digest,
     /// The digest of the table items alone ([`RouteTable::table_items`]): equal digests, equal
     /// items, so a diff can skip them.
@@ -663,9 +668,14 @@ impl RouteTable {
         self.ports.get(&(transport, port))
     }
 
-    /// The ports of the TCP and UDP routes: the sockets this table needs beside HTTP and HTTPS.
+    /// The server names of a TLS route port, if the table has the port.
+    pub fn tls_port(&self, port: u16) -> Option<&Arc<TlsPort>> {
+        self.tls_ports.get(&port)
+    }
+
+    /// The ports of the TCP, UDP and TLS routes: the sockets this table needs beside HTTP and HTTPS.
     pub fn route_ports(&self) -> impl Iterator<Item = (Transport, u16)> + '_ {
-        self.ports.keys().copied()
+        self.ports.keys().copied().chain(self.tls_ports.keys().map(|&port| (Transport::Tls, port)))
     }
 
     pub fn has_ssl_redirects(&self) -> bool {
@@ -698,6 +708,7 @@ impl RouteTable {
     /// Distinct certificates referenced by this table.
     pub fn cert_ids(&self) -> Vec<CertId> {
         let mut ids: Vec<CertId> = self.tls.values().copied().collect();
+        ids.extend(self.tls_ports.values().flat_map(|port| port.certificates()));
         ids.sort();
         ids.dedup();
         ids
@@ -738,6 +749,9 @@ impl RouteTable {
             port,
             route,
         }));
+        for (&port, names) in &self.tls_ports {
+            items.extend(names.names().map(|(host, target)| TableItem::TlsPortName { port, host, target }));
+        }
         items
     }
 
@@ -760,7 +774,7 @@ impl RouteTable {
 
 /// What `map` holds for a server name: the exact name, then the wildcard one label up, then
 /// any-depth wildcards (longest suffix first, only when `deep`), then the entry for any name (`""`).
-fn by_server_name<'m, V>(map: &'m BTreeMap<Arc<str>, V>, deep: bool, name: &str) -> Option<&'m V> {
+pub(crate) fn by_server_name<'m, V>(map: &'m BTreeMap<Arc<str>, V>, deep: bool, name: &str) -> Option<&'m V> {
     by_name(map, deep, name).or_else(|| map.get(""))
 }
 
@@ -831,6 +845,8 @@ pub enum TableItem<'a> {
     Hsts(&'a Arc<str>),
     /// A port whose TCP connections (UDP flows) are relayed to the route's backends.
     PortRoute { transport: Transport, port: u16, route: &'a PortRoute },
+    /// A server name of a TLS route port: passed through or terminated, then relayed.
+    TlsPortName { port: u16, host: &'a Arc<str>, target: &'a TlsTarget },
 }
 
 /// The transport of a port route.
@@ -838,6 +854,8 @@ pub enum TableItem<'a> {
 pub enum Transport {
     Tcp,
     Udp,
+    /// TCP connections that start with a TLS ClientHello, routed by its server name.
+    Tls,
 }
 
 impl fmt::Display for Transport {
@@ -845,6 +863,7 @@ impl fmt::Display for Transport {
         f.write_str(match self {
             Transport::Tcp => "tcp",
             Transport::Udp => "udp",
+            Transport::Tls => "tls",
         })
     }
 }
@@ -1011,6 +1030,7 @@ pub struct TableBuilder {
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     hsts: Option<Arc<str>>,
     ports: BTreeMap<(Transport, u16), Arc<PortRoute>>,
+    tls_ports: BTreeMap<u16, TlsPort>,
 }
 
 impl TableBuilder {
@@ -1130,6 +1150,11 @@ impl TableBuilder {
     /// Relays TCP connections (UDP flows) to `port` as `route` says. The first route for a port
     /// stays: `Err` names the source of the one that holds it.
     pub fn add_port_route(&mut self, transport: Transport, port: u16, route: PortRoute) -> Result<(), Arc<str>> {
+        if transport == Transport::Tcp {
+            if let Some(held) = self.tls_ports.get(&port).and_then(TlsPort::any_source) {
+                return Err(held);
+            }
+        }
         match self.ports.get(&(transport, port)) {
             Some(held) => Err(held.source.clone()),
             None => {
@@ -1137,6 +1162,16 @@ impl TableBuilder {
                 Ok(())
             }
         }
+    }
+
+    /// Passes (terminates) TLS connections to `port` for the server name `host` (exact, `*.` or `**.`
+    /// wildcard, `""` for any name) as `target` says. The first target for a name stays, and a port
+    /// of a TCP route is not a TLS one: `Err` names the source of the route that holds it.
+    pub fn add_tls_port_name(&mut self, port: u16, host: &str, target: TlsTarget) -> Result<(), Arc<str>> {
+        if let Some(held) = self.ports.get(&(Transport::Tcp, port)) {
+            return Err(held.source.clone());
+        }
+        self.tls_ports.entry(port).or_default().add(host, target)
     }
 
     /// HTTPS answers of hosts with a certificate of their own carry `Strict-Transport-Security: value`.
@@ -1224,6 +1259,7 @@ impl TableBuilder {
         table.client_auth = self.client_auth;
         table.hsts = self.hsts;
         table.ports = self.ports;
+        table.tls_ports = self.tls_ports.into_iter().map(|(port, names)| (port, Arc::new(names))).collect();
         let (digest, items_digest) = {
             let items = table.table_items();
             (table_digest(&groups, &items), table_digest(&[], &items))

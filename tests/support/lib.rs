@@ -11,6 +11,7 @@ pub mod backend;
 pub mod client;
 pub mod control_plane;
 pub mod dns_server;
+pub mod echo;
 pub mod go_tools;
 pub mod grpc_backend;
 pub mod grpc_echo;

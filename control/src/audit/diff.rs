@@ -135,6 +135,8 @@ pub enum ItemKey {
     Setting(&'static str),
     /// A port whose TCP connections (UDP flows) are relayed.
     PortRoute(Transport, u16),
+    /// A server name (as declared) of a TLS route port.
+    TlsPortName(u16, String),
 }
 
 /// What an item holds.
@@ -255,6 +257,10 @@ impl TableView {
                     ItemKey::PortRoute(transport, port),
                     ItemValue::Described(ramjet_shared::digest_of(route), route.to_string()),
                 ),
+                TableItem::TlsPortName { port, host, target } => (
+                    ItemKey::TlsPortName(port, host.to_string()),
+                    ItemValue::Described(ramjet_shared::digest_of(target), target.to_string()),
+                ),
             };
             self.items.insert(key, value);
         }
@@ -320,8 +326,8 @@ pub struct TableDiff {
     pub client_auth_removed: Vec<String>,
     /// Settings of the whole table that changed: their new value (`None`: no longer set).
     pub settings: BTreeMap<String, Option<String>>,
-    /// Ports (`tcp/5432`, `udp/53`) whose route started or changed (what it is now), and those no
-    /// longer routed.
+    /// Ports (`tcp/5432`, `udp/53`; a TLS port by name: `tls/8883 shop.example.com`) whose route
+    /// started or changed (what it is now), and those no longer routed.
     pub port_routes_set: BTreeMap<String, String>,
     pub port_routes_removed: Vec<String>,
     /// The new default backend (`None` inside means it was removed), when it changed: another
@@ -406,6 +412,12 @@ pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
                 }
             }
             (ItemKey::PortRoute(transport, port), None) => d.port_routes_removed.push(format!("{transport}/{port}")),
+            (ItemKey::TlsPortName(port, host), Some(value)) => {
+                if let ItemValue::Described(_, what) = value {
+                    d.port_routes_set.insert(tls_port_name(*port, host), what.clone());
+                }
+            }
+            (ItemKey::TlsPortName(port, host), None) => d.port_routes_removed.push(tls_port_name(*port, host)),
             (ItemKey::Setting(name), value) => {
                 let now = match value {
                     Some(ItemValue::Described(_, what)) => Some(what.clone()),
@@ -503,3 +515,8 @@ impl TableDiff {
 
 #[cfg(test)]
 mod tests;
+
+/// How the audit names a TLS port's server name: `tls/8443 shop.example.com` (`*` for any name).
+fn tls_port_name(port: u16, host: &str) -> String {
+    format!("tls/{port} {}", if host.is_empty() { "*" } else { host })
+}

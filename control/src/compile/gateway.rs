@@ -38,8 +38,8 @@ use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 use ramjet_shared::{
     Backend, BackendKind, BackendProtocol, Certificate, ClientAuth, Condition, DirectResponse, Filter, HeaderEdits,
-    Matcher, Mirror, ObjectRef, PathKind, PathRewrite, Redirect, Rewrite, RouteLimits, RouteOrigin, RoutePolicy, Rule,
-    Source, Transport, WeightedBackend,
+    Matcher, Mirror, ObjectRef, PathKind, PathRewrite, PortRoute, Redirect, Rewrite, RouteLimits, RouteOrigin,
+    RoutePolicy, Rule, Source, TlsTarget, Transport, WeightedBackend,
 };
 
 use super::resolve::{PortRef, Resolver};
@@ -50,7 +50,7 @@ use crate::canary::effective_total;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, CanaryState, Phase, SETTINGS, STATE_ANNOTATION};
 use crate::gateway_api::{
     Gateway, GrpcRoute, HttpBackendRef, HttpRoute, HttpRouteFilter, HttpRouteMatch, Listener, ParentReference,
-    ReferenceGrant, TcpRouteSpec, TlsRoute, GROUP,
+    ReferenceGrant, TcpRouteRule, TcpRouteSpec, TlsRoute, GROUP,
 };
 use crate::routes_file::validate_host;
 use backend_tls::{BackendTls, BackendTlsPolicies};
@@ -70,9 +70,12 @@ struct ServedListener<'s> {
     at: (usize, usize),
     /// The listener's hostname, validated (`None`: any host).
     hostname: Option<String>,
+    /// An HTTPS listener's certificate; a TLS listener's on a port of its own that terminates.
     certificate: Option<Arc<Certificate>>,
     /// Its client-certificate validation (HTTPS listeners of Gateways that ask).
     client_auth: Option<Arc<ClientAuth>>,
+    /// A TLS listener on a port of its own (not one where ramjet serves HTTPS).
+    own_tls_port: bool,
 }
 
 /// Compiles the Gateway API objects of our classes into `draft` and says what their status is.
@@ -110,7 +113,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         listeners.extend(served);
         closed.extend(refused);
     }
-    refuse_shared_l4_ports(&mut listeners, &mut report, draft);
+    refuse_shared_l4_ports(&mut listeners, &snapshot.options.https_ports, &mut report, draft);
     let mut refs = Refs { grants, backend_tls: BackendTlsPolicies::judge(snapshot, resolver, draft) };
     let namespaces: HashMap<&str, &Namespace> =
         snapshot.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, &**n))).collect();
@@ -178,7 +181,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     // request for a host without routes gets its 404 over TLS); one without a hostname serves any
     // server name (`""`). The first listener to claim a name keeps it.
     // A listener's client-certificate validation is chosen by server name as its certificate is.
-    let served = listeners.iter().filter_map(|l| {
+    let served = listeners.iter().filter(|l| !l.own_tls_port).filter_map(|l| {
         let cert = l.certificate.as_ref()?;
         let gateway = &l.gateway.metadata;
         let object =
@@ -253,35 +256,52 @@ impl<'a, 's> Parents<'a, 's> {
     }
 }
 
-/// A port has one TCP (UDP) listener: of two Gateways' listeners on the same port, the older
-/// Gateway's keeps it and the other is refused (`PortUnavailable`), never served by both.
-fn refuse_shared_l4_ports(listeners: &mut Vec<ServedListener<'_>>, report: &mut Report, draft: &mut Draft) {
-    let mut holder: HashMap<(&str, i32), usize> = HashMap::new();
+/// A port of its own has one kind of listener. Of two Gateways' TCP (UDP) listeners on the same
+/// port, the older Gateway's keeps it and the other is refused (`PortUnavailable`), never served
+/// by both; TLS listeners share a port by server name, but not with a TCP listener
+/// (`ProtocolConflict`).
+fn refuse_shared_l4_ports(
+    listeners: &mut Vec<ServedListener<'_>>,
+    https_ports: &[u16],
+    report: &mut Report,
+    draft: &mut Draft,
+) {
+    // By port, UDP or not: the Gateway and protocol of the first listener on it.
+    let mut holder: HashMap<(bool, i32), (usize, &str)> = HashMap::new();
     let mut refused = Vec::new();
     listeners.retain(|l| {
-        let protocol = l.listener.protocol.as_str();
-        if !matches!(protocol, "TCP" | "UDP") {
+        let (protocol, port) = (l.listener.protocol.as_str(), l.listener.port);
+        let own_tls = protocol == "TLS" && !https_ports.iter().any(|&p| i32::from(p) == port);
+        if !matches!(protocol, "TCP" | "UDP") && !own_tls {
             return true;
         }
-        let held = *holder.entry((protocol, l.listener.port)).or_insert(l.at.0);
-        if held != l.at.0 {
-            refused.push((l.at, held, protocol.to_string(), l.listener.port));
+        let (gateway, held) = *holder.entry((protocol == "UDP", port)).or_insert((l.at.0, protocol));
+        let shared = held == protocol && (gateway == l.at.0 || protocol == "TLS");
+        if !shared {
+            refused.push((l.at, gateway, held.to_string(), protocol, port));
         }
-        held == l.at.0
+        shared
     });
-    for ((gateway, listener), held, protocol, port) in refused {
-        let other = &report.gateways[held];
-        let message = format!(
-            "{protocol} port {port} is taken by a listener of the older Gateway {}/{}",
-            other.namespace, other.name
-        );
+    for ((gateway, listener), held_by, held, protocol, port) in refused {
+        let other = &report.gateways[held_by];
+        let (reason, message) = if held == protocol {
+            let message = format!(
+                "{protocol} port {port} is taken by a listener of the older Gateway {}/{}",
+                other.namespace, other.name
+            );
+            ("PortUnavailable", message)
+        } else {
+            let message =
+                format!("port {port} is taken by a {held} listener of Gateway {}/{}", other.namespace, other.name);
+            ("ProtocolConflict", message)
+        };
         let g = &mut report.gateways[gateway];
         draft.warn(
             &ObjectRef::new("Gateway", Some(&g.namespace), &g.name),
             format!("listener {}: {message}", g.listeners[listener].name),
         );
         g.listeners[listener].conditions = vec![
-            StatusCondition::new("Accepted", false, "PortUnavailable", message.clone()),
+            StatusCondition::new("Accepted", false, reason, message.clone()),
             StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", ""),
             StatusCondition::new("Programmed", false, "Invalid", message),
         ];
@@ -304,6 +324,7 @@ fn port_routes<'s>(
     let (kind, mut routes): (&'static str, Vec<(&ObjectMeta, &TcpRouteSpec)>) = match transport {
         Transport::Tcp => (TCP_ROUTE, snapshot.tcp_routes.iter().map(|r| (&r.metadata, &r.spec)).collect()),
         Transport::Udp => (UDP_ROUTE, snapshot.udp_routes.iter().map(|r| (&r.metadata, &r.spec)).collect()),
+        Transport::Tls => return,
     };
     routes.sort_by(|a, b| age(a.0).cmp(&age(b.0)));
     for (metadata, spec) in routes {
@@ -316,22 +337,7 @@ fn port_routes<'s>(
             continue;
         }
         let from = Referrer { kind, namespace };
-        let mut resolved = StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "");
-        let mut backends = Vec::new();
-        for (i, reference) in spec.rules.iter().take(1).flat_map(|r| &r.backend_refs).enumerate() {
-            match backend(reference, from, refs, resolver) {
-                Ok(target) => backends.push(WeightedBackend::new(target, reference.weight.unwrap_or(1).max(0) as u32)),
-                Err(problem) => {
-                    draft.warn(
-                        &object,
-                        format!("spec.rules[0].backendRefs[{i}]: {}; it gets no connections", problem.message),
-                    );
-                    if resolved.status {
-                        resolved = problem.condition();
-                    }
-                }
-            }
-        }
+        let (backends, resolved) = l4_backends(&spec.rules, from, refs, resolver, draft, &object);
         for parent in &mut parents {
             parent.conditions.push(resolved.clone());
         }
@@ -350,7 +356,7 @@ fn port_routes<'s>(
         ports.sort_unstable();
         ports.dedup();
         for port in ports {
-            let route = ramjet_shared::PortRoute::new(backends.clone(), &source);
+            let route = PortRoute::new(backends.clone(), &source);
             if let Err(held) = draft.builder.add_port_route(transport, port, route) {
                 draft.warn(
                     &object,
@@ -361,9 +367,11 @@ fn port_routes<'s>(
     }
 }
 
-/// Compiles the TLSRoutes attached to our TLS listeners (Passthrough): each server name the route
-/// and the listener have in common is passed unopened to the route's backend. The first route (the
-/// oldest) to claim a name keeps it.
+/// Compiles the TLSRoutes attached to our TLS listeners: each server name the route and the
+/// listener have in common goes to the route's backends, split by weight. On a port of its own the
+/// listener passes the name's connections through or terminates them with its certificate; on
+/// ramjet's HTTPS port it passes them through beside HTTPS. The first route (the oldest) to claim
+/// a name on a port keeps it.
 fn tls_routes<'s>(
     snapshot: &'s ClusterSnapshot,
     to: Parents<'_, 's>,
@@ -380,29 +388,11 @@ fn tls_routes<'s>(
         let object = ObjectRef::new(TLS_ROUTE, Some(namespace), name);
         let route_of = (TLS_ROUTE, namespace, &route.spec.hostnames[..]);
         let (mut parents, found) = to.attach_all(route_of, &route.spec.parent_refs, &object, report, draft);
-        let hosts: BTreeSet<String> = found.into_iter().map(|(_, host)| host).collect();
         if parents.is_empty() {
             continue;
         }
         let from = Referrer { kind: TLS_ROUTE, namespace };
-        let references: Vec<&HttpBackendRef> = route.spec.rules.iter().take(1).flat_map(|r| &r.backend_refs).collect();
-        if references.len() > 1 {
-            draft.warn(&object, "only the first backendRef with a weight is passed connections to (no split yet)");
-        }
-        let first = references.iter().find(|r| r.weight.unwrap_or(1) > 0);
-        let (target, resolved) = match first.map(|r| backend(r, from, refs, resolver)) {
-            Some(Ok(target)) => (Some(target), StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "")),
-            Some(Err(problem)) => {
-                draft.warn(
-                    &object,
-                    format!("spec.rules[0].backendRefs: {}; its connections are refused", problem.message),
-                );
-                (None, problem.condition())
-            }
-            None => {
-                (None, StatusCondition::new("ResolvedRefs", false, "BackendNotFound", "the route has no backendRefs"))
-            }
-        };
+        let (backends, resolved) = l4_backends(&route.spec.rules, from, refs, resolver, draft, &object);
         for parent in &mut parents {
             parent.conditions.push(resolved.clone());
         }
@@ -412,14 +402,83 @@ fn tls_routes<'s>(
             generation: route.metadata.generation,
             parents,
         });
-        let Some(target) = target else { continue };
-        for host in hosts {
-            if !draft.builder.add_passthrough(&host, target.clone()) {
-                let shown = if host.is_empty() { "any server name" } else { host.as_str() };
-                draft.warn(&object, format!("{shown} is already passed through by an older route; not by this one"));
+        // Without a backend to relay to, the names are not served (their handshakes are refused).
+        if backends.iter().all(|b| b.weight == 0) {
+            continue;
+        }
+        let source = format!("{namespace}/{name}");
+        let shown = |host: &str| if host.is_empty() { "any server name".to_string() } else { host.to_string() };
+        let mut passed = BTreeSet::new();
+        for (listener, host) in found {
+            if !listener.own_tls_port {
+                passed.insert(host);
+                continue;
+            }
+            let port = listener.listener.port as u16;
+            let terminate = listener.certificate.as_ref().map(|cert| {
+                draft.certificates.push(cert.clone());
+                cert.id
+            });
+            let target = TlsTarget { terminate, route: PortRoute::new(backends.clone(), &source) };
+            if let Err(held) = draft.builder.add_tls_port_name(port, &host, target) {
+                let message =
+                    format!("{} on port {port} is held by the older route {held}; not by this one", shown(&host));
+                draft.warn(&object, message);
+            }
+        }
+        if passed.is_empty() {
+            continue;
+        }
+        // Beside HTTPS, a name is passed to one backend: the first with a weight.
+        let mut weighted = backends.iter().filter(|b| b.weight > 0);
+        let Some(first) = weighted.next() else { continue };
+        if weighted.next().is_some() {
+            let message = "on ramjet's HTTPS port a name is passed through to one backend: the first with a weight";
+            draft.warn(&object, message);
+        }
+        for host in passed {
+            if !draft.builder.add_passthrough(&host, first.backend.clone()) {
+                draft.warn(
+                    &object,
+                    format!("{} is already passed through by an older route; not by this one", shown(&host)),
+                );
             }
         }
     }
+}
+
+/// The weighted backends of a Layer-4 route's rule (TCPRoute, UDPRoute, TLSRoute: one rule at
+/// most), each reference that resolves, and the route's `ResolvedRefs`: the first problem, each
+/// one warned.
+fn l4_backends(
+    rules: &[TcpRouteRule],
+    from: Referrer<'_>,
+    refs: &Refs<'_>,
+    resolver: &mut Resolver<'_, '_>,
+    draft: &mut Draft,
+    object: &ObjectRef,
+) -> (Vec<WeightedBackend>, StatusCondition) {
+    let mut resolved = StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "");
+    let mut backends = Vec::new();
+    let references: Vec<&HttpBackendRef> = rules.iter().take(1).flat_map(|r| &r.backend_refs).collect();
+    if references.is_empty() {
+        resolved = StatusCondition::new("ResolvedRefs", false, "BackendNotFound", "the route has no backendRefs");
+    }
+    for (i, reference) in references.into_iter().enumerate() {
+        match backend(reference, from, refs, resolver) {
+            Ok(target) => backends.push(WeightedBackend::new(target, reference.weight.unwrap_or(1).max(0) as u32)),
+            Err(problem) => {
+                draft.warn(
+                    object,
+                    format!("spec.rules[0].backendRefs[{i}]: {}; it gets no connections", problem.message),
+                );
+                if resolved.status {
+                    resolved = problem.condition();
+                }
+            }
+        }
+    }
+    (backends, resolved)
 }
 
 /// Oldest first, then namespace and name: the spec's tie-breakers.
@@ -444,7 +503,7 @@ fn judge_gateway<'s>(
     let mut closed = Vec::new();
     let mut reports = Vec::new();
     // By port, UDP or not (TCP beneath all the others), and hostname.
-    let mut seen: HashMap<(i32, bool, Option<&str>), &str> = HashMap::new();
+    let mut seen: HashMap<(i32, bool, Option<&str>), (&str, &str)> = HashMap::new();
     for (i, listener) in gateway.spec.listeners.iter().enumerate() {
         let mut conditions = Vec::new();
         let mut refused = |conditions: &mut Vec<StatusCondition>, reason: &'static str, message: String| {
@@ -453,13 +512,16 @@ fn judge_gateway<'s>(
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", message));
         };
         let port = u16::try_from(listener.port).unwrap_or(0);
-        // `l4`: a port of its own, whose connections (flows) are relayed as they are.
+        // `l4`: a port of its own, whose connections (flows) are relayed as they are. A TLS
+        // listener on ramjet's HTTPS port passes connections through by name beside HTTPS; on a
+        // port of its own, it passes them through or terminates them.
+        let https_port = options.https_ports.contains(&port);
         let (tls, l4, passthrough) = match listener.protocol.as_str() {
             "HTTP" => (false, None, false),
             "HTTPS" => (true, None, false),
             "TCP" => (false, Some(Transport::Tcp), false),
             "UDP" => (false, Some(Transport::Udp), false),
-            "TLS" => (false, None, true),
+            "TLS" => (false, (!https_port).then_some(Transport::Tls), true),
             other => {
                 let message = format!("protocol {other} is not served by ramjet (HTTP, HTTPS, TLS, TCP and UDP are)");
                 refused(&mut conditions, "UnsupportedProtocol", message);
@@ -467,20 +529,30 @@ fn judge_gateway<'s>(
                 continue;
             }
         };
-        // A TLS listener passes connections through unopened, on ramjet's TLS port.
         let mode = listener.tls.as_ref().and_then(|t| t.mode.as_deref()).unwrap_or("Terminate");
-        if passthrough && mode != "Passthrough" {
-            let message = format!("TLS mode {mode} is not served on a TLS listener (Passthrough is)");
+        let unserved = match (passthrough, l4, mode) {
+            (true, None, "Passthrough") | (true, Some(_), "Passthrough" | "Terminate") | (false, ..) => None,
+            (true, None, _) => Some(format!(
+                "port {} is where ramjet serves HTTPS: a TLS listener there passes connections through \
+                 (mode Passthrough); one that terminates them needs a port of its own",
+                listener.port
+            )),
+            (true, Some(_), _) => Some(format!("TLS mode {mode} is not served (Passthrough and Terminate are)")),
+        };
+        if let Some(message) = unserved {
             refused(&mut conditions, "UnsupportedValue", message);
             reports.push(listener_report(listener, Vec::new(), conditions));
             continue;
         }
-        // A TCP listener opens a port of its own: any but ramjet's HTTP and HTTPS ones (a UDP
-        // port of the same number is another port).
-        let own = options.http_ports.contains(&port) || options.https_ports.contains(&port);
-        if l4.is_some() && (port == 0 || (own && l4 == Some(Transport::Tcp))) {
-            let message =
-                format!("port {} is where ramjet serves HTTP or HTTPS; a TCP listener needs its own", listener.port);
+        let terminate = l4 == Some(Transport::Tls) && mode == "Terminate";
+        // A TCP (TLS) listener opens a port of its own: any but ramjet's HTTP and HTTPS ones (a
+        // UDP port of the same number is another port).
+        let own = options.http_ports.contains(&port) || https_port;
+        if l4.is_some() && (port == 0 || (own && l4 != Some(Transport::Udp))) {
+            let message = format!(
+                "port {} is where ramjet serves HTTP or HTTPS; a {} listener needs its own",
+                listener.port, listener.protocol
+            );
             refused(&mut conditions, "PortUnavailable", message);
             reports.push(listener_report(listener, Vec::new(), conditions));
             continue;
@@ -509,12 +581,15 @@ fn judge_gateway<'s>(
                 }
             },
         };
-        if let Some(other) =
-            seen.insert((listener.port, l4 == Some(Transport::Udp), listener.hostname.as_deref()), &listener.name)
-        {
-            let message = format!("listener {other} has the same port and hostname");
+        let key = (listener.port, l4 == Some(Transport::Udp), listener.hostname.as_deref());
+        if let Some((other, protocol)) = seen.insert(key, (&listener.name, &listener.protocol)) {
+            let (reason, message) = if protocol == listener.protocol {
+                ("HostnameConflict", format!("listener {other} has the same port and hostname"))
+            } else {
+                ("ProtocolConflict", format!("listener {other} has the same port and hostname, for {protocol}"))
+            };
             draft.warn(&object, format!("listener {}: {message}", listener.name));
-            conditions.push(StatusCondition::new("Conflicted", true, "HostnameConflict", message.clone()));
+            conditions.push(StatusCondition::new("Conflicted", true, reason, message.clone()));
             conditions.push(StatusCondition::new("Accepted", true, "Accepted", ""));
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", message));
             reports.push(listener_report(listener, Vec::new(), conditions));
@@ -525,7 +600,7 @@ fn judge_gateway<'s>(
         let serves: &[&'static str] = match (l4, passthrough) {
             (Some(Transport::Tcp), _) => &[TCP_ROUTE],
             (Some(Transport::Udp), _) => &[UDP_ROUTE],
-            (None, true) => &[TLS_ROUTE],
+            (Some(Transport::Tls), _) | (None, true) => &[TLS_ROUTE],
             (None, false) => &[HTTP_ROUTE, GRPC_ROUTE],
         };
         let mut kinds = Vec::new();
@@ -548,11 +623,13 @@ fn judge_gateway<'s>(
         }
         let mut certificate = None;
         let mut frontend = None;
-        if tls {
+        if tls || terminate {
             match listener_certificate(gateway, listener, grants, resolver) {
                 Ok(cert) => certificate = Some(cert),
                 Err(e) => resolved = Err(e),
             }
+        }
+        if tls {
             frontend = frontend_tls::validation(gateway, listener, grants, resolver);
             if let (Ok(()), Some(Frontend { problem: Some(problem), .. })) = (&resolved, &frontend) {
                 resolved = Err(problem.clone());
@@ -566,8 +643,9 @@ fn judge_gateway<'s>(
             Err((reason, message)) => {
                 draft.warn(&object, format!("listener {}: {message}", listener.name));
                 conditions.push(StatusCondition::new("ResolvedRefs", false, reason, message.clone()));
-                // Wrong kinds still leave the right ones served; a TLS listener without its certificate cannot serve.
-                !tls || certificate.is_some()
+                // Wrong kinds still leave the right ones served; a listener that terminates TLS
+                // cannot serve without its certificate.
+                !(tls || terminate) || certificate.is_some()
             }
         };
         match &frontend {
@@ -587,7 +665,16 @@ fn judge_gateway<'s>(
         if programmed {
             conditions.push(StatusCondition::new("Programmed", true, "Programmed", ""));
             let client_auth = frontend.map(|f| f.auth);
-            served.push(ServedListener { gateway, listener, at: (at, i), hostname, certificate, client_auth });
+            let own_tls_port = l4 == Some(Transport::Tls);
+            served.push(ServedListener {
+                gateway,
+                listener,
+                at: (at, i),
+                hostname,
+                certificate,
+                client_auth,
+                own_tls_port,
+            });
         } else {
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", "the listener cannot be served"));
         }
@@ -639,7 +726,7 @@ fn listener_certificate<'s>(
         return Err(("InvalidCertificateRef", format!("TLS mode {mode} is not supported (Terminate is)")));
     }
     let Some(reference) = tls.and_then(|t| t.certificate_refs.first()) else {
-        return Err(("InvalidCertificateRef", "an HTTPS listener needs tls.certificateRefs".to_string()));
+        return Err(("InvalidCertificateRef", "a listener that terminates TLS needs tls.certificateRefs".to_string()));
     };
     let (group, kind) = (reference.group.as_deref().unwrap_or(""), reference.kind.as_deref().unwrap_or("Secret"));
     if !group.is_empty() || kind != "Secret" {

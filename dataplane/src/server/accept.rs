@@ -66,6 +66,10 @@ pub(crate) async fn run(
     }
     debug_assert!(signalled >= 2);
     worker.drain.fire();
+    // The tasks that wait on the drain (the accept loops, the route ports) run to their end before
+    // this one returns: one still pending when the runtime stops is never dropped, and its
+    // listener would stay open, taking connections nobody accepts.
+    worker.sleep(Duration::from_millis(1)).await;
     let deadline = Instant::now() + worker.settings.drain_timeout;
     while worker.open_connections.get() > 0 && Instant::now() < deadline {
         worker.sleep(Duration::from_millis(10)).await;

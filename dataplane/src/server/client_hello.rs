@@ -5,7 +5,8 @@
 //!
 //! The ClientHello is read with rustls' `Acceptor`, which parses it and nothing more: a connection
 //! to terminate carries on into the handshake from where the acceptor stopped, with nothing read
-//! twice. Listeners of a table without either never come here.
+//! twice. Listeners of a table without either never come here; TLS route ports
+//! ([`super::tls_port`]) always do.
 
 use std::io;
 use std::sync::Arc;
@@ -13,8 +14,11 @@ use std::sync::Arc;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use ramjet_shared::{normalize_host, Backend, ClientAuth, RouteTable};
-use rustls::server::Acceptor;
+use rustls::server::{Accepted, Acceptor};
 use rustls::{ServerConfig, ServerConnection};
+
+/// The content type of a TLS handshake record.
+const HANDSHAKE_RECORD: u8 = 22;
 
 /// The most bytes read before the ClientHello is whole (one record holds at most 16 KiB).
 const MAX_HELLO: usize = 18 * 1024;
@@ -35,6 +39,19 @@ pub(crate) async fn read_hello(
     table: &RouteTable,
     config_for: impl FnOnce(Option<&Arc<ClientAuth>>) -> Arc<ServerConfig>,
 ) -> io::Result<Hello> {
+    let (accepted, seen) = read(stream).await?;
+    let name = accepted.client_hello().server_name().map(str::to_owned);
+    if let Some(backend) = name.as_deref().and_then(|n| table.passthrough(n)) {
+        return Ok(Hello::Pass(backend.clone(), seen));
+    }
+    let auth = asking_auth(table, name.as_deref());
+    let session = continue_with(stream, accepted, config_for(auth.as_ref())).await?;
+    Ok(Hello::Terminate(Box::new(session), auth))
+}
+
+/// Reads a ClientHello whole: rustls' parse of it, and every byte read so far (the ClientHello
+/// and whatever followed it in the same reads), for a connection passed on unopened.
+pub(crate) async fn read(stream: &mut TcpStream) -> io::Result<(Accepted, Vec<u8>)> {
     let mut acceptor = Acceptor::default();
     let mut seen = Vec::new();
     let mut input = Vec::with_capacity(4096);
@@ -46,6 +63,12 @@ pub(crate) async fn read_hello(
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed before its ClientHello"));
         }
         seen.extend_from_slice(&input);
+        // A TLS connection opens with a handshake record (type 22): anything else (plain HTTP
+        // sent to a TLS port) is refused now, not once the length its first bytes seem to give
+        // has arrived or the header timeout has run out.
+        if seen[0] != HANDSHAKE_RECORD {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "not a TLS handshake record"));
+        }
         if seen.len() > MAX_HELLO {
             return Err(io::Error::new(io::ErrorKind::InvalidData, "ClientHello too large"));
         }
@@ -57,24 +80,27 @@ pub(crate) async fn read_hello(
         }
         match acceptor.accept() {
             Ok(None) => continue,
-            Ok(Some(accepted)) => {
-                let name = accepted.client_hello().server_name().map(str::to_owned);
-                if let Some(backend) = name.as_deref().and_then(|n| table.passthrough(n)) {
-                    return Ok(Hello::Pass(backend.clone(), seen));
-                }
-                let auth = asking_auth(table, name.as_deref());
-                return match accepted.into_connection(config_for(auth.as_ref())) {
-                    Ok(session) => Ok(Hello::Terminate(Box::new(session), auth)),
-                    Err((e, mut alert)) => {
-                        send_alert(stream, &mut alert).await;
-                        Err(io::Error::new(io::ErrorKind::InvalidData, e))
-                    }
-                };
-            }
+            Ok(Some(accepted)) => return Ok((accepted, seen)),
             Err((e, mut alert)) => {
                 send_alert(stream, &mut alert).await;
                 return Err(io::Error::new(io::ErrorKind::InvalidData, e));
             }
+        }
+    }
+}
+
+/// The session that carries on from a read ClientHello with `config` (the handshake is still to
+/// run); a ClientHello the configuration cannot serve gets its alert.
+pub(crate) async fn continue_with(
+    stream: &mut TcpStream,
+    accepted: Accepted,
+    config: Arc<ServerConfig>,
+) -> io::Result<ServerConnection> {
+    match accepted.into_connection(config) {
+        Ok(session) => Ok(session),
+        Err((e, mut alert)) => {
+            send_alert(stream, &mut alert).await;
+            Err(io::Error::new(io::ErrorKind::InvalidData, e))
         }
     }
 }

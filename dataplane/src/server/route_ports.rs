@@ -1,4 +1,4 @@
-//! The sockets a serving table asks for beside HTTP and HTTPS: one per port of its TCP and UDP routes,
+//! The sockets a serving table asks for beside HTTP and HTTPS: one per port of its TCP, UDP and TLS routes,
 //! opened when a generation that has the port is published and closed when none does — so a pin
 //! or a rollback brings its listeners back with its routes.
 //!
@@ -6,7 +6,7 @@
 //! bound there, one SO_REUSEPORT socket per worker, so a port that cannot be opened is known and
 //! told at once, and a worker never makes a system call for a port it will not serve. It then
 //! wakes every worker (an eventfd each); a worker takes a duplicate of its own socket of each new
-//! port and accepts on it ([`super::tcp`]), and stops accepting on a port that is gone. Its relays
+//! port and accepts on it ([`super::tcp`], [`super::udp`], [`super::tls_port`]), and stops accepting on a port that is gone. Its relays
 //! already running go on until either side closes: a port that goes away refuses new connections
 //! only. Nothing here is on a request's path: the map is read when a worker is woken, never per
 //! connection.
@@ -24,7 +24,7 @@ use crate::base::drain::DrainSignal;
 use crate::base::listener::{bind_shared, bind_shared_udp, ListenError};
 use crate::base::wakeup::{EventSender, Wakeup};
 use crate::worker::Worker;
-use ramjet_shared::Transport;
+use ramjet_shared::{Published, Transport};
 
 /// One port's sockets: the `i`-th is worker `i`'s.
 enum PortSockets {
@@ -37,11 +37,17 @@ pub struct RoutePorts {
     open: ArcSwap<BTreeMap<(Transport, u16), Arc<PortSockets>>>,
     /// The data plane has stopped: nothing is opened again.
     closed: AtomicBool,
+    /// Where TLS ports find the certificates of the names they terminate.
+    pub(crate) published: Arc<Published>,
 }
 
 impl RoutePorts {
     /// No port open yet; the opener (for the control thread) and each worker's end of its wake-up.
-    pub(crate) fn new(ip: IpAddr, workers: usize) -> std::io::Result<(Arc<RoutePorts>, PortOpener, Vec<OwnedFd>)> {
+    pub(crate) fn new(
+        ip: IpAddr,
+        workers: usize,
+        published: Arc<Published>,
+    ) -> std::io::Result<(Arc<RoutePorts>, PortOpener, Vec<OwnedFd>)> {
         let mut wake = Vec::with_capacity(workers);
         let mut receivers = Vec::with_capacity(workers);
         for _ in 0..workers {
@@ -49,8 +55,11 @@ impl RoutePorts {
             wake.push(sender);
             receivers.push(receiver);
         }
-        let ports =
-            Arc::new(RoutePorts { open: ArcSwap::from_pointee(BTreeMap::new()), closed: AtomicBool::new(false) });
+        let ports = Arc::new(RoutePorts {
+            open: ArcSwap::from_pointee(BTreeMap::new()),
+            closed: AtomicBool::new(false),
+            published,
+        });
         Ok((ports.clone(), PortOpener { ports, ip, workers, wake }, receivers))
     }
 
@@ -89,7 +98,7 @@ impl PortOpener {
             }
             let addr = SocketAddr::new(self.ip, port.1);
             let bound = match port.0 {
-                Transport::Tcp => bind_shared(addr, self.workers).map(PortSockets::Tcp),
+                Transport::Tcp | Transport::Tls => bind_shared(addr, self.workers).map(PortSockets::Tcp),
                 Transport::Udp => bind_shared_udp(addr, self.workers).map(PortSockets::Udp),
             };
             match bound {
@@ -105,7 +114,7 @@ impl PortOpener {
                 |ports: Vec<&(Transport, u16)>| ports.iter().map(|(t, p)| format!("{t}/{p}")).collect::<Vec<_>>();
             let opened = list(now.keys().filter(|p| !before.contains_key(p)).collect());
             let closed = list(before.keys().filter(|p| !now.contains_key(p)).collect());
-            tracing::info!(?opened, ?closed, "TCP and UDP route ports changed");
+            tracing::info!(?opened, ?closed, "TCP, UDP and TLS route ports changed");
             self.ports.open.store(Arc::new(now));
             for sender in &self.wake {
                 sender.signal();
@@ -138,7 +147,11 @@ pub(crate) async fn serve(worker: Rc<Worker>, ports: Arc<RoutePorts>, wake: Wake
             let started = match &**sockets {
                 PortSockets::Tcp(all) => all.get(worker.id).map(|s| {
                     let listener = s.try_clone().and_then(monoio::net::TcpListener::from_std)?;
-                    monoio::spawn(super::tcp::accept(worker.clone(), listener, port, stop.clone()));
+                    let relay = match transport {
+                        Transport::Tls => super::tcp::Relay::Tls(super::tls_port::TlsPort::new(port, &ports)),
+                        Transport::Tcp | Transport::Udp => super::tcp::Relay::Tcp(port),
+                    };
+                    monoio::spawn(super::tcp::accept(worker.clone(), listener, relay, stop.clone()));
                     Ok::<_, std::io::Error>(())
                 }),
                 PortSockets::Udp(all) => all.get(worker.id).map(|s| {

@@ -1,4 +1,5 @@
-//! TCP routes (Layer 4): each connection to a route's port is relayed, bytes as they come, to one
+//! TCP routes (Layer 4), and the accept loop TLS route ports share ([`super::tls_port`]): each
+//! connection to a TCP route's port is relayed, bytes as they come, to one
 //! of the route's backends chosen by weight, then to one of its endpoints in turn (a refused one
 //! moves on once). Both directions are copied at once with backpressure (a side is read only as
 //! fast as the other takes the bytes), and a side that finishes sending is half-closed on the
@@ -11,16 +12,30 @@
 //! connections (a slowloris among them) do not hold sockets and backends for ever.
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use monoio::net::{TcpListener, TcpStream};
-use ramjet_shared::{Backend, BackendKind, Transport, UpstreamErrorKind};
+use ramjet_shared::{Backend, BackendKind, PortRoute, Transport, UpstreamErrorKind};
 
+use super::tls_port::TlsPort;
 use crate::base::drain::DrainSignal;
 use crate::worker::Worker;
 
-/// Accepts on a TCP route's port until `stop` (the port closed) or the worker's drain.
-pub(crate) async fn accept(worker: Rc<Worker>, listener: TcpListener, port: u16, stop: Rc<DrainSignal>) {
+/// What a port's connections get.
+pub(crate) enum Relay {
+    /// A TCP route's port: relayed to the route's backends.
+    Tcp(u16),
+    /// A TLS route's port: by the ClientHello's server name, passed through or terminated.
+    Tls(Rc<TlsPort>),
+}
+
+/// Accepts on a TCP (TLS) route's port until `stop` (the port closed) or the worker's drain.
+pub(crate) async fn accept(worker: Rc<Worker>, listener: TcpListener, relay: Relay, stop: Rc<DrainSignal>) {
+    let port = match &relay {
+        Relay::Tcp(port) => *port,
+        Relay::Tls(tls) => tls.port,
+    };
     loop {
         let accepted = monoio::select! {
             r = listener.accept() => r,
@@ -37,9 +52,16 @@ pub(crate) async fn accept(worker: Rc<Worker>, listener: TcpListener, port: u16,
             }
         };
         let worker = worker.clone();
+        let tls = match &relay {
+            Relay::Tcp(_) => None,
+            Relay::Tls(tls) => Some(tls.clone()),
+        };
         super::contain::spawn(&worker.clone(), "TCP relay", async move {
             worker.connection_opened();
-            relay(&worker, stream, port).await;
+            match tls {
+                None => self::relay(&worker, stream, port).await,
+                Some(tls) => tls.serve(&worker, stream).await,
+            }
             worker.connection_closed();
         });
     }
@@ -51,16 +73,21 @@ async fn relay(worker: &Worker, client: TcpStream, port: u16) {
     let backend = {
         let generation = worker.generation();
         let Some(route) = generation.table.port_route(Transport::Tcp, port) else { return };
-        if route.rule.backends.is_empty() {
-            return;
-        }
-        let draw = worker.random() % route.rule.total;
-        route.rule.pick(draw).backend.clone()
+        let Some(backend) = pick(worker, route) else { return };
+        backend
     };
     if let Some(upstream) = connect(worker, &backend).await {
         let idle = (&*worker.coarse_timer, worker.settings.tcp_idle_timeout);
         crate::base::buf::splice(client, upstream, Some(idle)).await;
     }
+}
+
+/// One of a port route's backends, drawn by weight (`None`: none has a weight).
+pub(crate) fn pick(worker: &Worker, route: &PortRoute) -> Option<Arc<Backend>> {
+    if route.rule.backends.is_empty() || route.rule.total == 0 {
+        return None;
+    }
+    Some(route.rule.pick(worker.random() % route.rule.total).backend.clone())
 }
 
 /// A connection to one of `backend`'s endpoints (the next in turn; a refused one moves on once),

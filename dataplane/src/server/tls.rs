@@ -224,7 +224,7 @@ const HANDSHAKE_READ: usize = 4096;
 
 /// Runs the server side of a handshake to its end, flushing everything the session has to say
 /// (session tickets included) before returning it.
-async fn handshake(io: &mut TcpStream, mut session: ServerConnection) -> io::Result<ServerConnection> {
+pub(super) async fn handshake(io: &mut TcpStream, mut session: ServerConnection) -> io::Result<ServerConnection> {
     let mut input = Vec::with_capacity(HANDSHAKE_READ);
     let mut output = Vec::new();
     loop {

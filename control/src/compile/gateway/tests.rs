@@ -786,7 +786,7 @@ spec:
 }
 
 #[test]
-fn tls_listeners_pass_their_routes_names_through_on_the_tls_port() {
+fn tls_listeners_pass_names_through_on_the_https_port_and_terminate_them_on_their_own() {
     let yaml = format!(
         "{BASE}{}{}",
         service("infra", "api", 8443),
@@ -799,7 +799,18 @@ spec:
   listeners:
     - { name: pass, port: 443, protocol: TLS, hostname: "*.example.com", tls: { mode: Passthrough } }
     - { name: terminate, port: 443, protocol: TLS, hostname: t.example.net, tls: { mode: Terminate } }
-    - { name: odd-port, port: 9443, protocol: TLS, tls: { mode: Passthrough } }
+    - { name: own-port, port: 9443, protocol: TLS, tls: { mode: Passthrough } }
+    - { name: clash, port: 9443, protocol: TCP }
+    - { name: no-cert, port: 9444, protocol: TLS, tls: { mode: Terminate } }
+    - { name: named, port: 9445, protocol: TLS, hostname: a.test, tls: { mode: Passthrough } }
+    - { name: tcp-after, port: 9445, protocol: TCP }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: { name: split, namespace: infra }
+spec:
+  parentRefs: [{ name: tls, sectionName: own-port }]
+  rules: [{ backendRefs: [{ name: api, port: 80, weight: 3 }, { name: api, port: 80, weight: 1 }] }]
 ---
 apiVersion: gateway.networking.k8s.io/v1
 kind: TLSRoute
@@ -825,7 +836,14 @@ spec:
     assert_eq!(condition(&gateway.listeners[0], "Programmed"), Some((true, "Programmed")));
     assert_eq!(gateway.listeners[0].supported_kinds, ["TLSRoute"]);
     assert_eq!(condition(&gateway.listeners[1], "Accepted"), Some((false, "UnsupportedValue")));
-    assert_eq!(condition(&gateway.listeners[2], "Accepted"), Some((false, "PortUnavailable")));
+    // A port of its own: Passthrough there too, and not shared with a TCP listener.
+    assert_eq!(condition(&gateway.listeners[2], "Programmed"), Some((true, "Programmed")));
+    assert_eq!(condition(&gateway.listeners[3], "Conflicted"), Some((true, "ProtocolConflict")));
+    assert_eq!(condition(&gateway.listeners[3], "Programmed"), Some((false, "Invalid")));
+    // Terminate needs the listener's certificate.
+    assert_eq!(condition(&gateway.listeners[4], "ResolvedRefs"), Some((false, "InvalidCertificateRef")));
+    assert_eq!(condition(&gateway.listeners[4], "Programmed"), Some((false, "Invalid")));
+    assert_eq!(condition(&gateway.listeners[6], "Accepted"), Some((false, "ProtocolConflict")));
     let route = |name: &str| report.tls_routes.iter().find(|r| r.name == name).unwrap();
     let first = |r: &RouteReport| (r.parents[0].conditions[0].status, r.parents[0].conditions[0].reason);
     assert_eq!(first(route("api")), (true, "Accepted"));
@@ -836,4 +854,12 @@ spec:
     assert_eq!(passed("abc.example.com").as_deref(), Some("infra/api:80"));
     assert_eq!(passed("x.y.example.com").as_deref(), Some("infra/api:80"));
     assert_eq!(passed("abc.example.org"), None);
+    // The route on the port of its own: any name, split 3:1, passed through.
+    let ports: Vec<(Transport, u16)> = table.route_ports().collect();
+    assert_eq!(ports, [(Transport::Tls, 9443)]);
+    let target = table.tls_port(9443).unwrap().target(Some("anything.test")).unwrap();
+    assert_eq!(target.terminate, None);
+    let weights: Vec<u32> = target.route.rule.backends.iter().map(|b| b.weight).collect();
+    assert_eq!(weights, [3, 1]);
+    assert!(table.tls_port(9443).unwrap().target(None).is_some(), "a client without SNI gets the any-name entry");
 }

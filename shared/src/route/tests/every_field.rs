@@ -422,7 +422,7 @@ fn table(c: &mut Choices) -> RouteTable {
     let mut builder = TableBuilder::new();
     let items = c.pick(4);
     for _ in 0..items {
-        match c.pick(8) {
+        match c.pick(9) {
             0 => {
                 let (host, path) = (host(c), c.one_of(&["/", "/a", "/b", "/a/b"]));
                 let kind = c.one_of(&[PathKind::Exact, PathKind::Prefix, PathKind::Regex]);
@@ -455,6 +455,12 @@ fn table(c: &mut Choices) -> RouteTable {
                 // The first route for a port stays, as in the compilers.
                 let _held = builder.add_port_route(transport, port, PortRoute::new(backends, source)).is_err();
             }
+            7 => {
+                let (port, host) = (c.one_of(&[8443, 8883]), host(c));
+                let terminate = c.maybe(|c| CertId([c.pick(3) as u8; 32]));
+                let route = PortRoute::new(vec![WeightedBackend::new(backend(c), 1 + c.pick(3))], "shop/tls");
+                let _held = builder.add_tls_port_name(port, host, TlsTarget { terminate, route }).is_err();
+            }
             _ => builder.set_hsts(c.maybe(|c| c.text().to_string())),
         }
     }
@@ -472,7 +478,8 @@ fn every_item_kind_is_drawn(item: TableItem<'_>) {
         | TableItem::Passthrough { .. }
         | TableItem::ClientAuth { .. }
         | TableItem::Hsts(_)
-        | TableItem::PortRoute { .. } => {}
+        | TableItem::PortRoute { .. }
+        | TableItem::TlsPortName { .. } => {}
     }
 }
 

@@ -1,0 +1,119 @@
+//! TLS route ports (a Gateway TLS listener on a port of its own). Each connection's ClientHello is
+//! read first ([`super::client_hello::read`]), and the server name it asks for picks the port's
+//! entry in the serving table, then one of the entry's backends by weight:
+//! - a name passed through keeps its TLS session unopened: the ClientHello and all that follows go
+//!   to the backend as they came ([`super::passthrough`]);
+//! - a name terminated gets its handshake here, with the entry's certificate, and the plain bytes
+//!   are relayed both ways as a TCP route's are ([`crate::base::buf::splice`], with its idle timeout).
+//!
+//! A name the port does not serve, or one without a backend, gets the `unrecognized_name` alert.
+//! The entry is read from the generation serving when the ClientHello arrives: a change applies
+//! to new connections, and running ones finish as they started. A terminated name's server
+//! configuration (one per certificate) is built on first use and kept by the port's accept loop.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use monoio::io::AsyncWriteRentExt;
+use monoio::net::TcpStream;
+use monoio_rustls::ServerTlsStream;
+use ramjet_shared::{CertId, Published};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::ServerConfig;
+
+use super::route_ports::RoutePorts;
+use super::{client_hello, passthrough, tcp, tls};
+use crate::worker::Worker;
+
+/// The most server configurations a port keeps (one per certificate it terminates with).
+const CONFIGS: usize = 8;
+
+/// One worker's accept loop of a TLS route port.
+pub(crate) struct TlsPort {
+    pub port: u16,
+    published: Arc<Published>,
+    /// Server configurations by certificate, the most recently built last.
+    configs: RefCell<Vec<(CertId, Arc<ServerConfig>)>>,
+}
+
+impl TlsPort {
+    pub fn new(port: u16, ports: &RoutePorts) -> Rc<Self> {
+        Rc::new(TlsPort { port, published: ports.published.clone(), configs: RefCell::default() })
+    }
+
+    /// Serves one connection: its ClientHello within the header timeout, then as its name says.
+    pub async fn serve(&self, worker: &Rc<Worker>, mut client: TcpStream) {
+        let timeout = worker.settings.header_timeout;
+        let (accepted, seen) = match worker.timeout(timeout, client_hello::read(&mut client)).await {
+            Ok(Ok(read)) => read,
+            _ => return worker.counters().tls_handshake_failed(),
+        };
+        let chosen = {
+            let generation = worker.generation();
+            let hello = accepted.client_hello();
+            let target = generation.table.tls_port(self.port).and_then(|port| port.target(hello.server_name()));
+            target.and_then(|t| Some((t.terminate, tcp::pick(worker, &t.route)?)))
+        };
+        let Some((terminate, backend)) = chosen else {
+            return refuse(worker, &mut client, UNRECOGNIZED_NAME).await;
+        };
+        let Some(certificate) = terminate else {
+            return Box::pin(passthrough::splice(worker, client, seen, &backend)).await;
+        };
+        let Some(config) = self.config(certificate) else {
+            // The store lacks a certificate its table names: cannot happen (published first).
+            return refuse(worker, &mut client, INTERNAL_ERROR).await;
+        };
+        let handshake = async {
+            let session = client_hello::continue_with(&mut client, accepted, config).await?;
+            tls::handshake(&mut client, session).await
+        };
+        let session = match worker.timeout(timeout, handshake).await {
+            Ok(Ok(session)) => session,
+            _ => return worker.counters().tls_handshake_failed(),
+        };
+        let Some(upstream) = tcp::connect(worker, &backend).await else { return };
+        let idle = (&*worker.coarse_timer, worker.settings.tcp_idle_timeout);
+        crate::base::buf::splice(ServerTlsStream::new(client, session), upstream, Some(idle)).await;
+    }
+
+    /// The server configuration that presents `certificate` (`None`: not in the published store).
+    fn config(&self, certificate: CertId) -> Option<Arc<ServerConfig>> {
+        let mut configs = self.configs.borrow_mut();
+        if let Some((_, config)) = configs.iter().find(|(id, _)| *id == certificate) {
+            return Some(config.clone());
+        }
+        let key = self.published.certs().load().get(&certificate)?.key.clone();
+        let config = ServerConfig::builder().with_no_client_auth().with_cert_resolver(Arc::new(Presents(key)));
+        let config = Arc::new(config);
+        if configs.len() == CONFIGS {
+            configs.remove(0);
+        }
+        configs.push((certificate, config.clone()));
+        Some(config)
+    }
+}
+
+/// Presents one certificate whatever the name (the port has already chosen it by name).
+#[derive(Debug)]
+struct Presents(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for Presents {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// The TLS alerts a port refuses a ClientHello with (RFC 8446 §6.2).
+const UNRECOGNIZED_NAME: u8 = 112;
+const INTERNAL_ERROR: u8 = 80;
+
+/// Sends a fatal alert record and counts a failed handshake; the connection then closes.
+async fn refuse(worker: &Worker, client: &mut TcpStream, description: u8) {
+    worker.counters().tls_handshake_failed();
+    // An alert record: type 21, TLS 1.2 record version, two bytes (fatal, why).
+    let record = vec![21, 3, 3, 0, 2, 2, description];
+    let _ = client.write_all(record).await;
+}
