@@ -23,6 +23,7 @@ use arc_swap::ArcSwap;
 use ramjet_control::audit::{EventSink, Webhook};
 use ramjet_control::cluster::{AuditEvents, ClusterOptions, PromotionContext};
 use ramjet_control::compile::ingress::IngressOptions;
+use ramjet_control::compile::status::PortFaults;
 use ramjet_control::config_file::ControllerConfig;
 use ramjet_control::dns::DnsSettings;
 use ramjet_control::routes_file::StaticRoutes;
@@ -165,24 +166,43 @@ pub fn read_token(path: &Path) -> anyhow::Result<String> {
     Ok(token.to_string())
 }
 
-/// Keeps the sockets of TCP and UDP routes those of the generation being served: after each publish
-/// (a new table, a rollback, a pin released), the ports it has are opened and the others closed.
-/// A port that cannot be opened is logged, and tried again at the next publish.
+/// Keeps the sockets of TCP, UDP and TLS routes those of the generation being served: after each
+/// publish (a new table, a rollback, a pin released), the ports it has are opened and the others
+/// closed. A port that cannot be opened is logged, told to the Gateway status writer (`faults`),
+/// and tried again every [`PORT_RETRY`] and at the next publish.
 async fn open_route_ports(
     mut ports: ramjet_dataplane::PortOpener,
     mut served: tokio::sync::watch::Receiver<Option<ramjet_control::apply::Compiled>>,
+    faults: tokio::sync::watch::Sender<PortFaults>,
 ) {
     loop {
         let wanted: Vec<(ramjet_shared::Transport, u16)> =
             served.borrow_and_update().as_ref().map(|c| c.generation.table.route_ports().collect()).unwrap_or_default();
+        let mut now = std::collections::BTreeMap::new();
         for ((transport, port), e) in ports.sync(wanted) {
-            tracing::warn!(%transport, port, error = %e, "cannot open a route's port; it is tried again at the next change");
+            let why = format!("ramjet cannot listen on {transport} port {port}: {e}");
+            if !faults.borrow().contains_key(&(transport, port)) {
+                tracing::warn!(%transport, port, error = %e, "cannot open a route's port; it is tried again");
+            }
+            now.insert((transport, port), why);
         }
-        if served.changed().await.is_err() {
-            return;
+        let retry = !now.is_empty();
+        faults.send_if_modified(|held| {
+            let changed = **held != now;
+            if changed {
+                *held = Arc::new(now);
+            }
+            changed
+        });
+        tokio::select! {
+            changed = served.changed() => if changed.is_err() { return },
+            _ = tokio::time::sleep(PORT_RETRY), if retry => {}
         }
     }
 }
+
+/// How often a route port that could not be opened is tried again.
+const PORT_RETRY: Duration = Duration::from_secs(5);
 
 impl Daemon {
     pub fn start(config: DaemonConfig) -> anyhow::Result<Daemon> {
@@ -240,6 +260,8 @@ impl Daemon {
             control.runtime.spawn(ramjet_control::config_file::watch(file.path, file.interval, file.text, submit));
         }
         let mut cluster = None;
+        // The route ports the data plane cannot open, for the Gateway status writer.
+        let (port_faults, faults_seen) = tokio::sync::watch::channel(PortFaults::default());
         let ready_within = match config.source {
             Source::Static(routes) => {
                 control.submit(Input::Static(Arc::new(routes)));
@@ -269,7 +291,7 @@ impl Daemon {
                     control.inputs(),
                     control.diagnostics(),
                     records,
-                    promotion,
+                    (promotion, faults_seen.clone()),
                 )?);
                 // Every first list must finish before the first generation; a large cluster takes a while.
                 Duration::from_secs(120)
@@ -301,7 +323,7 @@ impl Daemon {
         )?;
         let mut dataplane = dataplane;
         if let Some(opener) = dataplane.take_port_opener() {
-            control.runtime.spawn(open_route_ports(opener, control.applier.served()));
+            control.runtime.spawn(open_route_ports(opener, control.applier.served(), port_faults));
         }
         control.mark_listening();
         Ok(Daemon { control, cluster, dataplane, published, stats, default_certificate })

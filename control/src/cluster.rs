@@ -36,6 +36,7 @@ use ramjet_shared::Diagnostic;
 use tokio::sync::{mpsc, watch as tokio_watch};
 
 use crate::compile::snapshot::IngressOptions;
+use crate::compile::status::PortFaults;
 use crate::Input;
 
 pub use events::{AuditEvents, AuditEventsReceiver};
@@ -306,14 +307,15 @@ impl ClusterHandle {
 /// Connects and starts the watcher and the writers on the control thread's runtime; returns once
 /// the client is built (or could not be). Compiled snapshots go to `inputs`; `diagnostics` is the
 /// rebuild loop's report of every compile; `audit` carries the audit records to turn into Events;
-/// `promotion` is what canary auto-promotion reads.
+/// `promotion` is what canary auto-promotion reads; `port_faults` the route ports the data plane
+/// could not open, for listener status.
 pub fn start(
     runtime: &tokio::runtime::Handle,
     options: ClusterOptions,
     inputs: mpsc::UnboundedSender<Input>,
     diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
     audit: AuditEventsReceiver,
-    promotion: PromotionContext,
+    (promotion, port_faults): (PromotionContext, tokio_watch::Receiver<PortFaults>),
 ) -> Result<ClusterHandle, ClusterError> {
     let (ready, connected) = std::sync::mpsc::channel();
     let (stop_election, stop) = tokio::sync::oneshot::channel();
@@ -326,7 +328,8 @@ pub fn start(
             }
         };
         let _ = ready.send(Ok(()));
-        run(client, default_namespace, options, inputs, diagnostics, audit, promotion, stop).await;
+        let writers = (promotion, port_faults);
+        run(client, default_namespace, options, inputs, diagnostics, audit, writers, stop).await;
     });
     connected.recv().map_err(|_| ClusterError::Stopped)??;
     Ok(ClusterHandle { stop_election: Some(stop_election) })
@@ -351,7 +354,7 @@ async fn run(
     inputs: mpsc::UnboundedSender<Input>,
     diagnostics: tokio_watch::Receiver<Arc<[Diagnostic]>>,
     audit: AuditEventsReceiver,
-    promotion: PromotionContext,
+    (promotion, port_faults): (PromotionContext, tokio_watch::Receiver<PortFaults>),
     stop_election: tokio::sync::oneshot::Receiver<std::sync::mpsc::Sender<()>>,
 ) {
     let options = Arc::new(options);
@@ -366,7 +369,9 @@ async fn run(
     let served = promotion.applier.served();
     tokio::spawn(report_leadership(promotion.applier.metrics().clone(), leader.clone()));
     tokio::spawn(promote::run(client.clone(), stores.clone(), promotion, leader.clone(), writer.clone()));
-    tokio::spawn(gateway_status::run(client.clone(), stores.clone(), options.clone(), leader.clone(), served));
+    let gateway_status =
+        gateway_status::run(client.clone(), stores.clone(), options.clone(), leader.clone(), served, port_faults);
+    tokio::spawn(gateway_status);
     tokio::spawn(status::run(client.clone(), stores.clone(), options.clone(), leader, writer));
     stores.feed(options, inputs).await;
 }

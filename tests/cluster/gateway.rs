@@ -481,14 +481,50 @@ fn gateway_api_tcp_udp_and_tls_routes_are_served_and_their_status_written() {
         assert!(has(listener, "Programmed", "True", "Programmed"), "{listener:#}");
     }
     // The TCP route, from the cluster, relays to its backend.
-    let greeting = || -> Option<String> {
+    let greeting = |port: u16| -> Option<String> {
         let mut stream = TcpStream::connect((ramjet.http.ip(), port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
         let mut line = [0u8; 3];
         stream.read_exact(&mut line).ok()?;
         Some(String::from_utf8_lossy(&line).to_string())
     };
-    assert!(eventually(PATIENCE, || greeting().as_deref() == Some("l4\n")), "log:\n{}", ramjet.log());
+    assert!(eventually(PATIENCE, || greeting(port).as_deref() == Some("l4\n")), "log:\n{}", ramjet.log());
+
+    // A listener on a port another process holds: refused in status, saying why, until it is free.
+    let blocked = free_port();
+    let holder = std::net::TcpListener::bind((ramjet.http.ip(), blocked)).unwrap();
+    admin.apply(&format!(
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: edge, namespace: {ns} }}\n\
+         spec:\n  gatewayClassName: {name}\n  listeners:\n\
+         \x20   - {{ name: tcp, port: {port}, protocol: TCP }}\n\
+         \x20   - {{ name: udp, port: {port}, protocol: UDP }}\n\
+         \x20   - {{ name: tls, port: 443, protocol: TLS, hostname: \"*.gwl4.test\", tls: {{ mode: Passthrough }} }}\n\
+         \x20   - {{ name: blocked, port: {blocked}, protocol: TCP }}\n{}",
+        route("TCPRoute", "blocked", "").replacen("name: db,", "name: db-blocked,", 1),
+    ));
+    let listener_status = |wanted: &dyn Fn(&Value) -> bool| {
+        let gateway = admin.get("Gateway", Some(&ns), "edge").unwrap_or_default();
+        let listeners = gateway["status"]["listeners"].as_array().cloned().unwrap_or_default();
+        listeners.iter().any(|l| l["name"] == "blocked" && wanted(l))
+    };
+    let refused = |l: &Value| {
+        has(l, "Accepted", "False", "PortUnavailable")
+            && l["conditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["message"].as_str().unwrap().contains(&blocked.to_string()))
+    };
+    assert!(
+        eventually(PATIENCE, || listener_status(&refused)),
+        "{:#}\nlog:\n{}",
+        admin.get("Gateway", Some(&ns), "edge").unwrap_or_default()["status"],
+        ramjet.log()
+    );
+    assert_eq!(greeting(port).as_deref(), Some("l4\n"), "the other ports are served meanwhile");
+    drop(holder);
+    assert!(eventually(PATIENCE, || listener_status(&|l| has(l, "Programmed", "True", "Programmed"))));
+    assert!(eventually(PATIENCE, || greeting(blocked).as_deref() == Some("l4\n")), "log:\n{}", ramjet.log());
     admin.delete("GatewayClass", None, name);
 }
 

@@ -31,7 +31,7 @@ use super::status::{desired, Address};
 use super::watch::Stores;
 use super::{ClusterOptions, FIELD_MANAGER};
 use crate::apply::Compiled;
-use crate::compile::status::{GatewayReport, ParentReport, Report, RouteReport, StatusCondition};
+use crate::compile::status::{GatewayReport, ParentReport, PortFaults, Report, RouteReport, StatusCondition};
 use crate::gateway_api::{
     BackendTlsPolicy, Gateway, GatewayClass, GrpcRoute, HttpRoute, TcpRoute, TlsRoute, UdpRoute, GROUP,
 };
@@ -40,20 +40,23 @@ use crate::gateway_api::{
 /// new report for it), and on changes to the objects (whose current status the writes compare
 /// with). Until the Gateway API stores exist (`--gateway-api` on, the CRDs installed after ramjet
 /// started) each wake-up finds nothing to do; the stores' arrival wakes it. Nothing is written
-/// before the first generation is served.
+/// before the first generation is served. A listener whose port the data plane could not open
+/// (`faults`) is refused in status until the port opens.
 pub async fn run(
     client: Client,
     stores: Stores,
     options: Arc<ClusterOptions>,
     mut leader: watch::Receiver<bool>,
     mut served: watch::Receiver<Option<Compiled>>,
+    mut faults: watch::Receiver<PortFaults>,
 ) {
     if !options.gateway_api {
         return;
     }
     stores.ready().await;
     loop {
-        let report = served.borrow_and_update().as_ref().map(|c| c.gateway_status.clone());
+        let report =
+            served.borrow_and_update().as_ref().map(|c| c.gateway_status.with_port_faults(&faults.borrow_and_update()));
         let leading = *leader.borrow_and_update();
         if let (true, Some(report)) = (leading, report) {
             sync(&client, &stores, &options, &report).await;
@@ -62,6 +65,8 @@ pub async fn run(
             _ = stores.gateway_changed.notified() => tokio::time::sleep(options.debounce).await,
             changed = leader.changed() => if changed.is_err() { return },
             changed = served.changed() => if changed.is_err() { return },
+            // Its sender gone (the data plane stopped): no fault changes any more.
+            changed = faults.changed(), if faults.has_changed().is_ok() => if changed.is_err() { continue },
         }
     }
 }

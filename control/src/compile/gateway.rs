@@ -300,6 +300,7 @@ fn refuse_shared_l4_ports(
             &ObjectRef::new("Gateway", Some(&g.namespace), &g.name),
             format!("listener {}: {message}", g.listeners[listener].name),
         );
+        g.listeners[listener].port = None;
         g.listeners[listener].conditions = vec![
             StatusCondition::new("Accepted", false, reason, message.clone()),
             StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", ""),
@@ -678,7 +679,9 @@ fn judge_gateway<'s>(
         } else {
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", "the listener cannot be served"));
         }
-        reports.push(listener_report(listener, kinds, conditions));
+        let mut report = listener_report(listener, kinds, conditions);
+        report.port = l4.filter(|_| programmed).map(|transport| (transport, port));
+        reports.push(report);
     }
     let valid = reports.iter().all(|l| l.conditions.iter().any(|c| c.type_ == "Programmed" && c.status));
     let mut conditions = vec![if valid {
@@ -710,7 +713,7 @@ fn judge_gateway<'s>(
 type Closed = (String, Arc<Certificate>, Arc<ClientAuth>, ObjectRef);
 
 fn listener_report(listener: &Listener, kinds: Vec<&'static str>, conditions: Vec<StatusCondition>) -> ListenerReport {
-    ListenerReport { name: listener.name.clone(), attached_routes: 0, supported_kinds: kinds, conditions }
+    ListenerReport { name: listener.name.clone(), attached_routes: 0, supported_kinds: kinds, conditions, port: None }
 }
 
 /// The certificate of an HTTPS listener: its first `certificateRefs` entry, a `kubernetes.io/tls`

@@ -4,7 +4,16 @@
 //! written to the cluster describes the same compile as the table — and the cluster's status
 //! writer takes it from the generation being served, never from a compile of its own.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ramjet_shared::Transport;
+
 use crate::gateway_api::ParentReference;
+
+/// The route ports the data plane could not open (another process holds one, or it is
+/// privileged), with why: what listener status says about them until they open.
+pub type PortFaults = Arc<BTreeMap<(Transport, u16), String>>;
 
 /// One status condition as ramjet computes it (the writer adds times and generations).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +46,9 @@ pub struct ListenerReport {
     /// The route kinds the listener admits and ramjet serves.
     pub supported_kinds: Vec<&'static str>,
     pub conditions: Vec<StatusCondition>,
+    /// The port of its own the listener is served on (TCP, UDP, and TLS beside ramjet's HTTPS
+    /// port), when it is served: where a fault opening the port shows.
+    pub port: Option<(Transport, u16)>,
 }
 
 /// What status says about one of our Gateways.
@@ -88,4 +100,32 @@ pub struct Report {
     pub udp_routes: Vec<RouteReport>,
     pub tls_routes: Vec<RouteReport>,
     pub backend_tls_policies: Vec<PolicyReport>,
+}
+
+impl Report {
+    /// This report with the listeners whose port could not be opened refused
+    /// (`PortUnavailable`, saying why), and their Gateways' `Accepted` saying so.
+    pub fn with_port_faults(&self, faults: &PortFaults) -> Report {
+        let mut report = self.clone();
+        if faults.is_empty() {
+            return report;
+        }
+        for gateway in &mut report.gateways {
+            let mut faulty = false;
+            for listener in &mut gateway.listeners {
+                let Some(why) = listener.port.and_then(|port| faults.get(&port)) else { continue };
+                faulty = true;
+                listener.conditions.retain(|c| !matches!(c.type_, "Accepted" | "Programmed"));
+                listener.conditions.push(StatusCondition::new("Accepted", false, "PortUnavailable", why.clone()));
+                listener.conditions.push(StatusCondition::new("Programmed", false, "Invalid", why.clone()));
+            }
+            if faulty {
+                for condition in gateway.conditions.iter_mut().filter(|c| c.type_ == "Accepted") {
+                    *condition =
+                        StatusCondition::new("Accepted", true, "ListenersNotValid", "some listeners are not served");
+                }
+            }
+        }
+        report
+    }
 }
