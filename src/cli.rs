@@ -114,6 +114,11 @@ pub struct Cli {
     #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_TCP_IDLE_TIMEOUT", default_value = "10m", value_parser = duration)]
     pub tcp_idle_timeout: Duration,
 
+    /// A UDP route's flow (one client's datagrams and their answers) with no datagram either way
+    /// for this long ends, and its socket to the backend closes.
+    #[arg(help_heading = "Timeouts, upstreams and shutdown", long, env = "RAMJET_UDP_IDLE_TIMEOUT", default_value = "60s", value_parser = duration)]
+    pub udp_idle_timeout: Duration,
+
     /// Idle connections each worker keeps open to each backend endpoint for reuse (HTTP/1.1; closed
     /// after 30 s unused). Enough to cover the requests in flight at a burst's peak, or every burst
     /// pays a connect and a close per request beyond it.

@@ -311,6 +311,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             metrics_status_codes: cli.metrics_status_codes,
             client_address: cli.client_address(),
             tcp_idle_timeout: cli.tcp_idle_timeout,
+            udp_idle_timeout: cli.udp_idle_timeout,
             ..Settings::default()
         },
         access_log,

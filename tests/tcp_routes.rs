@@ -20,7 +20,7 @@ use std::time::Duration;
 use ramjet::Daemon;
 use support::backend::Backend;
 use support::client::{get, request};
-use support::echo::EchoBackend;
+use support::echo::{udp_echo, EchoBackend};
 use support::manifests::Service;
 use support::{daemon_with, eventually, free_port, manifests_daemon, routes_in, temp_dir, DRIVERS, GATEWAY_CLASS};
 
@@ -197,21 +197,6 @@ fn a_gateway_tcp_listener_opens_and_closes_with_its_generation_and_a_rollback_br
         assert_eq!(failures.load(Ordering::SeqCst), 0, "{driver:?}: HTTP requests failed while TCP listeners changed");
         d.shutdown();
     }
-}
-
-/// A UDP backend: answers each datagram with `<name>:` and the datagram.
-fn udp_echo(name: &'static str) -> SocketAddr {
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = socket.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 65_535];
-        while let Ok((n, from)) = socket.recv_from(&mut buf) {
-            let mut answer = format!("{name}:").into_bytes();
-            answer.extend_from_slice(&buf[..n]);
-            let _ = socket.send_to(&answer, from);
-        }
-    });
-    addr
 }
 
 #[test]

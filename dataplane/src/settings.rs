@@ -50,6 +50,9 @@ pub struct Settings {
     /// A TCP route's relay (and a TLS passthrough) with no byte either way for this long is closed
     /// (nginx stream's `proxy_timeout`, 10 minutes).
     pub tcp_idle_timeout: Duration,
+    /// A UDP route's flow with no datagram either way for this long ends, and its socket closes
+    /// (60 s).
+    pub udp_idle_timeout: Duration,
 }
 
 /// How the client's address is learnt, when a load balancer stands between the client and ramjet
@@ -140,6 +143,7 @@ impl Default for Settings {
             http2: Http2Settings::default(),
             client_address: ClientAddress::default(),
             tcp_idle_timeout: Duration::from_secs(600),
+            udp_idle_timeout: Duration::from_secs(60),
         }
     }
 }

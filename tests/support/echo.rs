@@ -1,4 +1,5 @@
-//! A TCP backend for Layer-4 routes: greets each connection with its name and echoes what it reads.
+//! Backends for Layer-4 routes: a TCP one that greets each connection with its name and echoes what
+//! it reads, and a UDP one that answers each datagram with its name and the datagram.
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener};
@@ -35,4 +36,19 @@ impl EchoBackend {
         });
         EchoBackend { addr, connections }
     }
+}
+
+/// A UDP backend: answers each datagram with `<name>:` and the datagram, to where it came from.
+pub fn udp_echo(name: &'static str) -> SocketAddr {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 65_535];
+        while let Ok((n, from)) = socket.recv_from(&mut buf) {
+            let mut answer = format!("{name}:").into_bytes();
+            answer.extend_from_slice(&buf[..n]);
+            let _ = socket.send_to(&answer, from);
+        }
+    });
+    addr
 }

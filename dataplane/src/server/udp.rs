@@ -2,7 +2,8 @@
 //! address on one worker (SO_REUSEPORT keeps a client's datagrams on one socket): its first
 //! datagram picks a backend by weight and one of its endpoints in turn, and opens a socket of its
 //! own connected to it; the client's datagrams go out on that socket, and what comes back on it
-//! goes to the client from the route's port. A flow quiet for [`IDLE`] ends (its socket closes);
+//! goes to the client from the route's port. A flow quiet for
+//! [`Settings::udp_idle_timeout`](crate::Settings) ends (its socket closes);
 //! the next datagram starts a new one, which is how a client moves to a backend added since.
 //!
 //! A quiet flow holds no buffer: its socket is waited on for readiness, and a datagram is read
@@ -13,7 +14,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use monoio::net::udp::UdpSocket;
 use ramjet_shared::{BackendKind, Transport, UpstreamErrorKind};
@@ -21,8 +22,6 @@ use ramjet_shared::{BackendKind, Transport, UpstreamErrorKind};
 use crate::base::drain::DrainSignal;
 use crate::worker::Worker;
 
-/// A flow with no datagram either way for this long ends.
-pub(crate) const IDLE: Duration = Duration::from_secs(60);
 /// Most flows a worker keeps per port: datagrams of new clients beyond it are dropped until flows end.
 const MOST_FLOWS: usize = 65_536;
 /// Room for the largest datagram (IPv4's largest payload).
@@ -134,16 +133,17 @@ async fn open(worker: &Rc<Worker>, port: &Rc<Port>, client: SocketAddr) -> Optio
     Some(flow)
 }
 
-/// Relays what comes back on a flow's socket to its client, until the flow has been quiet for
-/// [`IDLE`], its socket fails (an ICMP refusal), or the port closes.
+/// Relays what comes back on a flow's socket to its client, until the flow has been quiet for the
+/// idle timeout, its socket fails (an ICMP refusal), or the port closes.
 async fn answers(worker: &Worker, port: &Port, client: SocketAddr, flow: &Flow) {
+    let idle = worker.settings.udp_idle_timeout;
     loop {
         let quiet_for = flow.last.get().elapsed();
-        if quiet_for >= IDLE {
+        if quiet_for >= idle {
             return;
         }
         let ready = monoio::select! {
-            r = worker.timeout(IDLE - quiet_for, flow.upstream.readable(false)) => r,
+            r = worker.timeout(idle - quiet_for, flow.upstream.readable(false)) => r,
             _ = port.stop.wait() => return,
             _ = worker.drain.wait() => return,
         };
