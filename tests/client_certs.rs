@@ -341,6 +341,45 @@ fn forged_client_certificate_fields_never_reach_the_backend() {
 }
 
 #[test]
+fn the_auth_url_service_is_told_of_the_client_certificate_and_never_a_forged_one() {
+    let f = Fixture::new("authtls-auth-url");
+    let service = Backend::start("auth");
+    let auth_url = format!("http://{}/check", service.addr);
+    f.write(&[
+        ("auth-tls-secret", "shop/authtls"),
+        ("auth-tls-verify-client", "optional"),
+        ("auth-tls-pass-certificate-to-upstream", "true"),
+        ("auth-url", &auth_url),
+    ]);
+    let daemon = f.start();
+    let forged = ["-H", "SSL-Client-Subject-DN: CN=admin", "-H", "ssl-client-verify: SUCCESS"];
+    let client = f.cert("client");
+    let answer = until(&daemon, Ask { sni: Some(HOST), cert: Some(&client), extra: &forged }, |a| a.status == 200);
+    assert!(service.requests() > 0, "the service was asked");
+    // The sub-request carried ramjet's fields, as ingress-nginx's auth location sets them, and the
+    // certificate (pass-certificate-to-upstream) ...
+    let asked = service.received();
+    let told = |name: &str| -> Vec<String> {
+        let prefix = format!("{name}: ");
+        asked.lines().filter_map(|l| l.to_ascii_lowercase().strip_prefix(&prefix).map(str::to_string)).collect()
+    };
+    assert_eq!(told("ssl-client-verify").last().map(String::as_str), Some("success"), "{asked}");
+    assert_eq!(
+        told("ssl-client-subject-dn").last().map(String::as_str),
+        Some("cn=authtls.test-client,o=acme co"),
+        "{asked}"
+    );
+    assert!(told("ssl-client-cert").last().is_some_and(|c| c.starts_with("-----begin%20certificate-----")), "{asked}");
+    // ... never the client's forged ones, with a certificate or without.
+    assert_eq!(get(&daemon, Ask { sni: Some(HOST), cert: None, extra: &forged }).status, 200);
+    let asked = service.received().to_ascii_lowercase();
+    assert!(!asked.contains("cn=admin"), "{asked}");
+    assert!(asked.contains("ssl-client-verify: none"), "the request without a certificate: {asked}");
+    assert_eq!(answer.upstream("ssl-client-subject-dn"), Some("CN=authtls.test-client,O=Acme Co"));
+    daemon.shutdown();
+}
+
+#[test]
 fn a_host_other_than_the_server_name_is_misdirected_and_plain_http_has_no_certificate() {
     let f = Fixture::new("authtls-misdirected");
     f.write(&[("auth-tls-secret", "shop/authtls")]);

@@ -86,7 +86,7 @@ pub(crate) async fn admit<'t: 'h, 'h, 'w>(
         }
     }
     if let Some(auth) = extras.external_auth() {
-        match external_auth::ask(worker, table, auth, asking, view.each_field()).await {
+        match external_auth::ask(worker, table, auth, asking, (view.each_field(), held.certificate.as_ref())).await {
             Verdict::Pass(passed) => held.passed = Some(passed),
             Verdict::Refuse(refusal) => {
                 let refusal = held.refusal.insert(refusal);

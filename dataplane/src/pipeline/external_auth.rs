@@ -17,6 +17,7 @@ use ramjet_shared::{AuthService, ExternalAuth, RouteTable, UpstreamErrorKind};
 use crate::base::deadline::Deadline;
 use crate::base::watchdog::Watchdog;
 use crate::codec::http1::Framing;
+use crate::conn::CertFields;
 use crate::error::{Failure, ProxyError};
 use crate::observe::requests::Tally;
 use crate::pipeline::exchange::{self, Attempt};
@@ -79,16 +80,18 @@ pub(crate) enum Refusal {
     Deny(u16, Option<Vec<u8>>),
 }
 
-/// Asks `auth` about the request, whose fields are `fields`: its verdict.
+/// Asks `auth` about the request, whose fields are `fields`: its verdict. On a host that checks
+/// client certificates, `certificate` is what the backend is told of the client's: the service is
+/// told the same (ingress-nginx's auth location sets `ssl-client-*` as its proxy location does).
 pub(crate) async fn ask<'f>(
     worker: &Worker,
     table: &RouteTable,
     auth: &ExternalAuth,
     asking: &Asking<'_>,
-    fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    (fields, certificate): (impl Iterator<Item = (&'f [u8], &'f [u8])>, Option<&CertFields>),
 ) -> Verdict {
     let mut head = worker.out_buffers.take();
-    sub_request(auth, asking, fields, &mut head);
+    sub_request(auth, asking, fields, certificate, &mut head);
     let answered = exchange_with(worker, table, auth, asking.host, &head).await;
     worker.out_buffers.give(head);
     match answered {
@@ -123,8 +126,10 @@ fn sub_request<'f>(
     auth: &ExternalAuth,
     asking: &Asking<'_>,
     fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+    certificate: Option<&CertFields>,
     out: &mut Vec<u8>,
 ) {
+    let ours = certificate.map_or(&[][..], |c| &c[..]);
     out.clear();
     // nginx's subrequests are GETs unless `auth-method` says otherwise.
     out.extend_from_slice(auth.method.as_deref().map_or(&b"GET"[..], str::as_bytes));
@@ -137,10 +142,16 @@ fn sub_request<'f>(
     }
     out.extend_from_slice(b"\r\n");
     for (name, value) in fields {
-        if NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+        if NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n))
+            || ours.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
+        {
             continue;
         }
         push_field(out, name, value);
+    }
+    // The client's own `ssl-client-*` fields were dropped above; an empty one of ours is not sent.
+    for (name, value) in ours.iter().filter(|(_, v)| !v.is_empty()) {
+        push_field(out, name.as_bytes(), value);
     }
     let scheme: &[u8] = if asking.tls { b"https" } else { b"http" };
     let mut url = Vec::with_capacity(16 + asking.host.len() + asking.target.len());
@@ -257,7 +268,7 @@ mod tests {
             (b"X-Real-IP", b"1.2.3.4"),
         ];
         let mut out = Vec::new();
-        sub_request(&auth, &asking, fields.into_iter(), &mut out);
+        sub_request(&auth, &asking, fields.into_iter(), None, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "GET /oauth2/auth HTTP/1.1\r\nhost: shop.test\r\nCookie: _oauth2_proxy=x\r\n\
