@@ -106,7 +106,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     gateways.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
     let mut listeners = Vec::new();
     let mut closed = Vec::new();
-    for gateway in gateways {
+    for &gateway in &gateways {
         let at = report.gateways.len();
         let (gateway_report, served, refused) = judge_gateway(gateway, at, snapshot, &grants, resolver, draft);
         report.gateways.push(gateway_report);
@@ -117,7 +117,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     let mut refs = Refs { grants, backend_tls: BackendTlsPolicies::judge(snapshot, resolver, draft) };
     let namespaces: HashMap<&str, &Namespace> =
         snapshot.namespaces.iter().filter_map(|n| Some((n.metadata.name.as_deref()?, &**n))).collect();
-    let attachable = Parents { listeners: &listeners, namespaces: &namespaces };
+    let attachable = Parents { listeners: &listeners, gateways: &gateways, namespaces: &namespaces };
     let mut routes: Vec<&HttpRoute> = snapshot.http_routes.iter().map(|r| &**r).collect();
     routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
     let mut grpc_routes: Vec<&GrpcRoute> = snapshot.grpc_routes.iter().map(|r| &**r).collect();
@@ -217,6 +217,8 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
 #[derive(Clone, Copy)]
 struct Parents<'a, 's> {
     listeners: &'a [ServedListener<'s>],
+    /// Our Gateways, as the report has them (the same index).
+    gateways: &'a [&'s Gateway],
     namespaces: &'a HashMap<&'a str, &'a Namespace>,
 }
 
@@ -236,8 +238,7 @@ impl<'a, 's> Parents<'a, 's> {
         let mut parents = Vec::new();
         let mut found = Vec::new();
         for parent in parent_refs {
-            let Some(attached) = attach(kind, (namespace, hostnames), parent, self.listeners, self.namespaces, report)
-            else {
+            let Some(attached) = attach(kind, (namespace, hostnames), parent, self, report) else {
                 continue;
             };
             let condition = match attached {
@@ -754,10 +755,10 @@ fn attach<'l, 's>(
     kind: &str,
     (route_namespace, hostnames): (&str, &[String]),
     parent: &ParentReference,
-    listeners: &'l [ServedListener<'s>],
-    namespaces: &HashMap<&str, &Namespace>,
+    to: &Parents<'l, 's>,
     report: &mut Report,
 ) -> Option<Result<Vec<(&'l ServedListener<'s>, String)>, StatusCondition>> {
+    let (listeners, namespaces) = (to.listeners, to.namespaces);
     if parent.group.as_deref().unwrap_or(GROUP) != GROUP || parent.kind.as_deref().unwrap_or("Gateway") != "Gateway" {
         return None;
     }
@@ -770,6 +771,19 @@ fn attach<'l, 's>(
         .filter(|l| parent.port.is_none_or(|p| p == l.listener.port))
         .collect();
     if candidates.is_empty() {
+        // Listeners the reference names (served or not) whose protocol cannot carry the kind: not
+        // allowed, rather than missing.
+        let named: Vec<&Listener> = to.gateways[ours]
+            .spec
+            .listeners
+            .iter()
+            .filter(|l| parent.section_name.as_deref().is_none_or(|s| s == l.name))
+            .filter(|l| parent.port.is_none_or(|p| p == l.port))
+            .collect();
+        if !named.is_empty() && named.iter().all(|l| !carries(&l.protocol).contains(&kind)) {
+            let message = format!("the listeners this parentRef names do not carry {kind}s");
+            return Some(Err(StatusCondition::new("Accepted", false, "NotAllowedByListeners", message)));
+        }
         return Some(Err(StatusCondition::new(
             "Accepted",
             false,
@@ -804,6 +818,17 @@ fn attach<'l, 's>(
         )));
     }
     Some(Ok(found))
+}
+
+/// The route kinds a listener's protocol carries, of those ramjet serves.
+fn carries(protocol: &str) -> &'static [&'static str] {
+    match protocol {
+        "HTTP" | "HTTPS" => &[HTTP_ROUTE, GRPC_ROUTE],
+        "TCP" => &[TCP_ROUTE],
+        "UDP" => &[UDP_ROUTE],
+        "TLS" => &[TLS_ROUTE],
+        _ => &[],
+    }
 }
 
 /// Whether a listener's `allowedRoutes` admits a route of `kind` from `namespace`.

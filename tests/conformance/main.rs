@@ -12,13 +12,16 @@
 //! endpoints) behind an EndpointSlice the harness writes; the Deployments are not applied.
 //! The tests share one API server and its namespaces, so they run one at a time.
 //!
+//! The TCPRoute tests (`tcp_routes.rs`) come from the suite of v1.6.1, where TCPRoutes are v1;
+//! their Services' backends are the suite's TCP echo server, as its manifests ask.
+//!
 //! `docs/gateway-api.md` lists what passes in the suite's vocabulary, and what is not translated.
 
 use ramjet_test_support as support;
 use ramjet_test_support::{control_plane, go_tools, grpc_echo, h2_echo, h2client, kube_api, netns};
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
@@ -38,6 +41,10 @@ use support::client::{served_by, Conn, Response};
 use support::{eventually, temp_dir};
 
 const MODULE: &str = "sigs.k8s.io/gateway-api@v1.4.0";
+/// The suite whose Layer-4 tests (TCPRoute) are translated (a module of its own since v1.5), and
+/// the API whose CRDs for them are installed.
+const MODULE_L4: &str = "sigs.k8s.io/gateway-api/conformance@v1.6.1";
+const API_L4: &str = "sigs.k8s.io/gateway-api@v1.6.1";
 const CLASS: &str = "ramjet-conformance";
 const CONTROLLER: &str = "ramjet.dev/gateway-controller";
 const INFRA: &str = "gateway-conformance-infra";
@@ -50,19 +57,20 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// The suite's `RequiredConsecutiveSuccesses`.
 const CONSECUTIVE: usize = 3;
 
-fn module_dir() -> PathBuf {
+fn module_dir(module: &str) -> PathBuf {
     let out = Command::new("go")
-        .args(["mod", "download", "-json", MODULE])
+        .args(["mod", "download", "-json", module])
         .current_dir(std::env::temp_dir())
         .output()
         .expect("run go mod download");
-    assert!(out.status.success(), "go mod download {MODULE}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "go mod download {module}: {}", String::from_utf8_lossy(&out.stderr));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     PathBuf::from(info["Dir"].as_str().unwrap())
 }
 
 /// The documents of a manifest, with the GatewayClass name templated in. Gateways and routes
-/// written as `v1beta1` are sent as `v1`, the same schema, which the test client speaks.
+/// written as `v1beta1` are sent as `v1`, and ReferenceGrants written as `v1` (v1.6.1) as
+/// `v1beta1`: the same schemas, in the versions the test client speaks.
 fn documents(text: &str) -> Vec<Value> {
     serde_yaml_ng::Deserializer::from_str(&text.replace("{GATEWAY_CLASS_NAME}", CLASS))
         .filter_map(|doc| <Value as serde::Deserialize>::deserialize(doc).ok())
@@ -70,6 +78,9 @@ fn documents(text: &str) -> Vec<Value> {
         .map(|mut doc: Value| {
             if doc["apiVersion"] == format!("{GROUP}/v1beta1") && doc["kind"] != "ReferenceGrant" {
                 doc["apiVersion"] = json!(format!("{GROUP}/v1"));
+            }
+            if doc["apiVersion"] == format!("{GROUP}/v1") && doc["kind"] == "ReferenceGrant" {
+                doc["apiVersion"] = json!(format!("{GROUP}/v1beta1"));
             }
             doc
         })
@@ -86,6 +97,8 @@ struct Cluster {
     admin: Kube,
     kubeconfig: PathBuf,
     module: PathBuf,
+    /// The tests of the v1.6.1 suite ([`MODULE_L4`]).
+    l4_tests: PathBuf,
     /// Every backend of every Service applied so far, by `namespace/service`.
     backends: Mutex<BTreeMap<String, &'static Backend>>,
     /// The h2c backends of Services' other `appProtocol: kubernetes.io/h2c` ports, by
@@ -100,13 +113,21 @@ fn cluster() -> &'static Cluster {
     CLUSTER.get_or_init(|| {
         let plane = ControlPlane::shared();
         let admin = Kube::new(&plane.admin_kubeconfig);
-        let module = module_dir();
-        let crds = module.join("config/crd/standard");
-        for kind in ["gatewayclasses", "gateways", "httproutes", "grpcroutes", "referencegrants"] {
-            let yaml = std::fs::read_to_string(crds.join(format!("gateway.networking.k8s.io_{kind}.yaml"))).unwrap();
+        let (module, l4_api) = (module_dir(MODULE), module_dir(API_L4));
+        let crds = [
+            ("gatewayclasses", &module),
+            ("gateways", &module),
+            ("httproutes", &module),
+            ("grpcroutes", &module),
+            ("referencegrants", &l4_api),
+            ("tcproutes", &l4_api),
+        ];
+        for (kind, module) in crds {
+            let path = module.join(format!("config/crd/standard/gateway.networking.k8s.io_{kind}.yaml"));
+            let yaml = std::fs::read_to_string(path).unwrap();
             admin.try_apply_as(&yaml, "test").unwrap_or_else(|e| panic!("installing the {kind} CRD: {e}"));
         }
-        for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant"] {
+        for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TCPRoute"] {
             assert!(eventually(PATIENCE, || admin.try_list(kind, None).is_ok()), "the {kind} CRD is never served");
         }
         admin.apply(&format!(
@@ -118,6 +139,7 @@ fn cluster() -> &'static Cluster {
         let cluster = Cluster {
             admin,
             kubeconfig: plane.admin_kubeconfig.clone(),
+            l4_tests: module_dir(MODULE_L4).join("tests"),
             module,
             backends: Mutex::default(),
             h2c: Mutex::default(),
@@ -153,13 +175,29 @@ impl Cluster {
     /// Applies the documents (namespaces first; Deployments are for the kubelet there is not), with
     /// a local backend and an EndpointSlice for each Service. Returns the objects applied.
     fn apply(&self, docs: &[Value]) -> Vec<Value> {
+        // The Services whose Deployment runs the suite's TCP echo server (`TCP_ECHO_SERVER`).
+        let tcp_echo: Vec<&str> = docs
+            .iter()
+            .filter(|d| d["kind"] == "Deployment")
+            .filter(|d| {
+                let containers = d["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default();
+                containers
+                    .iter()
+                    .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
+                    .any(|e| e["name"] == "TCP_ECHO_SERVER")
+            })
+            .filter_map(|d| d["metadata"]["name"].as_str())
+            .collect();
         let mut applied = Vec::new();
         let mut ordered: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Namespace").collect();
         ordered.extend(docs.iter().filter(|d| d["kind"] != "Namespace" && d["kind"] != "Deployment"));
         for doc in ordered {
             self.admin.apply_value(doc, "test").unwrap_or_else(|e| panic!("apply: {e}\n{doc:#}"));
             applied.push(doc.clone());
-            if doc["kind"] == "Service" {
+            if doc["kind"] == "Service" && tcp_echo.contains(&name_of(doc).1.as_str()) {
+                let port = json!({ "name": doc["spec"]["ports"][0]["name"], "port": tcp_routes::echo_server(doc) });
+                applied.push(self.endpoint_slice(doc, vec![port]));
+            } else if doc["kind"] == "Service" {
                 applied.push(self.endpoints(doc));
             }
         }
@@ -195,13 +233,20 @@ impl Cluster {
             };
             named.push(json!({ "name": port["name"], "port": port_number }));
         }
+        self.endpoint_slice(service, named)
+    }
+
+    /// The EndpointSlice naming the backends' address (the backend namespace's) for `service`'s
+    /// `ports`, applied.
+    fn endpoint_slice(&self, service: &Value, ports: Vec<Value>) -> Value {
+        let (ns, name) = name_of(service);
         let slice = json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
             "metadata": { "name": format!("{name}-local"), "namespace": ns,
                           "labels": { "kubernetes.io/service-name": name } },
             "addressType": "IPv4",
-            "ports": named,
-            "endpoints": [{ "addresses": [addr.ip().to_string()] }],
+            "ports": ports,
+            "endpoints": [{ "addresses": [netns::BACKEND_IP.to_string()] }],
         });
         self.admin.apply_value(&slice, "test").unwrap();
         slice
@@ -270,10 +315,20 @@ impl Suite {
     }
 
     fn start_of(route_kind: &'static str, test: &str) -> Suite {
+        Self::start_in(route_kind, &cluster().module.join("conformance/tests"), test)
+    }
+
+    /// A test of the v1.6.1 suite ([`MODULE_L4`]).
+    fn start_l4(route_kind: &'static str, test: &str) -> Suite {
+        Self::start_in(route_kind, &cluster().l4_tests, test)
+    }
+
+    fn start_in(route_kind: &'static str, tests: &Path, test: &str) -> Suite {
         static SERIAL: Mutex<()> = Mutex::new(());
         let serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let cluster = cluster();
-        let applied = cluster.apply(&documents(&cluster.read(&format!("tests/{test}"))));
+        let manifest = std::fs::read_to_string(tests.join(test)).unwrap();
+        let applied = cluster.apply(&documents(&manifest));
         let identity = test.trim_end_matches(".yaml");
         let mut lease = LeaseOptions::new(format!("conformance-{identity}"), Some(INFRA.into()), identity);
         lease.retry = Duration::from_millis(100);
@@ -283,6 +338,7 @@ impl Suite {
         ramjet::install_crypto();
         let mut config = DaemonConfig::with_source(Source::Cluster(options));
         config.io_driver = IoDriver::Auto;
+        config.settings.drain_timeout = Duration::from_secs(1);
         let daemon = Daemon::start(config).expect("the daemon starts");
         Suite { daemon: Some(daemon), route_kind, applied, _serial: serial }
     }
@@ -613,10 +669,13 @@ impl Suite {
 }
 
 impl Drop for Suite {
-    /// Stops ramjet, then deletes what the test applied (but its namespaces: with no
-    /// controller-manager to finalize them, they would never go away).
+    /// Stops ramjet (its ports closed: the next test's Gateways may use the same numbers), then
+    /// deletes what the test applied (but its namespaces: with no controller-manager to finalize
+    /// them, they would never go away).
     fn drop(&mut self) {
-        drop(self.daemon.take());
+        if let Some(daemon) = self.daemon.take() {
+            daemon.shutdown();
+        }
         let c = cluster();
         for doc in self.applied.iter().rev().filter(|d| d["kind"] != "Namespace") {
             let (ns, name) = name_of(doc);
@@ -1590,3 +1649,5 @@ fn httproute_backend_protocol_websocket() {
         |(status, echoed)| *status == 101 && echoed.iter().all(|e| *e),
     );
 }
+
+mod tcp_routes;
