@@ -12,8 +12,9 @@
 //! endpoints) behind an EndpointSlice the harness writes; the Deployments are not applied.
 //! The tests share one API server and its namespaces, so they run one at a time.
 //!
-//! The TCPRoute tests (`tcp_routes.rs`) come from the suite of v1.6.1, where TCPRoutes are v1;
-//! their Services' backends are the suite's TCP echo server, as its manifests ask.
+//! The TCPRoute and UDPRoute tests (`tcp_routes.rs`, `udp_routes.rs`) come from the suite of
+//! v1.6.1, where those kinds are v1; their Services' backends are the suite's TCP and UDP echo
+//! servers, as its manifests ask.
 //!
 //! `docs/gateway-api.md` lists what passes in the suite's vocabulary, and what is not translated.
 
@@ -41,7 +42,7 @@ use support::client::{served_by, Conn, Response};
 use support::{eventually, temp_dir};
 
 const MODULE: &str = "sigs.k8s.io/gateway-api@v1.4.0";
-/// The suite whose Layer-4 tests (TCPRoute) are translated (a module of its own since v1.5), and
+/// The suite whose Layer-4 tests (TCPRoute, UDPRoute) are translated (a module of its own since v1.5), and
 /// the API whose CRDs for them are installed.
 const MODULE_L4: &str = "sigs.k8s.io/gateway-api/conformance@v1.6.1";
 const API_L4: &str = "sigs.k8s.io/gateway-api@v1.6.1";
@@ -121,13 +122,14 @@ fn cluster() -> &'static Cluster {
             ("grpcroutes", &module),
             ("referencegrants", &l4_api),
             ("tcproutes", &l4_api),
+            ("udproutes", &l4_api),
         ];
         for (kind, module) in crds {
             let path = module.join(format!("config/crd/standard/gateway.networking.k8s.io_{kind}.yaml"));
             let yaml = std::fs::read_to_string(path).unwrap();
             admin.try_apply_as(&yaml, "test").unwrap_or_else(|e| panic!("installing the {kind} CRD: {e}"));
         }
-        for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TCPRoute"] {
+        for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TCPRoute", "UDPRoute"] {
             assert!(eventually(PATIENCE, || admin.try_list(kind, None).is_ok()), "the {kind} CRD is never served");
         }
         admin.apply(&format!(
@@ -175,27 +177,36 @@ impl Cluster {
     /// Applies the documents (namespaces first; Deployments are for the kubelet there is not), with
     /// a local backend and an EndpointSlice for each Service. Returns the objects applied.
     fn apply(&self, docs: &[Value]) -> Vec<Value> {
-        // The Services whose Deployment runs the suite's TCP echo server (`TCP_ECHO_SERVER`).
-        let tcp_echo: Vec<&str> = docs
-            .iter()
-            .filter(|d| d["kind"] == "Deployment")
-            .filter(|d| {
-                let containers = d["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default();
-                containers
-                    .iter()
-                    .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
-                    .any(|e| e["name"] == "TCP_ECHO_SERVER")
-            })
-            .filter_map(|d| d["metadata"]["name"].as_str())
-            .collect();
+        // The Services whose Deployment runs the suite's TCP (UDP) echo server.
+        let running = |server: &str| -> Vec<&str> {
+            docs.iter()
+                .filter(|d| d["kind"] == "Deployment")
+                .filter(|d| {
+                    let containers =
+                        d["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default();
+                    containers
+                        .iter()
+                        .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
+                        .any(|e| e["name"] == server)
+                })
+                .filter_map(|d| d["metadata"]["name"].as_str())
+                .collect()
+        };
+        let (tcp_echo, udp_echo) = (running("TCP_ECHO_SERVER"), running("UDP_ECHO_SERVER"));
         let mut applied = Vec::new();
         let mut ordered: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Namespace").collect();
         ordered.extend(docs.iter().filter(|d| d["kind"] != "Namespace" && d["kind"] != "Deployment"));
         for doc in ordered {
             self.admin.apply_value(doc, "test").unwrap_or_else(|e| panic!("apply: {e}\n{doc:#}"));
             applied.push(doc.clone());
-            if doc["kind"] == "Service" && tcp_echo.contains(&name_of(doc).1.as_str()) {
+            let service = name_of(doc).1;
+            if doc["kind"] == "Service" && tcp_echo.contains(&service.as_str()) {
                 let port = json!({ "name": doc["spec"]["ports"][0]["name"], "port": tcp_routes::echo_server(doc) });
+                applied.push(self.endpoint_slice(doc, vec![port]));
+            } else if doc["kind"] == "Service" && (udp_echo.contains(&service.as_str()) || service == "coredns") {
+                // The base manifests' CoreDNS (for `UDPRouteSimple`): a DNS server of our own.
+                let port = if service == "coredns" { udp_routes::dns_server() } else { udp_routes::echo_server(doc) };
+                let port = json!({ "name": doc["spec"]["ports"][0]["name"], "port": port, "protocol": "UDP" });
                 applied.push(self.endpoint_slice(doc, vec![port]));
             } else if doc["kind"] == "Service" {
                 applied.push(self.endpoints(doc));
@@ -1651,3 +1662,4 @@ fn httproute_backend_protocol_websocket() {
 }
 
 mod tcp_routes;
+mod udp_routes;

@@ -58,7 +58,7 @@ pub(super) fn echo_server(service: &Value) -> u16 {
 }
 
 /// The Gateway's address with a listener's port (`WaitForGatewayAddress` with a listener).
-fn address(gateway: &str, listener: &str) -> SocketAddr {
+pub(super) fn address(gateway: &str, listener: &str) -> SocketAddr {
     let (ns, name) = split(gateway);
     let gw = cluster().get("Gateway", ns, name);
     let port = gw["spec"]["listeners"]
@@ -125,7 +125,7 @@ fn expect_backend(addr: SocketAddr, backend: &str, namespace: &str) {
 }
 
 /// `GatewayMustHaveListeners` for one listener: its status has these kinds, conditions and routes.
-fn listener_status(gateway: &str, listener: &str, kind: &str, attached: u64) {
+pub(super) fn listener_status(gateway: &str, listener: &str, kind: &str, attached: u64) {
     let (ns, name) = split(gateway);
     status_until(
         &format!("listener {listener} of {gateway}: {kind}, Accepted, {attached} routes"),

@@ -44,17 +44,26 @@ ip netns exec ramjet-test ip link set lo up
 
 /// A listener on [`BACKEND_IP`], inside [`BACKEND_NETNS`]: bound from a thread that joins the
 /// namespace, so only that socket lives there.
-#[allow(unsafe_code)]
 pub fn bind_backend() -> std::net::TcpListener {
+    in_backend_netns(|| std::net::TcpListener::bind((BACKEND_IP, 0)))
+}
+
+/// A UDP socket on [`BACKEND_IP`], inside [`BACKEND_NETNS`], as [`bind_backend`] binds.
+pub fn bind_backend_udp() -> std::net::UdpSocket {
+    in_backend_netns(|| std::net::UdpSocket::bind((BACKEND_IP, 0)))
+}
+
+#[allow(unsafe_code)]
+fn in_backend_netns<S: Send + 'static>(bind: fn() -> std::io::Result<S>) -> S {
     use std::os::fd::AsRawFd;
     backend_netns();
-    std::thread::spawn(|| {
+    std::thread::spawn(move || {
         let ns = std::fs::File::open(format!("/var/run/netns/{BACKEND_NETNS}")).expect("the backend namespace");
         // SAFETY: setns(2) with an open namespace fd changes only this thread's network namespace;
         // the thread ends right after binding.
         let joined = unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) };
         assert_eq!(joined, 0, "setns: {}", std::io::Error::last_os_error());
-        std::net::TcpListener::bind((BACKEND_IP, 0)).expect("bind in the backend namespace")
+        bind().expect("bind in the backend namespace")
     })
     .join()
     .expect("the binding thread")
