@@ -86,7 +86,11 @@ pub(crate) async fn admit<'t: 'h, 'h, 'w>(
         }
     }
     if let Some(auth) = extras.external_auth() {
-        match external_auth::ask(worker, table, auth, asking, (view.each_field(), held.certificate.as_ref())).await {
+        // Boxed: the sub-request's state (an upstream exchange) is not carried by the future of
+        // every request admitted, only by those that ask a service.
+        let asked =
+            Box::pin(external_auth::ask(worker, table, auth, asking, (view.each_field(), held.certificate.as_ref())));
+        match asked.await {
             Verdict::Pass(passed) => held.passed = Some(passed),
             Verdict::Refuse(refusal) => {
                 let refusal = held.refusal.insert(refusal);
