@@ -133,7 +133,13 @@ fn a_gateway_tcp_listener_opens_and_closes_with_its_generation_and_a_rollback_br
             Service::new("db", "web").endpoints(&[web.addr]).yaml()
         );
         let http_route = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: { name: web, namespace: db }\nspec:\n  parentRefs: [{ name: edge, sectionName: http }]\n  hostnames: [web.test]\n  rules: [{ backendRefs: [{ name: web, port: 80 }] }]\n";
-        let with_tcp = format!("{GATEWAY_CLASS}{}{services}{http_route}", gateway_with_tcp(port));
+        // A second TCP listener that stays, on a Gateway of its own.
+        let steady = free_port();
+        let steady_gateway = format!(
+            "---\napiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {{ name: steady, namespace: db }}\nspec:\n  gatewayClassName: ramjet\n  listeners: [{{ name: pg, port: {steady}, protocol: TCP }}]\n\
+             ---\napiVersion: gateway.networking.k8s.io/v1\nkind: TCPRoute\nmetadata: {{ name: steady, namespace: db }}\nspec:\n  parentRefs: [{{ name: steady, sectionName: pg }}]\n  rules: [{{ backendRefs: [{{ name: pg, port: 5432 }}] }}]\n"
+        );
+        let with_tcp = format!("{GATEWAY_CLASS}{}{steady_gateway}{services}{http_route}", gateway_with_tcp(port));
         write(&file, &with_tcp);
         let d = manifests_daemon(&dir, driver, 2);
         assert!(
@@ -144,9 +150,28 @@ fn a_gateway_tcp_listener_opens_and_closes_with_its_generation_and_a_rollback_br
         assert_eq!((name.as_str(), echoed.as_slice()), ("pg", &b"select 1"[..]), "{driver:?}");
         let with_tcp_generation = d.published.current().number;
 
-        // HTTP requests all along, counted: none may fail while the TCP listener comes and goes.
+        assert!(eventually(Duration::from_secs(10), || exchange(steady, b"x").is_ok()), "{driver:?}: steady");
+
+        // HTTP requests and connections to the other TCP port all along, counted: none may fail
+        // while the TCP listener comes and goes.
         let stop = Arc::new(AtomicBool::new(false));
         let failures = Arc::new(AtomicUsize::new(0));
+        let tcp_prober = {
+            let (stop, failures) = (stop.clone(), failures.clone());
+            std::thread::spawn(move || {
+                let mut sent = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    match exchange(steady, b"steady") {
+                        Ok((name, echoed)) if name == "pg" && echoed == b"steady" => {}
+                        _ => {
+                            failures.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                    sent += 1;
+                }
+                sent
+            })
+        };
         let prober = {
             let (stop, failures, http) = (stop.clone(), failures.clone(), d.http_addr());
             std::thread::spawn(move || {
@@ -192,9 +217,13 @@ fn a_gateway_tcp_listener_opens_and_closes_with_its_generation_and_a_rollback_br
         );
 
         stop.store(true, Ordering::SeqCst);
-        let sent = prober.join().unwrap();
-        assert!(sent > 10, "{driver:?}: only {sent} HTTP requests were made");
-        assert_eq!(failures.load(Ordering::SeqCst), 0, "{driver:?}: HTTP requests failed while TCP listeners changed");
+        let (sent, relayed) = (prober.join().unwrap(), tcp_prober.join().unwrap());
+        assert!(sent > 10 && relayed > 10, "{driver:?}: only {sent} HTTP requests and {relayed} relays were made");
+        assert_eq!(
+            failures.load(Ordering::SeqCst),
+            0,
+            "{driver:?}: HTTP requests or relays on the other port failed while a TCP listener changed"
+        );
         d.shutdown();
     }
 }
