@@ -12,9 +12,9 @@
 //! endpoints) behind an EndpointSlice the harness writes; the Deployments are not applied.
 //! The tests share one API server and its namespaces, so they run one at a time.
 //!
-//! The TCPRoute and UDPRoute tests (`tcp_routes.rs`, `udp_routes.rs`) come from the suite of
-//! v1.6.1, where those kinds are v1; their Services' backends are the suite's TCP and UDP echo
-//! servers, as its manifests ask.
+//! The TCPRoute, UDPRoute and TLSRoute tests (`tcp_routes.rs`, `udp_routes.rs`, `tls_routes.rs`)
+//! come from the suite of v1.6.1, where those kinds are v1; their Services' backends are the
+//! suite's TCP and UDP echo servers, as its manifests ask.
 //!
 //! `docs/gateway-api.md` lists what passes in the suite's vocabulary, and what is not translated.
 
@@ -42,7 +42,7 @@ use support::client::{served_by, Conn, Response};
 use support::{eventually, temp_dir};
 
 const MODULE: &str = "sigs.k8s.io/gateway-api@v1.4.0";
-/// The suite whose Layer-4 tests (TCPRoute, UDPRoute) are translated (a module of its own since v1.5), and
+/// The suite whose Layer-4 tests (TCPRoute, UDPRoute, TLSRoute) are translated (a module of its own since v1.5), and
 /// the API whose CRDs for them are installed.
 const MODULE_L4: &str = "sigs.k8s.io/gateway-api/conformance@v1.6.1";
 const API_L4: &str = "sigs.k8s.io/gateway-api@v1.6.1";
@@ -123,13 +123,16 @@ fn cluster() -> &'static Cluster {
             ("referencegrants", &l4_api),
             ("tcproutes", &l4_api),
             ("udproutes", &l4_api),
+            ("tlsroutes", &l4_api),
         ];
         for (kind, module) in crds {
             let path = module.join(format!("config/crd/standard/gateway.networking.k8s.io_{kind}.yaml"));
             let yaml = std::fs::read_to_string(path).unwrap();
             admin.try_apply_as(&yaml, "test").unwrap_or_else(|e| panic!("installing the {kind} CRD: {e}"));
         }
-        for kind in ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TCPRoute", "UDPRoute"] {
+        for kind in
+            ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TCPRoute", "UDPRoute", "TLSRoute"]
+        {
             assert!(eventually(PATIENCE, || admin.try_list(kind, None).is_ok()), "the {kind} CRD is never served");
         }
         admin.apply(&format!(
@@ -334,7 +337,17 @@ impl Suite {
         Self::start_in(route_kind, &cluster().l4_tests, test)
     }
 
+    /// A TLSRoute test of the v1.6.1 suite: ramjet's HTTPS port is the Gateways' 443 only, so that
+    /// a TLS listener on 8443 is one of its own (the chart maps both to HTTPS by default).
+    fn start_l4_tls(route_kind: &'static str, test: &str) -> Suite {
+        Self::start_with(route_kind, &cluster().l4_tests, test, &[443])
+    }
+
     fn start_in(route_kind: &'static str, tests: &Path, test: &str) -> Suite {
+        Self::start_with(route_kind, tests, test, &IngressOptions::default().https_ports)
+    }
+
+    fn start_with(route_kind: &'static str, tests: &Path, test: &str, https_ports: &[u16]) -> Suite {
         static SERIAL: Mutex<()> = Mutex::new(());
         let serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let cluster = cluster();
@@ -343,7 +356,8 @@ impl Suite {
         let identity = test.trim_end_matches(".yaml");
         let mut lease = LeaseOptions::new(format!("conformance-{identity}"), Some(INFRA.into()), identity);
         lease.retry = Duration::from_millis(100);
-        let mut options = ClusterOptions::new(Some(cluster.kubeconfig.clone()), IngressOptions::default(), lease);
+        let ingress = IngressOptions { https_ports: https_ports.to_vec(), ..IngressOptions::default() };
+        let mut options = ClusterOptions::new(Some(cluster.kubeconfig.clone()), ingress, lease);
         options.status_addresses = StatusAddresses::Addresses(vec![ADDRESS.into()]);
         options.debounce = Duration::from_millis(5);
         ramjet::install_crypto();
@@ -1662,4 +1676,5 @@ fn httproute_backend_protocol_websocket() {
 }
 
 mod tcp_routes;
+mod tls_routes;
 mod udp_routes;

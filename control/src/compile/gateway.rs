@@ -404,12 +404,20 @@ fn tls_routes<'s>(
             generation: route.metadata.generation,
             parents,
         });
-        // Without a backend to relay to, the names are not served (their handshakes are refused).
+        let shown = |host: &str| if host.is_empty() { "any server name".to_string() } else { host.to_string() };
+        // Without a backend to relay to, the names' connections are closed after their ClientHello:
+        // on a port of its own they are not served; on ramjet's HTTPS port they are passed to a
+        // backend that takes no connection, so that they are not terminated as HTTPS instead.
         if backends.iter().all(|b| b.weight == 0) {
+            let closed = error_backend(resolver);
+            for (_, host) in found.into_iter().filter(|(l, _)| !l.own_tls_port) {
+                if !draft.builder.add_passthrough(&host, closed.clone()) {
+                    draft.warn(&object, format!("{} is already passed through by an older route", shown(&host)));
+                }
+            }
             continue;
         }
         let source = format!("{namespace}/{name}");
-        let shown = |host: &str| if host.is_empty() { "any server name".to_string() } else { host.to_string() };
         let mut passed = BTreeSet::new();
         for (listener, host) in found {
             if !listener.own_tls_port {

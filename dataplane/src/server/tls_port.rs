@@ -6,7 +6,9 @@
 //! - a name terminated gets its handshake here, with the entry's certificate, and the plain bytes
 //!   are relayed both ways as a TCP route's are ([`crate::base::buf::splice`], with its idle timeout).
 //!
-//! A name the port does not serve, or one without a backend, gets the `unrecognized_name` alert.
+//! A name the port does not serve, or one without a backend, is refused: the connection is closed
+//! after its ClientHello, with no alert (as Envoy does when no filter chain matches; the Gateway
+//! API's conformance suite wants the client to see the connection end).
 //! The entry is read from the generation serving when the ClientHello arrives: a change applies
 //! to new connections, and running ones finish as they started. A terminated name's server
 //! configuration (one per certificate) is built on first use and kept by the port's accept loop.
@@ -15,7 +17,6 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use monoio::io::AsyncWriteRentExt;
 use monoio::net::TcpStream;
 use monoio_rustls::ServerTlsStream;
 use ramjet_shared::{CertId, Published};
@@ -57,14 +58,14 @@ impl TlsPort {
             target.and_then(|t| Some((t.terminate, tcp::pick(worker, &t.route)?)))
         };
         let Some((terminate, backend)) = chosen else {
-            return refuse(worker, &mut client, UNRECOGNIZED_NAME).await;
+            return worker.counters().tls_handshake_failed();
         };
         let Some(certificate) = terminate else {
             return Box::pin(passthrough::splice(worker, client, seen, &backend)).await;
         };
         let Some(config) = self.config(certificate) else {
             // The store lacks a certificate its table names: cannot happen (published first).
-            return refuse(worker, &mut client, INTERNAL_ERROR).await;
+            return worker.counters().tls_handshake_failed();
         };
         let handshake = async {
             let session = client_hello::continue_with(&mut client, accepted, config).await?;
@@ -104,16 +105,4 @@ impl ResolvesServerCert for Presents {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.0.clone())
     }
-}
-
-/// The TLS alerts a port refuses a ClientHello with (RFC 8446 §6.2).
-const UNRECOGNIZED_NAME: u8 = 112;
-const INTERNAL_ERROR: u8 = 80;
-
-/// Sends a fatal alert record and counts a failed handshake; the connection then closes.
-async fn refuse(worker: &Worker, client: &mut TcpStream, description: u8) {
-    worker.counters().tls_handshake_failed();
-    // An alert record: type 21, TLS 1.2 record version, two bytes (fatal, why).
-    let record = vec![21, 3, 3, 0, 2, 2, description];
-    let _ = client.write_all(record).await;
 }

@@ -1,0 +1,153 @@
+//! The suite's TLSRoute tests (v1.6.1) that need no TLS backend of the suite's: the status it
+//! waits for, and that a name whose route has no usable backend is refused (the connection closed
+//! during the handshake, as `MakeTLSConnectionAndExpectEventuallyConnectionRejection` wants). The
+//! ones that reach the suite's TLS echo servers (`TLSRouteSimpleSameNamespace`,
+//! `TLSRouteHostnameIntersection`, the mixed and terminate ones) are not translated yet:
+//! `tests/tls_routes.rs` covers them on backends of our own.
+
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{cluster, has_condition, latest, split, status_until, Suite, PATIENCE};
+
+/// `MakeTLSConnectionAndExpectEventuallyConnectionRejection`: until a TLS handshake for
+/// `server_name` ends with the connection closed or reset (not a certificate the client refuses).
+fn expect_rejection(addr: SocketAddr, server_name: &str) {
+    let config = Arc::new(
+        rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::from_iter(webpki_roots()))
+            .with_no_client_auth(),
+    );
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let name = rustls::pki_types::ServerName::try_from(server_name.to_string()).unwrap();
+        let mut session = rustls::ClientConnection::new(config.clone(), name).unwrap();
+        let mut tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // The suite's `isConnectionRejected`: EOF or a reset, during the handshake.
+        let rejected = session.complete_io(&mut tcp).is_err_and(|e| {
+            matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset)
+        });
+        if rejected {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{addr}: a handshake for {server_name} was not refused");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// No roots: every certificate is refused, so a handshake that completes is never taken for one
+/// that was rejected, and one that ends in a certificate error is not a rejection either.
+fn webpki_roots() -> Vec<rustls::pki_types::TrustAnchor<'static>> {
+    Vec::new()
+}
+
+/// The address a client of a TLS listener on port 443 reaches: ramjet's HTTPS listener.
+fn https_address(s: &Suite) -> SocketAddr {
+    s.daemon().https_addr().unwrap()
+}
+
+/// `GatewayAndTLSRoutesMustBeAccepted`, and the route's hostnames.
+fn accepted(s: &Suite, gateway: &str, route: &str) -> Vec<String> {
+    s.accepted_on(gateway, &[None], &[route]);
+    let (ns, name) = split(route);
+    let route = cluster().get("TLSRoute", ns, name);
+    route["spec"]["hostnames"].as_array().into_iter().flatten().filter_map(|h| h.as_str()).map(String::from).collect()
+}
+
+#[test]
+fn tlsroute_invalid_backendref_nonexistent() {
+    let s = Suite::start_l4_tls("TLSRoute", "tlsroute-invalid-backendref-nonexistent.yaml");
+    let (gateway, route) = ("gateway-tlsroute-invalid-backend-ref-nonexistent", "invalid-backend-ref-nonexistent");
+    let hostnames = accepted(&s, gateway, route);
+    s.route_condition(route, gateway, "ResolvedRefs", "False", "BackendNotFound");
+    expect_rejection(https_address(&s), &hostnames[0]);
+}
+
+#[test]
+fn tlsroute_invalid_backendref_unknown_kind() {
+    let s = Suite::start_l4_tls("TLSRoute", "tlsroute-invalid-backendref-unknown-kind.yaml");
+    let (gateway, route) = ("gateway-tlsroute-invalid-backend-ref-unknown-kind", "invalid-backend-ref-unknown-kind");
+    let hostnames = accepted(&s, gateway, route);
+    s.route_condition(route, gateway, "ResolvedRefs", "False", "InvalidKind");
+    expect_rejection(https_address(&s), &hostnames[0]);
+}
+
+#[test]
+fn tlsroute_invalid_reference_grant() {
+    let s = Suite::start_l4_tls("TLSRoute", "tlsroute-invalid-reference-grant.yaml");
+    let (gateway, route) = ("gateway-tlsroute-referencegrant", "gateway-conformance-infra-test");
+    accepted(&s, gateway, route);
+    s.route_condition(route, gateway, "ResolvedRefs", "False", "RefNotPermitted");
+}
+
+#[test]
+fn tlsroute_invalid_no_matching_listener() {
+    let s = Suite::start_l4_tls("TLSRoute", "tlsroute-invalid-no-matching-listener.yaml");
+    let refused = [
+        ("tlsroute-not-allowed-protocol-http", "gateway-tlsroute-http-only", "NotAllowedByListeners"),
+        ("tlsroute-not-allowed-protocol-https", "gateway-tlsroute-https-only", "NotAllowedByListeners"),
+        ("tlsroute-no-matching-section-name", "gateway-tlsroute-tls-passthrough-only", "NoMatchingParent"),
+    ];
+    for (route, gateway, reason) in refused {
+        s.route_condition(route, gateway, "Accepted", "False", reason);
+    }
+    for (route, _, _) in refused {
+        s.no_accepted_parents(route);
+    }
+    s.zero_routes("gateway-tlsroute-http-only");
+    s.zero_routes("gateway-tlsroute-https-only");
+}
+
+#[test]
+fn tlsroute_invalid_no_matching_listener_hostname() {
+    let s = Suite::start_l4_tls("TLSRoute", "tlsroute-invalid-no-matching-listener-hostname.yaml");
+    let refused = [
+        ("tlsroute-hostname-mismatch-1", "gateway-tls-exact-hostname"),
+        ("tlsroute-hostname-mismatch-2", "gateway-tls-wildcard-hostname"),
+    ];
+    for (route, gateway) in refused {
+        s.route_condition(route, gateway, "Accepted", "False", "NoMatchingListenerHostname");
+    }
+    for (route, gateway) in refused {
+        s.no_accepted_parents(route);
+        s.zero_routes(gateway);
+    }
+}
+
+/// `GatewayStatusMustHaveListeners` for one listener: TLSRoute among its kinds, no route attached,
+/// and the condition.
+fn listener_with(gateway: &str, listener: &str, (type_, status, reason): (&str, &str, &str)) {
+    let (ns, name) = split(gateway);
+    status_until(
+        &format!("listener {listener} of {gateway}: TLSRoute, {type_}={status} ({reason})"),
+        || cluster().get("Gateway", ns, name),
+        |gw| {
+            latest(gw, &gw["status"]["conditions"])
+                && gw["status"]["listeners"].as_array().is_some_and(|ls| {
+                    ls.iter().any(|l| {
+                        l["name"] == listener
+                            && l["attachedRoutes"] == 0
+                            && l["supportedKinds"]
+                                .as_array()
+                                .is_some_and(|k| k.len() == 1 && k[0]["kind"] == "TLSRoute")
+                            && has_condition(&l["conditions"], type_, status, reason)
+                    })
+                })
+        },
+    );
+}
+
+#[test]
+fn tlsroute_listener_passthrough_supported_kinds() {
+    let _s = Suite::start_l4_tls("TLSRoute", "tlsroute-listener-passthrough-supported-kinds.yaml");
+    let gateway = "gateway-tlsroute-passthrough-supported-kind";
+    listener_with(gateway, "tls-passthrough", ("ResolvedRefs", "False", "InvalidRouteKinds"));
+}
+
+#[test]
+fn tlsroute_listener_terminate_supported_kinds() {
+    let _s = Suite::start_l4_tls("TLSRoute", "tlsroute-listener-terminate-supported-kinds.yaml");
+    listener_with("gateway-tlsroute-terminate-supported", "tls-terminate", ("Accepted", "True", "Accepted"));
+}
