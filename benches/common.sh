@@ -29,3 +29,19 @@ stop_child() {
     wait "$child" 2>/dev/null || true
   fi
 }
+
+# build_unless_no_build ARG...: builds target/release/ramjet unless the arguments hold --no-build,
+# and leaves the other arguments in the array `args` (for the harness).
+build_unless_no_build() {
+  local build=1 a
+  args=()
+  for a in "$@"; do
+    case "$a" in
+      --no-build) build=0 ;;
+      *) args+=("$a") ;;
+    esac
+  done
+  if ((build)); then
+    (cd "$repo" && cargo build --release --bin ramjet)
+  fi
+}

@@ -15,15 +15,6 @@ repo="$(cd "$here/../.." && pwd)"
 # shellcheck source=../common.sh
 source "$here/../common.sh"
 
-args=()
-build=1
-for a in "$@"; do
-  case "$a" in
-    --no-build) build=0 ;;
-    *) args+=("$a") ;;
-  esac
-done
-
 need=()
 command -v wrk >/dev/null || need+=(wrk)
 command -v nginx >/dev/null || need+=(nginx)
@@ -33,7 +24,5 @@ command -v curl >/dev/null || need+=(curl)
 command -v taskset >/dev/null || need+=(util-linux)
 apt_install "${need[@]}"
 
-if ((build)); then
-  (cd "$repo" && cargo build --release --bin ramjet)
-fi
+build_unless_no_build "$@"
 run_child python3 "$here/run.py" "${args[@]}"

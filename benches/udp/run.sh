@@ -15,15 +15,6 @@ repo="$(cd "$here/../.." && pwd)"
 # shellcheck source=../common.sh
 source "$here/../common.sh"
 
-args=()
-build=1
-for a in "$@"; do
-  case "$a" in
-    --no-build) build=0 ;;
-    *) args+=("$a") ;;
-  esac
-done
-
 need=()
 command -v nginx >/dev/null || need+=(nginx)
 [[ -e /usr/lib/nginx/modules/ngx_stream_module.so ]] || need+=(libnginx-mod-stream)
@@ -31,7 +22,5 @@ command -v gcc >/dev/null || need+=(gcc)
 command -v taskset >/dev/null || need+=(util-linux)
 apt_install "${need[@]}"
 
-if ((build)); then
-  (cd "$repo" && cargo build --release --bin ramjet)
-fi
+build_unless_no_build "$@"
 run_child python3 "$here/run.py" "${args[@]}"

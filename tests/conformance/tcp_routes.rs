@@ -124,11 +124,17 @@ fn expect_backend(addr: SocketAddr, backend: &str, namespace: &str) {
     }
 }
 
-/// `GatewayMustHaveListeners` for one listener: its status has these kinds, conditions and routes.
-pub(super) fn listener_status(gateway: &str, listener: &str, kind: &str, attached: u64) {
+/// `GatewayStatusMustHaveListeners` for one listener: `kind` its only supported kind, `attached`
+/// routes, and the condition.
+pub(super) fn listener_status(
+    gateway: &str,
+    listener: &str,
+    (kind, attached): (&str, u64),
+    (type_, status, reason): (&str, &str, &str),
+) {
     let (ns, name) = split(gateway);
     status_until(
-        &format!("listener {listener} of {gateway}: {kind}, Accepted, {attached} routes"),
+        &format!("listener {listener} of {gateway}: {kind}, {attached} routes, {type_}={status} ({reason})"),
         || cluster().get("Gateway", ns, name),
         |gw| {
             latest(gw, &gw["status"]["conditions"])
@@ -136,8 +142,8 @@ pub(super) fn listener_status(gateway: &str, listener: &str, kind: &str, attache
                     ls.iter().any(|l| {
                         l["name"] == listener
                             && l["attachedRoutes"] == attached
-                            && l["supportedKinds"].as_array().is_some_and(|k| k.iter().any(|k| k["kind"] == kind))
-                            && has_condition(&l["conditions"], "Accepted", "True", "Accepted")
+                            && l["supportedKinds"].as_array().is_some_and(|k| k.len() == 1 && k[0]["kind"] == kind)
+                            && has_condition(&l["conditions"], type_, status, reason)
                     })
                 })
         },
@@ -220,7 +226,7 @@ fn tcproute_multiple_routes_attachment() {
     for route in [older, newer] {
         s.route_condition(route, gateway, "Accepted", "True", "Accepted");
     }
-    listener_status(gateway, "tcp", "TCPRoute", 2);
+    listener_status(gateway, "tcp", ("TCPRoute", 2), ("Accepted", "True", "Accepted"));
     let addr = address(gateway, "tcp");
     expect_backend(addr, "tcp-attach-backend-1", INFRA);
     for i in 0..100 {

@@ -9,7 +9,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{cluster, has_condition, latest, split, status_until, Suite, PATIENCE};
+use super::tcp_routes::listener_status;
+use super::{cluster, split, Suite, PATIENCE};
 
 /// `MakeTLSConnectionAndExpectEventuallyConnectionRejection`: until a TLS handshake for
 /// `server_name` ends with the connection closed or reset (not a certificate the client refuses).
@@ -116,38 +117,16 @@ fn tlsroute_invalid_no_matching_listener_hostname() {
     }
 }
 
-/// `GatewayStatusMustHaveListeners` for one listener: TLSRoute among its kinds, no route attached,
-/// and the condition.
-fn listener_with(gateway: &str, listener: &str, (type_, status, reason): (&str, &str, &str)) {
-    let (ns, name) = split(gateway);
-    status_until(
-        &format!("listener {listener} of {gateway}: TLSRoute, {type_}={status} ({reason})"),
-        || cluster().get("Gateway", ns, name),
-        |gw| {
-            latest(gw, &gw["status"]["conditions"])
-                && gw["status"]["listeners"].as_array().is_some_and(|ls| {
-                    ls.iter().any(|l| {
-                        l["name"] == listener
-                            && l["attachedRoutes"] == 0
-                            && l["supportedKinds"]
-                                .as_array()
-                                .is_some_and(|k| k.len() == 1 && k[0]["kind"] == "TLSRoute")
-                            && has_condition(&l["conditions"], type_, status, reason)
-                    })
-                })
-        },
-    );
-}
-
 #[test]
 fn tlsroute_listener_passthrough_supported_kinds() {
     let _s = Suite::start_l4_tls("TLSRoute", "tlsroute-listener-passthrough-supported-kinds.yaml");
     let gateway = "gateway-tlsroute-passthrough-supported-kind";
-    listener_with(gateway, "tls-passthrough", ("ResolvedRefs", "False", "InvalidRouteKinds"));
+    listener_status(gateway, "tls-passthrough", ("TLSRoute", 0), ("ResolvedRefs", "False", "InvalidRouteKinds"));
 }
 
 #[test]
 fn tlsroute_listener_terminate_supported_kinds() {
     let _s = Suite::start_l4_tls("TLSRoute", "tlsroute-listener-terminate-supported-kinds.yaml");
-    listener_with("gateway-tlsroute-terminate-supported", "tls-terminate", ("Accepted", "True", "Accepted"));
+    let gateway = "gateway-tlsroute-terminate-supported";
+    listener_status(gateway, "tls-terminate", ("TLSRoute", 0), ("Accepted", "True", "Accepted"));
 }

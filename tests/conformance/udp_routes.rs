@@ -140,7 +140,8 @@ fn udproute_parentref_attach_all_listeners() {
     let gateway = "udp-attach-all-listeners-gateway";
     s.route_parents("udp-route-attach-all", gateway, 1, false, ("Accepted", "True", "Accepted"));
     for listener in ["udp-1", "udp-2", "udp-3"] {
-        listener_status(gateway, listener, "UDPRoute", 1);
+        listener_status(gateway, listener, ("UDPRoute", 1), ("Accepted", "True", ""));
+        listener_status(gateway, listener, ("UDPRoute", 1), ("ResolvedRefs", "True", ""));
     }
     for listener in ["udp-1", "udp-2", "udp-3"] {
         expect_echo(address(gateway, listener), Some("udp-echo-attach-all"), INFRA);
@@ -201,7 +202,7 @@ fn udproute_multiple_routes_attachment() {
     for route in [older, newer] {
         s.route_condition(route, gateway, "Accepted", "True", "Accepted");
     }
-    listener_status(gateway, "udp", "UDPRoute", 2);
+    listener_status(gateway, "udp", ("UDPRoute", 2), ("Accepted", "True", "Accepted"));
     let addr = address(gateway, "udp");
     expect_echo(addr, Some("udp-attach-backend-1"), INFRA);
     for i in 0..100 {
