@@ -81,6 +81,17 @@ DOMAIN = "bench.local"
 ROUTES_PER_HOST = 10
 
 
+def write_results(out, lines, results):
+    """The results table (`lines`) into out/results.md and on stdout, the raw runs into results.json."""
+    text = "\n".join(lines) + "\n"
+    with open(f"{out}/results.md", "w") as f:
+        f.write(text)
+    with open(f"{out}/results.json", "w") as f:
+        json.dump(results, f, indent=1)
+    print(text)
+    log(f"results in {out}/results.md")
+
+
 def log(msg):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

@@ -17,7 +17,6 @@ Results: target/bench-tcp/<timestamp>/results.md (and results.json).
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -160,13 +159,7 @@ def main():
             errors = sum(r.get("errors", 0) for r in results[s.name][load])
             lines.append(f"| {load} | {s.name} | {med(s.name, load, rate):.0f} | {med(s.name, load, cpu):.3f} | {errors} | "
                          f"{ratio(s.name, load, rate):.2f} | {ratio(s.name, load, cpu):.2f} |")
-    text = "\n".join(lines) + "\n"
-    with open(f"{out}/results.md", "w") as f:
-        f.write(text)
-    with open(f"{out}/results.json", "w") as f:
-        json.dump(results, f, indent=1)
-    print(text)
-    bench.log(f"results in {out}/results.md")
+    bench.write_results(out, lines, results)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ Results: target/bench-udp/<timestamp>/results.md (and results.json).
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -138,13 +137,7 @@ def main():
         lost = sum(r["lost"] for r in results[s.name])
         lines.append(f"| {s.name} | {med(s.name, 'datagrams_per_s'):.0f} | {med(s.name, 'cpu_us_per_datagram'):.2f} | {lost} | "
                      f"{ratio(s.name, 'datagrams_per_s'):.2f} | {ratio(s.name, 'cpu_us_per_datagram'):.2f} |")
-    text = "\n".join(lines) + "\n"
-    with open(f"{out}/results.md", "w") as f:
-        f.write(text)
-    with open(f"{out}/results.json", "w") as f:
-        json.dump(results, f, indent=1)
-    print(text)
-    bench.log(f"results in {out}/results.md")
+    bench.write_results(out, lines, results)
 
 
 if __name__ == "__main__":
