@@ -34,13 +34,6 @@ fn tls_secret(pki: &Pki, file: &str) -> String {
     )
 }
 
-/// A client configuration that trusts `pki`'s CA only.
-fn trusting(pki: &Pki) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(pki.ca.clone()).unwrap();
-    Arc::new(rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth())
-}
-
 const OBJECTS: &str = r#"---
 apiVersion: gateway.networking.k8s.io/v1
 kind: Gateway
@@ -102,20 +95,24 @@ fn a_tlsroute_passes_its_names_through_unopened_beside_terminated_https() {
         std::fs::write(dir.join("all.yaml"), &manifests).unwrap();
         let d = manifests_daemon(&dir, driver, 1);
         let https = d.https_addr().unwrap();
-        let passed = || tls_get(https, trusting(&backend_pki), "abc.example.com", "abc.example.com", "");
+        let passed =
+            || tls_get(https, backend_pki.client(rustls::DEFAULT_VERSIONS), "abc.example.com", "abc.example.com", "");
         assert!(eventually(Duration::from_secs(10), || passed().is_ok()), "{driver:?}: {:?}", passed());
         // The backend's certificate verified, and the backend saw the client's server name.
         assert_eq!(passed().unwrap(), (200, "api sni=abc.example.com target=/\n".to_string()), "{driver:?}");
         // Another name: terminated by ramjet with the listener's certificate, routed over HTTP.
-        let terminated = tls_get(https, trusting(&edge_pki), "www.other.test", "www.other.test", "").unwrap();
+        let terminated =
+            tls_get(https, edge_pki.client(rustls::DEFAULT_VERSIONS), "www.other.test", "www.other.test", "").unwrap();
         assert_eq!(terminated.0, 200, "{driver:?}: {terminated:?}");
         assert!(terminated.1.contains("backend=web"), "{driver:?}: {terminated:?}");
         // A route hostname outside the listener's is not passed through (hostname intersection):
         // ramjet answers that handshake itself, which the backend's CA does not vouch for.
-        let outside = tls_get(https, trusting(&backend_pki), "abc.example.org", "abc.example.org", "");
+        let outside =
+            tls_get(https, backend_pki.client(rustls::DEFAULT_VERSIONS), "abc.example.org", "abc.example.org", "");
         assert!(outside.is_err(), "{driver:?}: {outside:?}");
         // Nor a name of the listener's wildcard that no route has.
-        let unrouted = tls_get(https, trusting(&backend_pki), "other.example.com", "other.example.com", "");
+        let unrouted =
+            tls_get(https, backend_pki.client(rustls::DEFAULT_VERSIONS), "other.example.com", "other.example.com", "");
         assert!(unrouted.is_err(), "{driver:?}: {unrouted:?}");
         assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
         d.shutdown();
@@ -214,7 +211,7 @@ fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_
         let dir = temp_dir("tlsport");
         std::fs::write(dir.join("all.yaml"), &manifests).unwrap();
         let d = manifests_daemon(&dir, driver, 2);
-        let terminated = || tls_exchange(port, trusting(&edge_pki), "tls.example.com", &payload);
+        let terminated = || tls_exchange(port, edge_pki.client(rustls::DEFAULT_VERSIONS), "tls.example.com", &payload);
         assert!(eventually(Duration::from_secs(10), || terminated().is_ok()), "{driver:?}: {:?}", terminated().err());
         // Terminated by ramjet's certificate for the name; the backend got the plain bytes, and
         // what it echoed came back whole.
@@ -224,21 +221,27 @@ fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_
         // Weights 3:1 over 200 connections: 50 expected on echo-b, σ ≈ 6.1.
         let mut on_b = 0;
         for _ in 0..200 {
-            let (name, _) = tls_exchange(port, trusting(&edge_pki), "tls.example.com", b"x").unwrap();
+            let (name, _) =
+                tls_exchange(port, edge_pki.client(rustls::DEFAULT_VERSIONS), "tls.example.com", b"x").unwrap();
             on_b += usize::from(name == "echo-b");
         }
         assert!((25..=75).contains(&on_b), "{driver:?}: {on_b} of 200 on echo-b at weights 3:1");
         // The other name of the same port: passed through, the backend's own certificate
         // verified and the client's server name seen by the backend.
-        let passed =
-            tls_get(([127, 0, 0, 1], port).into(), trusting(&backend_pki), "abc.example.com", "abc.example.com", "");
+        let passed = tls_get(
+            ([127, 0, 0, 1], port).into(),
+            backend_pki.client(rustls::DEFAULT_VERSIONS),
+            "abc.example.com",
+            "abc.example.com",
+            "",
+        );
         assert_eq!(passed, Ok((200, "api sni=abc.example.com target=/\n".to_string())), "{driver:?}");
         // A name the port does not serve: refused in the handshake, nothing relayed.
         let before = a.connections.load(Ordering::SeqCst) + b.connections.load(Ordering::SeqCst);
-        let unknown = tls_exchange(port, trusting(&edge_pki), "other.example.com", b"x");
+        let unknown = tls_exchange(port, edge_pki.client(rustls::DEFAULT_VERSIONS), "other.example.com", b"x");
         assert!(unknown.is_err(), "{driver:?}: {unknown:?}");
         // A client that trusts only the backend's CA cannot be passed a terminated name.
-        let wrong = tls_exchange(port, trusting(&backend_pki), "tls.example.com", b"x");
+        let wrong = tls_exchange(port, backend_pki.client(rustls::DEFAULT_VERSIONS), "tls.example.com", b"x");
         assert!(wrong.is_err(), "{driver:?}: {wrong:?}");
         // Not TLS at all: closed, nothing relayed.
         let mut plain = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -253,11 +256,12 @@ fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_
         assert_eq!(after, before, "{driver:?}: a refused handshake reached a backend");
         // A ClientHello dribbled a byte at a time is read whole, for either kind of name.
         let slow = Dribble::start(port);
-        let (name, echoed) = tls_exchange(slow.port, trusting(&edge_pki), "tls.example.com", b"slow").unwrap();
+        let (name, echoed) =
+            tls_exchange(slow.port, edge_pki.client(rustls::DEFAULT_VERSIONS), "tls.example.com", b"slow").unwrap();
         assert!(name.starts_with("echo-") && echoed == b"slow", "{driver:?}: {name} {echoed:?}");
         let passed = tls_get(
             ([127, 0, 0, 1], slow.port).into(),
-            trusting(&backend_pki),
+            backend_pki.client(rustls::DEFAULT_VERSIONS),
             "abc.example.com",
             "abc.example.com",
             "",

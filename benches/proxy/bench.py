@@ -81,6 +81,16 @@ DOMAIN = "bench.local"
 ROUTES_PER_HOST = 10
 
 
+def add_relay_args(p, repo):
+    """The options the Layer-4 relay benchmarks (benches/tcp, benches/udp) share."""
+    p.add_argument("--ramjet", default=f"{repo}/target/release/ramjet")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--duration", type=int, default=10, help="seconds per run")
+    p.add_argument("--proxy-cpus", default="0")
+    p.add_argument("--load-cpus", default="1")
+    p.add_argument("--stream-module", default="/usr/lib/nginx/modules/ngx_stream_module.so")
+
+
 def write_results(out, lines, results):
     """The results table (`lines`) into out/results.md and on stdout, the raw runs into results.json."""
     text = "\n".join(lines) + "\n"

@@ -99,15 +99,10 @@ def bulk(args, server, port):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ramjet", default=f"{REPO}/target/release/ramjet")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--duration", type=int, default=10, help="seconds per wrk run")
+    bench.add_relay_args(p, REPO)
     p.add_argument("--connections", type=int, default=50)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--bulk-transfers", type=int, default=4)
-    p.add_argument("--proxy-cpus", default="0")
-    p.add_argument("--load-cpus", default="1")
-    p.add_argument("--stream-module", default="/usr/lib/nginx/modules/ngx_stream_module.so")
     args = p.parse_args()
 
     out = f"{REPO}/target/bench-tcp/{time.strftime('%Y%m%d-%H%M%S')}"

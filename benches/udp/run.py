@@ -80,14 +80,9 @@ def run_load(args, tool, server, port):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--ramjet", default=f"{REPO}/target/release/ramjet")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--duration", type=int, default=10, help="seconds per run")
+    bench.add_relay_args(p, REPO)
     p.add_argument("--flows", type=int, default=64)
     p.add_argument("--size", type=int, default=64, help="bytes per datagram")
-    p.add_argument("--proxy-cpus", default="0")
-    p.add_argument("--load-cpus", default="1")
-    p.add_argument("--stream-module", default="/usr/lib/nginx/modules/ngx_stream_module.so")
     args = p.parse_args()
 
     out = f"{REPO}/target/bench-udp/{time.strftime('%Y%m%d-%H%M%S')}"

@@ -326,6 +326,7 @@ fn port_routes<'s>(
     let (kind, mut routes): (&'static str, Vec<(&ObjectMeta, &TcpRouteSpec)>) = match transport {
         Transport::Tcp => (TCP_ROUTE, snapshot.tcp_routes.iter().map(|r| (&r.metadata, &r.spec)).collect()),
         Transport::Udp => (UDP_ROUTE, snapshot.udp_routes.iter().map(|r| (&r.metadata, &r.spec)).collect()),
+        // TLSRoutes go by server name: `tls_routes`.
         Transport::Tls => return,
     };
     routes.sort_by(|a, b| age(a.0).cmp(&age(b.0)));

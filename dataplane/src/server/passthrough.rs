@@ -12,7 +12,7 @@ use crate::worker::Worker;
 /// Connects to one of `backend`'s endpoints (the next in turn; a refused one moves on once),
 /// sends `hello`, and splices the two connections until either side closes.
 pub(crate) async fn splice(worker: &Worker, client: TcpStream, hello: Vec<u8>, backend: &Backend) {
-    let Some(mut upstream) = super::tcp::connect(worker, backend).await else { return };
+    let Some(mut upstream) = super::relay_backend::connect(worker, backend).await else { return };
     let (sent, _) = upstream.write_all(hello).await;
     if sent.is_err() {
         return;

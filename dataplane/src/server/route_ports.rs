@@ -148,7 +148,9 @@ pub(crate) async fn serve(worker: Rc<Worker>, ports: Arc<RoutePorts>, wake: Wake
                 PortSockets::Tcp(all) => all.get(worker.id).map(|s| {
                     let listener = s.try_clone().and_then(monoio::net::TcpListener::from_std)?;
                     let relay = match transport {
-                        Transport::Tls => super::tcp::Relay::Tls(super::tls_port::TlsPort::new(port, &ports)),
+                        Transport::Tls => {
+                            super::tcp::Relay::Tls(super::tls_port::TlsPort::new(port, ports.published.clone()))
+                        }
                         Transport::Tcp | Transport::Udp => super::tcp::Relay::Tcp(port),
                     };
                     monoio::spawn(super::tcp::accept(worker.clone(), listener, relay, stop.clone()));

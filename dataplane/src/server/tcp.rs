@@ -12,12 +12,12 @@
 //! connections (a slowloris among them) do not hold sockets and backends for ever.
 
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use monoio::net::{TcpListener, TcpStream};
-use ramjet_shared::{Backend, BackendKind, PortRoute, Transport, UpstreamErrorKind};
+use ramjet_shared::Transport;
 
+use super::relay_backend;
 use super::tls_port::TlsPort;
 use crate::base::drain::DrainSignal;
 use crate::worker::Worker;
@@ -73,37 +73,11 @@ async fn relay(worker: &Worker, client: TcpStream, port: u16) {
     let backend = {
         let generation = worker.generation();
         let Some(route) = generation.table.port_route(Transport::Tcp, port) else { return };
-        let Some(backend) = pick(worker, route) else { return };
+        let Some(backend) = relay_backend::pick(worker, route) else { return };
         backend
     };
-    if let Some(upstream) = connect(worker, &backend).await {
+    if let Some(upstream) = relay_backend::connect(worker, &backend).await {
         let idle = (&*worker.coarse_timer, worker.settings.tcp_idle_timeout);
         crate::base::buf::splice(client, upstream, Some(idle)).await;
     }
-}
-
-/// One of a port route's backends, drawn by weight (`None`: none has a weight).
-pub(crate) fn pick(worker: &Worker, route: &PortRoute) -> Option<Arc<Backend>> {
-    if route.rule.backends.is_empty() || route.rule.total == 0 {
-        return None;
-    }
-    Some(route.rule.pick(worker.random() % route.rule.total).backend.clone())
-}
-
-/// A connection to one of `backend`'s endpoints (the next in turn; a refused one moves on once),
-/// within the upstream connect timeout.
-pub(crate) async fn connect(worker: &Worker, backend: &Backend) -> Option<TcpStream> {
-    let BackendKind::Endpoints(endpoints) = &backend.kind else { return None };
-    if endpoints.is_empty() {
-        return None;
-    }
-    let first = worker.next_endpoint(backend.slot, endpoints.len());
-    let timeout = worker.settings.upstream_timeout;
-    for index in [first, (first + 1) % endpoints.len()].into_iter().take(endpoints.len().min(2)) {
-        match worker.timeout(timeout, crate::upstream::connect::connect_tcp(endpoints[index])).await {
-            Ok(Ok(stream)) => return Some(stream),
-            _ => worker.counters().upstream_error(UpstreamErrorKind::Connect),
-        }
-    }
-    None
 }

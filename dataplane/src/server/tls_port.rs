@@ -24,8 +24,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
-use super::route_ports::RoutePorts;
-use super::{client_hello, passthrough, tcp, tls};
+use super::{client_hello, passthrough, relay_backend, tls};
 use crate::worker::Worker;
 
 /// The most server configurations a port keeps (one per certificate it terminates with).
@@ -40,8 +39,9 @@ pub(crate) struct TlsPort {
 }
 
 impl TlsPort {
-    pub fn new(port: u16, ports: &RoutePorts) -> Rc<Self> {
-        Rc::new(TlsPort { port, published: ports.published.clone(), configs: RefCell::default() })
+    /// `published`: where the certificates of the names it terminates are found.
+    pub fn new(port: u16, published: Arc<Published>) -> Rc<Self> {
+        Rc::new(TlsPort { port, published, configs: RefCell::default() })
     }
 
     /// Serves one connection: its ClientHello within the header timeout, then as its name says.
@@ -55,7 +55,7 @@ impl TlsPort {
             let generation = worker.generation();
             let hello = accepted.client_hello();
             let target = generation.table.tls_port(self.port).and_then(|port| port.target(hello.server_name()));
-            target.and_then(|t| Some((t.terminate, tcp::pick(worker, &t.route)?)))
+            target.and_then(|t| Some((t.terminate, relay_backend::pick(worker, &t.route)?)))
         };
         let Some((terminate, backend)) = chosen else {
             return worker.counters().tls_handshake_failed();
@@ -75,7 +75,7 @@ impl TlsPort {
             Ok(Ok(session)) => session,
             _ => return worker.counters().tls_handshake_failed(),
         };
-        let Some(upstream) = tcp::connect(worker, &backend).await else { return };
+        let Some(upstream) = relay_backend::connect(worker, &backend).await else { return };
         let idle = (&*worker.coarse_timer, worker.settings.tcp_idle_timeout);
         crate::base::buf::splice(ServerTlsStream::new(client, session), upstream, Some(idle)).await;
     }

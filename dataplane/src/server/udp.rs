@@ -101,10 +101,7 @@ async fn open(worker: &Rc<Worker>, port: &Rc<Port>, client: SocketAddr) -> Optio
     let endpoint = {
         let generation = worker.generation();
         let route = generation.table.port_route(Transport::Udp, port.port)?;
-        if route.rule.backends.is_empty() {
-            return None;
-        }
-        let backend = &route.rule.pick(worker.random() % route.rule.total).backend;
+        let backend = super::relay_backend::pick(worker, route)?;
         let BackendKind::Endpoints(endpoints) = &backend.kind else { return None };
         if endpoints.is_empty() {
             return None;
