@@ -20,7 +20,7 @@
 //!    precedence order (Exact, longest prefix, method, most headers, most query parameters, oldest
 //!    route, route name, rule order), form the route's policy; a request no rule accepts gets 404;
 //! 6. TCPRoutes and UDPRoutes become the port routes of their listeners' ports, TLSRoutes the
-//!    passthrough of their server names ([`port_routes`], [`tls_routes`]);
+//!    names passed through or terminated on theirs ([`layer4`]);
 //! 7. an HTTPRoute with `ramjet.dev/canary-auto-promote` becomes a [`CanaryPlan`] for the deciding
 //!    replica: its rules with two `backendRefs` split between the first (primary) and the second
 //!    (canary), at the weight `ramjet.dev/canary-state` holds once ramjet has written one
@@ -55,6 +55,7 @@ use crate::gateway_api::{
 use crate::routes_file::validate_host;
 use backend_tls::{BackendTls, BackendTlsPolicies};
 use frontend_tls::Frontend;
+use layer4::{port_routes, refuse_shared_l4_ports, tls_routes};
 
 const HTTP_ROUTE: &str = "HTTPRoute";
 const GRPC_ROUTE: &str = "GRPCRoute";
@@ -255,241 +256,6 @@ impl<'a, 's> Parents<'a, 's> {
         }
         (parents, found)
     }
-}
-
-/// A port of its own has one kind of listener. Of two Gateways' TCP (UDP) listeners on the same
-/// port, the older Gateway's keeps it and the other is refused (`PortUnavailable`), never served
-/// by both; TLS listeners share a port by server name, but not with a TCP listener
-/// (`ProtocolConflict`).
-fn refuse_shared_l4_ports(
-    listeners: &mut Vec<ServedListener<'_>>,
-    https_ports: &[u16],
-    report: &mut Report,
-    draft: &mut Draft,
-) {
-    // By port, UDP or not: the Gateway and protocol of the first listener on it.
-    let mut holder: HashMap<(bool, i32), (usize, &str)> = HashMap::new();
-    let mut refused = Vec::new();
-    listeners.retain(|l| {
-        let (protocol, port) = (l.listener.protocol.as_str(), l.listener.port);
-        let own_tls = protocol == "TLS" && !https_ports.iter().any(|&p| i32::from(p) == port);
-        if !matches!(protocol, "TCP" | "UDP") && !own_tls {
-            return true;
-        }
-        let (gateway, held) = *holder.entry((protocol == "UDP", port)).or_insert((l.at.0, protocol));
-        let shared = held == protocol && (gateway == l.at.0 || protocol == "TLS");
-        if !shared {
-            refused.push((l.at, gateway, held.to_string(), protocol, port));
-        }
-        shared
-    });
-    for ((gateway, listener), held_by, held, protocol, port) in refused {
-        let other = &report.gateways[held_by];
-        let (reason, message) = if held == protocol {
-            let message = format!(
-                "{protocol} port {port} is taken by a listener of the older Gateway {}/{}",
-                other.namespace, other.name
-            );
-            ("PortUnavailable", message)
-        } else {
-            let message =
-                format!("port {port} is taken by a {held} listener of Gateway {}/{}", other.namespace, other.name);
-            ("ProtocolConflict", message)
-        };
-        let g = &mut report.gateways[gateway];
-        draft.warn(
-            &ObjectRef::new("Gateway", Some(&g.namespace), &g.name),
-            format!("listener {}: {message}", g.listeners[listener].name),
-        );
-        g.listeners[listener].port = None;
-        g.listeners[listener].conditions = vec![
-            StatusCondition::new("Accepted", false, reason, message.clone()),
-            StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", ""),
-            StatusCondition::new("Programmed", false, "Invalid", message),
-        ];
-        g.conditions[0] = StatusCondition::new("Accepted", true, "ListenersNotValid", "some listeners are not served");
-    }
-}
-
-/// Compiles the TCPRoutes (UDPRoutes) attached to our TCP (UDP) listeners: each listener's port
-/// relays to the backends of the oldest route attached to it (every attached route is `Accepted`,
-/// as the spec has it; the newer ones get no connections, and are warned).
-fn port_routes<'s>(
-    transport: Transport,
-    snapshot: &'s ClusterSnapshot,
-    to: Parents<'_, 's>,
-    refs: &Refs<'_>,
-    resolver: &mut Resolver<'s, '_>,
-    draft: &mut Draft,
-    report: &mut Report,
-) {
-    let (kind, mut routes): (&'static str, Vec<(&ObjectMeta, &TcpRouteSpec)>) = match transport {
-        Transport::Tcp => (TCP_ROUTE, snapshot.tcp_routes.iter().map(|r| (&r.metadata, &r.spec)).collect()),
-        Transport::Udp => (UDP_ROUTE, snapshot.udp_routes.iter().map(|r| (&r.metadata, &r.spec)).collect()),
-        // TLSRoutes go by server name: `tls_routes`.
-        Transport::Tls => return,
-    };
-    routes.sort_by(|a, b| age(a.0).cmp(&age(b.0)));
-    for (metadata, spec) in routes {
-        let namespace = namespace_of(&metadata.namespace);
-        let name = metadata.name.as_deref().unwrap_or("");
-        let object = ObjectRef::new(kind, Some(namespace), name);
-        let (mut parents, found) = to.attach_all((kind, namespace, &[]), &spec.parent_refs, &object, report, draft);
-        let mut ports: Vec<u16> = found.iter().map(|(l, _)| l.listener.port as u16).collect();
-        if parents.is_empty() {
-            continue;
-        }
-        let from = Referrer { kind, namespace };
-        let (backends, resolved) = l4_backends(&spec.rules, from, refs, resolver, draft, &object);
-        for parent in &mut parents {
-            parent.conditions.push(resolved.clone());
-        }
-        let reports = if transport == Transport::Tcp { &mut report.tcp_routes } else { &mut report.udp_routes };
-        reports.push(RouteReport {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            generation: metadata.generation,
-            parents,
-        });
-        // Without a backend to relay to, the port refuses its connections (it is not opened).
-        if backends.iter().all(|b| b.weight == 0) {
-            continue;
-        }
-        let source = format!("{namespace}/{name}");
-        ports.sort_unstable();
-        ports.dedup();
-        for port in ports {
-            let route = PortRoute::new(backends.clone(), &source);
-            if let Err(held) = draft.builder.add_port_route(transport, port, route) {
-                draft.warn(
-                    &object,
-                    format!("port {port} relays to the older {kind} {held}; this one gets no connections"),
-                );
-            }
-        }
-    }
-}
-
-/// Compiles the TLSRoutes attached to our TLS listeners: each server name the route and the
-/// listener have in common goes to the route's backends, split by weight. On a port of its own the
-/// listener passes the name's connections through or terminates them with its certificate; on
-/// ramjet's HTTPS port it passes them through beside HTTPS. The first route (the oldest) to claim
-/// a name on a port keeps it.
-fn tls_routes<'s>(
-    snapshot: &'s ClusterSnapshot,
-    to: Parents<'_, 's>,
-    refs: &Refs<'_>,
-    resolver: &mut Resolver<'s, '_>,
-    draft: &mut Draft,
-    report: &mut Report,
-) {
-    let mut routes: Vec<&TlsRoute> = snapshot.tls_routes.iter().map(|r| &**r).collect();
-    routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
-    for route in routes {
-        let namespace = namespace_of(&route.metadata.namespace);
-        let name = route.metadata.name.as_deref().unwrap_or("");
-        let object = ObjectRef::new(TLS_ROUTE, Some(namespace), name);
-        let route_of = (TLS_ROUTE, namespace, &route.spec.hostnames[..]);
-        let (mut parents, found) = to.attach_all(route_of, &route.spec.parent_refs, &object, report, draft);
-        if parents.is_empty() {
-            continue;
-        }
-        let from = Referrer { kind: TLS_ROUTE, namespace };
-        let (backends, resolved) = l4_backends(&route.spec.rules, from, refs, resolver, draft, &object);
-        for parent in &mut parents {
-            parent.conditions.push(resolved.clone());
-        }
-        report.tls_routes.push(RouteReport {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            generation: route.metadata.generation,
-            parents,
-        });
-        let shown = |host: &str| if host.is_empty() { "any server name".to_string() } else { host.to_string() };
-        // Without a backend to relay to, the names' connections are closed after their ClientHello:
-        // on a port of its own they are not served; on ramjet's HTTPS port they are passed to a
-        // backend that takes no connection, so that they are not terminated as HTTPS instead.
-        if backends.iter().all(|b| b.weight == 0) {
-            let closed = error_backend(resolver);
-            for (_, host) in found.into_iter().filter(|(l, _)| !l.own_tls_port) {
-                if !draft.builder.add_passthrough(&host, closed.clone()) {
-                    draft.warn(&object, format!("{} is already passed through by an older route", shown(&host)));
-                }
-            }
-            continue;
-        }
-        let source = format!("{namespace}/{name}");
-        let mut passed = BTreeSet::new();
-        for (listener, host) in found {
-            if !listener.own_tls_port {
-                passed.insert(host);
-                continue;
-            }
-            let port = listener.listener.port as u16;
-            let terminate = listener.certificate.as_ref().map(|cert| {
-                draft.certificates.push(cert.clone());
-                cert.id
-            });
-            let target = TlsTarget { terminate, route: PortRoute::new(backends.clone(), &source) };
-            if let Err(held) = draft.builder.add_tls_port_name(port, &host, target) {
-                let message =
-                    format!("{} on port {port} is held by the older route {held}; not by this one", shown(&host));
-                draft.warn(&object, message);
-            }
-        }
-        if passed.is_empty() {
-            continue;
-        }
-        // Beside HTTPS, a name is passed to one backend: the first with a weight.
-        let mut weighted = backends.iter().filter(|b| b.weight > 0);
-        let Some(first) = weighted.next() else { continue };
-        if weighted.next().is_some() {
-            let message = "on ramjet's HTTPS port a name is passed through to one backend: the first with a weight";
-            draft.warn(&object, message);
-        }
-        for host in passed {
-            if !draft.builder.add_passthrough(&host, first.backend.clone()) {
-                draft.warn(
-                    &object,
-                    format!("{} is already passed through by an older route; not by this one", shown(&host)),
-                );
-            }
-        }
-    }
-}
-
-/// The weighted backends of a Layer-4 route's rule (TCPRoute, UDPRoute, TLSRoute: one rule at
-/// most), each reference that resolves, and the route's `ResolvedRefs`: the first problem, each
-/// one warned.
-fn l4_backends(
-    rules: &[TcpRouteRule],
-    from: Referrer<'_>,
-    refs: &Refs<'_>,
-    resolver: &mut Resolver<'_, '_>,
-    draft: &mut Draft,
-    object: &ObjectRef,
-) -> (Vec<WeightedBackend>, StatusCondition) {
-    let mut resolved = StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "");
-    let mut backends = Vec::new();
-    let references: Vec<&HttpBackendRef> = rules.iter().take(1).flat_map(|r| &r.backend_refs).collect();
-    if references.is_empty() {
-        resolved = StatusCondition::new("ResolvedRefs", false, "BackendNotFound", "the route has no backendRefs");
-    }
-    for (i, reference) in references.into_iter().enumerate() {
-        match backend(reference, from, refs, resolver) {
-            Ok(target) => backends.push(WeightedBackend::new(target, reference.weight.unwrap_or(1).max(0) as u32)),
-            Err(problem) => {
-                draft.warn(
-                    object,
-                    format!("spec.rules[0].backendRefs[{i}]: {}; it gets no connections", problem.message),
-                );
-                if resolved.status {
-                    resolved = problem.condition();
-                }
-            }
-        }
-    }
-    (backends, resolved)
 }
 
 /// Oldest first, then namespace and name: the spec's tie-breakers.
@@ -1828,5 +1594,6 @@ impl<'s> Grants<'s> {
 mod backend_tls;
 mod frontend_tls;
 mod grpc;
+mod layer4;
 #[cfg(test)]
 mod tests;
