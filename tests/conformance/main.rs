@@ -39,6 +39,7 @@ use ramjet_dataplane::IoDriver;
 use serde_json::{json, Value};
 use support::backend::Backend;
 use support::client::{served_by, Conn, Response};
+use support::tls_backend::TlsBackend;
 use support::{eventually, temp_dir};
 
 const MODULE: &str = "sigs.k8s.io/gateway-api@v1.4.0";
@@ -107,6 +108,10 @@ struct Cluster {
     h2c: Mutex<BTreeMap<String, &'static H2Echo>>,
     /// The public key of the HTTPS Gateway's certificate (PEM), pinned by the tests' HTTPS client.
     public_key: PathBuf,
+    /// Every Deployment of the manifests applied so far: what the Pods a Service selects run.
+    deployments: Mutex<Vec<Value>>,
+    /// The CA and certificates of the suite's TLS backends and listeners.
+    tls_checks: tls_checks::TlsChecks,
 }
 
 fn cluster() -> &'static Cluster {
@@ -149,9 +154,20 @@ fn cluster() -> &'static Cluster {
             backends: Mutex::default(),
             h2c: Mutex::default(),
             public_key,
+            deployments: Mutex::default(),
+            tls_checks: tls_checks::TlsChecks::new(),
         };
-        let base = documents(&cluster.read("base/manifests.yaml"));
+        // The base of v1.4.0, with the backends the base of v1.6.1 adds for its Layer-4 tests.
+        let mut base = documents(&cluster.read("base/manifests.yaml"));
+        let l4_base = std::fs::read_to_string(cluster.l4_tests.join("../base/manifests.yaml")).unwrap();
+        let added: Vec<Value> = documents(&l4_base)
+            .into_iter()
+            .filter(|doc| !base.iter().any(|d| d["kind"] == doc["kind"] && name_of(d) == name_of(doc)))
+            .collect();
+        assert!(added.iter().all(|d| d["kind"] == "Service" || d["kind"] == "Deployment"), "{added:#?}");
+        base.extend(added);
         cluster.apply(&base);
+        cluster.tls_checks.write_to(&cluster.admin);
         // The suite's set-up: `MustCreateSelfSignedCertSecret(…, "tls-validity-checks-certificate", ["*", "*.org"])`.
         let key = rcgen::KeyPair::generate().unwrap();
         let cert = rcgen::CertificateParams::new(vec!["*".to_string(), "*.org".to_string()])
@@ -178,44 +194,75 @@ impl Cluster {
     }
 
     /// Applies the documents (namespaces first; Deployments are for the kubelet there is not), with
-    /// a local backend and an EndpointSlice for each Service. Returns the objects applied.
+    /// a local backend and an EndpointSlice for each Service: what the Pods it selects would run.
+    /// Returns the objects applied.
     fn apply(&self, docs: &[Value]) -> Vec<Value> {
-        // The Services whose Deployment runs the suite's TCP (UDP) echo server.
-        let running = |server: &str| -> Vec<&str> {
-            docs.iter()
-                .filter(|d| d["kind"] == "Deployment")
-                .filter(|d| {
-                    let containers =
-                        d["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default();
-                    containers
-                        .iter()
-                        .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
-                        .any(|e| e["name"] == server)
-                })
-                .filter_map(|d| d["metadata"]["name"].as_str())
-                .collect()
-        };
-        let (tcp_echo, udp_echo) = (running("TCP_ECHO_SERVER"), running("UDP_ECHO_SERVER"));
+        self.deployments.lock().unwrap().extend(docs.iter().filter(|d| d["kind"] == "Deployment").cloned());
         let mut applied = Vec::new();
         let mut ordered: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "Namespace").collect();
         ordered.extend(docs.iter().filter(|d| d["kind"] != "Namespace" && d["kind"] != "Deployment"));
         for doc in ordered {
             self.admin.apply_value(doc, "test").unwrap_or_else(|e| panic!("apply: {e}\n{doc:#}"));
             applied.push(doc.clone());
-            let service = name_of(doc).1;
-            if doc["kind"] == "Service" && tcp_echo.contains(&service.as_str()) {
-                let port = json!({ "name": doc["spec"]["ports"][0]["name"], "port": tcp_routes::echo_server(doc) });
-                applied.push(self.endpoint_slice(doc, vec![port]));
-            } else if doc["kind"] == "Service" && (udp_echo.contains(&service.as_str()) || service == "coredns") {
-                // The base manifests' CoreDNS (for `UDPRouteSimple`): a DNS server of our own.
-                let port = if service == "coredns" { udp_routes::dns_server() } else { udp_routes::echo_server(doc) };
-                let port = json!({ "name": doc["spec"]["ports"][0]["name"], "port": port, "protocol": "UDP" });
-                applied.push(self.endpoint_slice(doc, vec![port]));
-            } else if doc["kind"] == "Service" {
-                applied.push(self.endpoints(doc));
+            if doc["kind"] == "Service" {
+                applied.push(self.serve(doc));
             }
         }
         applied
+    }
+
+    /// Starts the backends of a Service as the echo-basic of the Deployment it selects would:
+    /// the suite's TCP or UDP echo server, its DNS server, or its HTTP echo server (over TLS on
+    /// 8443 when the Deployment mounts a certificate); the EndpointSlice naming them, applied.
+    fn serve(&self, service: &Value) -> Value {
+        let deployment = self.deployment_of(service);
+        let runs = |server: &str| {
+            let containers = deployment["spec"]["template"]["spec"]["containers"].as_array().cloned();
+            containers
+                .unwrap_or_default()
+                .iter()
+                .flat_map(|c| c["env"].as_array().cloned().unwrap_or_default())
+                .any(|e| e["name"] == server)
+        };
+        let tls_secret = tls_checks::served_secret(&deployment);
+        let tls_port = |port: &Value| port["targetPort"].as_u64() == Some(tls_checks::TLS_PORT);
+        let pod = deployment["metadata"]["name"].as_str().unwrap_or("").to_string();
+        let ports = service["spec"]["ports"].as_array().cloned().unwrap_or_default();
+        if runs("TCP_ECHO_SERVER") {
+            let named = ports.iter().map(|port| {
+                let tls = tls_secret.as_deref().filter(|_| tls_port(port)).map(|s| self.tls_checks.server_config(s));
+                json!({ "name": port["name"], "port": tcp_routes::echo_server(service, &pod, tls) })
+            });
+            self.endpoint_slice(service, named.collect())
+        } else if runs("UDP_ECHO_SERVER") || name_of(service).1 == "coredns" {
+            // The base manifests' CoreDNS (for `UDPRouteSimple`): a DNS server of our own.
+            let port = if name_of(service).1 == "coredns" {
+                udp_routes::dns_server()
+            } else {
+                udp_routes::echo_server(service)
+            };
+            let port = json!({ "name": ports[0]["name"], "port": port, "protocol": "UDP" });
+            self.endpoint_slice(service, vec![port])
+        } else if let Some(secret) = tls_secret.filter(|_| ports.iter().all(tls_port)) {
+            let name: &'static str = Box::leak(format!("{pod}-0").into_boxed_str());
+            let backend = TlsBackend::serve(name, netns::bind_backend(), &self.tls_checks.pki, &secret, None);
+            let named = ports.iter().map(|port| json!({ "name": port["name"], "port": backend.addr.port() }));
+            self.endpoint_slice(service, named.collect())
+        } else {
+            self.endpoints(service)
+        }
+    }
+
+    /// The Deployment whose Pods a Service selects (`Null` for none).
+    fn deployment_of(&self, service: &Value) -> Value {
+        let Some(selector) = service["spec"]["selector"].as_object() else { return Value::Null };
+        let namespace = name_of(service).0;
+        let deployments = self.deployments.lock().unwrap();
+        let selected = deployments.iter().rev().find(|d| {
+            let labels = &d["spec"]["template"]["metadata"]["labels"];
+            name_of(d).0 == namespace && selector.iter().all(|(k, v)| &labels[k] == v)
+        });
+        selected.cloned().unwrap_or(Value::Null)
     }
 
     /// Starts a backend for a Service and names it in an EndpointSlice: for its first port, the
@@ -348,12 +395,16 @@ impl Suite {
     }
 
     fn start_with(route_kind: &'static str, tests: &Path, test: &str, https_ports: &[u16]) -> Suite {
+        let manifest = std::fs::read_to_string(tests.join(test)).unwrap();
+        Self::start_docs(route_kind, test.trim_end_matches(".yaml"), &documents(&manifest), https_ports)
+    }
+
+    /// The test `identity` with these documents of its manifest.
+    fn start_docs(route_kind: &'static str, identity: &str, docs: &[Value], https_ports: &[u16]) -> Suite {
         static SERIAL: Mutex<()> = Mutex::new(());
         let serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let cluster = cluster();
-        let manifest = std::fs::read_to_string(tests.join(test)).unwrap();
-        let applied = cluster.apply(&documents(&manifest));
-        let identity = test.trim_end_matches(".yaml");
+        let applied = cluster.apply(docs);
         let mut lease = LeaseOptions::new(format!("conformance-{identity}"), Some(INFRA.into()), identity);
         lease.retry = Duration::from_millis(100);
         let ingress = IngressOptions { https_ports: https_ports.to_vec(), ..IngressOptions::default() };
@@ -1676,5 +1727,6 @@ fn httproute_backend_protocol_websocket() {
 }
 
 mod tcp_routes;
+mod tls_checks;
 mod tls_routes;
 mod udp_routes;

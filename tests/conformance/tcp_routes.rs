@@ -4,8 +4,9 @@
 //! echo server (echo-basic with `TCP_ECHO_SERVER`): a welcome line, then `PING`, `IS_TLS` and
 //! `TEST` (a JSON line naming its namespace and pod) answered line by line.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -15,46 +16,88 @@ use super::{
 };
 
 /// The suite's `tcpserver.WelcomeMessage`.
-const WELCOME: &str = "Gateway API Test TCP Server\n";
+pub(super) const WELCOME: &str = "Gateway API Test TCP Server\n";
 /// The suite's `WebBackendNamespace`.
 const WEB_BACKEND: &str = "gateway-conformance-web-backend";
 
-/// Starts the suite's TCP echo server for a Service (in the backend namespace); its port.
-pub(super) fn echo_server(service: &Value) -> u16 {
+/// Starts the suite's TCP echo server for a Service (in the backend namespace) as a Pod of
+/// `deployment` runs it; its port. With `tls`, the port is the server's TLS one: each connection
+/// is a TLS session, and `TEST` also tells what the handshake agreed (the SNI above all).
+pub(super) fn echo_server(service: &Value, deployment: &str, tls: Option<Arc<rustls::ServerConfig>>) -> u16 {
     let namespace = service["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
     let name = service["metadata"]["name"].as_str().unwrap_or("").to_string();
     let listener = netns::bind_backend();
     let port = listener.local_addr().unwrap().port();
-    // What the echo server of a Pod of this Service's Deployment says of itself.
+    // What the echo server of a Pod of this Deployment says of itself.
     let context = json!({
-        "namespace": namespace, "ingress": "", "service": name, "pod": format!("{name}-0"),
+        "namespace": namespace, "ingress": "", "service": name, "pod": format!("{deployment}-0"),
         "tcpport": "3000", "tlsport": "8443", "isTLS": false,
-    })
-    .to_string();
+    });
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            let context = context.clone();
-            std::thread::spawn(move || {
-                let mut writer = stream.try_clone().unwrap();
-                if writer.write_all(WELCOME.as_bytes()).is_err() {
-                    return;
-                }
-                for line in BufReader::new(stream).lines() {
-                    let Ok(line) = line else { return };
-                    let answer = match line.as_str() {
-                        "TEST" => format!("{context}\n"),
-                        "IS_TLS" => "false\n".to_string(),
-                        "PING" => "PONG\n".to_string(),
-                        _ => continue,
-                    };
-                    if writer.write_all(answer.as_bytes()).is_err() {
+            let (context, tls) = (context.clone(), tls.clone());
+            std::thread::spawn(move || match tls {
+                None => serve_echo(stream, context),
+                Some(config) => {
+                    let Ok(session) = rustls::ServerConnection::new(config) else { return };
+                    let mut stream = rustls::StreamOwned::new(session, stream);
+                    if stream.conn.complete_io(&mut stream.sock).is_err() {
                         return;
                     }
+                    let context = with_tls_facts(context, &stream.conn);
+                    serve_echo(stream, context)
                 }
             });
         }
     });
     port
+}
+
+/// The context with `isTLS` and the suite's `TLSAssertions` of a completed handshake (its names
+/// as Go's `tls.VersionName` and `tls.CipherSuiteName` write them).
+fn with_tls_facts(mut context: Value, session: &rustls::ServerConnection) -> Value {
+    let version = match session.protocol_version() {
+        Some(rustls::ProtocolVersion::TLSv1_3) => "TLS 1.3",
+        Some(rustls::ProtocolVersion::TLSv1_2) => "TLS 1.2",
+        _ => "",
+    };
+    let suite = session.negotiated_cipher_suite().map(|s| format!("{:?}", s.suite())).unwrap_or_default();
+    context["isTLS"] = json!(true);
+    context["tls"] = json!({
+        "version": version,
+        "serverName": session.server_name().unwrap_or(""),
+        "negotiatedProtocol": session.alpn_protocol().map(|p| String::from_utf8_lossy(p).into_owned()),
+        "cipherSuite": suite.replacen("TLS13_", "TLS_", 1),
+    });
+    context
+}
+
+/// The echo server's conversation: the welcome line, then an answer per line it knows.
+fn serve_echo(stream: impl Read + Write, context: Value) {
+    let is_tls = format!("{}\n", context["isTLS"]);
+    let test = format!("{context}\n");
+    let mut reader = BufReader::new(stream);
+    if reader.get_mut().write_all(WELCOME.as_bytes()).and_then(|_| reader.get_mut().flush()).is_err() {
+        return;
+    }
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let answer = match line.trim_end() {
+            "TEST" => &test,
+            "IS_TLS" => &is_tls,
+            "PING" => "PONG\n",
+            _ => continue,
+        };
+        let stream = reader.get_mut();
+        if stream.write_all(answer.as_bytes()).and_then(|_| stream.flush()).is_err() {
+            return;
+        }
+    }
 }
 
 /// The Gateway's address with a listener's port (`WaitForGatewayAddress` with a listener).

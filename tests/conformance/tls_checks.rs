@@ -1,0 +1,100 @@
+//! The suite's TLS set-up (v1.6.1 `suite.go`, "programmatic resources"): a CA in the ConfigMap
+//! `tls-checks-ca-certificate` and the server certificates it signs, in the Secrets the suite's TLS
+//! backends mount and its TLS listeners name. A Deployment of echo-basic that mounts one of those
+//! Secrets serves TLS with it on 8443, so the harness does too.
+
+use std::sync::Arc;
+
+use rcgen::{string::Ia5String, SanType};
+use serde_json::{json, Value};
+use support::pki::Pki;
+use support::tls_backend;
+
+use super::{base64, support, Kube, INFRA};
+
+/// The suite's `AppBackendNamespace`.
+const APP_BACKEND: &str = "gateway-conformance-app-backend";
+/// The ConfigMap of the CA that signs every certificate below.
+pub(super) const CA_CONFIG_MAP: &str = "tls-checks-ca-certificate";
+
+/// Each Secret the CA signs: its name, its DNS names, and the namespaces it is created in.
+const SIGNED: [(&str, &[&str], &[&str]); 3] = [
+    // Also `spiffe://abc.example.com/test-identity`, as a URI name (see `create`).
+    ("tls-checks-certificate", &["abc.example.com", "other.example.com"], &[INFRA]),
+    // The certificate of the TCP echo server's TLS port (`tcp-backend`).
+    ("tls-passthrough-checks-certificate", &["abc.example.com"], &[INFRA, APP_BACKEND]),
+    // The certificate of TLS listeners in `mode: Terminate`.
+    ("tls-terminate-checks-certificate", &["tls.example.com"], &[INFRA]),
+];
+
+/// The CA and the certificates it signed, as files (`<secret>.crt` / `.key`).
+pub(super) struct TlsChecks {
+    pub pki: Pki,
+}
+
+impl TlsChecks {
+    /// Makes the CA and its certificates (files).
+    pub fn new() -> TlsChecks {
+        let pki = Pki::new("conformance-tls-checks");
+        for (secret, names, _) in SIGNED {
+            pki.leaf_with(secret, names, |params| {
+                if secret == "tls-checks-certificate" {
+                    let spiffe = Ia5String::try_from("spiffe://abc.example.com/test-identity").unwrap();
+                    params.subject_alt_names.push(SanType::URI(spiffe));
+                }
+            });
+        }
+        TlsChecks { pki }
+    }
+
+    /// Writes the CA's ConfigMap and the Secrets to the API server (their namespaces exist).
+    pub fn write_to(&self, admin: &Kube) {
+        let pki = &self.pki;
+        let ca = std::fs::read_to_string(pki.path("ca.pem")).unwrap();
+        let config_map = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": CA_CONFIG_MAP, "namespace": INFRA },
+            "data": { "ca.crt": ca },
+        });
+        admin.apply_value(&config_map, "test").unwrap();
+        for (secret, _, namespaces) in SIGNED {
+            let crt = std::fs::read(pki.path(&format!("{secret}.crt"))).unwrap();
+            let key = std::fs::read(pki.path(&format!("{secret}.key"))).unwrap();
+            for namespace in namespaces {
+                let object = json!({
+                    "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                    "metadata": { "name": secret, "namespace": namespace },
+                    "data": { "tls.crt": base64(&crt), "tls.key": base64(&key) },
+                });
+                admin.apply_value(&object, "test").unwrap();
+            }
+        }
+    }
+
+    /// The server configuration of a backend that mounts `secret` (no ALPN, as echo-basic).
+    pub fn server_config(&self, secret: &str) -> Arc<rustls::ServerConfig> {
+        assert!(SIGNED.iter().any(|(s, _, _)| *s == secret), "the suite creates no Secret {secret}");
+        tls_backend::server_config(&self.pki, secret, None, &[]).0
+    }
+
+    /// A client that trusts the CA (the suite's clients trust `ca.crt` of the ConfigMap).
+    pub fn client(&self) -> Arc<rustls::ClientConfig> {
+        self.pki.client(rustls::DEFAULT_VERSIONS)
+    }
+}
+
+/// The Secret a Deployment's echo-basic serves TLS with on 8443: the one its volume mounts, when
+/// its container is given `TLS_SERVER_CERT`.
+pub(super) fn served_secret(deployment: &Value) -> Option<String> {
+    let spec = &deployment["spec"]["template"]["spec"];
+    let containers = spec["containers"].as_array()?;
+    let env = containers.iter().flat_map(|c| c["env"].as_array().into_iter().flatten());
+    if !env.clone().any(|e| e["name"] == "TLS_SERVER_CERT") {
+        return None;
+    }
+    let volumes = spec["volumes"].as_array()?;
+    volumes.iter().find_map(|v| v["secret"]["secretName"].as_str()).map(String::from)
+}
+
+/// The port echo-basic serves TLS on (`TLS_PORT`'s default).
+pub(super) const TLS_PORT: u64 = 8443;
