@@ -129,15 +129,24 @@ fn cluster() -> &'static Cluster {
             ("tcproutes", &l4_api),
             ("udproutes", &l4_api),
             ("tlsroutes", &l4_api),
+            ("backendtlspolicies", &l4_api),
         ];
         for (kind, module) in crds {
             let path = module.join(format!("config/crd/standard/gateway.networking.k8s.io_{kind}.yaml"));
             let yaml = std::fs::read_to_string(path).unwrap();
             admin.try_apply_as(&yaml, "test").unwrap_or_else(|e| panic!("installing the {kind} CRD: {e}"));
         }
-        for kind in
-            ["GatewayClass", "Gateway", "HTTPRoute", "GRPCRoute", "ReferenceGrant", "TCPRoute", "UDPRoute", "TLSRoute"]
-        {
+        for kind in [
+            "GatewayClass",
+            "Gateway",
+            "HTTPRoute",
+            "GRPCRoute",
+            "ReferenceGrant",
+            "TCPRoute",
+            "UDPRoute",
+            "TLSRoute",
+            "BackendTLSPolicy",
+        ] {
             assert!(eventually(PATIENCE, || admin.try_list(kind, None).is_ok()), "the {kind} CRD is never served");
         }
         admin.apply(&format!(
@@ -1726,6 +1735,7 @@ fn httproute_backend_protocol_websocket() {
     );
 }
 
+mod backend_tls;
 mod tcp_routes;
 mod tls_checks;
 mod tls_routes;

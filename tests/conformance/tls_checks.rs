@@ -57,6 +57,14 @@ impl TlsChecks {
             "data": { "ca.crt": ca },
         });
         admin.apply_value(&config_map, "test").unwrap();
+        // A CA that signed none of them, for the policies that must fail validation.
+        let mismatch = Pki::new("conformance-mismatch-ca");
+        let config_map = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": "mismatch-ca-certificate", "namespace": INFRA },
+            "data": { "ca.crt": std::fs::read_to_string(mismatch.path("ca.pem")).unwrap() },
+        });
+        admin.apply_value(&config_map, "test").unwrap();
         for (secret, _, namespaces) in SIGNED {
             let crt = std::fs::read(pki.path(&format!("{secret}.crt"))).unwrap();
             let key = std::fs::read(pki.path(&format!("{secret}.key"))).unwrap();
