@@ -88,8 +88,8 @@ fn a_static_tcp_route_is_checked_where_it_is_written() {
     let bad = [
         ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 0, backend: a }\n", "tcp[0].port", "0 is not a port"),
         ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 9000, backend: nope }\n", "tcp[0].backend", "unknown backend `nope`"),
-        ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 9000 }\n", "tcp.backend", "exactly one of `backend`"),
-        ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 9000, backends: [{ name: a, weight: 0 }] }\n", "tcp.backends", "every weight is 0"),
+        ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 9000 }\n", "tcp[0].backend", "exactly one of `backend`"),
+        ("backends:\n  a: { endpoints: [\"127.0.0.1:1\"] }\ntcp:\n  - { port: 9000, backends: [{ name: a, weight: 0 }] }\n", "tcp[0].backends", "every weight is 0"),
     ];
     for (yaml, field, words) in bad {
         let e = ramjet_control::routes_file::parse(yaml, Path::new("."), "r.yaml").expect_err(yaml).to_string();

@@ -7,7 +7,8 @@
 //!
 //! And `TLS` listeners on a port of their own, as `tlsroute-mixed-termination-same-namespace` has
 //! them: one port where some names are terminated by ramjet (the backend gets plain bytes) and
-//! others passed through, each name's connections split across its route's backends by weight.
+//! others passed through, each name's connections split across its route's backends by weight;
+//! and the same port without a cluster, from a static routes file's `tlsPorts:` entries.
 
 use ramjet_test_support as support;
 
@@ -23,7 +24,7 @@ use support::echo::EchoBackend;
 use support::manifests::Service;
 use support::pki::Pki;
 use support::tls_backend::TlsBackend;
-use support::{eventually, free_port, manifests_daemon, temp_dir, DRIVERS, GATEWAY_CLASS};
+use support::{daemon_with, eventually, free_port, manifests_daemon, routes_in, temp_dir, DRIVERS, GATEWAY_CLASS};
 
 fn tls_secret(pki: &Pki, file: &str) -> String {
     let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
@@ -275,6 +276,67 @@ fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_
         assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "{driver:?}: the port is still open");
     }
     assert_eq!(a.connections.load(Ordering::SeqCst) + b.connections.load(Ordering::SeqCst), total);
+}
+
+/// Without a cluster: a static routes file's `tlsPorts:` entries share one port, one name
+/// terminated with the file's certificate (relayed in plain to an HTTP backend), another passed
+/// through to a TLS backend; any other name is refused, and no backend hears of it.
+#[test]
+fn a_static_tls_port_terminates_one_name_and_passes_another_through() {
+    ramjet::install_crypto();
+    let backend_pki = Pki::new("static-tlsport-backend");
+    backend_pki.leaf("api", &["abc.example.com"]);
+    let api = TlsBackend::start("api", &backend_pki, "api", None);
+    // Ramjet's certificate, next to the routes file (its paths are relative to the file).
+    let edge_pki = Pki::new("static-tlsport-edge");
+    edge_pki.leaf("edge", &["tls.example.com"]);
+    let web = Backend::start("web");
+    for driver in DRIVERS {
+        let port = free_port();
+        let yaml = format!(
+            "backends:\n  web: {{ endpoints: [\"{}\"] }}\n  api: {{ endpoints: [\"{}\"] }}\n\
+             tlsPorts:\n\
+             \x20 - port: {port}\n    hostnames: [tls.example.com]\n    mode: Terminate\n    certFile: edge.crt\n    keyFile: edge.key\n    backend: web\n\
+             \x20 - port: {port}\n    hostnames: [abc.example.com]\n    mode: Passthrough\n    backend: api\n",
+            web.addr, api.addr
+        );
+        let d = daemon_with(routes_in(&yaml, &edge_pki.dir), driver, |c| c.workers = 2);
+        let at = ([127, 0, 0, 1], port).into();
+        let terminated =
+            || tls_get(at, edge_pki.client(rustls::DEFAULT_VERSIONS), "tls.example.com", "tls.example.com", "");
+        assert!(eventually(Duration::from_secs(10), || terminated().is_ok()), "{driver:?}: {:?}", terminated());
+        // Ramjet's certificate verified by the client; the backend got the request in plain, as
+        // the client wrote it (relayed bytes, not proxied: no header added).
+        let (status, body) = terminated().unwrap();
+        assert_eq!(status, 200, "{driver:?}: {body}");
+        assert!(body.starts_with("backend=web\nmethod=GET\ntarget=/\n"), "{driver:?}: {body}");
+        assert!(!body.to_ascii_lowercase().contains("x-forwarded"), "{driver:?}: {body}");
+        let plain = "GET / HTTP/1.1\r\nHost: tls.example.com\r\nConnection: close\r\n\r\n";
+        assert!(web.received().contains(plain), "{driver:?}: {:?}", web.received());
+        // The other name: passed through, the backend's own certificate verified and the
+        // client's server name seen by the backend.
+        let passed =
+            tls_get(at, backend_pki.client(rustls::DEFAULT_VERSIONS), "abc.example.com", "abc.example.com", "");
+        assert_eq!(passed, Ok((200, "api sni=abc.example.com target=/\n".to_string())), "{driver:?}");
+        // Each name is served as its own entry says: a client trusting only ramjet's CA cannot be
+        // passed through, nor one trusting only the backend's be terminated.
+        let wrong = tls_get(at, edge_pki.client(rustls::DEFAULT_VERSIONS), "abc.example.com", "abc.example.com", "");
+        assert!(wrong.is_err(), "{driver:?}: {wrong:?}");
+        let wrong = tls_get(at, backend_pki.client(rustls::DEFAULT_VERSIONS), "tls.example.com", "tls.example.com", "");
+        assert!(wrong.is_err(), "{driver:?}: {wrong:?}");
+        // A name no entry has, and no name at all: refused in the handshake, nothing relayed.
+        let before = (web.connections(), api.connections());
+        let unknown =
+            tls_get(at, edge_pki.client(rustls::DEFAULT_VERSIONS), "other.example.com", "other.example.com", "");
+        assert!(unknown.is_err(), "{driver:?}: {unknown:?}");
+        let nameless = tls_get(at, edge_pki.client(rustls::DEFAULT_VERSIONS), "127.0.0.1", "tls.example.com", "");
+        assert!(nameless.is_err(), "{driver:?}: {nameless:?}");
+        assert_eq!((web.connections(), api.connections()), before, "{driver:?}: a refused name reached a backend");
+        assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
+        d.shutdown();
+        assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "{driver:?}: the port is still open");
+    }
+    assert!(api.snis().iter().all(|sni| sni.as_deref() == Some("abc.example.com")), "{:?}", api.snis());
 }
 
 /// A TCP proxy in front of `port` that forwards each connection's first 600 bytes from the

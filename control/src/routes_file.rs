@@ -13,10 +13,15 @@
 //! tls:
 //!   - { hosts: [example.com], certFile: example.crt, keyFile: example.key }
 //! ```
+//!
+//! Layer-4 entries (`tcp:`, `udp:`, `tlsPorts:`) are checked across the file too, as they are read:
+//! a port is one `tcp:` entry's (one `udp:` entry's), or shared by `tlsPorts:` entries by server
+//! name, and they relay only to plain `endpoints`.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::marker::PhantomData;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +44,9 @@ pub struct StaticRoutes {
     pub tcp: Vec<PortSpec>,
     /// UDP routes: flows to a port relayed the same way.
     pub udp: Vec<PortSpec>,
+    /// TLS ports: connections to a port relayed by the server name of their ClientHello, passed
+    /// through or terminated here.
+    pub tls_ports: Vec<TlsPortSpec>,
     /// Non-fatal findings (an expired certificate).
     pub warnings: Vec<String>,
 }
@@ -57,6 +65,33 @@ pub struct StaticRoutes {
 pub struct PortSpec {
     pub port: u16,
     pub backends: Vec<(String, u32)>,
+}
+
+/// A `tlsPorts:` entry: what a Gateway `TLS` listener on a port of its own and its TLSRoute do.
+/// Connections to the port (on the HTTP listener's address) whose ClientHello names one of
+/// `hostnames` are passed to the backends unopened (`mode: Passthrough`), or terminated here with
+/// the entry's certificate and relayed in plain (`mode: Terminate`). Several entries share a port
+/// by name; a name the port does not serve is refused.
+///
+/// ```yaml
+/// tlsPorts:
+///   - { port: 8883, hostnames: [mqtt.example.com], mode: Passthrough, backend: mqtt }
+///   - port: 8883
+///     hostnames: ["*.iot.example.com"]
+///     mode: Terminate
+///     certFile: iot.crt
+///     keyFile: iot.key
+///     backends: [{ name: iot-a, weight: 3 }, { name: iot-b, weight: 1 }]
+/// ```
+#[derive(Debug, Clone)]
+pub struct TlsPortSpec {
+    /// The port, and the backends its names' connections are relayed to.
+    pub relay: PortSpec,
+    /// The server names, lower case, `*.` matching one label; `[""]` (no `hostnames`): any name,
+    /// and a ClientHello without one.
+    pub hostnames: Vec<String>,
+    /// `Some`: terminated here with this certificate; `None`: passed through.
+    pub terminate: Option<Arc<Certificate>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -144,8 +179,16 @@ impl fmt::Display for ConfigError {
 
 struct ParseContext {
     backends: BTreeSet<String>,
+    /// The backends a Layer-4 entry can relay bytes to: plain `endpoints`.
+    relayable: BTreeSet<String>,
     base_dir: PathBuf,
     warnings: Vec<String>,
+    /// The Layer-4 entries read so far, by list: the index of the next one.
+    read: BTreeMap<Layer4, usize>,
+    /// Each port given so far, by (UDP or not, number): the entry that has it (`tcp`, 0).
+    ports: BTreeMap<(bool, u16), (Layer4, usize)>,
+    /// Each server name of a TLS port so far, by (port, name; `""`: any): the `tlsPorts` index.
+    tls_names: BTreeMap<(u16, String), usize>,
 }
 
 thread_local! {
@@ -185,10 +228,18 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
         backends: Option<BTreeMap<String, serde_yaml_ng::Value>>,
     }
     let names: Names = serde_yaml_ng::from_str(text).map_err(error)?;
-    let backends = names.backends.unwrap_or_default().into_keys().collect();
-    CONTEXT.with(|c| {
-        *c.borrow_mut() = Some(ParseContext { backends, base_dir: base_dir.to_path_buf(), warnings: Vec::new() })
-    });
+    let written = names.backends.unwrap_or_default();
+    let relayable = written.iter().filter(|(_, spec)| relays_bytes(spec)).map(|(name, _)| name.clone()).collect();
+    let context = ParseContext {
+        backends: written.into_keys().collect(),
+        relayable,
+        base_dir: base_dir.to_path_buf(),
+        warnings: Vec::new(),
+        read: BTreeMap::new(),
+        ports: BTreeMap::new(),
+        tls_names: BTreeMap::new(),
+    };
+    CONTEXT.with(|c| *c.borrow_mut() = Some(context));
     let parsed: Result<File, _> = serde_yaml_ng::from_str(text);
     let warnings = CONTEXT.with(|c| c.borrow_mut().take()).map(|c| c.warnings).unwrap_or_default();
     let file_spec = parsed.map_err(error)?;
@@ -249,6 +300,7 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
             .collect(),
         tcp: file_spec.tcp.into_iter().map(|t| t.0).collect(),
         udp: file_spec.udp.into_iter().map(|t| t.0).collect(),
+        tls_ports: file_spec.tls_ports.into_iter().map(|t| t.0).collect(),
         warnings,
     })
 }
@@ -280,6 +332,48 @@ fn field_error<E: de::Error>(field: &str, message: impl fmt::Display) -> E {
     E::custom(format!("{FIELD_TAG}{field}{FIELD_TAG}{message}"))
 }
 
+/// Why a list entry is refused, and the field it is about (see [`entry`]).
+struct Refusal {
+    field: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    fn new(field: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal { field, message: message.into() }
+    }
+}
+
+/// Reads a list entry (a mapping) as `R` and `check`s it while still inside it, so that a refusal
+/// names the entry's own line and path (`tcp[1].backends: …`), not its list's.
+fn entry<'de, D, R, T>(d: D, check: impl FnOnce(R) -> Result<T, Refusal>) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    R: Deserialize<'de>,
+{
+    struct Entry<R, F>(F, PhantomData<R>);
+
+    impl<'de, R: Deserialize<'de>, T, F: FnOnce(R) -> Result<T, Refusal>> de::Visitor<'de> for Entry<R, F> {
+        type Value = T;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a mapping")
+        }
+
+        fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+            let raw = R::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            (self.0)(raw).map_err(|r| field_error(r.field, r.message))
+        }
+    }
+
+    d.deserialize_map(Entry(check, PhantomData))
+}
+
+/// The parse's context, when there is one (there is while [`parse`] runs).
+fn with_context<T>(f: impl FnOnce(&mut ParseContext) -> T) -> Option<T> {
+    CONTEXT.with(|c| c.borrow_mut().as_mut().map(f))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct File {
@@ -292,44 +386,230 @@ struct File {
     #[serde(default)]
     tls: Vec<TlsField>,
     #[serde(default)]
-    tcp: Vec<PortField>,
+    tcp: Vec<PortField<TCP>>,
     #[serde(default)]
-    udp: Vec<PortField>,
+    udp: Vec<PortField<UDP>>,
+    #[serde(default)]
+    tls_ports: Vec<TlsPortField>,
 }
 
-/// A `tcp:` or `udp:` entry, checked where it is written (so an error has its line).
-struct PortField(PortSpec);
+/// The lists of Layer-4 entries, which give out ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Layer4 {
+    Tcp,
+    Udp,
+    TlsPorts,
+}
 
-impl<'de> Deserialize<'de> for PortField {
+impl Layer4 {
+    /// The list's name in the file.
+    fn name(self) -> &'static str {
+        match self {
+            Layer4::Tcp => "tcp",
+            Layer4::Udp => "udp",
+            Layer4::TlsPorts => "tlsPorts",
+        }
+    }
+}
+
+/// [`PortField`]'s list, as a const parameter.
+const TCP: bool = false;
+const UDP: bool = true;
+
+/// A `tcp:` ([`TCP`]) or `udp:` ([`UDP`]) entry, checked where it is written (so an error has its
+/// line).
+struct PortField<const IS_UDP: bool>(PortSpec);
+
+impl<'de, const IS_UDP: bool> Deserialize<'de> for PortField<IS_UDP> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
             port: PortNumber,
             #[serde(default)]
-            backend: Option<BackendRef>,
+            backend: Option<RelayRef>,
             #[serde(default)]
             backends: Option<Vec<WeightedRef>>,
         }
-        let raw = Raw::deserialize(d)?;
-        let backends = match (raw.backend, raw.backends) {
-            (Some(one), None) => vec![(one.0, 1)],
-            (None, Some(list)) if !list.is_empty() => list.into_iter().map(|w| (w.name.0, w.weight)).collect(),
-            _ => return Err(field_error("backend", "give exactly one of `backend` or a non-empty `backends`")),
-        };
-        if backends.iter().all(|(_, weight)| *weight == 0) {
-            return Err(field_error("backends", "every weight is 0: no connection could be relayed"));
-        }
-        Ok(PortField(PortSpec { port: raw.port.0, backends }))
+        entry(d, |raw: Raw| {
+            claim_port(if IS_UDP { Layer4::Udp } else { Layer4::Tcp }, raw.port.0)?;
+            let backends = weighted(raw.backend, raw.backends)?;
+            Ok(PortField(PortSpec { port: raw.port.0, backends }))
+        })
     }
+}
+
+/// A `tlsPorts:` entry, checked where it is written.
+struct TlsPortField(TlsPortSpec);
+
+impl<'de> Deserialize<'de> for TlsPortField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        struct Raw {
+            port: PortNumber,
+            #[serde(default)]
+            hostnames: Option<Vec<HostName>>,
+            mode: TlsMode,
+            #[serde(default)]
+            cert_file: Option<PathBuf>,
+            #[serde(default)]
+            key_file: Option<PathBuf>,
+            #[serde(default)]
+            backend: Option<RelayRef>,
+            #[serde(default)]
+            backends: Option<Vec<WeightedRef>>,
+        }
+        entry(d, |raw: Raw| {
+            let port = raw.port.0;
+            let index = claim_port(Layer4::TlsPorts, port)?;
+            let hostnames = match raw.hostnames {
+                None => vec![String::new()],
+                Some(list) if list.is_empty() => {
+                    return Err(Refusal::new("hostnames", "is empty: list the server names, or leave it out for any"))
+                }
+                Some(list) => list.into_iter().map(|h| h.0).collect(),
+            };
+            for host in &hostnames {
+                claim_tls_name(index, port, host)?;
+            }
+            let terminate = match (raw.mode, raw.cert_file, raw.key_file) {
+                (TlsMode::Terminate, Some(cert), Some(key)) => {
+                    let base = with_context(|c| c.base_dir.clone()).unwrap_or_default();
+                    Some(CertFiles::read(&base, &cert, &key).map_err(|e| Refusal::new("certFile", e))?.0)
+                }
+                (TlsMode::Terminate, None, None) => {
+                    let why =
+                        "mode Terminate needs certFile and keyFile: the certificate ramjet presents for these names";
+                    return Err(Refusal::new("certFile", why));
+                }
+                (TlsMode::Terminate, _, _) => return Err(Refusal::new("certFile", "certFile and keyFile go together")),
+                (TlsMode::Passthrough, None, None) => None,
+                (TlsMode::Passthrough, cert, _) => {
+                    let field = if cert.is_some() { "certFile" } else { "keyFile" };
+                    let why = "mode Passthrough hands the TLS session to the backend unopened, so ramjet presents no \
+                               certificate: leave certFile and keyFile out, or use mode Terminate";
+                    return Err(Refusal::new(field, why));
+                }
+            };
+            let backends = weighted(raw.backend, raw.backends)?;
+            Ok(TlsPortField(TlsPortSpec { relay: PortSpec { port, backends }, hostnames, terminate }))
+        })
+    }
+}
+
+/// What a TLS port does with a name's connections.
+#[derive(Clone, Copy)]
+enum TlsMode {
+    Passthrough,
+    Terminate,
+}
+
+impl<'de> Deserialize<'de> for TlsMode {
+    /// `Passthrough` or `Terminate`, as the Gateway API spells them; any case.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_str(d, |mode| match mode.to_ascii_lowercase().as_str() {
+            "passthrough" => Ok(TlsMode::Passthrough),
+            "terminate" => Ok(TlsMode::Terminate),
+            _ => Err(format!("`{mode}` is not a mode: Passthrough or Terminate")),
+        })
+    }
+}
+
+/// Gives the next entry of `list` its index, and `port`: a TCP (UDP) port is one entry's, except
+/// that `tlsPorts` entries share theirs by server name.
+fn claim_port(list: Layer4, port: u16) -> Result<usize, Refusal> {
+    with_context(|c| {
+        let read = c.read.entry(list).or_default();
+        let index = *read;
+        *read += 1;
+        let key = (list == Layer4::Udp, port);
+        match c.ports.get(&key) {
+            None => {
+                c.ports.insert(key, (list, index));
+                Ok(index)
+            }
+            Some(&(Layer4::TlsPorts, _)) if list == Layer4::TlsPorts => Ok(index),
+            Some(&(held, at)) => {
+                let why = if held == list {
+                    "a port relays to one entry's backends"
+                } else {
+                    "a TCP port relays its connections as they come (`tcp:`) or by server name (`tlsPorts:`), not both"
+                };
+                let held = held.name();
+                Err(Refusal::new("port", format!("port {port} is already given to {held}[{at}]: {why}")))
+            }
+        }
+    })
+    .unwrap_or(Ok(0))
+}
+
+/// Gives `host` (`""`: any name) on TLS `port` to the `tlsPorts` entry `index`: a name is one
+/// entry's.
+fn claim_tls_name(index: usize, port: u16, host: &str) -> Result<(), Refusal> {
+    with_context(|c| match c.tls_names.get(&(port, host.to_string())) {
+        None => {
+            c.tls_names.insert((port, host.to_string()), index);
+            Ok(())
+        }
+        Some(&at) => {
+            let name =
+                if host.is_empty() { "any server name (no `hostnames`)".to_string() } else { format!("`{host}`") };
+            let whose =
+                if at == index { "is listed twice".to_string() } else { format!("is already given to tlsPorts[{at}]") };
+            Err(Refusal::new("hostnames", format!("{name} on port {port} {whose}: a name goes to one entry")))
+        }
+    })
+    .unwrap_or(Ok(()))
+}
+
+/// A Layer-4 entry's backends as written, `backend: x` or `backends: [{ name, weight }]`, with
+/// their weights; some weight must be above 0.
+fn weighted(one: Option<RelayRef>, list: Option<Vec<WeightedRef>>) -> Result<Vec<(String, u32)>, Refusal> {
+    let backends: Vec<(String, u32)> = match (one, list) {
+        (Some(one), None) => vec![(one.0, 1)],
+        (None, Some(list)) if !list.is_empty() => list.into_iter().map(|w| (w.name.0, w.weight)).collect(),
+        _ => return Err(Refusal::new("backend", "give exactly one of `backend` or a non-empty `backends`")),
+    };
+    if backends.iter().all(|(_, weight)| *weight == 0) {
+        return Err(Refusal::new("backends", "every weight is 0: no connection could be relayed"));
+    }
+    Ok(backends)
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WeightedRef {
-    name: BackendRef,
+    name: RelayRef,
     #[serde(default = "one")]
     weight: u32,
+}
+
+/// A backend a Layer-4 entry relays bytes to: one of `backends`, with plain `endpoints`.
+struct RelayRef(String);
+
+impl<'de> Deserialize<'de> for RelayRef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        checked_str(d, |name| {
+            known_backend(name)?;
+            match with_context(|c| c.relayable.contains(name)) {
+                Some(false) => Err(format!(
+                    "backend `{name}` cannot be relayed to: a Layer-4 entry relays bytes to plain `endpoints` (no \
+                     `respond`, no `protocol` but HTTP)"
+                )),
+                _ => Ok(RelayRef(name.to_string())),
+            }
+        })
+    }
+}
+
+/// Whether a backend as written (`backends.NAME`) is plain `endpoints`: what a Layer-4 entry can
+/// relay bytes to.
+fn relays_bytes(spec: &serde_yaml_ng::Value) -> bool {
+    let plain = spec
+        .get("protocol")
+        .is_none_or(|p| matches!(p.as_str().map(BackendProtocol::parse), Some(Ok(BackendProtocol::Http1))));
+    spec.get("endpoints").is_some() && spec.get("respond").is_none() && plain
 }
 
 fn one() -> u32 {
@@ -341,12 +621,53 @@ struct PortNumber(u16);
 
 impl<'de> Deserialize<'de> for PortNumber {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let n = u64::deserialize(d)?;
-        match u16::try_from(n) {
-            Ok(port) if port > 0 => Ok(PortNumber(port)),
-            _ => Err(field_error("port", format!("{n} is not a port (1 to 65535)"))),
+        struct Port;
+
+        impl de::Visitor<'_> for Port {
+            type Value = PortNumber;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a port (1 to 65535)")
+            }
+
+            // Checked here, while the number is read, so that the error has its own line.
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<PortNumber, E> {
+                match u16::try_from(n) {
+                    Ok(port) if port > 0 => Ok(PortNumber(port)),
+                    _ => Err(E::custom(format!("{n} is not a port (1 to 65535)"))),
+                }
+            }
+
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<PortNumber, E> {
+                Err(E::custom(format!("{n} is not a port (1 to 65535)")))
+            }
+        }
+
+        d.deserialize_u64(Port)
+    }
+}
+
+/// Reads a string and `check`s it while it is being read, so that a refusal names the value's own
+/// line, column and path (`tlsPorts[0].hostnames[1]: …`), not those of the entry around it.
+fn checked_str<'de, D: Deserializer<'de>, T>(
+    d: D,
+    check: impl FnOnce(&str) -> Result<T, String>,
+) -> Result<T, D::Error> {
+    struct Checked<F>(F);
+
+    impl<T, F: FnOnce(&str) -> Result<T, String>> de::Visitor<'_> for Checked<F> {
+        type Value = T;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_str<E: de::Error>(self, value: &str) -> Result<T, E> {
+            (self.0)(value).map_err(E::custom)
         }
     }
+
+    d.deserialize_str(Checked(check))
 }
 
 struct BackendField(BackendSpec);
@@ -482,20 +803,21 @@ struct BackendRef(String);
 
 impl<'de> Deserialize<'de> for BackendRef {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        let known = CONTEXT.with(|c| {
-            c.borrow().as_ref().map(|c| (c.backends.contains(&name), c.backends.iter().cloned().collect::<Vec<_>>()))
-        });
-        match known {
-            Some((false, names)) => Err(field_error(
-                "backend",
-                format!(
-                    "unknown backend `{name}`; the backends defined are: {}",
-                    if names.is_empty() { "(none)".to_string() } else { names.join(", ") }
-                ),
-            )),
-            _ => Ok(BackendRef(name)),
-        }
+        checked_str(d, |name| known_backend(name).map(|()| BackendRef(name.to_string())))
+    }
+}
+
+/// `Err` says that `name` is not one of `backends`, and which are.
+fn known_backend(name: &str) -> Result<(), String> {
+    let known = CONTEXT.with(|c| {
+        c.borrow().as_ref().map(|c| (c.backends.contains(name), c.backends.iter().cloned().collect::<Vec<_>>()))
+    });
+    match known {
+        Some((false, names)) => Err(format!(
+            "unknown backend `{name}`; the backends defined are: {}",
+            if names.is_empty() { "(none)".to_string() } else { names.join(", ") }
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -504,8 +826,7 @@ pub(crate) struct HostName(pub String);
 
 impl<'de> Deserialize<'de> for HostName {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = String::deserialize(d)?;
-        validate_host(&raw).map(HostName).map_err(|e| field_error("host", e))
+        checked_str(d, |raw| validate_host(raw).map(HostName))
     }
 }
 

@@ -1,16 +1,18 @@
 //! Compiling a static routes file (read by [`crate::routes_file`]): the same vocabulary as an
-//! Ingress, without a cluster.
+//! Ingress, without a cluster; its `tcp:`, `udp:` and `tlsPorts:` entries become the same table
+//! entries as the Gateway API's TCP, UDP and TLS listeners on ports of their own.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    BackendKind, BackendProtocol, Filter, ObjectRef, PathKind, PortRoute, RoutePolicy, Rule, Transport, WeightedBackend,
+    BackendKind, BackendProtocol, Filter, ObjectRef, PathKind, PortRoute, RoutePolicy, Rule, TlsTarget, Transport,
+    WeightedBackend,
 };
 
 use super::{Compiler, Draft};
 use crate::canary::MirrorTarget;
-use crate::routes_file::{BackendSpec, StaticRoutes};
+use crate::routes_file::{BackendSpec, PortSpec, StaticRoutes};
 
 /// The kind diagnostics give an entry of the static routes file: `StaticRoutes routes[2]`.
 pub const STATIC_ROUTES: &str = "StaticRoutes";
@@ -105,28 +107,54 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
     let udp = routes.udp.iter().map(|e| (Transport::Udp, e)).enumerate();
     for (i, (transport, entry)) in entries.chain(udp) {
         let source = format!("{transport}[{i}]");
-        let object = ObjectRef::new(STATIC_ROUTES, None, source.clone());
-        let mut backends = Vec::new();
-        for (name, weight) in &entry.backends {
-            match &routes.backends[name] {
-                BackendSpec::Endpoints(_, BackendProtocol::Http1, _) => {
-                    backends.push(WeightedBackend::new(backend(compiler, name), *weight));
-                }
-                _ => draft.reject(
-                    &object,
-                    format!(
-                        "backend {name}: a {transport} route relays to plain `endpoints` (no `respond`, no protocol)"
-                    ),
-                ),
-            }
-        }
-        if backends.len() != entry.backends.len() {
-            continue;
-        }
+        let Some(backends) = relayed(routes, entry, &source, compiler, &mut draft) else { continue };
         let route = PortRoute::new(backends, &source);
         if let Err(held) = draft.builder.add_port_route(transport, entry.port, route) {
+            let object = ObjectRef::new(STATIC_ROUTES, None, source);
             draft.reject(&object, format!("port {} is already routed by {held}; this entry is ignored", entry.port));
         }
     }
+    for (i, entry) in routes.tls_ports.iter().enumerate() {
+        let source = format!("tlsPorts[{i}]");
+        let Some(backends) = relayed(routes, &entry.relay, &source, compiler, &mut draft) else { continue };
+        let terminate = entry.terminate.as_ref().map(|cert| {
+            let cert = compiler.certificate(cert);
+            draft.certificates.push(cert.clone());
+            cert.id
+        });
+        let port = entry.relay.port;
+        for host in &entry.hostnames {
+            let target = TlsTarget { terminate, route: PortRoute::new(backends.clone(), &source) };
+            if let Err(held) = draft.builder.add_tls_port_name(port, host, target) {
+                let name = if host.is_empty() { "any server name" } else { host };
+                let object = ObjectRef::new(STATIC_ROUTES, None, source.clone());
+                draft.reject(&object, format!("{name} on port {port} is already routed by {held}; not by this entry"));
+            }
+        }
+    }
     draft
+}
+
+/// The weighted backends of a Layer-4 entry (`tcp[0]`, `tlsPorts[1]`), each a plain `endpoints`
+/// backend, as the file was checked to have them; `None` (the entry is rejected) otherwise.
+fn relayed(
+    routes: &StaticRoutes,
+    entry: &PortSpec,
+    source: &str,
+    compiler: &mut Compiler,
+    draft: &mut Draft,
+) -> Option<Vec<WeightedBackend>> {
+    let mut backends = Vec::new();
+    for (name, weight) in &entry.backends {
+        let BackendSpec::Endpoints(addrs, BackendProtocol::Http1, _) = &routes.backends[name] else {
+            let message =
+                format!("backend {name}: a Layer-4 entry relays to plain `endpoints` (no `respond`, no protocol)");
+            draft.reject(&ObjectRef::new(STATIC_ROUTES, None, source), message);
+            return None;
+        };
+        let kind = BackendKind::Endpoints(addrs.clone().into_boxed_slice());
+        let target = compiler.backend_over(name, kind, BackendProtocol::Http1, None);
+        backends.push(WeightedBackend::new(target, *weight));
+    }
+    Some(backends)
 }
