@@ -12,9 +12,12 @@
 //! endpoints) behind an EndpointSlice the harness writes; the Deployments are not applied.
 //! The tests share one API server and its namespaces, so they run one at a time.
 //!
-//! The TCPRoute, UDPRoute and TLSRoute tests (`tcp_routes.rs`, `udp_routes.rs`, `tls_routes.rs`)
-//! come from the suite of v1.6.1, where those kinds are v1; their Services' backends are the
-//! suite's TCP and UDP echo servers, as its manifests ask.
+//! The TCPRoute, UDPRoute and TLSRoute tests (`tcp_routes.rs`, `udp_routes.rs`, `tls_routes.rs`),
+//! the BackendTLSPolicy ones (`backend_tls.rs`) and the client-certificate ones
+//! (`frontend_validation.rs`) come from the suite of v1.6.1, with its Gateway CRD (v1.5 added
+//! `spec.tls.frontend`). A Service's backend is what echo-basic in the Deployment it selects would
+//! run: the suite's TCP or UDP echo server, or its HTTP one, over TLS on 8443 with the certificate
+//! the Deployment mounts (the suite's CA and certificates: `tls_checks.rs`).
 //!
 //! `docs/gateway-api.md` lists what passes in the suite's vocabulary, and what is not translated.
 
@@ -121,8 +124,9 @@ fn cluster() -> &'static Cluster {
         let admin = Kube::new(&plane.admin_kubeconfig);
         let (module, l4_api) = (module_dir(MODULE), module_dir(API_L4));
         let crds = [
-            ("gatewayclasses", &module),
-            ("gateways", &module),
+            // Gateways of v1.6.1: `spec.tls.frontend` (client certificates) is from v1.5.
+            ("gatewayclasses", &l4_api),
+            ("gateways", &l4_api),
             ("httproutes", &module),
             ("grpcroutes", &module),
             ("referencegrants", &l4_api),
@@ -733,10 +737,19 @@ impl Suite {
     /// client trusts the Gateway's certificate; OpenSSL refuses its `*.org` name (a wildcard right
     /// above a top-level domain), so curl checks that the certificate served is that one instead.
     fn send_tls(&self, host: &str, path: &str) -> Response {
+        self.send_tls_as(host, path, None).unwrap_or_else(|e| panic!("curl https://{host}{path}: {e}"))
+    }
+
+    /// [`Suite::send_tls`], presenting a client certificate (its certificate and key files) when
+    /// the server asks for one; `Err`: the request failed (curl's words).
+    fn send_tls_as(&self, host: &str, path: &str, client: Option<&(PathBuf, PathBuf)>) -> Result<Response, String> {
         let port = self.daemon().https_addr().expect("HTTPS is served").port();
-        let out = Command::new("curl")
-            .args(["-sS", "-i", "--max-time", "10", "--insecure", "--pinnedpubkey"])
-            .arg(&cluster().public_key)
+        let mut curl = Command::new("curl");
+        curl.args(["-sS", "-i", "--max-time", "10", "--insecure", "--pinnedpubkey"]).arg(&cluster().public_key);
+        if let Some((cert, key)) = client {
+            curl.arg("--cert").arg(cert).arg("--key").arg(key);
+        }
+        let out = curl
             // As the suite sends it: the name alone, the listener being on the HTTPS port.
             .arg("-H")
             .arg(format!("Host: {host}"))
@@ -745,11 +758,13 @@ impl Suite {
             .arg(format!("https://{host}:{port}{path}"))
             .output()
             .expect("curl");
-        assert!(out.status.success(), "curl https://{host}{path}: {}", String::from_utf8_lossy(&out.stderr));
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+        }
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
         let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        Response { status, head: head.to_string(), body: body.to_string(), trailers: String::new() }
+        Ok(Response { status, head: head.to_string(), body: body.to_string(), trailers: String::new() })
     }
 }
 
@@ -1736,6 +1751,7 @@ fn httproute_backend_protocol_websocket() {
 }
 
 mod backend_tls;
+mod frontend_validation;
 mod tcp_routes;
 mod tls_checks;
 mod tls_routes;

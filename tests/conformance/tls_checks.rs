@@ -3,6 +3,7 @@
 //! backends mount and its TLS listeners name. A Deployment of echo-basic that mounts one of those
 //! Secrets serves TLS with it on 8443, so the harness does too.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rcgen::{string::Ia5String, SanType};
@@ -27,9 +28,20 @@ const SIGNED: [(&str, &[&str], &[&str]); 3] = [
     ("tls-terminate-checks-certificate", &["tls.example.com"], &[INFRA]),
 ];
 
-/// The CA and the certificates it signed, as files (`<secret>.crt` / `.key`).
+/// The CAs of client certificates (frontend validation): the ConfigMap of each CA, and the Secret
+/// of the client certificate it signs.
+const CLIENT_CAS: [(&str, &str); 2] = [
+    ("tls-validity-checks-ca-certificate", "tls-validity-checks-client-certificate"),
+    ("tls-validity-checks-per-port-ca-certificate", "tls-validity-checks-per-port-client-certificate"),
+];
+/// The suite's `WebBackendNamespace`, where a CA ConfigMap sits that no ReferenceGrant shares.
+const WEB_BACKEND: &str = "gateway-conformance-web-backend";
+
+/// The CA and the certificates it signed, as files (`<secret>.crt` / `.key`), and the CAs of
+/// client certificates with the client certificate each signed (`client.crt` / `.key`).
 pub(super) struct TlsChecks {
     pub pki: Pki,
+    client_cas: Vec<Pki>,
 }
 
 impl TlsChecks {
@@ -44,7 +56,24 @@ impl TlsChecks {
                 }
             });
         }
-        TlsChecks { pki }
+        let client_cas = CLIENT_CAS
+            .iter()
+            .map(|(ca, _)| {
+                let client = Pki::new(ca);
+                client.leaf_with("client", &["client"], |params| {
+                    params.subject_alt_names.clear();
+                    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+                });
+                client
+            })
+            .collect();
+        TlsChecks { pki, client_cas }
+    }
+
+    /// The client certificate the CA of ConfigMap `ca` signed: its certificate and key files.
+    pub fn client_certificate(&self, ca: &str) -> (PathBuf, PathBuf) {
+        let i = CLIENT_CAS.iter().position(|(c, _)| *c == ca).unwrap_or_else(|| panic!("no client CA {ca}"));
+        (self.client_cas[i].path("client.crt"), self.client_cas[i].path("client.key"))
     }
 
     /// Writes the CA's ConfigMap and the Secrets to the API server (their namespaces exist).
@@ -65,6 +94,26 @@ impl TlsChecks {
             "data": { "ca.crt": std::fs::read_to_string(mismatch.path("ca.pem")).unwrap() },
         });
         admin.apply_value(&config_map, "test").unwrap();
+        let mut config_maps: Vec<(&str, &str, &Pki)> = vec![(WEB_BACKEND, "web-backend-cm", &self.client_cas[0])];
+        config_maps.extend(CLIENT_CAS.iter().zip(&self.client_cas).map(|((ca, _), pki)| (INFRA, *ca, pki)));
+        for (namespace, name, ca) in config_maps {
+            let config_map = json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": { "name": name, "namespace": namespace },
+                "data": { "ca.crt": std::fs::read_to_string(ca.path("ca.pem")).unwrap() },
+            });
+            admin.apply_value(&config_map, "test").unwrap();
+        }
+        for ((_, secret), ca) in CLIENT_CAS.iter().zip(&self.client_cas) {
+            let (crt, key) =
+                (std::fs::read(ca.path("client.crt")).unwrap(), std::fs::read(ca.path("client.key")).unwrap());
+            let object = json!({
+                "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": { "name": secret, "namespace": INFRA },
+                "data": { "tls.crt": base64(&crt), "tls.key": base64(&key) },
+            });
+            admin.apply_value(&object, "test").unwrap();
+        }
         for (secret, _, namespaces) in SIGNED {
             let crt = std::fs::read(pki.path(&format!("{secret}.crt"))).unwrap();
             let key = std::fs::read(pki.path(&format!("{secret}.key"))).unwrap();
