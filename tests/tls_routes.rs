@@ -5,6 +5,8 @@
 //! The cases follow the Gateway API conformance tests (`tlsroute-simple-same-namespace`,
 //! `tlsroute-hostname-intersection`, v1.6.1).
 //!
+//! TLS listeners in `Terminate` mode on that port too, and weights there, beside HTTPS.
+//!
 //! And `TLS` listeners on a port of their own, as `tlsroute-mixed-termination-same-namespace` has
 //! them: one port where some names are terminated by ramjet (the backend gets plain bytes) and
 //! others passed through, each name's connections split across its route's backends by weight;
@@ -276,6 +278,121 @@ fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_
         assert!(TcpStream::connect(("127.0.0.1", port)).is_err(), "{driver:?}: the port is still open");
     }
     assert_eq!(a.connections.load(Ordering::SeqCst) + b.connections.load(Ordering::SeqCst), total);
+}
+
+/// On ramjet's HTTPS port, beside an HTTPS listener: `tls.example.com` terminated with its TLS
+/// listener's certificate and relayed in plain to two echo backends at weights 3:1, and
+/// `abc.example.com` passed through to two TLS backends at weights 1:1.
+const ON_HTTPS: &str = r#"---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: { name: edge, namespace: infra }
+spec:
+  gatewayClassName: ramjet
+  listeners:
+    - name: tls-terminate
+      port: 443
+      protocol: TLS
+      hostname: tls.example.com
+      tls: { mode: Terminate, certificateRefs: [{ name: terminate-cert }] }
+    - name: tls-passthrough
+      port: 443
+      protocol: TLS
+      hostname: abc.example.com
+      tls: { mode: Passthrough }
+    - name: https
+      port: 443
+      protocol: HTTPS
+      hostname: www.other.test
+      tls: { certificateRefs: [{ name: edge-cert }] }
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: { name: plain, namespace: infra }
+spec:
+  parentRefs: [{ name: edge, sectionName: tls-terminate }]
+  rules: [{ backendRefs: [{ name: echo-a, port: 80, weight: 3 }, { name: echo-b, port: 80, weight: 1 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: TLSRoute
+metadata: { name: api, namespace: infra }
+spec:
+  parentRefs: [{ name: edge, sectionName: tls-passthrough }]
+  rules: [{ backendRefs: [{ name: api-a, port: 8443 }, { name: api-b, port: 8443 }] }]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: { name: web, namespace: infra }
+spec:
+  parentRefs: [{ name: edge, sectionName: https }]
+  rules: [{ backendRefs: [{ name: web, port: 80 }] }]
+"#;
+
+#[test]
+fn on_the_https_port_tls_routes_terminate_or_pass_through_by_weight_beside_https() {
+    ramjet::install_crypto();
+    let backend_pki = Pki::new("tlshttps-backend");
+    backend_pki.leaf("api", &["abc.example.com"]);
+    let (api_a, api_b) =
+        (TlsBackend::start("api-a", &backend_pki, "api", None), TlsBackend::start("api-b", &backend_pki, "api", None));
+    let edge_pki = Pki::new("tlshttps-edge");
+    edge_pki.leaf("terminate", &["tls.example.com"]);
+    edge_pki.leaf("edge", &["www.other.test"]);
+    let (a, b) = (EchoBackend::start("echo-a"), EchoBackend::start("echo-b"));
+    let web = Backend::start("web");
+    let manifests = [
+        GATEWAY_CLASS.to_string(),
+        ON_HTTPS.to_string(),
+        tls_secret(&edge_pki, "terminate"),
+        tls_secret(&edge_pki, "edge"),
+        "---\n".into(),
+        Service::new("infra", "api-a").port("tls", 8443).endpoints(&[api_a.addr]).yaml(),
+        "---\n".into(),
+        Service::new("infra", "api-b").port("tls", 8443).endpoints(&[api_b.addr]).yaml(),
+        "---\n".into(),
+        Service::new("infra", "echo-a").endpoints(&[a.addr]).yaml(),
+        "---\n".into(),
+        Service::new("infra", "echo-b").endpoints(&[b.addr]).yaml(),
+        "---\n".into(),
+        Service::new("infra", "web").endpoints(&[web.addr]).yaml(),
+    ]
+    .concat();
+    let payload: Vec<u8> = (0..100_000).map(|i| (i % 251) as u8).collect();
+    for driver in DRIVERS {
+        let dir = temp_dir("tlshttps");
+        std::fs::write(dir.join("all.yaml"), &manifests).unwrap();
+        let d = manifests_daemon(&dir, driver, 2);
+        let https = d.https_addr().unwrap();
+        let edge = edge_pki.client(rustls::DEFAULT_VERSIONS);
+        let terminated = || tls_exchange(https.port(), edge.clone(), "tls.example.com", &payload);
+        assert!(eventually(Duration::from_secs(10), || terminated().is_ok()), "{driver:?}: {:?}", terminated().err());
+        // Terminated with the TLS listener's certificate: the echo backend got plain bytes.
+        let (name, echoed) = terminated().unwrap();
+        assert!(name.starts_with("echo-") && echoed == payload, "{driver:?}: {name}");
+        // Weights 3:1 over 200 connections: 50 expected on echo-b, σ ≈ 6.1.
+        let mut on_b = 0;
+        for _ in 0..200 {
+            let (name, _) = tls_exchange(https.port(), edge.clone(), "tls.example.com", b"x").unwrap();
+            on_b += usize::from(name == "echo-b");
+        }
+        assert!((25..=75).contains(&on_b), "{driver:?}: {on_b} of 200 on echo-b at weights 3:1");
+        // Passed through unopened to both TLS backends (1:1 over 100 connections: 50 expected,
+        // σ = 5), each seeing the client's server name.
+        let backend = backend_pki.client(rustls::DEFAULT_VERSIONS);
+        let mut on_api_b = 0;
+        for _ in 0..100 {
+            let (status, body) = tls_get(https, backend.clone(), "abc.example.com", "abc.example.com", "").unwrap();
+            assert_eq!(status, 200, "{driver:?}");
+            assert!(body.ends_with(" sni=abc.example.com target=/\n"), "{driver:?}: {body}");
+            on_api_b += usize::from(body.starts_with("api-b "));
+        }
+        assert!((25..=75).contains(&on_api_b), "{driver:?}: {on_api_b} of 100 on api-b at weights 1:1");
+        // The HTTPS listener's name is still HTTPS, routed over HTTP.
+        let (status, body) = tls_get(https, edge.clone(), "www.other.test", "www.other.test", "").unwrap();
+        assert!(status == 200 && body.contains("backend=web"), "{driver:?}: {status} {body}");
+        assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
+        d.shutdown();
+    }
 }
 
 /// Without a cluster: a static routes file's `tlsPorts:` entries share one port, one name

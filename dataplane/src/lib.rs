@@ -183,10 +183,11 @@ impl DataPlane {
                         }
                     }
                     let main = move |started: server::runtime::Started| async move {
-                        let mut worker = worker::Worker::new(id, settings, published, stats, log, tracer);
+                        let mut worker = worker::Worker::new(id, settings, published.clone(), stats, log, tracer);
                         worker.io_uring = started.io_uring();
                         let worker = Rc::new(worker);
-                        let https = https.zip(tls_config.map(server::tls::TlsTerminator::new));
+                        let terminator = |config| server::tls::TlsTerminator::new(config, published.clone());
+                        let https = https.zip(tls_config.map(terminator));
                         server::accept::run(worker, http, https, ports, drain_rx, started).await
                     };
                     server::runtime::run_worker(id, policy, ready_tx, main);

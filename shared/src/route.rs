@@ -522,7 +522,7 @@ pub struct RouteTable {
     /// Hosts whose TLS connections are passed to a backend unopened (ingress-nginx's
     /// `ssl-passthrough`, Gateway API TLSRoutes), by server name as declared, lower case: exact, or
     /// a wildcard (`*.`, `**.`), or `""` for any name.
-    passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
+    passthrough: BTreeMap<Arc<str>, Arc<TlsTarget>>,
     /// Hosts whose TLS handshakes ask for a client certificate, by server name as declared (exact
     /// or `*.` wildcard), as `tls` is looked up.
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
@@ -652,11 +652,12 @@ impl RouteTable {
         !self.passthrough.is_empty()
     }
 
-    /// The backend TLS connections for this server name are passed to unopened, if any: the exact
-    /// name, then wildcards (one label, then any depth); the entry for any name (a Gateway TLS
-    /// listener and TLSRoute without hostnames) only for names without a certificate of their own,
-    /// which are terminated as their HTTPS listeners or Ingresses ask.
-    pub fn passthrough(&self, server_name: &str) -> Option<&Arc<Backend>> {
+    /// What TLS connections for this server name get instead of HTTPS, if anything (passed through
+    /// unopened, or terminated and relayed as bytes, to weighted backends): the exact name, then
+    /// wildcards (one label, then any depth); the entry for any name (a Gateway TLS listener and
+    /// TLSRoute without hostnames) only for names without a certificate of their own, which are
+    /// terminated as their HTTPS listeners or Ingresses ask.
+    pub fn passthrough(&self, server_name: &str) -> Option<&Arc<TlsTarget>> {
         let mut buf = [0u8; 256];
         let name = normalize_host(server_name, &mut buf)?;
         by_name(&self.passthrough, true, name)
@@ -709,6 +710,7 @@ impl RouteTable {
     pub fn cert_ids(&self) -> Vec<CertId> {
         let mut ids: Vec<CertId> = self.tls.values().copied().collect();
         ids.extend(self.tls_ports.values().flat_map(|port| port.certificates()));
+        ids.extend(self.passthrough.values().filter_map(|target| target.terminate));
         ids.sort();
         ids.dedup();
         ids
@@ -741,7 +743,7 @@ impl RouteTable {
         items.extend(self.default_route.as_ref().map(|r| TableItem::DefaultBackend(&r.backend)));
         items.extend(self.tls.iter().map(|(host, cert)| TableItem::Tls { host, cert: *cert }));
         items.extend(self.ssl_redirect_hosts.iter().map(|host| TableItem::HttpsRedirect { host }));
-        items.extend(self.passthrough.iter().map(|(host, backend)| TableItem::Passthrough { host, backend }));
+        items.extend(self.passthrough.iter().map(|(host, target)| TableItem::Passthrough { host, target }));
         items.extend(self.client_auth.iter().map(|(host, auth)| TableItem::ClientAuth { host, auth }));
         items.extend(self.hsts.as_ref().map(TableItem::Hsts));
         items.extend(self.ports.iter().map(|(&(transport, port), route)| TableItem::PortRoute {
@@ -833,12 +835,9 @@ pub enum TableItem<'a> {
     Tls { host: &'a Arc<str>, cert: CertId },
     /// A host (exact or `*.` wildcard) whose plain-HTTP requests are redirected to HTTPS.
     HttpsRedirect { host: &'a Arc<str> },
-    /// A server name whose TLS connections are passed to this backend unopened.
-    Passthrough {
-        host: &'a Arc<str>,
-        #[serde(serialize_with = "Backend::serialize_digest")]
-        backend: &'a Arc<Backend>,
-    },
+    /// A server name whose TLS connections on the HTTPS port are not HTTPS: passed through, or
+    /// terminated and relayed, to the target's backends.
+    Passthrough { host: &'a Arc<str>, target: &'a TlsTarget },
     /// A host (exact or `*.` wildcard) whose TLS clients are asked for a certificate.
     ClientAuth { host: &'a Arc<str>, auth: &'a ClientAuth },
     /// The `Strict-Transport-Security` value of HTTPS answers.
@@ -1026,7 +1025,7 @@ pub struct TableBuilder {
     default_route: Option<Arc<Route>>,
     tls: BTreeMap<Arc<str>, CertId>,
     ssl_redirect: Vec<Arc<str>>,
-    passthrough: BTreeMap<Arc<str>, Arc<Backend>>,
+    passthrough: BTreeMap<Arc<str>, Arc<TlsTarget>>,
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     hsts: Option<Arc<str>>,
     ports: BTreeMap<(Transport, u16), Arc<PortRoute>>,
@@ -1119,14 +1118,15 @@ impl TableBuilder {
         true
     }
 
-    /// Pass TLS connections for the server name `host` to `backend` unopened. The first backend
-    /// given for a host stays: `false` when the host had one already.
-    pub fn add_passthrough(&mut self, host: &str, backend: Arc<Backend>) -> bool {
+    /// On the HTTPS port, TLS connections for the server name `host` go to `target` (passed
+    /// through unopened, or terminated and relayed) instead of HTTPS. The first target given for a
+    /// host stays: `false` when the host had one already.
+    pub fn add_passthrough(&mut self, host: &str, target: TlsTarget) -> bool {
         let host: Arc<str> = host.to_ascii_lowercase().into();
         if self.passthrough.contains_key(&host) {
             return false;
         }
-        self.passthrough.insert(host, backend);
+        self.passthrough.insert(host, Arc::new(target));
         true
     }
 

@@ -269,6 +269,10 @@ fn expect_not_passed_through(addr: SocketAddr, server_name: &str) {
     }
 }
 
+/// A case of `TLSRouteHostnameIntersection`: its Gateway, the routes attached to it, the names it
+/// serves with the backend each reaches, and a name it must not pass through.
+type IntersectionCase = (&'static str, &'static [&'static str], &'static [(&'static str, &'static str)], &'static str);
+
 /// `TLSRouteHostnameIntersection`, one Gateway at a time. The suite gives each of its four
 /// Gateways an address of its own; ramjet serves every Gateway's port 443 on one listener, where
 /// the fourth Gateway's `*.com` route would take the names the first three must not serve. So each
@@ -277,7 +281,7 @@ fn expect_not_passed_through(addr: SocketAddr, server_name: &str) {
 fn tlsroute_hostname_intersection() {
     let manifest = cluster().l4_tests.join("tlsroute-hostname-intersection.yaml");
     let docs = documents(&std::fs::read_to_string(manifest).unwrap());
-    let cases: [(&str, &[&str], &[(&str, &str)], &str); 4] = [
+    let cases: [IntersectionCase; 4] = [
         (
             "gw-tlsroute-exact-hostname-x-1",
             &["tlsroute-more-specific-wc-hostname-x-1"],

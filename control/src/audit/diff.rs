@@ -242,9 +242,10 @@ impl TableView {
                 }
                 TableItem::Tls { host, cert } => (ItemKey::Tls(host.to_string()), ItemValue::Cert(cert)),
                 TableItem::HttpsRedirect { host } => (ItemKey::HttpsRedirect(host.to_string()), ItemValue::Present),
-                TableItem::Passthrough { host, backend } => {
-                    (ItemKey::Passthrough(host.to_string()), ItemValue::Target(RouteTarget::of(backend)))
-                }
+                TableItem::Passthrough { host, target } => (
+                    ItemKey::Passthrough(host.to_string()),
+                    ItemValue::Described(ramjet_shared::digest_of(target), target.to_string()),
+                ),
                 TableItem::Hsts(value) => (
                     ItemKey::Setting("strict-transport-security"),
                     ItemValue::Described(ramjet_shared::digest_of(&**value), value.to_string()),
@@ -316,9 +317,9 @@ pub struct TableDiff {
     /// removed route's removed).
     pub mirrors_added: Vec<String>,
     pub mirrors_removed: Vec<String>,
-    /// Server names passed through to a backend now (new, or another backend or endpoints), and
-    /// those no longer passed through.
-    pub passthrough_added: BTreeMap<String, RouteTarget>,
+    /// Server names on the HTTPS port that go elsewhere than HTTPS now (passed through or
+    /// terminated and relayed; new, or to other backends), as where they go, and those no longer.
+    pub passthrough_added: BTreeMap<String, String>,
     pub passthrough_removed: Vec<String>,
     /// Hosts whose client-certificate authentication started or changed (what it is now), and
     /// those that no longer ask for a certificate.
@@ -395,8 +396,8 @@ pub fn diff(old: &TableView, new: &TableView) -> TableDiff {
             (ItemKey::HttpsRedirect(host), Some(_)) => d.https_redirects_added.push(host.clone()),
             (ItemKey::HttpsRedirect(host), None) => d.https_redirects_removed.push(host.clone()),
             (ItemKey::Passthrough(host), Some(value)) => {
-                if let Some(target) = value.target() {
-                    d.passthrough_added.insert(host.clone(), target.clone());
+                if let ItemValue::Described(_, what) = value {
+                    d.passthrough_added.insert(host.clone(), what.clone());
                 }
             }
             (ItemKey::Passthrough(host), None) => d.passthrough_removed.push(host.clone()),

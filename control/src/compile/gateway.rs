@@ -182,7 +182,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
     // request for a host without routes gets its 404 over TLS); one without a hostname serves any
     // server name (`""`). The first listener to claim a name keeps it.
     // A listener's client-certificate validation is chosen by server name as its certificate is.
-    let served = listeners.iter().filter(|l| !l.own_tls_port).filter_map(|l| {
+    let served = listeners.iter().filter(|l| l.listener.protocol == "HTTPS").filter_map(|l| {
         let cert = l.certificate.as_ref()?;
         let gateway = &l.gateway.metadata;
         let object =
@@ -290,8 +290,8 @@ fn judge_gateway<'s>(
         };
         let port = u16::try_from(listener.port).unwrap_or(0);
         // `l4`: a port of its own, whose connections (flows) are relayed as they are. A TLS
-        // listener on ramjet's HTTPS port passes connections through by name beside HTTPS; on a
-        // port of its own, it passes them through or terminates them.
+        // listener passes connections through by name or terminates them, on a port of its own or
+        // on ramjet's HTTPS port beside HTTPS.
         let https_port = options.https_ports.contains(&port);
         let (tls, l4, passthrough) = match listener.protocol.as_str() {
             "HTTP" => (false, None, false),
@@ -307,21 +307,16 @@ fn judge_gateway<'s>(
             }
         };
         let mode = listener.tls.as_ref().and_then(|t| t.mode.as_deref()).unwrap_or("Terminate");
-        let unserved = match (passthrough, l4, mode) {
-            (true, None, "Passthrough") | (true, Some(_), "Passthrough" | "Terminate") | (false, ..) => None,
-            (true, None, _) => Some(format!(
-                "port {} is where ramjet serves HTTPS: a TLS listener there passes connections through \
-                 (mode Passthrough); one that terminates them needs a port of its own",
-                listener.port
-            )),
-            (true, Some(_), _) => Some(format!("TLS mode {mode} is not served (Passthrough and Terminate are)")),
+        let unserved = match (passthrough, mode) {
+            (true, "Passthrough" | "Terminate") | (false, _) => None,
+            (true, _) => Some(format!("TLS mode {mode} is not served (Passthrough and Terminate are)")),
         };
         if let Some(message) = unserved {
             refused(&mut conditions, "UnsupportedValue", message);
             reports.push(listener_report(listener, Vec::new(), conditions));
             continue;
         }
-        let terminate = l4 == Some(Transport::Tls) && mode == "Terminate";
+        let terminate = passthrough && mode == "Terminate";
         // A TCP (TLS) listener opens a port of its own: any but ramjet's HTTP and HTTPS ones (a
         // UDP port of the same number is another port).
         let own = options.http_ports.contains(&port) || https_port;

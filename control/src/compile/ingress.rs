@@ -30,7 +30,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, In
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{
     check_regex_path, Backend, BackendKind, BackendProtocol, CertId, Certificate, DirectResponse, Filter, ObjectRef,
-    PathKind, RouteLimits, RouteOrigin, RoutePolicy, Rule, Source, UpstreamTlsSpec,
+    PathKind, RouteLimits, RouteOrigin, RoutePolicy, Rule, Source, TlsTarget, UpstreamTlsSpec,
 };
 
 use super::annotations::{self, values, Verdict, BACKEND_PROTOCOL_ANNOTATIONS, SSL_REDIRECT_ANNOTATIONS};
@@ -201,7 +201,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
             }
         }
         for (host, backend) in plan.passthrough {
-            if !draft.builder.add_passthrough(&host, backend) {
+            if !draft.builder.add_passthrough(&host, TlsTarget::passthrough(backend, &source)) {
                 draft.warn(
                     &object,
                     format!("ssl-passthrough for {host} is ignored: an older Ingress passes it through"),

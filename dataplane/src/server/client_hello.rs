@@ -1,5 +1,5 @@
 //! The ClientHello, read before the handshake when the serving table decides something by the
-//! server name the client asks for: a name passed through unopened (`ssl-passthrough`), or a host
+//! server name the client asks for: a name that is not HTTPS (`ssl-passthrough`, a TLSRoute), or a host
 //! that asks its clients for a certificate (which takes a server configuration of its own, as
 //! rustls asks for client certificates per configuration, not per certificate).
 //!
@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
-use ramjet_shared::{normalize_host, Backend, ClientAuth, RouteTable};
+use ramjet_shared::{normalize_host, ClientAuth, RouteTable, TlsTarget};
 use rustls::server::{Accepted, Acceptor};
 use rustls::{ServerConfig, ServerConnection};
 
@@ -28,8 +28,9 @@ pub(crate) enum Hello {
     /// Terminate: the session has the ClientHello and carries on with the handshake; the host's
     /// client-certificate authentication, when its handshake asks for a certificate.
     Terminate(Box<ServerConnection>, Option<Arc<ClientAuth>>),
-    /// Pass the connection to this backend, starting with these bytes.
-    Pass(Arc<Backend>, Vec<u8>),
+    /// Not HTTPS: a TLS route's target claims the name; the ClientHello as parsed, and the bytes
+    /// read so far.
+    Relay(Arc<TlsTarget>, Box<Accepted>, Vec<u8>),
 }
 
 /// Reads the ClientHello and decides by its server name; `config_for` gives the server
@@ -41,8 +42,8 @@ pub(crate) async fn read_hello(
 ) -> io::Result<Hello> {
     let (accepted, seen) = read(stream).await?;
     let name = accepted.client_hello().server_name().map(str::to_owned);
-    if let Some(backend) = name.as_deref().and_then(|n| table.passthrough(n)) {
-        return Ok(Hello::Pass(backend.clone(), seen));
+    if let Some(target) = name.as_deref().and_then(|n| table.passthrough(n)) {
+        return Ok(Hello::Relay(target.clone(), Box::new(accepted), seen));
     }
     let auth = asking_auth(table, name.as_deref());
     let session = continue_with(stream, accepted, config_for(auth.as_ref())).await?;

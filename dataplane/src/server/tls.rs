@@ -30,7 +30,7 @@ use super::client_auth::TlsConfigs;
 use super::client_hello::{self, Hello};
 use super::http1;
 use super::http2;
-use super::passthrough;
+use super::tls_port::TlsRelay;
 use crate::conn::{AddressRules, ConnFacts, PeerCertificate, TlsSession};
 use crate::worker::Worker;
 
@@ -95,11 +95,14 @@ pub fn server_config(
 /// A worker's handshaker.
 pub(crate) struct TlsTerminator {
     configs: TlsConfigs,
+    /// The names TLS routes claim on the HTTPS port.
+    relay: TlsRelay,
 }
 
 impl TlsTerminator {
-    pub fn new(config: Arc<ServerConfig>) -> Rc<Self> {
-        Rc::new(TlsTerminator { configs: TlsConfigs::new(config) })
+    /// `published`: where the certificates of the names TLS routes terminate are found.
+    pub fn new(config: Arc<ServerConfig>, published: Arc<Published>) -> Rc<Self> {
+        Rc::new(TlsTerminator { configs: TlsConfigs::new(config), relay: TlsRelay::new(published) })
     }
 
     /// Handshakes within the header timeout, then serves HTTP/2 over the TLS stream if the client
@@ -157,8 +160,8 @@ impl TlsTerminator {
             drop(generation);
             match hello {
                 Ok(Ok(Hello::Terminate(session, auth))) => (*session, auth),
-                Ok(Ok(Hello::Pass(backend, hello))) => {
-                    Box::pin(passthrough::splice(worker, stream, hello, &backend)).await;
+                Ok(Ok(Hello::Relay(target, accepted, seen))) => {
+                    Box::pin(self.relay.relay(worker, stream, *accepted, seen, &target)).await;
                     return None;
                 }
                 Ok(Err(e)) => {

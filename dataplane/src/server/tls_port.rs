@@ -1,6 +1,7 @@
 //! TLS route ports (a Gateway TLS listener on a port of its own). Each connection's ClientHello is
 //! read first ([`super::client_hello::read`]), and the server name it asks for picks the port's
-//! entry in the serving table, then one of the entry's backends by weight:
+//! entry in the serving table, then one of the entry's backends by weight ([`TlsRelay`], which
+//! also serves the names that TLS routes claim on ramjet's HTTPS port):
 //! - a name passed through keeps its TLS session unopened: the ClientHello and all that follows go
 //!   to the backend as they came ([`super::passthrough`]);
 //! - a name terminated gets its handshake here, with the entry's certificate, and the plain bytes
@@ -11,7 +12,7 @@
 //! API's conformance suite wants the client to see the connection end).
 //! The entry is read from the generation serving when the ClientHello arrives: a change applies
 //! to new connections, and running ones finish as they started. A terminated name's server
-//! configuration (one per certificate) is built on first use and kept by the port's accept loop.
+//! configuration (one per certificate) is built on first use and kept by the worker's relay.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -19,8 +20,8 @@ use std::sync::Arc;
 
 use monoio::net::TcpStream;
 use monoio_rustls::ServerTlsStream;
-use ramjet_shared::{CertId, Published};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use ramjet_shared::{CertId, Published, TlsTarget};
+use rustls::server::{Accepted, ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::ServerConfig;
 
@@ -33,15 +34,13 @@ const CONFIGS: usize = 8;
 /// One worker's accept loop of a TLS route port.
 pub(crate) struct TlsPort {
     pub port: u16,
-    published: Arc<Published>,
-    /// Server configurations by certificate, the most recently built last.
-    configs: RefCell<Vec<(CertId, Arc<ServerConfig>)>>,
+    relay: TlsRelay,
 }
 
 impl TlsPort {
     /// `published`: where the certificates of the names it terminates are found.
     pub fn new(port: u16, published: Arc<Published>) -> Rc<Self> {
-        Rc::new(TlsPort { port, published, configs: RefCell::default() })
+        Rc::new(TlsPort { port, relay: TlsRelay::new(published) })
     }
 
     /// Serves one connection: its ClientHello within the header timeout, then as its name says.
@@ -51,16 +50,48 @@ impl TlsPort {
             Ok(Ok(read)) => read,
             _ => return worker.counters().tls_handshake_failed(),
         };
-        let chosen = {
+        let target = {
             let generation = worker.generation();
-            let hello = accepted.client_hello();
-            let target = generation.table.tls_port(self.port).and_then(|port| port.target(hello.server_name()));
-            target.and_then(|t| Some((t.terminate, relay_backend::pick(worker, &t.route)?)))
+            let port = generation.table.tls_port(self.port);
+            port.and_then(|port| port.target(accepted.client_hello().server_name())).cloned()
         };
-        let Some((terminate, backend)) = chosen else {
+        match target {
+            Some(target) => self.relay.relay(worker, client, accepted, seen, &target).await,
+            None => worker.counters().tls_handshake_failed(),
+        }
+    }
+}
+
+/// Relays the TLS connections a TLS route target claims by server name (on a TLS route port, or
+/// on ramjet's HTTPS port beside HTTPS), keeping the server configurations of the certificates it
+/// terminates with.
+pub(crate) struct TlsRelay {
+    published: Arc<Published>,
+    /// Server configurations by certificate, the most recently built last.
+    configs: RefCell<Vec<(CertId, Arc<ServerConfig>)>>,
+}
+
+impl TlsRelay {
+    /// `published`: where the certificates of the names it terminates are found.
+    pub fn new(published: Arc<Published>) -> Self {
+        TlsRelay { published, configs: RefCell::default() }
+    }
+
+    /// One connection whose ClientHello (`accepted`, after the bytes `seen`) chose `target`: one of
+    /// its backends by weight, then the session passed through, or terminated here and its plain
+    /// bytes relayed. Without a backend to take it, the connection is closed.
+    pub async fn relay(
+        &self,
+        worker: &Rc<Worker>,
+        mut client: TcpStream,
+        accepted: Accepted,
+        seen: Vec<u8>,
+        target: &TlsTarget,
+    ) {
+        let Some(backend) = relay_backend::pick(worker, &target.route) else {
             return worker.counters().tls_handshake_failed();
         };
-        let Some(certificate) = terminate else {
+        let Some(certificate) = target.terminate else {
             return Box::pin(passthrough::splice(worker, client, seen, &backend)).await;
         };
         let Some(config) = self.config(certificate) else {
@@ -71,7 +102,7 @@ impl TlsPort {
             let session = client_hello::continue_with(&mut client, accepted, config).await?;
             tls::handshake(&mut client, session).await
         };
-        let session = match worker.timeout(timeout, handshake).await {
+        let session = match worker.timeout(worker.settings.header_timeout, handshake).await {
             Ok(Ok(session)) => session,
             _ => return worker.counters().tls_handshake_failed(),
         };

@@ -23,6 +23,13 @@ pub struct TlsTarget {
     pub route: PortRoute,
 }
 
+impl TlsTarget {
+    /// Passed through unopened to one backend (`ssl-passthrough`).
+    pub fn passthrough(backend: Arc<super::Backend>, source: &str) -> Self {
+        TlsTarget { terminate: None, route: PortRoute::new(vec![super::WeightedBackend::new(backend, 1)], source) }
+    }
+}
+
 impl fmt::Display for TlsTarget {
     /// `terminated (certificate 3f2a…) to ns/app:3000 ×1 (from ns/route)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

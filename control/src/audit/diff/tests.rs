@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use ramjet_shared::{Backend, Filter, Mirror, PathKind, RoutePolicy, Rule, TableBuilder, WeightedBackend};
+use ramjet_shared::{Backend, Filter, Mirror, PathKind, RoutePolicy, Rule, TableBuilder, TlsTarget, WeightedBackend};
 
 use super::*;
 
@@ -179,8 +179,9 @@ fn a_passthrough_added_moved_or_removed_is_counted_and_changes_the_digest() {
     let plain = one_host(backend(0)).build(None);
     let passing = |be: u8| {
         let mut b = one_host(backend(0));
-        assert!(b.add_passthrough("Secure.com", backend(be)));
-        assert!(!b.add_passthrough("secure.com", backend(2)), "the first backend for a name stays");
+        assert!(b.add_passthrough("Secure.com", TlsTarget::passthrough(backend(be), "ns/secure")));
+        let other = TlsTarget::passthrough(backend(2), "ns/other");
+        assert!(!b.add_passthrough("secure.com", other), "the first backend for a name stays");
         b.build(Some(&plain))
     };
     let (one, other) = (passing(0), passing(1));
@@ -190,9 +191,10 @@ fn a_passthrough_added_moved_or_removed_is_counted_and_changes_the_digest() {
     let d = diff_tables(&plain, &one);
     assert_eq!(d.sentence(), "1 TLS passthrough changed");
     assert_eq!(d.passthrough_added.keys().collect::<Vec<_>>(), ["secure.com"]);
-    assert_eq!(diff_tables(&one, &other).passthrough_added["secure.com"].backend, "b1");
+    assert!(diff_tables(&one, &other).passthrough_added["secure.com"].starts_with("passed through to b1 "));
     assert_eq!(diff_tables(&one, &plain).passthrough_removed, ["secure.com"]);
-    assert_eq!(one.passthrough("SECURE.com:443").map(|b| &*b.name), Some("b0"));
+    let target = one.passthrough("SECURE.com:443").unwrap();
+    assert_eq!(&*target.route.rule.backends[0].backend.name, "b0");
     assert!(plain.passthrough("secure.com").is_none() && !plain.has_passthrough());
 }
 

@@ -118,10 +118,10 @@ pub(super) fn port_routes<'s>(
 }
 
 /// Compiles the TLSRoutes attached to our TLS listeners: each server name the route and the
-/// listener have in common goes to the route's backends, split by weight. On a port of its own the
-/// listener passes the name's connections through or terminates them with its certificate; on
-/// ramjet's HTTPS port it passes them through beside HTTPS. The first route (the oldest) to claim
-/// a name on a port keeps it.
+/// listener have in common goes to the route's backends, split by weight. The listener passes the
+/// name's connections through or terminates them with its certificate, on a port of its own or on
+/// ramjet's HTTPS port beside HTTPS. The first route (the oldest) to claim a name on a port keeps
+/// it.
 pub(super) fn tls_routes<'s>(
     snapshot: &'s ClusterSnapshot,
     to: Parents<'_, 's>,
@@ -153,53 +153,39 @@ pub(super) fn tls_routes<'s>(
             parents,
         });
         let shown = |host: &str| if host.is_empty() { "any server name".to_string() } else { host.to_string() };
+        let source = format!("{namespace}/{name}");
         // Without a backend to relay to, the names' connections are closed after their ClientHello:
         // on a port of its own they are not served; on ramjet's HTTPS port they are passed to a
         // backend that takes no connection, so that they are not terminated as HTTPS instead.
         if backends.iter().all(|b| b.weight == 0) {
             let closed = error_backend(resolver);
             for (_, host) in found.into_iter().filter(|(l, _)| !l.own_tls_port) {
-                if !draft.builder.add_passthrough(&host, closed.clone()) {
+                if !draft.builder.add_passthrough(&host, TlsTarget::passthrough(closed.clone(), &source)) {
                     draft.warn(&object, format!("{} is already passed through by an older route", shown(&host)));
                 }
             }
             continue;
         }
-        let source = format!("{namespace}/{name}");
-        let mut passed = BTreeSet::new();
         for (listener, host) in found {
-            if !listener.own_tls_port {
-                passed.insert(host);
-                continue;
-            }
-            let port = listener.listener.port as u16;
             let terminate = listener.certificate.as_ref().map(|cert| {
                 draft.certificates.push(cert.clone());
                 cert.id
             });
             let target = TlsTarget { terminate, route: PortRoute::new(backends.clone(), &source) };
+            if !listener.own_tls_port {
+                // Beside HTTPS, on ramjet's HTTPS port.
+                if !draft.builder.add_passthrough(&host, target) {
+                    let message =
+                        format!("{} is already passed through by an older route; not by this one", shown(&host));
+                    draft.warn(&object, message);
+                }
+                continue;
+            }
+            let port = listener.listener.port as u16;
             if let Err(held) = draft.builder.add_tls_port_name(port, &host, target) {
                 let message =
                     format!("{} on port {port} is held by the older route {held}; not by this one", shown(&host));
                 draft.warn(&object, message);
-            }
-        }
-        if passed.is_empty() {
-            continue;
-        }
-        // Beside HTTPS, a name is passed to one backend: the first with a weight.
-        let mut weighted = backends.iter().filter(|b| b.weight > 0);
-        let Some(first) = weighted.next() else { continue };
-        if weighted.next().is_some() {
-            let message = "on ramjet's HTTPS port a name is passed through to one backend: the first with a weight";
-            draft.warn(&object, message);
-        }
-        for host in passed {
-            if !draft.builder.add_passthrough(&host, first.backend.clone()) {
-                draft.warn(
-                    &object,
-                    format!("{} is already passed through by an older route; not by this one", shown(&host)),
-                );
             }
         }
     }

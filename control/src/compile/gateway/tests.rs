@@ -786,7 +786,7 @@ spec:
 }
 
 #[test]
-fn tls_listeners_pass_names_through_on_the_https_port_and_terminate_them_on_their_own() {
+fn tls_listeners_pass_names_through_or_terminate_them_on_the_https_port_and_their_own() {
     let yaml = format!(
         "{BASE}{}{}",
         service("infra", "api", 8443),
@@ -835,7 +835,9 @@ spec:
         |l: &ListenerReport, t: &str| l.conditions.iter().find(|c| c.type_ == t).map(|c| (c.status, c.reason));
     assert_eq!(condition(&gateway.listeners[0], "Programmed"), Some((true, "Programmed")));
     assert_eq!(gateway.listeners[0].supported_kinds, ["TLSRoute"]);
-    assert_eq!(condition(&gateway.listeners[1], "Accepted"), Some((false, "UnsupportedValue")));
+    // Terminate on the HTTPS port as on a port of its own: with the listener's certificate.
+    assert_eq!(condition(&gateway.listeners[1], "ResolvedRefs"), Some((false, "InvalidCertificateRef")));
+    assert_eq!(condition(&gateway.listeners[1], "Programmed"), Some((false, "Invalid")));
     // A port of its own: Passthrough there too, and not shared with a TCP listener.
     assert_eq!(condition(&gateway.listeners[2], "Programmed"), Some((true, "Programmed")));
     assert_eq!(condition(&gateway.listeners[3], "Conflicted"), Some((true, "ProtocolConflict")));
@@ -850,7 +852,11 @@ spec:
     assert_eq!(first(route("elsewhere")), (false, "NoMatchingListenerHostname"));
     // The names both have in common, a wildcard at any depth as the Gateway API has it.
     let table = &generation.table;
-    let passed = |name: &str| table.passthrough(name).map(|b| b.name.to_string());
+    let passed = |name: &str| {
+        let target = table.passthrough(name)?;
+        assert_eq!(target.terminate, None);
+        Some(target.route.rule.backends[0].backend.name.to_string())
+    };
     assert_eq!(passed("abc.example.com").as_deref(), Some("infra/api:80"));
     assert_eq!(passed("x.y.example.com").as_deref(), Some("infra/api:80"));
     assert_eq!(passed("abc.example.org"), None);

@@ -440,8 +440,10 @@ fn table(c: &mut Choices) -> RouteTable {
             }
             3 => builder.add_ssl_redirect(host(c)),
             4 => {
-                let (host, backend) = (host(c), backend(c));
-                builder.add_passthrough(host, backend);
+                let host = host(c);
+                let terminate = c.maybe(|c| CertId([c.pick(3) as u8; 32]));
+                let route = PortRoute::new(vec![WeightedBackend::new(backend(c), 1 + c.pick(3))], "shop/tls");
+                builder.add_passthrough(host, TlsTarget { terminate, route });
             }
             5 => {
                 let (host, auth) = (host(c), client_auth(c));
