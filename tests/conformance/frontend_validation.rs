@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use super::{cluster, has_condition, latest, split, status_until, Suite};
+use super::{cluster, has_condition, listener_until, split, status_until, Suite};
 
 /// The CA ConfigMaps of `spec.tls.frontend` in the suite's manifests.
 const DEFAULT_CA: &str = "tls-validity-checks-ca-certificate";
@@ -23,20 +23,9 @@ fn client_of(ca: &str) -> (PathBuf, PathBuf) {
 /// `GatewayListenerMustHaveConditions`: the listener's conditions include each of `conditions`
 /// (an empty reason: any), and the Gateway's are current.
 fn listener_conditions(gateway: &str, listener: &str, conditions: &[(&str, &str, &str)]) {
-    let (ns, name) = split(gateway);
-    status_until(
-        &format!("listener {listener} of {gateway}: {conditions:?}"),
-        || cluster().get("Gateway", ns, name),
-        |gw| {
-            latest(gw, &gw["status"]["conditions"])
-                && gw["status"]["listeners"].as_array().is_some_and(|ls| {
-                    ls.iter().any(|l| {
-                        l["name"] == listener
-                            && conditions.iter().all(|(t, s, r)| has_condition(&l["conditions"], t, s, r))
-                    })
-                })
-        },
-    );
+    listener_until(gateway, listener, &format!("{conditions:?}"), |l| {
+        conditions.iter().all(|(t, s, r)| has_condition(&l["conditions"], t, s, r))
+    });
 }
 
 /// `MakeTLSRequestAndExpectEventuallyConsistentResponse`: a GET of `/` for `host`, presenting

@@ -356,6 +356,21 @@ fn has_condition(conditions: &Value, type_: &str, status: &str, reason: &str) ->
         .any(|c| c["type"] == type_ && c["status"] == status && (reason.is_empty() || c["reason"] == reason))
 }
 
+/// Until the Gateway's conditions are current and its listener `listener` passes `check`.
+fn listener_until(gateway: &str, listener: &str, what: &str, check: impl Fn(&Value) -> bool) {
+    let (ns, name) = split(gateway);
+    status_until(
+        &format!("listener {listener} of {gateway}: {what}"),
+        || cluster().get("Gateway", ns, name),
+        |gw| {
+            latest(gw, &gw["status"]["conditions"])
+                && gw["status"]["listeners"]
+                    .as_array()
+                    .is_some_and(|ls| ls.iter().any(|l| l["name"] == listener && check(l)))
+        },
+    );
+}
+
 /// Polls `check` on a fresh read of an object until it holds; panics with the object's status.
 fn status_until(what: &str, read: impl Fn() -> Value, check: impl Fn(&Value) -> bool) {
     let mut last = Value::Null;

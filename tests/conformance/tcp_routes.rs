@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::{
-    cluster, has_condition, latest, netns, split, status_until, weighted_70_30, Suite, ADDRESS, INFRA, PATIENCE,
-};
+use super::{cluster, has_condition, listener_until, netns, split, weighted_70_30, Suite, ADDRESS, INFRA, PATIENCE};
 
 /// The suite's `tcpserver.WelcomeMessage`.
 pub(super) const WELCOME: &str = "Gateway API Test TCP Server\n";
@@ -175,22 +173,12 @@ pub(super) fn listener_status(
     (kind, attached): (&str, u64),
     (type_, status, reason): (&str, &str, &str),
 ) {
-    let (ns, name) = split(gateway);
-    status_until(
-        &format!("listener {listener} of {gateway}: {kind}, {attached} routes, {type_}={status} ({reason})"),
-        || cluster().get("Gateway", ns, name),
-        |gw| {
-            latest(gw, &gw["status"]["conditions"])
-                && gw["status"]["listeners"].as_array().is_some_and(|ls| {
-                    ls.iter().any(|l| {
-                        l["name"] == listener
-                            && l["attachedRoutes"] == attached
-                            && l["supportedKinds"].as_array().is_some_and(|k| k.len() == 1 && k[0]["kind"] == kind)
-                            && has_condition(&l["conditions"], type_, status, reason)
-                    })
-                })
-        },
-    );
+    let what = format!("{kind}, {attached} routes, {type_}={status} ({reason})");
+    listener_until(gateway, listener, &what, |l| {
+        l["attachedRoutes"] == attached
+            && l["supportedKinds"].as_array().is_some_and(|k| k.len() == 1 && k[0]["kind"] == kind)
+            && has_condition(&l["conditions"], type_, status, reason)
+    });
 }
 
 #[test]
