@@ -7,7 +7,8 @@
 //! certificate `CN=<host>-client,O=Acme Co` signed by that CA; the "no certificate" client sending
 //! no server name) and its expected answers. The rest are the attacks and the cases its suite does
 //! not cover: another CA, an expired certificate, the optional modes, forged `ssl-client-*` fields,
-//! a `Host` that is not the server name, plain HTTP, HTTP/2, TLS 1.2, a broken Secret.
+//! a `Host` that is not the server name, plain HTTP, HTTP/2, TLS 1.2, a renegotiation, a broken
+//! Secret.
 
 use ramjet_test_support as support;
 
@@ -456,4 +457,50 @@ fn percent_decode(text: &str) -> String {
         }
     }
     String::from_utf8(out).unwrap()
+}
+
+/// A TLS 1.2 client (`openssl s_client`) that asks for a renegotiation (its `R`) halfway through a
+/// connection: rustls never renegotiates, so no second handshake happens (no certificate can be
+/// asked for, or slipped in, halfway), and the daemon goes on serving.
+#[test]
+fn a_renegotiation_is_refused_and_the_connection_keeps_its_first_handshake() {
+    let f = Fixture::new("authtls-renegotiation");
+    f.write(&[("auth-tls-secret", "shop/authtls")]);
+    let daemon = f.start();
+    let client = f.cert("client");
+    let with_cert = Ask { sni: Some(HOST), cert: Some(&client), extra: &[] };
+    until(&daemon, with_cert, |a| a.status == 200);
+    let port = daemon.https_addr().unwrap().port();
+    let mut s_client = Command::new("openssl")
+        .args(["s_client", "-tls1_2", "-connect", &format!("127.0.0.1:{port}"), "-servername", HOST, "-cert"])
+        .arg(&client.0)
+        .arg("-key")
+        .arg(&client.1)
+        .arg("-CAfile")
+        .arg(f.pki.path("ca.pem"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    {
+        use std::io::Write;
+        let stdin = s_client.stdin.as_mut().unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        stdin.write_all(b"R\n").unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = stdin.write_all(format!("GET / HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n").as_bytes());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    drop(s_client.stdin.take());
+    let out = s_client.wait_with_output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // OpenSSL asked, ramjet answered with the `no_renegotiation` alert, and OpenSSL gave up the
+    // connection: one handshake verified (the CA, then the leaf), no answer to a request after it.
+    assert!(stderr.contains("RENEGOTIATING"), "{stderr}");
+    assert!(stderr.contains("no renegotiation"), "{stderr}");
+    assert_eq!(stderr.matches("verify return:1").count(), 2, "one handshake: {stderr}");
+    assert!(!stdout.contains("HTTP/1.1 200"), "{stdout}");
+    assert_eq!(get(&daemon, with_cert).status, 200, "the daemon serves on");
+    daemon.shutdown();
 }

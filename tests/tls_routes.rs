@@ -9,7 +9,8 @@
 //!
 //! And `TLS` listeners on a port of their own, as `tlsroute-mixed-termination-same-namespace` has
 //! them: one port where some names are terminated by ramjet (the backend gets plain bytes) and
-//! others passed through, each name's connections split across its route's backends by weight;
+//! others passed through, each name's connections split across its route's backends by weight
+//! (with rustls clients and `openssl s_client`);
 //! and the same port without a cluster, from a static routes file's `tlsPorts:` entries.
 
 use ramjet_test_support as support;
@@ -186,6 +187,26 @@ fn tls_exchange(
     Ok((greeting.trim().to_string(), echoed))
 }
 
+/// `openssl s_client` to `port` for `sni`, trusting `ca`: sends `input`, waits a second for what
+/// comes back, and returns what it printed (standard output, then standard error).
+fn s_client(port: u16, sni: &str, ca: &std::path::Path, input: &[u8]) -> (String, String) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), "-servername", sni, "-verify_return_error"])
+        .args(["-verify_hostname", sni, "-ign_eof", "-CAfile"])
+        .arg(ca)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl");
+    child.stdin.as_mut().unwrap().write_all(input).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
 #[test]
 fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_by_weight() {
     ramjet::install_crypto();
@@ -239,6 +260,17 @@ fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_
             "",
         );
         assert_eq!(passed, Ok((200, "api sni=abc.example.com target=/\n".to_string())), "{driver:?}");
+        // OpenSSL's client sees the same: ramjet's certificate verified for the terminated name and
+        // the echo of its line; the backend's own certificate for the name passed through.
+        let (out, err) = s_client(port, "tls.example.com", &edge_pki.path("ca.pem"), b"openssl says hi\n");
+        assert!(
+            out.contains("Verify return code: 0 (ok)") && out.contains("openssl says hi"),
+            "{driver:?}: {out}{err}"
+        );
+        assert!(out.contains(" 0 s:CN = tls.example.com"), "{driver:?}: {out}");
+        let (out, err) = s_client(port, "abc.example.com", &backend_pki.path("ca.pem"), b"");
+        assert!(out.contains("Verify return code: 0 (ok)"), "{driver:?}: {out}{err}");
+        assert!(out.contains(" 0 s:CN = abc.example.com"), "{driver:?}: {out}");
         // A name the port does not serve: refused in the handshake, nothing relayed.
         let before = a.connections.load(Ordering::SeqCst) + b.connections.load(Ordering::SeqCst);
         let unknown = tls_exchange(port, edge_pki.client(rustls::DEFAULT_VERSIONS), "other.example.com", b"x");
@@ -271,7 +303,7 @@ fn a_tls_port_of_its_own_terminates_some_names_passes_others_through_and_splits_
         );
         assert_eq!(passed.map(|(status, _)| status), Ok(200), "{driver:?}");
         total += 1;
-        total += 202;
+        total += 203;
         assert_eq!(d.stats.task_panics(), 0, "{driver:?}");
         d.shutdown();
         // A daemon that stopped holds no socket of the port.
