@@ -95,7 +95,8 @@ routes:
 
         // A client certificate is presented to the backend that asks for one.
         let r = get(http, "mtls.test", "/m");
-        assert_eq!((r.status, r.body.as_str()), (200, "mtls sni=- target=/m\n"), "{driver:?}");
+        let client = support::tls_backend::certificate_file_id(&pki.path("client.crt"));
+        assert_eq!((r.status, r.body), (200, format!("mtls sni=- target=/m client={client}\n")), "{driver:?}");
         // And the verified backend still answers after all that.
         assert_eq!(get(http, "verified.test", "/").status, 200, "{driver:?}");
         d.shutdown();

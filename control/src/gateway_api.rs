@@ -91,6 +91,18 @@ pub struct GatewaySpec {
 pub struct GatewayTls {
     #[serde(default)]
     pub frontend: Option<FrontendTls>,
+    /// What the Gateway presents to backends it speaks TLS to (v1.4).
+    #[serde(default)]
+    pub backend: Option<GatewayBackendTls>,
+}
+
+/// `spec.tls.backend`: the client certificate (a `kubernetes.io/tls` Secret) the Gateway presents
+/// to a backend that asks for one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayBackendTls {
+    #[serde(default)]
+    pub client_certificate_ref: Option<ObjectReference>,
 }
 
 /// Client-certificate validation: `default` for every HTTPS listener, `perPort` for those on a port.

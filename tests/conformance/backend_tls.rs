@@ -2,11 +2,16 @@
 //! status each waits for (`BackendTLSPolicyMustHaveCondition`: an ancestor entry for the Gateway,
 //! every entry current), then requests through the Gateway to the suite's HTTP echo server over
 //! TLS (`tls-backend`, serving `tls-checks-certificate`). That backend says which server name
-//! ramjet's handshake gave it, which is what the suite's `ExpectedRequest.SNI` compares.
+//! ramjet's handshake gave it, which is what the suite's `ExpectedRequest.SNI` compares, and which
+//! client certificate it presented (`ExpectedRequest.ClientCert`). Also the Gateway's own backend
+//! TLS: the client certificate it presents to backends (`spec.tls.backend`).
 
 use serde_json::{json, Value};
 
-use super::{cluster, has_condition, latest, split, status_until, tls_checks, Response, Suite, CONTROLLER, INFRA};
+use super::{
+    cluster, has_condition, latest, split, status_until, support, tls_checks, Response, Suite, CONTROLLER, INFRA,
+};
+use support::tls_backend;
 
 /// The Gateway every test but the re-encrypt case sends to (port 80).
 const GATEWAY: &str = "same-namespace";
@@ -223,4 +228,50 @@ fn backendtlspolicy_observed_generation_bump() {
     assert_ne!(original["metadata"]["generation"], updated["metadata"]["generation"]);
     let ancestors = updated["status"]["ancestors"].as_array().cloned().unwrap_or_default();
     assert!(ancestors.iter().all(|a| latest(&updated, &a["conditions"])), "{updated:#}");
+}
+
+#[test]
+fn gateway_tls_backend_client_certificate() {
+    let s = Suite::start_l4("HTTPRoute", "gateway-tls-backend-client-certificate.yaml");
+    let gateway = "gateway-tls-backend-client-certificate";
+    s.accepted(gateway, &["gateway-tls-backend-client-certificate"]);
+    policy_condition("gateway-tls-backend-client-certificate-test", gateway, ACCEPTED);
+    gateway_condition(gateway, ("ResolvedRefs", "True", "ResolvedRefs"));
+    // The backend requires a client certificate from the suite's CA: the Gateway's is presented.
+    let client = tls_backend::certificate_file_id(
+        &cluster().tls_checks.pki.path(&format!("{}.crt", tls_checks::BACKEND_CLIENT)),
+    );
+    s.eventually_consistent(
+        "GET http://abc.example.com/ reaches the backend with the Gateway's client certificate",
+        || s.send("GET", "abc.example.com", "/", &[]),
+        |r| reached_with_sni(r, "abc.example.com") && r.body.ends_with(&format!(" client={client}\n")),
+    );
+}
+
+#[test]
+fn gateway_invalid_tls_backend_configuration() {
+    let _s = Suite::start_l4("HTTPRoute", "gateway-invalid-tls-backend-configuration.yaml");
+    let cases = [
+        ("gateway-client-certificate-nonexistent-secret", "InvalidClientCertificateRef"),
+        ("gateway-client-certificate-unsupported-group", "InvalidClientCertificateRef"),
+        ("gateway-client-certificate-unsupported-kind", "InvalidClientCertificateRef"),
+        ("gateway-client-certificate-malformed-secret", "InvalidClientCertificateRef"),
+        ("gateway-client-certificate-missing-reference-grant", "RefNotPermitted"),
+    ];
+    for (gateway, reason) in cases {
+        gateway_condition(gateway, ("ResolvedRefs", "False", reason));
+        gateway_condition(gateway, ("Accepted", "True", "Accepted"));
+    }
+}
+
+/// `GatewayMustHaveCondition` (with its conditions current: `GatewayMustHaveLatestConditions`).
+fn gateway_condition(gateway: &str, (type_, status, reason): (&str, &str, &str)) {
+    let (ns, name) = split(gateway);
+    status_until(
+        &format!("Gateway {gateway}: {type_}={status} ({reason})"),
+        || cluster().get("Gateway", ns, name),
+        |gw| {
+            latest(gw, &gw["status"]["conditions"]) && has_condition(&gw["status"]["conditions"], type_, status, reason)
+        },
+    );
 }

@@ -258,7 +258,8 @@ impl Cluster {
             self.endpoint_slice(service, vec![port])
         } else if let Some(secret) = tls_secret.filter(|_| ports.iter().all(tls_port)) {
             let name: &'static str = Box::leak(format!("{pod}-0").into_boxed_str());
-            let backend = TlsBackend::serve(name, netns::bind_backend(), &self.tls_checks.pki, &secret, None);
+            let client_ca = tls_checks::required_client_ca(&deployment).map(|ca| self.tls_checks.ca_of(&ca));
+            let backend = TlsBackend::serve(name, netns::bind_backend(), &self.tls_checks.pki, &secret, client_ca);
             let named = ports.iter().map(|port| json!({ "name": port["name"], "port": backend.addr.port() }));
             self.endpoint_slice(service, named.collect())
         } else {

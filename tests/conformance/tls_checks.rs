@@ -34,6 +34,8 @@ const CLIENT_CAS: [(&str, &str); 2] = [
     ("tls-validity-checks-ca-certificate", "tls-validity-checks-client-certificate"),
     ("tls-validity-checks-per-port-ca-certificate", "tls-validity-checks-per-port-client-certificate"),
 ];
+/// The client certificate the CA signs for Gateways to present to backends.
+pub(super) const BACKEND_CLIENT: &str = "tls-checks-client-certificate";
 /// The suite's `WebBackendNamespace`, where a CA ConfigMap sits that no ReferenceGrant shares.
 const WEB_BACKEND: &str = "gateway-conformance-web-backend";
 
@@ -56,6 +58,11 @@ impl TlsChecks {
                 }
             });
         }
+        // The client certificate Gateways present to backends (`spec.tls.backend`).
+        pki.leaf_with(BACKEND_CLIENT, &["tls-checks-client"], |params| {
+            params.subject_alt_names.clear();
+            params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        });
         let client_cas = CLIENT_CAS
             .iter()
             .map(|(ca, _)| {
@@ -114,7 +121,8 @@ impl TlsChecks {
             });
             admin.apply_value(&object, "test").unwrap();
         }
-        for (secret, _, namespaces) in SIGNED {
+        let signed = SIGNED.iter().map(|(secret, _, namespaces)| (*secret, *namespaces));
+        for (secret, namespaces) in signed.chain([(BACKEND_CLIENT, &[INFRA][..])]) {
             let crt = std::fs::read(pki.path(&format!("{secret}.crt"))).unwrap();
             let key = std::fs::read(pki.path(&format!("{secret}.key"))).unwrap();
             for namespace in namespaces {
@@ -134,6 +142,12 @@ impl TlsChecks {
         tls_backend::server_config(&self.pki, secret, None, &[]).0
     }
 
+    /// The CA of a CA ConfigMap the suite makes.
+    pub fn ca_of(&self, config_map: &str) -> rustls::pki_types::CertificateDer<'static> {
+        assert_eq!(config_map, CA_CONFIG_MAP, "only the CA of {CA_CONFIG_MAP} signs client certificates for backends");
+        self.pki.ca.clone()
+    }
+
     /// A client that trusts the CA (the suite's clients trust `ca.crt` of the ConfigMap).
     pub fn client(&self) -> Arc<rustls::ClientConfig> {
         self.pki.client(rustls::DEFAULT_VERSIONS)
@@ -151,6 +165,19 @@ pub(super) fn served_secret(deployment: &Value) -> Option<String> {
     }
     let volumes = spec["volumes"].as_array()?;
     volumes.iter().find_map(|v| v["secret"]["secretName"].as_str()).map(String::from)
+}
+
+/// The CA ConfigMap whose CAs a Deployment's echo-basic requires client certificates from: the
+/// one its volume mounts, when its container is given `TLS_CLIENT_CACERTS`.
+pub(super) fn required_client_ca(deployment: &Value) -> Option<String> {
+    let spec = &deployment["spec"]["template"]["spec"];
+    let containers = spec["containers"].as_array()?;
+    let mut env = containers.iter().flat_map(|c| c["env"].as_array().into_iter().flatten());
+    if !env.any(|e| e["name"] == "TLS_CLIENT_CACERTS") {
+        return None;
+    }
+    let volumes = spec["volumes"].as_array()?;
+    volumes.iter().find_map(|v| v["configMap"]["name"].as_str()).map(String::from)
 }
 
 /// The port echo-basic serves TLS on (`TLS_PORT`'s default).

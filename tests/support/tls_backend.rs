@@ -1,6 +1,6 @@
 //! An HTTP/1.1 backend over TLS (rustls, blocking, a thread per connection) for the `HTTPS`
 //! backend tests. It answers every request `200` with a body naming itself, the SNI the client
-//! sent (`-` for none) and the request target, keeps connections alive, counts them, and can
+//! sent (`-` for none), the request target and the client certificate presented, if any, keeps connections alive, counts them, and can
 //! require a client certificate issued by a given CA. A WebSocket upgrade is answered `101`, and the
 //! connection then echoes what it reads.
 
@@ -104,8 +104,13 @@ impl TlsBackend {
                         if reader.read_exact(&mut body).is_err() {
                             return;
                         }
-                        let sni = reader.get_ref().conn.server_name().unwrap_or("-").to_string();
-                        let text = format!("{name} sni={sni} target={}\n", target.unwrap_or_default());
+                        let session = &reader.get_ref().conn;
+                        let sni = session.server_name().unwrap_or("-").to_string();
+                        let client = match session.peer_certificates().and_then(|chain| chain.first()) {
+                            Some(cert) => format!(" client={}", certificate_id(cert)),
+                            None => String::new(),
+                        };
+                        let text = format!("{name} sni={sni} target={}{client}\n", target.unwrap_or_default());
                         let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{text}", text.len());
                         let stream = reader.get_mut();
                         if stream.write_all(answer.as_bytes()).and_then(|_| stream.flush()).is_err() {
@@ -126,6 +131,21 @@ impl TlsBackend {
     pub fn snis(&self) -> Vec<Option<String>> {
         self.snis.lock().unwrap().clone()
     }
+}
+
+/// A short name for a certificate (a hash of its DER), as the backend's answers give the client
+/// certificate a client presented (` client=<id>`).
+pub fn certificate_id(der: &[u8]) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    der.hash(&mut hasher);
+    format!("{:016x}", hasher.finish())
+}
+
+/// [`certificate_id`] of the first certificate of a PEM file.
+pub fn certificate_file_id(path: &std::path::Path) -> String {
+    let der = CertificateDer::pem_file_iter(path).unwrap().next().unwrap().unwrap();
+    certificate_id(&der)
 }
 
 /// Answers a WebSocket upgrade with `101`, then sends back every byte it reads until EOF.

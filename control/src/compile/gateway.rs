@@ -39,7 +39,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use ramjet_shared::{
     Backend, BackendKind, BackendProtocol, Certificate, ClientAuth, Condition, DirectResponse, Filter, HeaderEdits,
     Matcher, Mirror, ObjectRef, PathKind, PathRewrite, PortRoute, Redirect, Rewrite, RouteLimits, RouteOrigin,
-    RoutePolicy, Rule, Source, TlsTarget, Transport, WeightedBackend,
+    RoutePolicy, Rule, Source, TlsTarget, Transport, UpstreamTlsSpec, WeightedBackend,
 };
 
 use super::resolve::{PortRef, Resolver};
@@ -49,8 +49,8 @@ use super::Draft;
 use crate::canary::effective_total;
 use crate::canary::promotion::{AutoPromote, CanaryKind, CanaryPlan, CanaryState, Phase, SETTINGS, STATE_ANNOTATION};
 use crate::gateway_api::{
-    Gateway, GrpcRoute, HttpBackendRef, HttpRoute, HttpRouteFilter, HttpRouteMatch, Listener, ParentReference,
-    ReferenceGrant, TcpRouteRule, TcpRouteSpec, TlsRoute, GROUP,
+    Gateway, GrpcRoute, HttpBackendRef, HttpRoute, HttpRouteFilter, HttpRouteMatch, Listener, ObjectReference,
+    ParentReference, ReferenceGrant, TcpRouteRule, TcpRouteSpec, TlsRoute, GROUP,
 };
 use crate::routes_file::validate_host;
 use backend_tls::{BackendTls, BackendTlsPolicies};
@@ -77,6 +77,8 @@ struct ServedListener<'s> {
     client_auth: Option<Arc<ClientAuth>>,
     /// A TLS listener on a port of its own (not one where ramjet serves HTTPS).
     own_tls_port: bool,
+    /// The client certificate its Gateway presents to backends over TLS (`spec.tls.backend`).
+    backend_certificate: Option<Arc<Certificate>>,
 }
 
 /// Compiles the Gateway API objects of our classes into `draft` and says what their status is.
@@ -152,6 +154,16 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
             attachable.attach_all(route_of, &route.spec.parent_refs, &object, &mut report, draft);
         let attached_to: Vec<ParentReference> =
             parents.iter().filter(|p| p.conditions[0].status).map(|p| p.parent_ref.clone()).collect();
+        // The client certificate of the route's Gateways for its backends over TLS. The route is
+        // compiled once for all its Gateways: where they present different ones, that of the first
+        // in its parentRefs is used, and the route is warned.
+        let mut certificates = found.iter().filter_map(|(l, _)| l.backend_certificate.as_ref());
+        let backend_certificate = certificates.next();
+        if certificates.any(|c| Some(c.id) != backend_certificate.map(|b| b.id)) {
+            let message = "its Gateways present different client certificates to backends (spec.tls.backend); \
+                           the first parent's is used";
+            draft.warn(&object, message);
+        }
         let mut hosts: BTreeMap<String, Listening> = BTreeMap::new();
         for (listener, host) in found {
             let listening = hosts.entry(host).or_default();
@@ -165,7 +177,9 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
             continue;
         }
         let reports = if grpc.is_some() { &mut report.grpc_routes } else { &mut report.routes };
-        let target = Target { kind, grpc, order, hosts: &hosts, object: &object, report: reports.len() };
+        let report_at = reports.len();
+        let target =
+            Target { kind, grpc, order, hosts: &hosts, object: &object, report: report_at, backend_certificate };
         refs.backend_tls.used_by(route, &attached_to, resolver);
         let resolved = compile_rules(route, &target, &refs, resolver, draft, &mut entries, &mut promotions);
         for parent in &mut parents {
@@ -281,6 +295,10 @@ fn judge_gateway<'s>(
     let mut reports = Vec::new();
     // By port, UDP or not (TCP beneath all the others), and hostname.
     let mut seen: HashMap<(i32, bool, Option<&str>), (&str, &str)> = HashMap::new();
+    let backend_certificate = backend_client_certificate(gateway, grants, resolver);
+    if let Some(Err((_, message))) = &backend_certificate {
+        draft.warn(&object, format!("spec.tls.backend: {message}; backends are not shown a client certificate"));
+    }
     for (i, listener) in gateway.spec.listeners.iter().enumerate() {
         let mut conditions = Vec::new();
         let mut refused = |conditions: &mut Vec<StatusCondition>, reason: &'static str, message: String| {
@@ -446,6 +464,7 @@ fn judge_gateway<'s>(
                 certificate,
                 client_auth,
                 own_tls_port,
+                backend_certificate: backend_certificate.as_ref().and_then(|c| c.as_ref().ok()).cloned(),
             });
         } else {
             conditions.push(StatusCondition::new("Programmed", false, "Invalid", "the listener cannot be served"));
@@ -463,6 +482,11 @@ fn judge_gateway<'s>(
     if frontend_tls::insecure(gateway) {
         let message = "clients without a valid certificate are let through (AllowInsecureFallback)";
         conditions.push(StatusCondition::new("InsecureFrontendValidationMode", true, "ConfigurationChanged", message));
+    }
+    match backend_certificate {
+        None => {}
+        Some(Ok(_)) => conditions.push(StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", "")),
+        Some(Err((reason, message))) => conditions.push(StatusCondition::new("ResolvedRefs", false, reason, message)),
     }
     conditions.push(if served.is_empty() {
         StatusCondition::new("Programmed", false, "Invalid", "no listener can be served")
@@ -502,9 +526,34 @@ fn listener_certificate<'s>(
     let Some(reference) = tls.and_then(|t| t.certificate_refs.first()) else {
         return Err(("InvalidCertificateRef", "a listener that terminates TLS needs tls.certificateRefs".to_string()));
     };
+    gateway_secret(gateway, reference, ("certificateRefs", "InvalidCertificateRef"), grants, resolver)
+}
+
+/// The client certificate a Gateway presents to backends over TLS (`spec.tls.backend
+/// .clientCertificateRef`), if it names one; `Err`: the Gateway's `ResolvedRefs` reason and why.
+fn backend_client_certificate<'s>(
+    gateway: &'s Gateway,
+    grants: &Grants<'_>,
+    resolver: &mut Resolver<'s, '_>,
+) -> Option<Result<Arc<Certificate>, (&'static str, String)>> {
+    let reference = gateway.spec.tls.as_ref()?.backend.as_ref()?.client_certificate_ref.as_ref()?;
+    let field = ("clientCertificateRef", "InvalidClientCertificateRef");
+    Some(gateway_secret(gateway, reference, field, grants, resolver))
+}
+
+/// The certificate and key of a `kubernetes.io/tls` Secret a Gateway refers to in `field` (in
+/// another namespace only where a ReferenceGrant allows it); `Err`: `invalid` (or `RefNotPermitted`)
+/// and why.
+fn gateway_secret<'s>(
+    gateway: &'s Gateway,
+    reference: &'s ObjectReference,
+    (field, invalid): (&str, &'static str),
+    grants: &Grants<'_>,
+    resolver: &mut Resolver<'s, '_>,
+) -> Result<Arc<Certificate>, (&'static str, String)> {
     let (group, kind) = (reference.group.as_deref().unwrap_or(""), reference.kind.as_deref().unwrap_or("Secret"));
     if !group.is_empty() || kind != "Secret" {
-        return Err(("InvalidCertificateRef", format!("certificateRefs: {group}/{kind} is not a Secret")));
+        return Err((invalid, format!("{field}: {group}/{kind} is not a Secret")));
     }
     let own = namespace_of(&gateway.metadata.namespace);
     let namespace = reference.namespace.as_deref().unwrap_or(own);
@@ -514,7 +563,7 @@ fn listener_certificate<'s>(
             format!("no ReferenceGrant in {namespace} lets Gateways of {own} use Secret {}", reference.name),
         ));
     }
-    resolver.certificate(namespace, &reference.name).map_err(|e| ("InvalidCertificateRef", e))
+    resolver.certificate(namespace, &reference.name).map_err(|e| (invalid, e))
 }
 
 /// The listeners a parentRef attaches the route to, with the hosts it gets on each; `None` when
@@ -772,6 +821,8 @@ struct Target<'a> {
     hosts: &'a BTreeMap<String, Listening>,
     object: &'a ObjectRef,
     report: usize,
+    /// The client certificate the route's Gateways present to backends over TLS.
+    backend_certificate: Option<&'a Arc<Certificate>>,
 }
 
 /// One rule's deadline and what it does, before its matches become entries.
@@ -805,7 +856,7 @@ fn compile_rules(
             draft.warn(object, format!("spec.rules[{r}].timeouts: {e}; ramjet's upstream timeouts apply"));
             None
         });
-        let from = Referrer { kind: target.kind, namespace };
+        let from = Referrer { kind: target.kind, namespace, backend_certificate: target.backend_certificate };
         actions.push(match rule_action(rule, from, refs, resolver) {
             Ok((backends, filters)) => Action { deadline, backends, filters, served: true },
             Err(problem) => {
@@ -1360,6 +1411,8 @@ fn header_edits(given: &crate::gateway_api::HeaderModifier) -> Result<HeaderEdit
 struct Referrer<'a> {
     kind: &'static str,
     namespace: &'a str,
+    /// The client certificate the route's Gateway presents to backends over TLS.
+    backend_certificate: Option<&'a Arc<Certificate>>,
 }
 
 /// A backendRef: a Service port, in another namespace only where a ReferenceGrant allows it.
@@ -1397,8 +1450,22 @@ fn backend(
     }
     let port_name = resolver.port_name(target, &b.name, port).unwrap_or("");
     Ok(match (refs.backend_tls.for_backend(target, &b.name, port_name), resolver.app_protocol(target, &b.name, port)) {
-        (Some(BackendTls::Verified(tls)), _) => {
-            resolver.compiler.speaking(&resolved, BackendProtocol::Https, Some(tls))
+        (Some(BackendTls::Verified(tls, spec)), _) => {
+            let tls = match from.backend_certificate {
+                None => Ok(tls),
+                Some(cert) => {
+                    let spec = UpstreamTlsSpec { client_cert: Some(cert.clone()), ..spec };
+                    resolver.compiler.upstream_tls(&spec)
+                }
+            };
+            match tls {
+                Ok(tls) => resolver.compiler.speaking(&resolved, BackendProtocol::Https, Some(tls)),
+                Err(e) => {
+                    let kind = BackendKind::Respond(respond(502, "the backend's TLS cannot be set up\n"));
+                    let name = format!("gateway:backend-tls-refused:{target}/{}: {e}", b.name);
+                    resolver.compiler.backend(&name, kind)
+                }
+            }
         }
         // Why is in the policy's status and the diagnostics, not told to clients.
         (Some(BackendTls::Refused), _) => {

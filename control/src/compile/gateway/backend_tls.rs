@@ -42,18 +42,23 @@ struct Judged<'s> {
     policy: &'s BackendTlsPolicy,
     accepted: StatusCondition,
     resolved_refs: StatusCondition,
-    /// The TLS its Services are spoken to with, or why their connections fail.
-    tls: Result<Arc<UpstreamTls>, String>,
+    /// The TLS its Services are spoken to with (and what it was made from), or why their
+    /// connections fail.
+    tls: Result<PolicyTls, String>,
     /// The Gateways whose routes use its Services.
     ancestors: BTreeSet<ParentReference>,
     /// The older policy that holds its target, when it is `Conflicted`.
     conflicted_with: Option<usize>,
 }
 
+/// The TLS a policy asks for, and the settings it was made from.
+type PolicyTls = (Arc<UpstreamTls>, UpstreamTlsSpec);
+
 /// What a backend of a policy's Service is spoken to with.
 pub(super) enum BackendTls {
-    /// Over TLS, verified as the policy says.
-    Verified(Arc<UpstreamTls>),
+    /// Over TLS, verified as the policy says; what it was made from (a Gateway that presents a
+    /// client certificate to backends adds it).
+    Verified(Arc<UpstreamTls>, UpstreamTlsSpec),
     /// The policy cannot be used (its status says why): requests get a 502.
     Refused,
 }
@@ -121,7 +126,7 @@ impl<'s> BackendTlsPolicies<'s> {
             .filter(|_| !port.is_empty())
             .or_else(|| self.by_target.get(&(namespace, service, None)))?;
         Some(match &self.judged[*index].tls {
-            Ok(tls) => BackendTls::Verified(tls.clone()),
+            Ok((tls, spec)) => BackendTls::Verified(tls.clone(), spec.clone()),
             Err(_) => BackendTls::Refused,
         })
     }
@@ -202,7 +207,7 @@ fn validate(
     policy: &BackendTlsPolicy,
     namespace: &str,
     resolver: &mut Resolver<'_, '_>,
-) -> (StatusCondition, StatusCondition, Result<Arc<UpstreamTls>, String>) {
+) -> (StatusCondition, StatusCondition, Result<PolicyTls, String>) {
     let validation = &policy.spec.validation;
     let invalid = |message: String| {
         let accepted = StatusCondition::new("Accepted", false, "Invalid", message.clone());
@@ -278,7 +283,7 @@ fn validate(
         Ok(tls) => (
             StatusCondition::new("Accepted", true, "Accepted", ""),
             StatusCondition::new("ResolvedRefs", true, "ResolvedRefs", ""),
-            Ok(tls),
+            Ok((tls, spec)),
         ),
         Err(e) => invalid(format!("hostname: {e}")),
     }

@@ -86,7 +86,7 @@ pub(super) fn port_routes<'s>(
         if parents.is_empty() {
             continue;
         }
-        let from = Referrer { kind, namespace };
+        let from = Referrer { kind, namespace, backend_certificate: None };
         let (backends, resolved) = l4_backends(&spec.rules, from, refs, resolver, draft, &object);
         for parent in &mut parents {
             parent.conditions.push(resolved.clone());
@@ -141,7 +141,7 @@ pub(super) fn tls_routes<'s>(
         if parents.is_empty() {
             continue;
         }
-        let from = Referrer { kind: TLS_ROUTE, namespace };
+        let from = Referrer { kind: TLS_ROUTE, namespace, backend_certificate: None };
         let (backends, resolved) = l4_backends(&route.spec.rules, from, refs, resolver, draft, &object);
         for parent in &mut parents {
             parent.conditions.push(resolved.clone());
