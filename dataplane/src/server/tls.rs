@@ -12,13 +12,11 @@
 //! inside the session, so the stream reads them first.
 
 use std::fmt;
-use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use monoio_rustls::ServerTlsStream;
 use ramjet_shared::{normalize_host, Published};
@@ -28,9 +26,10 @@ use rustls::{ProtocolVersion, ServerConfig, ServerConnection};
 
 use super::client_auth::TlsConfigs;
 use super::client_hello::{self, Hello};
+use super::handshake::handshake;
 use super::http1;
 use super::http2;
-use super::tls_port::TlsRelay;
+use super::tls_relay::TlsRelay;
 use crate::conn::{AddressRules, ConnFacts, PeerCertificate, TlsSession};
 use crate::worker::Worker;
 
@@ -219,49 +218,6 @@ struct Established {
     tls: ServerTlsStream<TcpStream>,
     facts: Rc<ConnFacts>,
     h2: bool,
-}
-
-/// Bytes read from the client per step of a handshake. Small enough that what follows the client's
-/// Finished always fits the session's plaintext buffer (16 KiB), so no byte is ever refused.
-const HANDSHAKE_READ: usize = 4096;
-
-/// Runs the server side of a handshake to its end, flushing everything the session has to say
-/// (session tickets included) before returning it.
-pub(super) async fn handshake(io: &mut TcpStream, mut session: ServerConnection) -> io::Result<ServerConnection> {
-    let mut input = Vec::with_capacity(HANDSHAKE_READ);
-    let mut output = Vec::new();
-    loop {
-        while session.wants_write() {
-            output.clear();
-            session.write_tls(&mut output)?;
-            let (written, buf) = io.write_all(output).await;
-            output = buf;
-            written?;
-        }
-        if !session.is_handshaking() {
-            return Ok(session);
-        }
-        input.clear();
-        let (read, buf) = io.read(input).await;
-        input = buf;
-        if read? == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "client closed during the TLS handshake"));
-        }
-        let mut rest = &input[..];
-        while !rest.is_empty() {
-            if session.read_tls(&mut rest)? == 0 {
-                return Err(io::Error::new(io::ErrorKind::InvalidData, "TLS session refused input"));
-            }
-            if let Err(e) = session.process_new_packets() {
-                // The session has queued an alert saying why: send it, best effort.
-                output.clear();
-                if session.write_tls(&mut output).is_ok() {
-                    let _ = io.write_all(output).await;
-                }
-                return Err(io::Error::new(io::ErrorKind::InvalidData, e));
-            }
-        }
-    }
 }
 
 /// What the access log records of a finished handshake.
