@@ -175,8 +175,10 @@ fn ingress_nginx_backend_tls_annotations_verify_the_backend_through_the_real_api
         let r = get(ramjet.http, "orders.test", "/orders?id=7");
         (r.status, r.body)
     };
-    // Verified, and without SNI (ingress-nginx's default, `proxy-ssl-server-name: off`).
-    let verified = (200, "orders sni=- target=/orders?id=7\n".to_string());
+    // Verified, and without SNI (ingress-nginx's default, `proxy-ssl-server-name: off`); the
+    // Secret's client certificate presented.
+    let client = tls_backend::certificate_file_id(&pki.path("client.crt"));
+    let verified = (200, format!("orders sni=- target=/orders?id=7 client={client}\n"));
     assert!(
         eventually(PATIENCE, || orders_answer() == verified),
         "the HTTPS backend never answered through ramjet (now: {:?}); log:\n{}",
