@@ -606,6 +606,18 @@ def nginx_head(d, name, error_level="warn", worker_connections=8192):
     )
 
 
+def write_nginx_stream(d, port, backend_port, module, listen="", server=""):
+    """An nginx `stream` relay from 127.0.0.1:port to backend_port (the TCP and UDP benchmarks'
+    peer); `listen`: more of the listen directive (` udp`), `server`: more directives."""
+    path = f"{d}/stream.conf"
+    with open(path, "w") as f:
+        f.write(f"load_module {module};\n")
+        f.write(nginx_head(d, "stream"))
+        f.write(f"stream {{\n  server {{\n    listen 127.0.0.1:{port}{listen};\n"
+                f"    proxy_pass 127.0.0.1:{backend_port};\n{server}  }}\n}}\n")
+    return path
+
+
 def nginx_temp_paths(d, name):
     t = f"{d}/{name}-tmp"
     os.makedirs(t, exist_ok=True)

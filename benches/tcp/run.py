@@ -68,15 +68,6 @@ def write_haproxy(d, port, backend_port):
     return path
 
 
-def write_nginx_stream(d, port, backend_port, module):
-    path = f"{d}/stream.conf"
-    with open(path, "w") as f:
-        f.write(f"load_module {module};\n")
-        f.write(bench.nginx_head(d, "stream"))
-        f.write(f"stream {{\n  server {{\n    listen 127.0.0.1:{port};\n    proxy_pass 127.0.0.1:{backend_port};\n  }}\n}}\n")
-    return path
-
-
 def bulk(args, server, port):
     """--bulk-transfers downloads of /big at once through `port`: MB/s and the proxy's CPU per GB."""
     url = f"http://127.0.0.1:{port}/big"
@@ -123,7 +114,7 @@ def main():
                               stderr_path=f"{d}/haproxy.stderr")
         bench.wait_port(haproxy_port, h, "haproxy")
         servers.append(bench.Server("haproxy", h, [haproxy_port]))
-        n = bench.start_nginx("nginx", write_nginx_stream(d, nginx_port, backend_port, args.stream_module), d,
+        n = bench.start_nginx("nginx", bench.write_nginx_stream(d, nginx_port, backend_port, args.stream_module), d,
                               nginx_port, args.proxy_cpus)
         servers.append(bench.Server("nginx", n, [nginx_port]))
 

@@ -34,17 +34,6 @@ def write_ramjet(d, port, backend_port):
     return path
 
 
-def write_nginx_stream(d, port, backend_port, module):
-    """nginx's UDP proxying as ramjet's: one session per client address, ended after 60 s idle."""
-    path = f"{d}/stream.conf"
-    with open(path, "w") as f:
-        f.write(f"load_module {module};\n")
-        f.write(bench.nginx_head(d, "stream"))
-        f.write(f"stream {{\n  server {{\n    listen 127.0.0.1:{port} udp;\n    proxy_pass 127.0.0.1:{backend_port};\n"
-                "    proxy_timeout 60s;\n  }\n}\n")
-    return path
-
-
 def wait_udp(port, proc, name, timeout=30.0):
     """Until a datagram to `port` is answered (the proxy relays to the echo backend)."""
     import socket
@@ -101,8 +90,9 @@ def main():
                                admin_port, cpus=args.proxy_cpus)
         wait_udp(ramjet_port, r, "ramjet")
         servers.append(bench.Server("ramjet", r, [ramjet_port]))
-        n = bench.PROCS.start("nginx", bench.taskset(args.proxy_cpus) +
-                              ["nginx", "-p", d, "-c", write_nginx_stream(d, nginx_port, backend_port, args.stream_module)],
+        # nginx's UDP proxying as ramjet's: one session per client address, ended after 60 s idle.
+        conf = bench.write_nginx_stream(d, nginx_port, backend_port, args.stream_module, " udp", "    proxy_timeout 60s;\n")
+        n = bench.PROCS.start("nginx", bench.taskset(args.proxy_cpus) + ["nginx", "-p", d, "-c", conf],
                               stderr_path=f"{d}/nginx.stderr")
         wait_udp(nginx_port, n, "nginx")
         servers.append(bench.Server("nginx", n, [nginx_port]))

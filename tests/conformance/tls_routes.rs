@@ -18,28 +18,38 @@ use super::{cluster, documents, split, support, Suite, CONSECUTIVE, INFRA, PATIE
 /// `MakeTLSConnectionAndExpectEventuallyConnectionRejection`: until a TLS handshake for
 /// `server_name` ends with the connection closed or reset (not a certificate the client refuses).
 fn expect_rejection(addr: SocketAddr, server_name: &str) {
-    let config = Arc::new(
-        rustls::ClientConfig::builder()
-            // No roots: a completed handshake, or one that ends on a certificate the client
-            // refuses, is never taken for a rejection.
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth(),
-    );
+    // No roots: a completed handshake, or one that ends on a certificate the client refuses, is
+    // never taken for a rejection.
+    let roots = rustls::RootCertStore::empty();
+    let config = Arc::new(rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth());
+    handshake_until(addr, server_name, config, "was not refused", closed);
+}
+
+/// The suite's `isConnectionRejected`: EOF or a reset, during the handshake.
+fn closed(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset)
+}
+
+/// TLS handshakes for `server_name` with `config`, a second apart, until one fails as `wanted`
+/// says; `else_` says what went wrong if none does within [`PATIENCE`].
+fn handshake_until(
+    addr: SocketAddr,
+    server_name: &str,
+    config: Arc<rustls::ClientConfig>,
+    else_: &str,
+    wanted: impl Fn(&std::io::Error) -> bool,
+) {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let name = rustls::pki_types::ServerName::try_from(server_name.to_string()).unwrap();
         let mut session = rustls::ClientConnection::new(config.clone(), name).unwrap();
         let mut tcp = TcpStream::connect(addr).unwrap();
         tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        // The suite's `isConnectionRejected`: EOF or a reset, during the handshake.
         let outcome = session.complete_io(&mut tcp);
-        let rejected = outcome.as_ref().is_err_and(|e| {
-            matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset)
-        });
-        if rejected {
+        if outcome.as_ref().is_err_and(&wanted) {
             return;
         }
-        assert!(Instant::now() < deadline, "{addr}: a handshake for {server_name} was not refused: {outcome:?}");
+        assert!(Instant::now() < deadline, "{addr}: a handshake for {server_name} {else_}: {outcome:?}");
         std::thread::sleep(Duration::from_secs(1));
     }
 }
@@ -248,25 +258,11 @@ fn tlsroute_mixed_termination_same_namespace() {
 /// that the handshake is refused, or ends on a certificate the suite's CA did not sign (every
 /// backend's is signed by it).
 fn expect_not_passed_through(addr: SocketAddr, server_name: &str) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let name = rustls::pki_types::ServerName::try_from(server_name.to_string()).unwrap();
-        let mut session = rustls::ClientConnection::new(cluster().tls_checks.client(), name).unwrap();
-        let mut tcp = TcpStream::connect(addr).unwrap();
-        tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let outcome = session.complete_io(&mut tcp);
-        let refused = outcome.as_ref().is_err_and(|e| {
-            let unknown_issuer = e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>())
-                == Some(&rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer));
-            unknown_issuer
-                || matches!(e.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset)
-        });
-        if refused {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{addr}: {server_name} reached a backend: {outcome:?}");
-        std::thread::sleep(Duration::from_secs(1));
-    }
+    let unknown_issuer = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
+    let refused = |e: &std::io::Error| {
+        closed(e) || e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) == Some(&unknown_issuer)
+    };
+    handshake_until(addr, server_name, cluster().tls_checks.client(), "reached a backend", refused);
 }
 
 /// A case of `TLSRouteHostnameIntersection`: its Gateway, the routes attached to it, the names it

@@ -78,31 +78,16 @@ pub(super) fn port_routes<'s>(
     };
     routes.sort_by(|a, b| age(a.0).cmp(&age(b.0)));
     for (metadata, spec) in routes {
-        let namespace = namespace_of(&metadata.namespace);
-        let name = metadata.name.as_deref().unwrap_or("");
-        let object = ObjectRef::new(kind, Some(namespace), name);
-        let (mut parents, found) = to.attach_all((kind, namespace, &[]), &spec.parent_refs, &object, report, draft);
-        let mut ports: Vec<u16> = found.iter().map(|(l, _)| l.listener.port as u16).collect();
-        if parents.is_empty() {
+        let route = (kind, metadata, &spec.parent_refs[..], &[][..], &spec.rules[..]);
+        let Some(Attached { object, source, found, backends }) = attach_route(route, to, refs, resolver, draft, report)
+        else {
             continue;
-        }
-        let from = Referrer { kind, namespace, backend_certificate: None };
-        let (backends, resolved) = l4_backends(&spec.rules, from, refs, resolver, draft, &object);
-        for parent in &mut parents {
-            parent.conditions.push(resolved.clone());
-        }
-        let reports = if transport == Transport::Tcp { &mut report.tcp_routes } else { &mut report.udp_routes };
-        reports.push(RouteReport {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            generation: metadata.generation,
-            parents,
-        });
+        };
         // Without a backend to relay to, the port refuses its connections (it is not opened).
         if backends.iter().all(|b| b.weight == 0) {
             continue;
         }
-        let source = format!("{namespace}/{name}");
+        let mut ports: Vec<u16> = found.iter().map(|(l, _)| l.listener.port as u16).collect();
         ports.sort_unstable();
         ports.dedup();
         for port in ports {
@@ -133,27 +118,13 @@ pub(super) fn tls_routes<'s>(
     let mut routes: Vec<&TlsRoute> = snapshot.tls_routes.iter().map(|r| &**r).collect();
     routes.sort_by(|a, b| age(&a.metadata).cmp(&age(&b.metadata)));
     for route in routes {
-        let namespace = namespace_of(&route.metadata.namespace);
-        let name = route.metadata.name.as_deref().unwrap_or("");
-        let object = ObjectRef::new(TLS_ROUTE, Some(namespace), name);
-        let route_of = (TLS_ROUTE, namespace, &route.spec.hostnames[..]);
-        let (mut parents, found) = to.attach_all(route_of, &route.spec.parent_refs, &object, report, draft);
-        if parents.is_empty() {
+        let spec = &route.spec;
+        let of = (TLS_ROUTE, &route.metadata, &spec.parent_refs[..], &spec.hostnames[..], &spec.rules[..]);
+        let Some(Attached { object, source, found, backends }) = attach_route(of, to, refs, resolver, draft, report)
+        else {
             continue;
-        }
-        let from = Referrer { kind: TLS_ROUTE, namespace, backend_certificate: None };
-        let (backends, resolved) = l4_backends(&route.spec.rules, from, refs, resolver, draft, &object);
-        for parent in &mut parents {
-            parent.conditions.push(resolved.clone());
-        }
-        report.tls_routes.push(RouteReport {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            generation: route.metadata.generation,
-            parents,
-        });
+        };
         let shown = |host: &str| if host.is_empty() { "any server name".to_string() } else { host.to_string() };
-        let source = format!("{namespace}/{name}");
         // Without a backend to relay to, the names' connections are closed after their ClientHello:
         // on a port of its own they are not served; on ramjet's HTTPS port they are passed to a
         // backend that takes no connection, so that they are not terminated as HTTPS instead.
@@ -189,6 +160,55 @@ pub(super) fn tls_routes<'s>(
             }
         }
     }
+}
+
+/// A Layer-4 route attached to our listeners: its object, its `namespace/name`, the listeners
+/// (and names) it has, and the weighted backends of its rule.
+struct Attached<'l, 's> {
+    object: ObjectRef,
+    source: String,
+    found: Vec<(&'l ServedListener<'s>, String)>,
+    backends: Vec<WeightedBackend>,
+}
+
+/// A Layer-4 route of `kind` (its metadata, parentRefs, hostnames and rules) attached to our
+/// listeners, its backends resolved and its status reported (in `report`'s list of its kind);
+/// `None` when no parent of ours attaches it.
+#[allow(clippy::type_complexity)]
+fn attach_route<'l, 's>(
+    (kind, metadata, parent_refs, hostnames, rules): (
+        &'static str,
+        &ObjectMeta,
+        &[ParentReference],
+        &[String],
+        &[TcpRouteRule],
+    ),
+    to: Parents<'l, 's>,
+    refs: &Refs<'_>,
+    resolver: &mut Resolver<'s, '_>,
+    draft: &mut Draft,
+    report: &mut Report,
+) -> Option<Attached<'l, 's>> {
+    let namespace = namespace_of(&metadata.namespace);
+    let name = metadata.name.as_deref().unwrap_or("");
+    let object = ObjectRef::new(kind, Some(namespace), name);
+    let (mut parents, found) = to.attach_all((kind, namespace, hostnames), parent_refs, &object, report, draft);
+    if parents.is_empty() {
+        return None;
+    }
+    let from = Referrer { kind, namespace, backend_certificate: None };
+    let (backends, resolved) = l4_backends(rules, from, refs, resolver, draft, &object);
+    for parent in &mut parents {
+        parent.conditions.push(resolved.clone());
+    }
+    let reports = match kind {
+        TCP_ROUTE => &mut report.tcp_routes,
+        UDP_ROUTE => &mut report.udp_routes,
+        _ => &mut report.tls_routes,
+    };
+    let generation = metadata.generation;
+    reports.push(RouteReport { namespace: namespace.to_string(), name: name.to_string(), generation, parents });
+    Some(Attached { object, source: format!("{namespace}/{name}"), found, backends })
 }
 
 /// The weighted backends of a Layer-4 route's rule (TCPRoute, UDPRoute, TLSRoute: one rule at
