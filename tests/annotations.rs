@@ -312,7 +312,8 @@ fn source_ranges_behave_as_in_ingress_nginx() {
 
 /// test/e2e/annotations/upstreamvhost.go and forcesslredirect.go: the backend gets the configured
 /// Host (the client's stays in X-Forwarded-Host, one Host line only); plain HTTP for a host of an
-/// Ingress without TLS answers 308 to HTTPS when force-ssl-redirect is true.
+/// Ingress without TLS answers 308 to HTTPS when force-ssl-redirect is true, one trailing `/` of
+/// the target dropped unless preserve-trailing-slash.
 #[test]
 fn upstream_vhost_and_force_ssl_redirect_behave_as_in_ingress_nginx() {
     let dir = temp_dir("annotations-vhost");
@@ -328,6 +329,12 @@ fn upstream_vhost_and_force_ssl_redirect_behave_as_in_ingress_nginx() {
         "forced",
         "forced.test",
         &format!("{NGINX}/force-ssl-redirect: \"true\""),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "kept",
+        "kept.test",
+        &format!("{NGINX}/force-ssl-redirect: \"true\", {NGINX}/preserve-trailing-slash: \"true\""),
         &[("/", "Prefix", "a")],
     ));
     text.push_str(&ingress(
@@ -351,8 +358,46 @@ fn upstream_vhost_and_force_ssl_redirect_behave_as_in_ingress_nginx() {
     assert_eq!(r.body.lines().filter(|l| l.to_ascii_lowercase().starts_with("header=host:")).count(), 1);
     let r = get(addr, "forced.test", "/x?q=1");
     assert_eq!((r.status, r.header("location")), (308, Some("https://forced.test/x?q=1")));
+    // forcesslredirect.go: one trailing `/` of the request URI is dropped (`/` leaves nothing),
+    // unless preserve-trailing-slash.
+    let location = |host: &str, target: &str| get(addr, host, target).header("location").map(String::from);
+    assert_eq!(location("forced.test", "/").as_deref(), Some("https://forced.test"));
+    assert_eq!(location("forced.test", "/dir/").as_deref(), Some("https://forced.test/dir"));
+    assert_eq!(location("kept.test", "/").as_deref(), Some("https://kept.test/"));
+    assert_eq!(location("kept.test", "/dir/").as_deref(), Some("https://kept.test/dir/"));
     assert_eq!(seen(&get(addr, "unforced.test", "/x")).0, "a");
     assert_eq!(get(addr, "badvhost.test", "/").status, 404);
+    d.shutdown();
+}
+
+/// test/e2e/annotations/connection.go: `connection-proxy-header` is the `Connection` an HTTP/1.1
+/// backend gets. After `close` the backend's connection is not used again, even when the backend
+/// would keep it open; an upgrade keeps its own `Connection`; a value other than close or
+/// keep-alive keeps the Ingress out.
+#[test]
+fn connection_proxy_header_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-connection");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let header = |value: &str| format!("{NGINX}/connection-proxy-header: {value}");
+    text.push_str(&ingress("keep", "keep.test", &header("keep-alive"), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("close", "close.test", &header("close"), &[("/", "Prefix", "b")]));
+    text.push_str(&ingress("bad", "bad.test", &header("upgrade"), &[("/", "Prefix", "a")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+
+    let r = get(addr, "keep.test", "/");
+    assert_eq!(header_seen(&r, "connection").as_deref(), Some("keep-alive"));
+    let mut client = Conn::open(addr);
+    for _ in 0..3 {
+        let r = client.get("close.test", "/");
+        assert_eq!((r.status, header_seen(&r, "connection").as_deref()), (200, Some("close")));
+    }
+    assert_eq!(b.connections(), 3, "a connection per request");
+    let mut ws = Conn::open(addr);
+    ws.send(b"GET /ws HTTP/1.1\r\nHost: close.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    assert_eq!(ws.read_response().status, 101, "the upgrade's Connection is kept");
+    assert_eq!(get(addr, "bad.test", "/").status, 404);
     d.shutdown();
 }
 
@@ -473,9 +518,20 @@ fn cors_behaves_as_in_ingress_nginx() {
         &[("/", "Prefix", "a")],
     ));
     text.push_str(&ingress("off", "off.test", &format!("{NGINX}/enable-cors: \"false\""), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress(
+        "blank",
+        "blank.test",
+        &format!("{NGINX}/enable-cors: \"true\", {NGINX}/cors-allow-origin: \"      \""),
+        &[("/", "Prefix", "a")],
+    ));
     let d = start(&dir, &text);
     let addr = d.http_addr();
 
+    // cors.go, "should allow - missing origins (should allow all origins)": a blank list is `*`.
+    for origin in ["http://origin.com", "http://book.origin.com", "test.origin.com"] {
+        let raw = format!("GET / HTTP/1.1\r\nHost: blank.test\r\nOrigin: {origin}\r\nconnection: close\r\n\r\n");
+        assert_eq!(request(addr, &raw).header("access-control-allow-origin"), Some("*"), "{origin}");
+    }
     let r = get(addr, "cors.foo.com", "/");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
@@ -967,6 +1023,35 @@ fn upstream_hash_by_behaves_as_in_ingress_nginx() {
     assert_eq!(get(addr, "broken.test", "/").status, 404, "a key ramjet cannot read keeps the Ingress out");
     let generation = d.published.current();
     assert!(generation.diagnostics.iter().any(|p| p.object.name == "broken" && p.message.contains("upstream-hash-by")));
+    d.shutdown();
+}
+
+/// test/e2e/annotations/upstreamhashby.go, "should connect to the same subset of pods": six
+/// endpoints, `upstream-hash-by-subset` with a subset of 3: a hundred requests with one key reach
+/// exactly three endpoints; another key has a subset of its own.
+#[test]
+fn upstream_hash_by_subset_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-hash-subset");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let six: Vec<Backend> = (0..6).map(|i| Backend::start(&format!("pod-{i}"))).collect();
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&service_of("six", &six.iter().map(|b| b.addr).collect::<Vec<_>>()));
+    let annotations = format!(
+        "{NGINX}/upstream-hash-by: \"$request_uri\", {NGINX}/upstream-hash-by-subset: \"true\", \
+         {NGINX}/upstream-hash-by-subset-size: \"3\""
+    );
+    text.push_str(&ingress("subset", "subset.test", &annotations, &[("/", "Prefix", "six")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let subset = |path: &str| {
+        let mut conn = Conn::open(addr);
+        (0..100).map(|_| seen(&conn.get("subset.test", path)).0).collect::<std::collections::BTreeSet<String>>()
+    };
+    let first = subset("/");
+    assert_eq!(first.len(), 3, "one key, three endpoints: {first:?}");
+    let others: Vec<_> = (0..8).map(|i| subset(&format!("/key/{i}"))).collect();
+    assert!(others.iter().all(|s| s.len() == 3), "{others:?}");
+    assert!(others.iter().any(|s| *s != first), "keys have subsets of their own: {others:?}");
     d.shutdown();
 }
 

@@ -271,7 +271,12 @@ fn a_bad_canary_annotation_is_reported_and_the_rest_serves() {
         canary_pair("bad.test", &[("canary", "true"), ("canary-weight", "ten"), ("canary-by-header", "X-Canary")]),
         canary_pair(
             "regex.test",
-            &[("canary", "true"), ("canary-by-header", "X-Canary"), ("canary-by-header-pattern", "v(")],
+            &[
+                ("canary", "true"),
+                ("canary-by-header", "X-Canary"),
+                ("canary-by-header-pattern", "[][**da?$&*"),
+                ("canary-by-cookie", "beta"),
+            ],
         ),
         canary_pair("fine.test", &[("canary", "true"), ("canary-weight", "100")]),
         // Canary annotations on an Ingress not marked as a canary: a primary, with a warning.
@@ -295,8 +300,10 @@ fn a_bad_canary_annotation_is_reported_and_the_rest_serves() {
     // The bad weight counts as 0 (ingress-nginx's default); the header still works.
     assert_eq!(side(addr, "bad.test", ""), "primary");
     assert_eq!(side(addr, "bad.test", "X-Canary: always\r\n"), "canary");
-    // A pattern that does not compile never matches.
-    assert_eq!(side(addr, "regex.test", "X-Canary: v(\r\n"), "primary");
+    // canary.go, "mainline when the given Regex causes error": a request with the header goes to
+    // the primary whatever its cookie says; without the header, the cookie decides.
+    assert_eq!(side(addr, "regex.test", "X-Canary: DoCanary\r\nCookie: beta=always\r\n"), "primary");
+    assert_eq!(side(addr, "regex.test", "Cookie: beta=always\r\n"), "canary");
     assert_eq!(side(addr, "fine.test", ""), "canary");
     assert_eq!(Conn::open(addr).get("orphan.test", "/").status, 404);
     d.shutdown();

@@ -380,6 +380,10 @@ fn permanent_and_temporal_redirects_answer_as_in_ingress_nginx() {
             ),
         ),
         ("variable", format!("{nginx}/permanent-redirect: \"https://new.example$request_uri\"")),
+        // relativeredirects.go: a path is made absolute on the request's scheme and host name (no
+        // port, no query), unless relative-redirects.
+        ("absolute", format!("{nginx}/permanent-redirect: /new-location?from=old")),
+        ("relative", format!("{nginx}/permanent-redirect: /new-location, {nginx}/relative-redirects: \"true\"")),
     ] {
         text.push_str(&ingress(name, &annotations));
     }
@@ -391,7 +395,11 @@ fn permanent_and_temporal_redirects_answer_as_in_ingress_nginx() {
         (r.status, r.header("location").map(String::from))
     };
     assert_eq!(answer("moved.test"), (301, Some("https://new.example/".into())));
-    assert_eq!(answer("coded.test"), (308, Some("/elsewhere".into())));
+    assert_eq!(answer("coded.test"), (308, Some("http://coded.test/elsewhere".into())));
+    assert_eq!(answer("relative.test"), (301, Some("/new-location".into())));
+    let r = get(d.http_addr(), "Absolute.Test:8080", "/something?q=1");
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("http://absolute.test/new-location?from=old"), "no port, no request query");
     assert_eq!(answer("odd.test"), (301, Some("https://new.example/".into())), "an out-of-range code is the default");
     assert_eq!(answer("both.test"), (307, Some("https://t.example/".into())), "the temporal redirect wins");
     assert_eq!(answer("variable.test").0, 404, "a redirect ramjet cannot reproduce is not served otherwise");

@@ -46,7 +46,8 @@ pub fn effective_total(weight_total: u32) -> u32 {
 impl CanarySpec {
     /// The rules that send requests to `canary` or `primary`, in ingress-nginx's order; the last one
     /// (the weight) always holds. `filters` (the primary's mirror) go on every rule. A header pattern
-    /// that does not compile is left out (ingress-nginx treats it as never matching) and reported.
+    /// that does not compile sends requests with the header to the primary (ingress-nginx's match
+    /// error) and is reported.
     pub fn rules(
         &self,
         primary: &Arc<Backend>,
@@ -62,7 +63,15 @@ impl CanarySpec {
             } else if let Some(pattern) = self.header_pattern.as_deref().filter(|v| !v.is_empty()) {
                 match Matcher::regex(pattern) {
                     Ok(m) => rules.push(Rule::to(vec![header(name, m)], canary.clone())),
-                    Err(e) => problems.push(format!("canary-by-header-pattern: {e}; the pattern never matches")),
+                    Err(e) => {
+                        // ingress-nginx's balancer.lua: a match error sends a request that has the
+                        // header to the primary, before the cookie and the weight are looked at.
+                        let present = Matcher::regex("").expect("the empty pattern compiles");
+                        rules.push(Rule::to(vec![header(name, present)], primary.clone()));
+                        problems.push(format!(
+                            "canary-by-header-pattern: {e}; requests with the header {name} go to the primary"
+                        ));
+                    }
                 }
             } else {
                 rules.push(Rule::to(vec![header(name, Matcher::exact("always"))], canary.clone()));

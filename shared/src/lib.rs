@@ -67,8 +67,8 @@ pub use route::{
     check_regex_path, normalize_host, reason_phrase, route_object, Backend, BackendKind, BackendProtocol, Condition,
     DirectResponse, Edits, Filter, HeaderEdits, HostRoutes, Matcher, Mirror, PathKind, PathRewrite, Pick, PortRoute,
     Redirect, RegexHostProblem, RequestView, Rewrite, RewriteScratch, Route, RouteConflict, RouteKey, RouteLimits,
-    RouteOrigin, RoutePolicy, RouteTable, Rule, Source, TableBuilder, TableItem, TlsPort, TlsTarget, Transport,
-    WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
+    RouteOrigin, RoutePolicy, RouteTable, Rule, Source, TableBuilder, TableItem, TlsPort, TlsTarget, TrailingSlash,
+    Transport, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
 };
 pub use stats::{
     Exemplar, Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass,

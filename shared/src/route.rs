@@ -150,6 +150,9 @@ pub struct DirectResponse {
     /// body (a redirect's location).
     #[serde(serialize_with = "digest::as_bytes")]
     pub head: Bytes,
+    /// Where in `head` the request's `<scheme>://<host name>` goes, for a redirect to a path that
+    /// nginx makes absolute (`absolute_redirect on`, `port_in_redirect off`).
+    pub request_origin_at: Option<u16>,
 }
 
 impl DirectResponse {
@@ -158,7 +161,23 @@ impl DirectResponse {
     pub fn redirect(status: u16, location: &str) -> Self {
         let head =
             format!("HTTP/1.1 {status} {}\r\nlocation: {location}\r\ncontent-length: 0\r\n", reason_phrase(status));
-        DirectResponse { status, body: Bytes::new(), head: Bytes::from(head) }
+        DirectResponse { status, body: Bytes::new(), head: Bytes::from(head), request_origin_at: None }
+    }
+
+    /// A redirect to `path` (starting with `/`) on the request's own scheme and host name, without
+    /// its port or query: what nginx answers for `return <status> <path>` with ingress-nginx's
+    /// `absolute_redirect on` and `port_in_redirect off`.
+    pub fn redirect_on_request_host(status: u16, path: &str) -> Self {
+        let mut response = Self::redirect(status, path);
+        let at = response.head.windows(12).position(|w| w == b"\r\nlocation: ").map(|i| i + 12);
+        response.request_origin_at = at.and_then(|i| u16::try_from(i).ok());
+        response
+    }
+
+    /// Whether the answer's `location` begins with the request's scheme and host.
+    #[inline]
+    pub fn on_request_host(&self) -> Option<usize> {
+        self.request_origin_at.map(usize::from)
     }
 
     /// `status` with a plain-text body.
@@ -170,7 +189,7 @@ impl DirectResponse {
             reason_phrase(status),
             body.len()
         );
-        DirectResponse { status, body, head: Bytes::from(head) }
+        DirectResponse { status, body, head: Bytes::from(head), request_origin_at: None }
     }
 }
 
@@ -496,6 +515,16 @@ impl HostRoutes {
     }
 }
 
+/// What an HTTPS redirect's `location` does with a request target that ends in `/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum TrailingSlash {
+    /// Drops that one `/` (`/` itself leaves nothing after the host), as ingress-nginx does
+    /// unless `preserve-trailing-slash`.
+    Drop,
+    /// Keeps the target as it came.
+    Keep,
+}
+
 /// Where an ACME server looks for an HTTP-01 challenge's answer: never redirected to HTTPS.
 pub const ACME_CHALLENGE: &str = "/.well-known/acme-challenge/";
 
@@ -515,10 +544,11 @@ pub struct RouteTable {
     /// Whether `tls` has a `**.` wildcard (only then are an SNI name's further suffixes looked up).
     deep_tls: bool,
     /// Hosts whose plain-HTTP requests are redirected to HTTPS; wildcards by their suffix.
-    ssl_redirect: FxMap<Arc<str>, ()>,
-    ssl_redirect_wildcard: FxMap<Arc<str>, ()>,
+    /// Each host's [`TrailingSlash`] in the `location`.
+    ssl_redirect: FxMap<Arc<str>, TrailingSlash>,
+    ssl_redirect_wildcard: FxMap<Arc<str>, TrailingSlash>,
     /// The same hosts as declared (`*.` for a wildcard), sorted: for [`RouteTable::items`].
-    ssl_redirect_hosts: Box<[Arc<str>]>,
+    ssl_redirect_hosts: Box<[(Arc<str>, TrailingSlash)]>,
     /// Hosts whose TLS connections are passed to a backend unopened (ingress-nginx's
     /// `ssl-passthrough`, Gateway API TLSRoutes), by server name as declared, lower case: exact, or
     /// a wildcard (`*.`, `**.`), or `""` for any name.
@@ -634,16 +664,28 @@ impl RouteTable {
     /// answered over plain HTTP, as ingress-nginx's `no-tls-redirect-locations` default does).
     #[inline]
     pub fn redirects_request_to_https(&self, host: &str, target: &str) -> bool {
-        self.redirects_to_https(host) && !target.starts_with(ACME_CHALLENGE)
+        self.https_redirect(host, target).is_some()
+    }
+
+    /// How a plain-HTTP request for this normalized host and target is redirected to HTTPS, if it
+    /// is ([`RouteTable::redirects_request_to_https`]).
+    #[inline]
+    pub fn https_redirect(&self, host: &str, target: &str) -> Option<TrailingSlash> {
+        self.https_redirect_of(host).filter(|_| !target.starts_with(ACME_CHALLENGE))
     }
 
     /// Whether plain-HTTP requests for this normalized host are redirected to HTTPS.
     #[inline]
     pub fn redirects_to_https(&self, host: &str) -> bool {
-        self.ssl_redirect.contains_key(host)
-            || host
-                .split_once('.')
-                .is_some_and(|(label, suffix)| !label.is_empty() && self.ssl_redirect_wildcard.contains_key(suffix))
+        self.https_redirect_of(host).is_some()
+    }
+
+    #[inline]
+    fn https_redirect_of(&self, host: &str) -> Option<TrailingSlash> {
+        self.ssl_redirect.get(host).copied().or_else(|| {
+            let (label, suffix) = host.split_once('.')?;
+            self.ssl_redirect_wildcard.get(suffix).copied().filter(|_| !label.is_empty())
+        })
     }
 
     /// Whether any host redirects to HTTPS (so the common case skips the host normalization).
@@ -742,7 +784,11 @@ impl RouteTable {
         let mut items = Vec::with_capacity(1 + self.tls.len() + self.ssl_redirect_hosts.len());
         items.extend(self.default_route.as_ref().map(|r| TableItem::DefaultBackend(&r.backend)));
         items.extend(self.tls.iter().map(|(host, cert)| TableItem::Tls { host, cert: *cert }));
-        items.extend(self.ssl_redirect_hosts.iter().map(|host| TableItem::HttpsRedirect { host }));
+        items.extend(
+            self.ssl_redirect_hosts
+                .iter()
+                .map(|(host, slash)| TableItem::HttpsRedirect { host, trailing_slash: *slash }),
+        );
         items.extend(self.passthrough.iter().map(|(host, target)| TableItem::Passthrough { host, target }));
         items.extend(self.client_auth.iter().map(|(host, auth)| TableItem::ClientAuth { host, auth }));
         items.extend(self.hsts.as_ref().map(TableItem::Hsts));
@@ -834,7 +880,7 @@ pub enum TableItem<'a> {
     /// A host (exact or `*.` wildcard) served with this certificate.
     Tls { host: &'a Arc<str>, cert: CertId },
     /// A host (exact or `*.` wildcard) whose plain-HTTP requests are redirected to HTTPS.
-    HttpsRedirect { host: &'a Arc<str> },
+    HttpsRedirect { host: &'a Arc<str>, trailing_slash: TrailingSlash },
     /// A server name whose TLS connections on the HTTPS port are not HTTPS: passed through, or
     /// terminated and relayed, to the target's backends.
     Passthrough { host: &'a Arc<str>, target: &'a TlsTarget },
@@ -1024,7 +1070,7 @@ pub struct TableBuilder {
     hosts: BTreeMap<Arc<str>, HostDraft>,
     default_route: Option<Arc<Route>>,
     tls: BTreeMap<Arc<str>, CertId>,
-    ssl_redirect: Vec<Arc<str>>,
+    ssl_redirect: Vec<(Arc<str>, TrailingSlash)>,
     passthrough: BTreeMap<Arc<str>, Arc<TlsTarget>>,
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     hsts: Option<Arc<str>>,
@@ -1179,9 +1225,10 @@ impl TableBuilder {
         self.hsts = value.map(Into::into);
     }
 
-    /// Redirect plain-HTTP requests for `host` to HTTPS.
-    pub fn add_ssl_redirect(&mut self, host: &str) {
-        self.ssl_redirect.push(host.to_ascii_lowercase().into());
+    /// Redirect plain-HTTP requests for `host` to HTTPS, with the request's trailing `/` as
+    /// `slash` says. When several declarations of one host differ, the slash is kept.
+    pub fn add_ssl_redirect(&mut self, host: &str, slash: TrailingSlash) {
+        self.ssl_redirect.push((host.to_ascii_lowercase().into(), slash));
     }
 
     /// Builds the table. Host groups whose content equals the one in `previous` are taken from it
@@ -1243,12 +1290,15 @@ impl TableBuilder {
             }
         }
         let mut redirects = self.ssl_redirect;
+        // `Keep` sorts last: the one a host keeps.
         redirects.sort();
-        redirects.dedup();
-        for host in &redirects {
+        redirects.reverse();
+        redirects.dedup_by(|later, kept| later.0 == kept.0);
+        redirects.reverse();
+        for (host, slash) in &redirects {
             match host.strip_prefix("*.") {
-                Some(suffix) => table.ssl_redirect_wildcard.insert(suffix.into(), ()),
-                None => table.ssl_redirect.insert(host.clone(), ()),
+                Some(suffix) => table.ssl_redirect_wildcard.insert(suffix.into(), *slash),
+                None => table.ssl_redirect.insert(host.clone(), *slash),
             };
         }
         table.ssl_redirect_hosts = redirects.into_boxed_slice();

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 pub use ramjet_shared::admin::DiffCounts;
 use ramjet_shared::{
-    Backend, BackendKind, CertId, HostRoutes, RouteKey, RoutePolicy, RouteTable, TableItem, Transport,
+    Backend, BackendKind, CertId, HostRoutes, RouteKey, RoutePolicy, RouteTable, TableItem, TrailingSlash, Transport,
 };
 use serde::Serialize;
 use sha2::{Digest as _, Sha256};
@@ -241,7 +241,16 @@ impl TableView {
                     (ItemKey::DefaultBackend, ItemValue::Target(RouteTarget::of(backend)))
                 }
                 TableItem::Tls { host, cert } => (ItemKey::Tls(host.to_string()), ItemValue::Cert(cert)),
-                TableItem::HttpsRedirect { host } => (ItemKey::HttpsRedirect(host.to_string()), ItemValue::Present),
+                TableItem::HttpsRedirect { host, trailing_slash } => (
+                    ItemKey::HttpsRedirect(host.to_string()),
+                    match trailing_slash {
+                        TrailingSlash::Drop => ItemValue::Present,
+                        TrailingSlash::Keep => ItemValue::Described(
+                            ramjet_shared::digest_of("keeps a trailing slash"),
+                            "keeps a trailing slash".into(),
+                        ),
+                    },
+                ),
                 TableItem::Passthrough { host, target } => (
                     ItemKey::Passthrough(host.to_string()),
                     ItemValue::Described(ramjet_shared::digest_of(target), target.to_string()),

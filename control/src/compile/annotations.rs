@@ -28,8 +28,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use values::{
-    auth_secret_type, auth_type, backend_protocol, body_size, boolean, count, hash_by, load_balance, next_upstream,
-    on_off, redirect_target, seconds, server_alias, source_ranges, use_regex,
+    auth_secret_type, auth_type, backend_protocol, body_size, boolean, connection_header, count, hash_by, load_balance,
+    next_upstream, on_off, redirect_target, seconds, server_alias, source_ranges, use_regex,
 };
 
 /// ingress-nginx's annotation prefix.
@@ -225,8 +225,15 @@ const HASH_BY: Support = Checked {
           $http_*, $cookie_*, $arg_* ...) picks the endpoint, the same on every worker and replica; an endpoint \
           that leaves moves only its own keys (docs/ingress.md)",
 };
-const HASH_SUBSET: Support =
-    Ignored("each key goes to one endpoint; ingress-nginx's subsets spread a key over several at random");
+const HASH_SUBSET: Support = Checked {
+    check: boolean,
+    how: "with upstream-hash-by, each key goes to a subset of upstream-hash-by-subset-size endpoints (the ones it \
+          scores highest), one of them drawn at random per request, as ingress-nginx's chashsubset spreads a key",
+};
+const HASH_SUBSET_SIZE: Support = Honoured(
+    "the size of each key's subset with upstream-hash-by-subset (3 by default, at most 32; a value that is not a \
+     whole number above 0 gives 3, with a warning)",
+);
 const CUSTOM_ERRORS: Support = Honoured(
     "a backend answer with one of these statuses is replaced by default-backend's answer to the request (path /, \
      no body, with X-Code, X-Format, X-Original-URI, X-Namespace, X-Ingress-Name, X-Service-Name, X-Service-Port), \
@@ -295,7 +302,7 @@ const DENY_RANGE: Support = Checked {
 const FORCE_SSL_REDIRECT: Support = Checked {
     check: boolean,
     how: "plain-HTTP requests for the Ingress's hosts answer 308 to https://<host><path>, whether the Ingress has \
-          TLS or not (ramjet keeps a trailing slash that ingress-nginx drops unless preserve-trailing-slash)",
+          TLS or not (one trailing / of the target dropped unless preserve-trailing-slash, as in ingress-nginx)",
 };
 const UPSTREAM_VHOST: Support = Checked {
     check: values::upstream_vhost,
@@ -372,7 +379,8 @@ const BACKEND_PROTOCOL: Support = Checked {
 };
 const PERMANENT_REDIRECT: Support = Checked {
     check: redirect_target,
-    how: "every path of the Ingress answers 301 (or permanent-redirect-code) with this Location",
+    how: "every path of the Ingress answers 301 (or permanent-redirect-code) with this Location; a path is made \
+          absolute on the request's scheme and host unless relative-redirects, as nginx's absolute_redirect does",
 };
 const PERMANENT_REDIRECT_CODE: Support =
     Honoured("the permanent redirect's status; a code outside 300–308 gives 301, as in ingress-nginx");
@@ -464,7 +472,16 @@ const TABLE: &[Entry] = &[
         Snippet("for an HTTPS redirect use ssl-redirect; for the rest there is no equivalent yet"),
         None,
     ),
-    nginx("connection-proxy-header", Ignored("the upstream Connection header is ramjet's own"), None),
+    nginx(
+        "connection-proxy-header",
+        Checked {
+            check: connection_header,
+            how: "HTTP/1.1 backends get `Connection: close` or `Connection: keep-alive` (nginx's proxy_set_header \
+                  Connection); after close, ramjet does not reuse the connection. An upgrade (WebSocket) keeps its \
+                  `Connection: upgrade`; HTTP/2 backends have no Connection field. Another value keeps the Ingress out",
+        },
+        None,
+    ),
     e("cors-allow-credentials", CORS, None),
     e("cors-allow-headers", CORS, None),
     e("cors-allow-methods", CORS, None),
@@ -516,7 +533,15 @@ const TABLE: &[Entry] = &[
     nginx("opentelemetry-trust-incoming-span", OTEL, None),
     e("permanent-redirect", PERMANENT_REDIRECT, None),
     e("permanent-redirect-code", PERMANENT_REDIRECT_CODE, None),
-    nginx("preserve-trailing-slash", Ignored("HTTPS redirects keep the path as it came"), NO),
+    nginx(
+        "preserve-trailing-slash",
+        Checked {
+            check: boolean,
+            how: "the HTTPS redirects (ssl-redirect, force-ssl-redirect) keep a trailing / of the request target; \
+                  without it one is dropped, as in ingress-nginx",
+        },
+        NO,
+    ),
     e("proxy-body-size", BODY_SIZE, None),
     nginx("proxy-buffer-size", BUFFERS, None),
     nginx("proxy-buffering", BUFFERS, Some("off")),
@@ -550,7 +575,15 @@ const TABLE: &[Entry] = &[
     nginx_default("proxy-ssl-server-name", SSL_SERVER_NAME, Some("off")),
     nginx_default("proxy-ssl-verify", SSL_VERIFY, Some("off")),
     nginx("proxy-ssl-verify-depth", SSL_VERIFY_DEPTH, None),
-    nginx("relative-redirects", Ignored("ramjet's own redirects are absolute"), NO),
+    nginx(
+        "relative-redirects",
+        Checked {
+            check: boolean,
+            how: "a permanent-redirect or temporal-redirect to a path answers that path as it is, not made absolute \
+                  on the request's scheme and host",
+        },
+        NO,
+    ),
     e("rewrite-target", REWRITE_TARGET, None),
     nginx("satisfy", SATISFY, Some("all")),
     e("server-alias", SERVER_ALIAS, None),
@@ -582,7 +615,7 @@ const TABLE: &[Entry] = &[
     e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
     e("upstream-hash-by", HASH_BY, None),
     nginx("upstream-hash-by-subset", HASH_SUBSET, NO),
-    nginx("upstream-hash-by-subset-size", HASH_SUBSET, Some("3")),
+    nginx("upstream-hash-by-subset-size", HASH_SUBSET_SIZE, Some("3")),
     e("upstream-vhost", UPSTREAM_VHOST, None),
     nginx("use-port-in-redirects", Ignored("ramjet's redirects name no port"), NO),
     e("use-regex", USE_REGEX, NO),

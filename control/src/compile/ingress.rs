@@ -30,7 +30,7 @@ use k8s_openapi::api::networking::v1::{Ingress, IngressBackend, IngressClass, In
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use ramjet_shared::{
     check_regex_path, Backend, BackendKind, BackendProtocol, CertId, Certificate, DirectResponse, Filter, ObjectRef,
-    PathKind, RouteLimits, RouteOrigin, RoutePolicy, Rule, Source, TlsTarget, UpstreamTlsSpec,
+    PathKind, RouteLimits, RouteOrigin, RoutePolicy, Rule, Source, TlsTarget, TrailingSlash, UpstreamTlsSpec,
 };
 
 use super::annotations::{self, values, Verdict, BACKEND_PROTOCOL_ANNOTATIONS, SSL_REDIRECT_ANNOTATIONS};
@@ -156,7 +156,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
         }
         if plan.force_ssl_redirect {
             for route in plan.routes.iter().filter(|r| !r.host.is_empty()) {
-                draft.builder.add_ssl_redirect(&route.host);
+                draft.builder.add_ssl_redirect(&route.host, plan.trailing_slash);
             }
         }
         if let Some(root) = &plan.app_root {
@@ -222,7 +222,7 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
                 }
             }
             if plan.ssl_redirect {
-                draft.builder.add_ssl_redirect(&host);
+                draft.builder.add_ssl_redirect(&host, plan.trailing_slash);
             }
         }
     }
@@ -538,6 +538,8 @@ struct Plan {
     app_root: Option<String>,
     /// `force-ssl-redirect`: every rule host is redirected to HTTPS, TLS or not.
     force_ssl_redirect: bool,
+    /// `preserve-trailing-slash`: the HTTPS redirects keep a target's trailing `/`.
+    trailing_slash: TrailingSlash,
     /// `server-alias`: more names for the Ingress's hosts.
     aliases: Vec<String>,
     /// `from-to-www-redirect`: `www.<host>` redirects to `<host>` (or the other way round).
@@ -672,6 +674,7 @@ impl<'s> Resolver<'s, '_> {
             ssl_redirect: false,
             app_root: None,
             force_ssl_redirect: false,
+            trailing_slash: TrailingSlash::Drop,
             aliases: Vec::new(),
             from_to_www: false,
             passthrough: Vec::new(),
@@ -689,6 +692,12 @@ impl<'s> Resolver<'s, '_> {
         paths.limits.hash_by = location::hash_by(&annotations, &mut problems, &mut plan.warnings).map(Arc::new);
         plan.app_root = paths.app_root.clone();
         plan.force_ssl_redirect = paths.force_ssl_redirect;
+        if let Some((key, value)) = annotations.get("preserve-trailing-slash") {
+            match values::parse_bool(value) {
+                Ok(keep) => plan.trailing_slash = if keep { TrailingSlash::Keep } else { TrailingSlash::Drop },
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
         if let Some((key, value)) = annotations.get("from-to-www-redirect") {
             match values::parse_bool(value) {
                 Ok(b) => plan.from_to_www = b,
@@ -1060,7 +1069,15 @@ impl<'s> Resolver<'s, '_> {
             .and_then(|(_, v)| v.trim().parse::<u16>().ok())
             .filter(|c| (300..=max).contains(c))
             .unwrap_or(default);
-        let kind = BackendKind::Respond(DirectResponse::redirect(status, location));
+        // nginx makes a path absolute on the request's scheme and host (`absolute_redirect`), unless
+        // `relative-redirects` turns that off.
+        let relative = annotations.get("relative-redirects").is_some_and(|(_, v)| values::parse_bool(v) == Ok(true));
+        let response = if location.starts_with('/') && !relative {
+            DirectResponse::redirect_on_request_host(status, location)
+        } else {
+            DirectResponse::redirect(status, location)
+        };
+        let kind = BackendKind::Respond(response);
         Ok(Some(self.compiler.backend(&format!("{namespace}/{name}:redirect"), kind)))
     }
 

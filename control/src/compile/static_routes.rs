@@ -98,7 +98,7 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
                 );
             }
             if tls.ssl_redirect {
-                draft.builder.add_ssl_redirect(host);
+                draft.builder.add_ssl_redirect(host, ramjet_shared::TrailingSlash::Keep);
             }
         }
         draft.certificates.push(cert);

@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 
-use ramjet_shared::{Cors, DirectResponse, Redirect, RewriteScratch};
+use ramjet_shared::{Cors, DirectResponse, Redirect, RewriteScratch, TrailingSlash};
 
 use crate::codec::http1::head::push_decimal;
 use crate::error::canned;
@@ -15,10 +15,12 @@ use crate::policy::client_certs::CertRefusal;
 pub(crate) enum LocalAnswer<'a> {
     /// An error status from [`crate::error::rescue`] (404 included), with its canned body.
     Status(u16),
-    /// `308` to the same host and target over HTTPS (the host normalized).
-    HttpsRedirect { host: &'a str, target: &'a str },
-    /// A route's configured response.
-    Direct(&'a DirectResponse),
+    /// `308` to the same host and target over HTTPS (the host normalized), the target's trailing
+    /// `/` as `slash` says.
+    HttpsRedirect { host: &'a str, target: &'a str, slash: TrailingSlash },
+    /// A route's configured response; `https` and `host` (as the client sent it) for one whose
+    /// `location` starts with the request's origin.
+    Direct { response: &'a DirectResponse, https: bool, host: &'a str },
     /// `302` to `<scheme>://<host><path>` (ingress-nginx's `app-root`; `host` as the client sent it).
     AppRoot { https: bool, host: &'a str, path: &'a str },
     /// `308` to another host (`from-to-www-redirect`).
@@ -60,7 +62,7 @@ impl LocalAnswer<'_> {
             LocalAnswer::Status(s) => *s,
             LocalAnswer::HttpsRedirect { .. } | LocalAnswer::HostRedirect { .. } => 308,
             LocalAnswer::AppRoot { .. } | LocalAnswer::Found { .. } => 302,
-            LocalAnswer::Direct(response) => response.status,
+            LocalAnswer::Direct { response, .. } => response.status,
             LocalAnswer::CorsPreflight { .. } => 204,
             LocalAnswer::Unauthorized { .. } => 401,
             LocalAnswer::CertificateRefused(refusal) => certificate_refusal(*refusal).0,
@@ -79,12 +81,18 @@ impl LocalAnswer<'_> {
                 head.field_with("content-length", |v| push_decimal(v, body.len() as u64));
                 body.as_bytes()
             }
-            LocalAnswer::HttpsRedirect { host, target } => {
+            LocalAnswer::HttpsRedirect { host, target, slash } => {
                 head.status(308, "Permanent Redirect");
                 head.field_with("location", |v| {
                     v.extend_from_slice(b"https://");
                     v.extend_from_slice(host.as_bytes());
-                    v.extend_from_slice(if target.is_empty() { b"/" } else { target.as_bytes() });
+                    // ingress-nginx drops the last byte of `$request_uri` when it is `/`.
+                    let target = match slash {
+                        TrailingSlash::Drop => target.strip_suffix('/').unwrap_or(target),
+                        TrailingSlash::Keep if target.is_empty() => "/",
+                        TrailingSlash::Keep => target,
+                    };
+                    v.extend_from_slice(target.as_bytes());
                 });
                 head.field("content-length", b"0");
                 b""
@@ -143,8 +151,20 @@ impl LocalAnswer<'_> {
                 head.compiled_with(redirect.status(), |out| redirect.head(*tls, host, target, scratch, out));
                 b""
             }
-            LocalAnswer::Direct(response) => {
-                head.compiled(response.status, &response.head);
+            LocalAnswer::Direct { response, https, host } => {
+                match response.on_request_host() {
+                    None => head.compiled(response.status, &response.head),
+                    Some(at) => head.compiled_with(response.status, |out| {
+                        let (before, after) = response.head.split_at(at);
+                        out.extend_from_slice(before);
+                        out.extend_from_slice(if *https { b"https://" } else { b"http://" });
+                        let name = host_name(host);
+                        let start = out.len();
+                        out.extend_from_slice(name.as_bytes());
+                        out[start..].make_ascii_lowercase();
+                        out.extend_from_slice(after);
+                    }),
+                }
                 &response.body
             }
         }
@@ -176,6 +196,14 @@ fn certificate_refusal(refusal: CertRefusal) -> (u16, &'static str, &'static str
              </body>\r\n</html>\r\n",
         ),
         CertRefusal::Unauthorized => (403, "Forbidden", "client certificate unauthorized"),
+    }
+}
+
+/// A `Host` without its port (an IPv6 literal keeps its brackets): nginx's `$host`.
+fn host_name(host: &str) -> &str {
+    match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host,
     }
 }
 

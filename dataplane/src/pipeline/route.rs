@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use ramjet_shared::{
     normalize_host, Affinity, BackendKind, Cors, DirectResponse, Edits, HashInput, HeaderEdits, Redirect, RequestView,
-    RewriteScratch, Route, RouteLimits, RoutePolicy, RouteTable, Rule,
+    RewriteScratch, Route, RouteLimits, RoutePolicy, RouteTable, Rule, TrailingSlash,
 };
 
 use std::cell::RefCell;
@@ -17,8 +17,9 @@ use crate::observe::requests::Served;
 
 /// The fate of one request.
 pub(crate) enum Decision<'t, 'b> {
-    /// `308` to `https://<host><target>` (the host normalized: lower case, no port).
-    Redirect(&'b str),
+    /// `308` to `https://<host><target>` (the host normalized: lower case, no port), the target's
+    /// trailing `/` as the host asks.
+    Redirect(&'b str, TrailingSlash),
     /// No rule matched and there is no default backend: 404.
     NoRoute,
     /// The route does not admit the client's address: 403.
@@ -65,8 +66,10 @@ pub(crate) fn decide<'t, 'b>(
     random: &mut impl FnMut() -> u32,
 ) -> Decision<'t, 'b> {
     if !tls && table.has_ssl_redirects() {
-        if let Some(h) = normalize_host(host, host_buf).filter(|h| table.redirects_request_to_https(h, target)) {
-            return Decision::Redirect(h);
+        if let Some(h) = normalize_host(host, host_buf) {
+            if let Some(slash) = table.https_redirect(h, target) {
+                return Decision::Redirect(h, slash);
+            }
         }
     }
     let Some(route) = table.route(host, target) else { return Decision::NoRoute };
@@ -142,7 +145,7 @@ impl<'t: 'a, 'a> Decision<'t, 'a> {
             }
             Decision::NoRoute => return Step::Fail { error: ProxyError::NoRoute, served: None },
             Decision::Forbidden(served) => return Step::Fail { error: ProxyError::Forbidden, served: Some(served) },
-            Decision::Redirect(host) => (LocalAnswer::HttpsRedirect { host, target: to.target }, None),
+            Decision::Redirect(host, slash) => (LocalAnswer::HttpsRedirect { host, target: to.target, slash }, None),
             Decision::AppRoot { served, path } => {
                 (LocalAnswer::AppRoot { https: to.tls, host: to.host, path }, Some(served))
             }
@@ -154,7 +157,9 @@ impl<'t: 'a, 'a> Decision<'t, 'a> {
                 let answer = LocalAnswer::Redirect { redirect, tls: to.tls, host: to.host, target: to.target, scratch };
                 (answer, Some(served))
             }
-            Decision::Direct { served, response } => (LocalAnswer::Direct(response), Some(served)),
+            Decision::Direct { served, response } => {
+                (LocalAnswer::Direct { response, https: to.tls, host: to.host }, Some(served))
+            }
         };
         Step::Answer { answer, served }
     }
@@ -221,6 +226,7 @@ impl<'t> RouteExtras<'t> {
         req: &impl RequestView,
         input: impl FnOnce() -> HashInput<'i>,
         endpoints: &[SocketAddr],
+        random: impl FnOnce() -> u32,
     ) {
         let Some(limits) = self.limits else { return };
         if let Some(affinity) = limits.affinity.as_deref() {
@@ -229,7 +235,7 @@ impl<'t> RouteExtras<'t> {
         }
         if let Some(by) = limits.hash_by.as_deref() {
             if !endpoints.is_empty() {
-                self.hashed = Some(ramjet_shared::hash_by::pick(by.key(req, &input()), endpoints));
+                self.hashed = Some(by.endpoint(by.key(req, &input()), endpoints, random));
             }
         }
     }

@@ -23,6 +23,9 @@ pub(crate) fn apply(out: &mut Vec<u8>, policy: &RoutePolicy, target: &[u8], scra
                     replace_target(out, &scratch.path);
                 }
             }
+            // `connection-proxy-header` does not undo an upgrade's `connection: upgrade` (nginx's
+            // would, and break the WebSocket).
+            Filter::SetRequestHeader { name, .. } if &**name == "connection" && has_field(out, b"connection") => {}
             Filter::SetRequestHeader { name, value } => set_field(out, name.as_bytes(), value.as_bytes()),
             // Answered before proxying, or a rule's filter (applied by `crate::policy::edit`).
             Filter::Mirror(_)
@@ -36,9 +39,26 @@ pub(crate) fn apply(out: &mut Vec<u8>, policy: &RoutePolicy, target: &[u8], scra
     }
 }
 
+/// Whether the filters ask the backend to close the connection after its answer
+/// (`connection-proxy-header: close`).
+pub(crate) fn closes_upstream(policy: Option<&RoutePolicy>) -> bool {
+    policy.is_some_and(|p| {
+        p.filters.iter().any(
+            |f| matches!(f, Filter::SetRequestHeader { name, value } if &**name == "connection" && &**value == "close"),
+        )
+    })
+}
+
 /// Whether the filters write the upstream `Host` (`upstream-vhost`).
 pub(crate) fn sets_host(policy: &RoutePolicy) -> bool {
     policy.filters.iter().any(|f| matches!(f, Filter::SetRequestHeader { name, .. } if &**name == "host"))
+}
+
+/// Whether the head in `out` has a field named `name` (lower case, as ramjet writes its own).
+fn has_field(out: &[u8], name: &[u8]) -> bool {
+    out.split(|&b| b == b'\n')
+        .skip(1)
+        .any(|line| line.len() > name.len() && line[name.len()] == b':' && line.starts_with(name))
 }
 
 /// Replaces the request target in the request line at the start of `out`.

@@ -305,7 +305,7 @@ where
     if conn.facts.own_certificate {
         extras.hsts = table.hsts();
     }
-    extras.choose_endpoint(&view, input, endpoints);
+    extras.choose_endpoint(&view, input, endpoints, || worker.random());
     let mut held = Admission::default();
     let gate = if extras.needs_admission() {
         let asking = Asking {

@@ -45,6 +45,8 @@ enum Part {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct HashBy {
     template: Box<str>,
+    /// `upstream-hash-by-subset`: each key goes to one of this many endpoints, drawn per request.
+    subset: Option<u8>,
     /// Parsed from `template`, which says all it does.
     #[serde(skip)]
     parts: Box<[Part]>,
@@ -89,7 +91,23 @@ impl HashBy {
         if !text.is_empty() {
             parts.push(Part::Text(text.into()));
         }
-        Ok(HashBy { template: template.into(), parts: parts.into_boxed_slice() })
+        Ok(HashBy { template: template.into(), subset: None, parts: parts.into_boxed_slice() })
+    }
+
+    /// Each key spreads over `size` endpoints (at most [`MAX_SUBSET`]) instead of one, as
+    /// ingress-nginx's `upstream-hash-by-subset` does.
+    pub fn with_subset(mut self, size: u8) -> Self {
+        self.subset = Some(size.clamp(1, MAX_SUBSET));
+        self
+    }
+
+    /// The endpoint for this request's key: the key's own, or one of its subset drawn with `random`.
+    #[inline]
+    pub fn endpoint(&self, key: u64, endpoints: &[SocketAddr], random: impl FnOnce() -> u32) -> usize {
+        match self.subset {
+            None | Some(1) => pick(key, endpoints),
+            Some(size) => pick_in_subset(key, endpoints, size, random()),
+        }
     }
 
     /// The variables of the key ramjet does not have (each is empty, as in ingress-nginx when unset).
@@ -199,6 +217,36 @@ impl Fnv {
             self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
     }
+}
+
+/// The largest subset `upstream-hash-by-subset-size` may ask for.
+pub const MAX_SUBSET: u8 = 32;
+
+/// One of the `size` endpoints with the highest scores for `key` (its subset), the `draw`-th
+/// (modulo the subset's size). An endpoint that leaves moves only the keys whose subset held it,
+/// as with [`pick`].
+fn pick_in_subset(key: u64, endpoints: &[SocketAddr], size: u8, draw: u32) -> usize {
+    let size = usize::from(size).min(endpoints.len());
+    if size <= 1 {
+        return pick(key, endpoints);
+    }
+    // The subset's members, best score first (insertion into a small array: no allocation).
+    let mut best = [(0u64, 0usize); MAX_SUBSET as usize];
+    let mut held = 0;
+    for (i, e) in endpoints.iter().enumerate() {
+        let score = mix(key ^ address_bits(e));
+        if held == size && score <= best[size - 1].0 {
+            continue;
+        }
+        let mut at = held.min(size - 1);
+        while at > 0 && best[at - 1].0 < score {
+            best[at] = best[at - 1];
+            at -= 1;
+        }
+        best[at] = (score, i);
+        held = (held + 1).min(size);
+    }
+    best[draw as usize % size].1
 }
 
 /// The endpoint for `key`: the highest score of [`mix`] over each endpoint's address.

@@ -195,7 +195,7 @@ fn the_digest_is_taken_over_the_items_the_table_walks() {
     b.add_route("", "/z", PathKind::Prefix, backend("z"), "x").unwrap();
     b.set_default_backend(backend("d"), "x");
     b.add_tls_host("a.com", CertId([1; 32]));
-    b.add_ssl_redirect("a.com");
+    b.add_ssl_redirect("a.com", crate::TrailingSlash::Drop);
     let t = b.build(None);
     assert_eq!(t.recompute_digest(), t.digest());
     let kinds: Vec<&str> = t

@@ -37,7 +37,7 @@ fn builder(spec: &Spec) -> TableBuilder {
         b.add_tls_host(NAMED_HOSTS[*h as usize % 3], CertId([*c % 3; 32]));
     }
     for h in &spec.2 {
-        b.add_ssl_redirect(NAMED_HOSTS[*h as usize % 3]);
+        b.add_ssl_redirect(NAMED_HOSTS[*h as usize % 3], ramjet_shared::TrailingSlash::Drop);
     }
     if let Some(d) = spec.3 {
         b.set_default_backend(backend(d), "t");
@@ -166,7 +166,7 @@ fn a_changed_direct_response_is_a_changed_backend() {
 fn an_https_redirect_added_or_removed_is_counted() {
     let plain = one_host(backend(0)).build(None);
     let mut b = one_host(backend(0));
-    b.add_ssl_redirect("a.com");
+    b.add_ssl_redirect("a.com", ramjet_shared::TrailingSlash::Drop);
     let redirecting = b.build(Some(&plain));
     let d = diff_tables(&plain, &redirecting);
     assert_eq!(d.sentence(), "1 HTTPS redirect added");

@@ -216,6 +216,14 @@ pub(super) fn boolean(value: &str) -> Result<(), String> {
     parse_bool(value).map(drop)
 }
 
+/// `close` or `keep-alive`: ingress-nginx's `connection-proxy-header` accepts nothing else.
+pub(super) fn connection_header(value: &str) -> Result<(), String> {
+    match value.trim() {
+        "close" | "keep-alive" => Ok(()),
+        other => Err(format!("`{other}` is neither close nor keep-alive")),
+    }
+}
+
 pub(super) fn backend_protocol(value: &str) -> Result<(), String> {
     BackendProtocol::parse(value.trim()).map(drop)
 }

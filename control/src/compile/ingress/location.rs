@@ -26,6 +26,8 @@ pub(super) struct PathAnnotations {
     pub app_root: Option<String>,
     /// `upstream-vhost`: the Host the backend gets.
     upstream_vhost: Option<String>,
+    /// `connection-proxy-header`: the `Connection` an HTTP/1.1 backend gets (`close`, `keep-alive`).
+    connection: Option<&'static str>,
     /// `force-ssl-redirect`: plain HTTP for the Ingress's hosts is redirected to HTTPS, TLS or not.
     pub force_ssl_redirect: bool,
     /// `proxy-body-size` and the proxy timeouts.
@@ -124,7 +126,20 @@ pub(super) fn hash_by(
 ) -> Option<HashBy> {
     let (key, value) = annotations.get("upstream-hash-by").filter(|(_, v)| !v.trim().is_empty())?;
     match HashBy::parse(value.trim()) {
-        Ok(by) => {
+        Ok(mut by) => {
+            if annotations.given("upstream-hash-by-subset").is_some_and(|(_, v)| parse_bool(v) == Ok(true)) {
+                let size = match annotations.given("upstream-hash-by-subset-size") {
+                    None => 3,
+                    Some((key, v)) => match v.trim().parse::<u8>() {
+                        Ok(n) if n > 0 => n,
+                        _ => {
+                            warnings.push(format!("{key}: `{v}` is not a whole number from 1 to 255; 3 is used"));
+                            3
+                        }
+                    },
+                };
+                by = by.with_subset(size);
+            }
             let unknown = by.unknown();
             if !unknown.is_empty() {
                 warnings.push(format!(
@@ -249,7 +264,9 @@ fn read_cors(annotations: &Annotations<'_>, warnings: &mut Vec<String>) -> Optio
         }
     }
     let mut origins: Vec<Box<str>> = Vec::new();
-    match annotations.get("cors-allow-origin") {
+    // A blank list is no list: any origin, as in ingress-nginx (whose annotation reader refuses an
+    // empty value).
+    match annotations.given("cors-allow-origin") {
         None => origins.push("*".into()),
         Some((key, value)) => {
             for origin in value.split(',').map(str::trim).filter(|o| !o.is_empty()) {
@@ -359,6 +376,13 @@ impl PathAnnotations {
                 Err(e) => problems.push(format!("{key}: {e}")),
             }
         }
+        if let Some((key, value)) = given("connection-proxy-header") {
+            match value.trim() {
+                "close" => read.connection = Some("close"),
+                "keep-alive" => read.connection = Some("keep-alive"),
+                other => problems.push(format!("{key}: `{other}` is neither close nor keep-alive")),
+            }
+        }
         if let Some((key, value)) = given("force-ssl-redirect") {
             match parse_bool(value) {
                 Ok(b) => read.force_ssl_redirect = b,
@@ -387,7 +411,8 @@ impl PathAnnotations {
 
     /// The filters for `path`: the rewrite (`rewrite "(?i)<path>" <target> break;`) and, with it
     /// only, `X-Forwarded-Prefix` (ingress-nginx sets the header inside the rewrite's branch).
-    /// `upstream-vhost` (nginx's `proxy_set_header Host`) applies to every path.
+    /// `upstream-vhost` (nginx's `proxy_set_header Host`) and `connection-proxy-header`
+    /// (`proxy_set_header Connection`) apply to every path.
     pub fn filters(&self, path: &str) -> Result<Vec<Filter>, String> {
         let mut filters = Vec::new();
         if let Some(target) = self.rewrites(path) {
@@ -399,6 +424,9 @@ impl PathAnnotations {
         }
         if let Some(vhost) = &self.upstream_vhost {
             filters.push(Filter::SetRequestHeader { name: "host".into(), value: vhost.as_str().into() });
+        }
+        if let Some(connection) = self.connection {
+            filters.push(Filter::SetRequestHeader { name: "connection".into(), value: connection.into() });
         }
         Ok(filters)
     }

@@ -147,7 +147,9 @@ where
             return Err(failure);
         }
     };
-    exchange::release(worker, up, complete, &response);
+    // A backend asked to close (`connection-proxy-header: close`) is not asked again.
+    let reusable = complete && !crate::policy::filters::closes_upstream(extras.filters);
+    exchange::release(worker, up, reusable, &response);
     let next = if keep_client && complete { Next::KeepAlive } else { Next::Close };
     Ok((status, next))
 }

@@ -211,10 +211,12 @@ fn client_side(pumped: Result<(), Failure>) -> Result<(), Failure> {
 
 /// Sets the route's request fields, the external auth service's and the client certificate's on
 /// `fields`: each replaces the client's, and an empty value removes it (basic auth's `Authorization`). The upstream
-/// `Host` is the authority, not a field: `upstream-vhost` is not applied here.
+/// `Host` is the authority, not a field: `upstream-vhost` is not applied here, nor is the HTTP/1.1
+/// `Connection`.
 fn set_fields(fields: &mut http::HeaderMap, extras: &RouteExtras<'_>) {
     let route = extras.filters.into_iter().flat_map(|p| p.filters.iter()).filter_map(|f| match f {
-        ramjet_shared::Filter::SetRequestHeader { name, value } if &**name != "host" => {
+        // HTTP/2 has no `Connection` (`connection-proxy-header` is for HTTP/1.1 backends).
+        ramjet_shared::Filter::SetRequestHeader { name, value } if &**name != "host" && &**name != "connection" => {
             Some((&**name, value.as_bytes()))
         }
         _ => None,

@@ -175,7 +175,7 @@ async fn handle<'t>(
         Step::Proxy(proxy) => proxy,
         Step::Answer { answer, served } => {
             seen.served = served;
-            if answer.status() >= 400 && matches!(answer, LocalAnswer::Direct(_)) && grpc::is_grpc(&parts.headers) {
+            if answer.status() >= 400 && matches!(answer, LocalAnswer::Direct { .. }) && grpc::is_grpc(&parts.headers) {
                 // A configured error (no rule of the route matched, its backend unusable) is
                 // answered the gRPC way, as ramjet's own failures are.
                 let mut trailers = grpc::trailers_only(answer.status());
@@ -200,7 +200,7 @@ async fn handle<'t>(
     if facts.own_certificate {
         extras.hsts = table.hsts();
     }
-    extras.choose_endpoint(&view, input, endpoints);
+    extras.choose_endpoint(&view, input, endpoints, || worker.random());
     let mut held = Admission::default();
     let gate = if extras.needs_admission() {
         let asking = Asking {
@@ -454,7 +454,9 @@ async fn forward(
             }
         }
     };
-    exchange::release(worker, up, complete, &head);
+    // A backend asked to close (`connection-proxy-header: close`) is not asked again.
+    let reusable = complete && !crate::policy::filters::closes_upstream(extras.filters);
+    exchange::release(worker, up, reusable, &head);
     Ok(status)
 }
 

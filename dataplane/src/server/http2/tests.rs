@@ -105,7 +105,10 @@ fn ramjets_own_answers_carry_length_type_and_date() {
     assert_eq!(response.status(), 503);
     assert_eq!(response.headers().get("content-length").unwrap().to_str().unwrap(), body.len().to_string());
     assert_eq!(response.headers().get("date").unwrap(), "Sun, 06 Nov 1994 08:49:37 GMT");
-    let (response, body) = render(&LocalAnswer::HttpsRedirect { host: "example.com", target: "/a?b" }, date);
+    let (response, body) = render(
+        &LocalAnswer::HttpsRedirect { host: "example.com", target: "/a?b", slash: ramjet_shared::TrailingSlash::Drop },
+        date,
+    );
     assert_eq!((response.status().as_u16(), body.len()), (308, 0));
     assert_eq!(response.headers().get("location").unwrap(), "https://example.com/a?b");
 }

@@ -134,6 +134,7 @@ fn backend(c: &mut Choices) -> Arc<Backend> {
             status: c.one_of(&[200, 404]),
             body: Bytes::from(c.text().into_string()),
             head: Bytes::from(c.text().into_string()),
+            request_origin_at: c.one_of(&[None, Some(24)]),
         }),
     };
     // A new kind fails to compile here until it is drawn above.
@@ -438,7 +439,7 @@ fn table(c: &mut Choices) -> RouteTable {
                 let (host, cert) = (host(c), CertId([c.pick(2) as u8; 32]));
                 builder.add_tls_host(host, cert);
             }
-            3 => builder.add_ssl_redirect(host(c)),
+            3 => builder.add_ssl_redirect(host(c), c.one_of(&[TrailingSlash::Drop, TrailingSlash::Keep])),
             4 => {
                 let host = host(c);
                 let terminate = c.maybe(|c| CertId([c.pick(3) as u8; 32]));
