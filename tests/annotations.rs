@@ -401,6 +401,62 @@ fn connection_proxy_header_behaves_as_in_ingress_nginx() {
     d.shutdown();
 }
 
+/// test/e2e/annotations/customheaders.go: the entries of the `custom-headers` ConfigMap are set on
+/// the backend's answers (values as written: `$remote_addr` is not expanded) when the controller
+/// configuration's `global-allowed-response-headers` lists them; a ConfigMap that does not exist,
+/// names a header not allowed or lives in another namespace makes the paths answer 503.
+#[test]
+fn custom_headers_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-custom-headers");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let config_map = |namespace: &str, name: &str, data: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{ name: {name}, namespace: {namespace} }}\ndata:\n{data}"
+        )
+    };
+    text.push_str(&config_map(
+        "shop",
+        "custom-headers",
+        "  My-Custom-Header: \"42\"\n  My-Custom-Header-Dollar: \"$remote_addr\"\n",
+    ));
+    text.push_str(&config_map("shop", "sneaky", "  Set-Cookie: \"admin=1\"\n"));
+    text.push_str(&config_map("other", "custom-headers", "  My-Custom-Header: \"7\"\n"));
+    let headers = |name: &str| format!("{NGINX}/custom-headers: {name}");
+    text.push_str(&ingress("plain", "custom.test", "", &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("set", "set.test", &headers("shop/custom-headers"), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("missing", "missing.test", &headers("shop/nothing"), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("denied", "denied.test", &headers("sneaky"), &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("elsewhere", "elsewhere.test", &headers("other/custom-headers"), &[("/", "Prefix", "a")]));
+    let config = dir.join("controller.yaml");
+    std::fs::write(&config, "global-allowed-response-headers: My-Custom-Header,My-Custom-Header-Dollar\n").unwrap();
+    let d = start_with(&dir, &text, |c| c.config = Some(ramjet::ConfigFile::read(&config).unwrap()));
+    let addr = d.http_addr();
+
+    let r = get(addr, "custom.test", "/");
+    assert_eq!((r.status, r.header("my-custom-header")), (200, None));
+    let r = get(addr, "set.test", "/");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("my-custom-header"), Some("42"));
+    assert_eq!(r.header("my-custom-header-dollar"), Some("$remote_addr"));
+    let mut h2 = h2client::H2Client::connect(addr);
+    let r2 = h2.get("set.test", "/");
+    assert_eq!(r2.header("my-custom-header"), Some("42"), "HTTP/2 answers too");
+    for host in ["missing.test", "denied.test", "elsewhere.test"] {
+        let r = get(addr, host, "/");
+        assert_eq!((r.status, r.header("my-custom-header")), (503, None), "{host}");
+    }
+    assert_eq!(a.requests(), 3, "a denied path never reaches the backend");
+    let generation = d.published.current();
+    let warned = |name: &str, text: &str| {
+        generation.diagnostics.iter().any(|p| p.object.name == name && p.message.contains(text))
+    };
+    assert!(warned("missing", "ConfigMap shop/nothing does not exist"), "{:?}", generation.diagnostics);
+    assert!(warned("denied", "Set-Cookie is not in the controller configuration's global-allowed-response-headers"));
+    assert!(warned("elsewhere", "another namespace"));
+    d.shutdown();
+}
+
 /// test/e2e/annotations/alias.go: an alias answers like its host, every path of the host (from
 /// another Ingress too); a name nobody declares stays 404; an alias that is some Ingress's host is
 /// ignored with a warning.

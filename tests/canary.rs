@@ -260,6 +260,71 @@ fn header_cookie_and_weight_precede_as_in_ingress_nginx() {
     }
 }
 
+/// test/e2e/annotations/canary.go, "canary affinity behavior": the primary has session affinity;
+/// a user sent to the canary once (by its header) keeps its cookie and stays on the canary, even
+/// at a canary weight of 1 % (sticky, the default, and said explicitly); a user whose cookie names
+/// a primary endpoint stays on the primary at a weight of 100 %. With `legacy`, the canary does
+/// not keep its users: the weight decides again.
+#[test]
+fn canary_and_session_affinity_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("canary-affinity");
+    let (web, v2) = (Backend::start("web"), Backend::start("web-v2"));
+    let affinity = [(format!("{NGINX}affinity"), "cookie"), (format!("{NGINX}session-cookie-name"), "aff")];
+    let affinity: Vec<(&str, &str)> = affinity.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    let canary = |host: &str, extra: &[(&str, &str)]| {
+        let label = host.split('.').next().unwrap();
+        let mut annotations = vec![
+            (format!("{NGINX}canary"), "true".to_string()),
+            (format!("{NGINX}canary-by-header"), "ForceCanary".to_string()),
+            (format!("{NGINX}canary-by-header-value"), "yes".to_string()),
+        ];
+        annotations.extend(extra.iter().map(|(k, v)| (format!("{NGINX}{k}"), v.to_string())));
+        let refs: Vec<(&str, &str)> = annotations.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        ingress(&format!("{label}-main"), host, "web", &affinity)
+            + &ingress(&format!("{label}-canary"), host, "web-v2", &refs)
+    };
+    let objects = [
+        ingress_class("ramjet"),
+        service("shop", "web", web.addr),
+        service("shop", "web-v2", v2.addr),
+        canary("default.test", &[("canary-weight", "1")]),
+        canary("sticky.test", &[("canary-weight", "1"), ("affinity-canary-behavior", "sticky")]),
+        canary("full.test", &[("canary-weight", "100")]),
+        canary("legacy.test", &[("canary-weight", "50"), ("affinity-canary-behavior", "legacy")]),
+    ]
+    .concat();
+    write(&dir.join("objects.yaml"), &objects);
+    let d = manifests_daemon(&dir, IoDriver::Auto);
+    let addr = d.http_addr();
+    assert!(eventually(Duration::from_secs(10), || Conn::open(addr).get("default.test", "/").status == 200));
+    // The affinity cookie an answer sets (`aff=<value>`).
+    let cookie_of = |r: &support::client::Response| {
+        let line = r.head.lines().find(|l| l.to_ascii_lowercase().starts_with("set-cookie: aff="));
+        line.expect("the affinity cookie").split_once(": ").unwrap().1.split(';').next().unwrap().to_string()
+    };
+    for host in ["default.test", "sticky.test"] {
+        let forced = Conn::open(addr).get_with(host, "/", "ForceCanary: yes\r\n");
+        assert_eq!(served_by(&forced), "web-v2", "{host}");
+        let cookie = format!("Cookie: {}\r\n", cookie_of(&forced));
+        for _ in 0..50 {
+            assert_eq!(side(addr, host, &cookie), "canary", "{host}: the cookie keeps the user on the canary");
+        }
+    }
+    // A user of the primary (the cookie names its endpoint) stays there while the canary takes
+    // every new user.
+    let cookie = format!("Cookie: aff={:016x}\r\n", ramjet_shared::endpoint_key(web.addr));
+    for _ in 0..20 {
+        assert_eq!(side(addr, "full.test", &cookie), "primary");
+    }
+    assert_eq!(side(addr, "full.test", ""), "canary");
+    // legacy: a canary cookie does not keep its user; the weight decides.
+    let forced = Conn::open(addr).get_with("legacy.test", "/", "ForceCanary: yes\r\n");
+    let cookie = format!("Cookie: {}\r\n", cookie_of(&forced));
+    let primaries = (0..60).filter(|_| side(addr, "legacy.test", &cookie) == "primary").count();
+    assert!(primaries > 5, "legacy: the weight decides ({primaries} of 60 on the primary)");
+    d.shutdown();
+}
+
 #[test]
 fn a_bad_canary_annotation_is_reported_and_the_rest_serves() {
     let dir = temp_dir("canary-bad");

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 pub mod promotion;
 
-use ramjet_shared::{Backend, Condition, Filter, Matcher, Mirror, Rule, WeightedBackend};
+use ramjet_shared::{endpoint_key, Backend, BackendKind, Condition, Filter, Matcher, Mirror, Rule, WeightedBackend};
 
 /// The annotation prefixes read, in order: ramjet's own wins over ingress-nginx's.
 pub const PREFIXES: [&str; 2] = ["ramjet.dev/", "nginx.ingress.kubernetes.io/"];
@@ -35,6 +35,9 @@ pub struct CanarySpec {
     pub cookie: Option<String>,
     /// Keep each user on one side while the weight moves (`ramjet.dev/canary-sticky: cookie`).
     pub sticky: bool,
+    /// `affinity-canary-behavior: legacy`: a session-affinity cookie naming a canary endpoint does
+    /// not keep its user on the canary (ingress-nginx before v0.47).
+    pub legacy_affinity: bool,
 }
 
 /// The total requests are drawn from, as ingress-nginx computes it: the given total only when it
@@ -48,14 +51,33 @@ impl CanarySpec {
     /// (the weight) always holds. `filters` (the primary's mirror) go on every rule. A header pattern
     /// that does not compile sends requests with the header to the primary (ingress-nginx's match
     /// error) and is reported.
+    ///
+    /// With the primary's session affinity (its cookie's name, `affinity`), a user the cookie ties
+    /// to a primary endpoint stays on the primary, and one tied to a canary endpoint stays on the
+    /// canary (unless `affinity-canary-behavior: legacy`), before any other rule: ingress-nginx's
+    /// `route_to_alternative_balancer`.
     pub fn rules(
         &self,
         primary: &Arc<Backend>,
         canary: &Arc<Backend>,
+        affinity: Option<&str>,
         mirror: Option<&MirrorTarget>,
         problems: &mut Vec<String>,
     ) -> Vec<Rule> {
         let mut rules = Vec::new();
+        if let Some(cookie) = affinity {
+            let sticky_to = |backend: &Backend| Condition::StickyTo {
+                cookie: cookie.into(),
+                endpoints: match &backend.kind {
+                    BackendKind::Endpoints(addrs) => addrs.iter().map(|a| endpoint_key(*a)).collect(),
+                    BackendKind::Respond(_) => Box::new([]),
+                },
+            };
+            rules.push(Rule::to(vec![sticky_to(primary)], primary.clone()));
+            if !self.legacy_affinity {
+                rules.push(Rule::to(vec![sticky_to(canary)], canary.clone()));
+            }
+        }
         let header = |name: &str, value: Matcher| Condition::Header { name: name.to_ascii_lowercase().into(), value };
         if let Some(name) = self.header.as_deref().filter(|h| !h.is_empty()) {
             if let Some(value) = self.header_value.as_deref().filter(|v| !v.is_empty()) {
@@ -182,6 +204,11 @@ impl<'a> Annotations<'a> {
         }
         if spec.header.is_none() && (spec.header_value.is_some() || spec.header_pattern.is_some()) {
             problems.push("canary-by-header-value / -pattern need canary-by-header; they are ignored".into());
+        }
+        match self.get("affinity-canary-behavior").map(|(key, v)| (key, v.trim())) {
+            None | Some((_, "" | "sticky")) => {}
+            Some((_, "legacy")) => spec.legacy_affinity = true,
+            Some((key, v)) => problems.push(format!("{key}: `{v}` is neither sticky nor legacy; sticky is used")),
         }
         match self.get("canary-sticky") {
             None => {}

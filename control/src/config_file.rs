@@ -74,6 +74,8 @@ pub struct ControllerConfig {
     /// `force-ssl-redirect`: every Ingress host is redirected, TLS or not, unless its Ingress says otherwise.
     pub force_ssl_redirect: bool,
     pub route_defaults: RouteDefaults,
+    /// `global-allowed-response-headers`: the header names an Ingress's `custom-headers` may set.
+    pub allowed_response_headers: Vec<String>,
     /// Keys that the file sets but that take effect elsewhere or not at all, with why (for the log
     /// and `--check`).
     pub notes: Vec<String>,
@@ -93,6 +95,7 @@ impl ControllerConfig {
             ssl_redirect: false,
             force_ssl_redirect: false,
             route_defaults: RouteDefaults::default(),
+            allowed_response_headers: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -109,6 +112,7 @@ impl ControllerConfig {
                 send_timeout: Some(Duration::from_secs(60)),
                 read_timeout: Some(Duration::from_secs(60)),
             },
+            allowed_response_headers: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -183,6 +187,10 @@ impl ControllerConfig {
                 *slot = Some(parse_seconds(v).map_err(|e| error(Some(key), e))?);
             }
         }
+        if let Some(v) = get("global-allowed-response-headers") {
+            config.allowed_response_headers =
+                v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect();
+        }
         config.notes = notes(data);
         Ok(config)
     }
@@ -194,7 +202,7 @@ impl ControllerConfig {
 }
 
 /// The keys this module reads.
-pub const READ: [&str; 10] = [
+pub const READ: [&str; 11] = [
     "hsts",
     "hsts-max-age",
     "hsts-include-subdomains",
@@ -205,6 +213,7 @@ pub const READ: [&str; 10] = [
     "proxy-connect-timeout",
     "proxy-send-timeout",
     "proxy-read-timeout",
+    "global-allowed-response-headers",
 ];
 
 /// What becomes of the keys the file sets but does not apply itself: the flag for a process

@@ -278,6 +278,7 @@ pub fn parse(text: &str, base_dir: &Path, file: &str) -> Result<StaticRoutes, Co
                         header_pattern: c.header_pattern.map(|p| p.0),
                         cookie: c.cookie,
                         sticky: c.sticky,
+                        legacy_affinity: false,
                     };
                     (c.backend.0, spec)
                 }),

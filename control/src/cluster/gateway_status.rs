@@ -145,7 +145,7 @@ async fn sync(client: &Client, stores: &Stores, options: &ClusterOptions, report
         let ours = about(&report.tls_routes, &route.metadata).map(|r| (&r.parents[..], r.generation));
         write_parents::<TlsRoute>(client, controller, &route.metadata, route.status.as_ref(), ours, PARENTS).await;
     }
-    for policy in g.backend_tls.iter().flat_map(|(policies, _)| policies.state()) {
+    for policy in g.backend_tls.iter().flat_map(|policies| policies.state()) {
         let (namespace, name) = (policy.metadata.namespace.as_deref(), policy.metadata.name.as_deref());
         let ours = report
             .backend_tls_policies

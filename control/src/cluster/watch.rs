@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::{Ingress, IngressClass};
 use kube::runtime::reflector::{self, Store};
@@ -53,6 +53,8 @@ pub struct Stores {
     /// `Opaque` Secrets: basic-auth users, CA bundles on their own. Other types (service-account
     /// tokens, docker configs) are never read, so never held.
     pub opaque_secrets: Store<Secret>,
+    /// ConfigMaps, when ramjet may list them.
+    pub config_maps: Option<Store<ConfigMap>>,
     /// The `--publish-service` Service (watched on its own: it may be outside `--watch-namespace`).
     pub status_service: Option<Store<Service>>,
     /// Any change to the compiler's inputs.
@@ -96,6 +98,11 @@ impl Stores {
         let secrets = reflect(api(client, ns), tls_only, &compile_and_gateway);
         let opaque_only = watcher::Config::default().fields(&format!("type={OPAQUE_SECRET_TYPE}"));
         let opaque_secrets = reflect(api(client, ns), opaque_only, &compile_only);
+        // ConfigMaps (custom-headers, BackendTLSPolicies' CA certificates), when ramjet may list
+        // them: an older chart's RBAC does not grant it, and a store that cannot list never fills.
+        let config_maps = listable::<ConfigMap>(client, ns, "ConfigMaps (for custom-headers and BackendTLSPolicies)")
+            .await
+            .then(|| reflect(api(client, ns), watcher::Config::default(), &compile_and_gateway));
         let status_service = match &options.status_addresses {
             StatusAddresses::Service { namespace, name } => Some(reflect(
                 Api::namespaced(client.clone(), namespace),
@@ -114,6 +121,7 @@ impl Stores {
             slices.clone(),
             secrets.clone(),
             opaque_secrets.clone(),
+            config_maps.clone(),
         );
         let status_service_store = status_service.clone();
         // Gateway API stores that start later are waited for before they are shown (gateway.rs).
@@ -122,7 +130,7 @@ impl Stores {
             if let Some(g) = gateway_stores {
                 g.ready().await;
             }
-            let (classes, ingresses, services, slices, secrets, opaque_secrets) = waiting;
+            let (classes, ingresses, services, slices, secrets, opaque_secrets, config_maps) = waiting;
             let _ = futures::join!(
                 classes.wait_until_ready(),
                 ingresses.wait_until_ready(),
@@ -130,6 +138,11 @@ impl Stores {
                 slices.wait_until_ready(),
                 secrets.wait_until_ready(),
                 opaque_secrets.wait_until_ready(),
+                async {
+                    if let Some(config_maps) = &config_maps {
+                        let _ = config_maps.wait_until_ready().await;
+                    }
+                },
             );
             if let Some(s) = status_service_store {
                 let _ = s.wait_until_ready().await;
@@ -143,6 +156,7 @@ impl Stores {
             slices,
             secrets,
             opaque_secrets,
+            config_maps,
             status_service,
             changed,
             status_changed,
@@ -177,8 +191,8 @@ impl Stores {
             tcp_routes: gateway.and_then(|g| g.tcp_routes.as_ref()).map(|s| s.state()).unwrap_or_default(),
             tls_routes: gateway.and_then(|g| g.tls_routes.as_ref()).map(|s| s.state()).unwrap_or_default(),
             udp_routes: gateway.and_then(|g| g.udp_routes.as_ref()).map(|s| s.state()).unwrap_or_default(),
-            backend_tls_policies: gateway.and_then(|g| g.backend_tls.as_ref()).map(|s| s.0.state()).unwrap_or_default(),
-            config_maps: gateway.and_then(|g| g.backend_tls.as_ref()).map(|s| s.1.state()).unwrap_or_default(),
+            backend_tls_policies: gateway.and_then(|g| g.backend_tls.as_ref()).map(|s| s.state()).unwrap_or_default(),
+            config_maps: self.config_maps.as_ref().map(|s| s.state()).unwrap_or_default(),
             diagnostics: Vec::new(),
             not_read: Vec::new(),
         }
@@ -201,6 +215,22 @@ impl Stores {
             }
             self.changed.notified().await;
             tokio::time::sleep(options.debounce).await;
+        }
+    }
+}
+
+/// Whether ramjet may list `K` (one object asked for); when not, says so once, naming `what`.
+async fn listable<K>(client: &Client, namespace: Option<&str>, what: &str) -> bool
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope> + Clone + serde::de::DeserializeOwned + Debug,
+    <K as Resource>::DynamicType: Default,
+{
+    let probe = kube::api::ListParams::default().limit(1);
+    match api::<K>(client, namespace).list_metadata(&probe).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!("cannot list {what} ({e}); see the chart's RBAC: they are not watched");
+            false
         }
     }
 }

@@ -419,7 +419,16 @@ const OTEL: Support =
 /// under both, the default being ingress-nginx's alone (ramjet's name is judged by its value).
 const TABLE: &[Entry] = &[
     e("affinity", AFFINITY, None),
-    nginx("affinity-canary-behavior", AFFINITY_LOST, Some("sticky")),
+    nginx(
+        "affinity-canary-behavior",
+        Honoured(
+            "on a canary Ingress, with the primary's session affinity: a user whose affinity cookie names a primary \
+             endpoint stays on the primary, and (sticky, the default) one whose cookie names a canary endpoint stays \
+             on the canary, before the header, cookie and weight rules, as ingress-nginx does; legacy: the canary \
+             does not keep its users (its answers still carry the cookie, which ingress-nginx's do not)",
+        ),
+        Some("sticky"),
+    ),
     e("affinity-mode", AFFINITY_MODE, Some("balanced")),
     e("allowlist-source-range", ALLOW_RANGE, None),
     e("app-root", APP_ROOT, None),
@@ -488,7 +497,16 @@ const TABLE: &[Entry] = &[
     e("cors-allow-origin", CORS, None),
     e("cors-expose-headers", CORS, None),
     e("cors-max-age", CORS, None),
-    nginx("custom-headers", Ignored("the extra response headers are not added"), None),
+    nginx(
+        "custom-headers",
+        Honoured(
+            "the entries of this ConfigMap (of the Ingress's namespace) are set on every answer of the Ingress's \
+             backends; each name must be in the controller configuration's global-allowed-response-headers \
+             (--config), as in ingress-nginx. A ConfigMap that is missing, in another namespace, or with a name not \
+             allowed or a value that is not plain text makes the Ingress's paths answer 503, with a warning",
+        ),
+        None,
+    ),
     e("custom-http-errors", CUSTOM_ERRORS, None),
     e("default-backend", DEFAULT_BACKEND, None),
     e("denylist-source-range", DENY_RANGE, None),

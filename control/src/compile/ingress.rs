@@ -19,6 +19,7 @@
 
 mod auth;
 mod client_certs;
+mod custom_headers;
 mod error_pages;
 mod external_auth;
 mod location;
@@ -499,7 +500,8 @@ fn merge_canaries<'s>(
                 continue;
             }
             let mut problems = Vec::new();
-            let rules = spec.rules(&primary.backend, &canary.backend, primary.mirror.as_ref(), &mut problems);
+            let affinity = primary.limits.affinity.as_ref().map(|a| &*a.cookie);
+            let rules = spec.rules(&primary.backend, &canary.backend, affinity, primary.mirror.as_ref(), &mut problems);
             for problem in problems {
                 draft.warn(&object, problem);
             }
@@ -718,7 +720,18 @@ impl<'s> Resolver<'s, '_> {
             None
         });
         // A denied location answers 503 before anything else, as in ingress-nginx's template.
-        let denied = match self.basic_auth(&annotations, namespace, &mut plan.warnings) {
+        let headers_denied = match self.custom_headers(&annotations, namespace) {
+            Ok(headers) => {
+                paths.limits.response_headers = headers.map(Box::new);
+                None
+            }
+            Err(why) => Some(why),
+        };
+        let auth = match headers_denied {
+            Some(why) => AuthPlan::Denied(why),
+            None => self.basic_auth(&annotations, namespace, &mut plan.warnings),
+        };
+        let denied = match auth {
             AuthPlan::None => None,
             AuthPlan::Users(users) => {
                 paths.limits.auth = Some(users);

@@ -108,6 +108,11 @@ impl<'s, 'c> Resolver<'s, 'c> {
         self.services.get(&(namespace, name)).copied()
     }
 
+    /// The ConfigMap `namespace/name`, if ramjet may list ConfigMaps and it exists.
+    pub fn config_map(&self, namespace: &str, name: &str) -> Option<&'s ConfigMap> {
+        self.config_maps.get(&(namespace, name)).copied()
+    }
+
     /// The Secret `namespace/name` (of the types the watcher keeps).
     pub fn secret(&self, namespace: &str, name: &str) -> Option<&'s Secret> {
         self.secrets.get(&(namespace, name)).copied()

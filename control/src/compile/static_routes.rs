@@ -63,7 +63,7 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
             (Some((name, spec)), _) => {
                 let canary = backend(compiler, name);
                 let mut problems = Vec::new();
-                let rules = spec.rules(&target, &canary, mirror.as_ref(), &mut problems);
+                let rules = spec.rules(&target, &canary, None, mirror.as_ref(), &mut problems);
                 for problem in problems {
                     draft.warn(&ObjectRef::new(STATIC_ROUTES, None, source.clone()), problem);
                 }

@@ -24,6 +24,9 @@ pub(crate) fn edit_response(extras: &RouteExtras<'_>, status: u16, head: &mut im
     if let Some(edits) = extras.response {
         head.apply_edits(edits);
     }
+    if let Some(edits) = extras.limits.and_then(|l| l.response_headers.as_deref()) {
+        head.apply_edits(edits);
+    }
     if let Some(hsts) = extras.hsts {
         head.set("strict-transport-security", hsts.as_bytes());
     }

@@ -60,11 +60,7 @@ impl Affinity {
 
     /// The endpoint the cookie's `value` names, if it is one of `endpoints`.
     pub fn endpoint(value: &[u8], endpoints: &[SocketAddr]) -> Option<usize> {
-        let text = std::str::from_utf8(value).ok()?;
-        if text.len() != 16 {
-            return None;
-        }
-        let key = u64::from_str_radix(text, 16).ok()?;
+        let key = cookie_key(value)?;
         endpoints.iter().position(|e| endpoint_key(*e) == key)
     }
 }
@@ -104,6 +100,15 @@ pub fn push_cookie_time(unix: u64, out: &mut Vec<u8>) {
     } else {
         write!(out, "{weekday}, {day:02}-{name}-{:02} {hour:02}:{minute:02}:{second:02} GMT", year % 100)
     };
+}
+
+/// The endpoint key a cookie's value carries, if it is one (16 hex digits).
+pub fn cookie_key(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    if text.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(text, 16).ok()
 }
 
 /// A stable name for an endpoint: FNV-1a over its address as text.

@@ -138,6 +138,9 @@ pub enum Condition {
     /// The request came over TLS (`true`) or in plain text: a Gateway API route attached only to
     /// HTTPS listeners, or only to HTTP ones, for a host the other kind serves too.
     Tls(bool),
+    /// The session-affinity cookie `cookie` names one of these endpoints (by
+    /// [`crate::endpoint_key`]): a user already kept on one side of a canary stays there.
+    StickyTo { cookie: Box<str>, endpoints: Box<[u64]> },
 }
 
 impl fmt::Display for Condition {
@@ -150,6 +153,9 @@ impl fmt::Display for Condition {
             Condition::Path(value) => write!(f, "path {value}"),
             Condition::Tls(true) => f.write_str("over TLS"),
             Condition::Tls(false) => f.write_str("in plain text"),
+            Condition::StickyTo { cookie, endpoints } => {
+                write!(f, "cookie {cookie} names one of {} endpoints", endpoints.len())
+            }
         }
     }
 }
@@ -527,6 +533,8 @@ pub struct RouteLimits {
     pub ewma: bool,
     /// Client certificates, the host's (ingress-nginx's `auth-tls-*`): every route of the host has it.
     pub client_auth: Option<Arc<ClientAuth>>,
+    /// Fields set on the backend's answers (ingress-nginx's `custom-headers`).
+    pub response_headers: Option<Box<HeaderEdits>>,
 }
 
 impl fmt::Display for RouteLimits {
@@ -574,6 +582,9 @@ impl fmt::Display for RouteLimits {
         }
         if let Some(auth) = &self.client_auth {
             parts.push(auth.to_string());
+        }
+        if let Some(edits) = &self.response_headers {
+            parts.push(format!("response headers: {edits}"));
         }
         f.write_str(&parts.join(", "))
     }
@@ -673,6 +684,9 @@ impl Condition {
             Condition::Method(m) => req.method() == m.as_bytes(),
             Condition::Path(value) => value.matches(req.path()),
             Condition::Tls(tls) => req.tls() == *tls,
+            Condition::StickyTo { cookie, endpoints } => {
+                req.cookie(cookie).and_then(crate::affinity::cookie_key).is_some_and(|key| endpoints.contains(&key))
+            }
         }
     }
 }

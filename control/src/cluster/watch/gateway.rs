@@ -197,8 +197,9 @@ pub struct GatewayStores {
     pub grpc_routes: Option<Store<GrpcRoute>>,
     pub grants: Store<ReferenceGrant>,
     pub namespaces: Store<Namespace>,
-    /// BackendTLSPolicies and ConfigMaps, when the cluster serves the first and ramjet may list both.
-    pub backend_tls: Option<(Store<BackendTlsPolicy>, Store<ConfigMap>)>,
+    /// BackendTLSPolicies, when the cluster serves them and ramjet may list them and the ConfigMaps
+    /// their CA certificates are in (watched with the Ingress kinds).
+    pub backend_tls: Option<Store<BackendTlsPolicy>>,
     pub tcp_routes: Option<Store<TcpRoute>>,
     pub tls_routes: Option<Store<TlsRoute>>,
     pub udp_routes: Option<Store<UdpRoute>>,
@@ -240,13 +241,12 @@ impl GatewayStores {
             grants: reflect(api(client, ns), watcher::Config::default(), &both),
             namespaces: reflect(Api::all(client.clone()), watcher::Config::default(), &both),
             backend_tls: optional.backend_tls.then(|| {
-                let policies = reflect_compiled(
+                reflect_compiled(
                     api(client, ns),
                     watcher::Config::default(),
                     status_only,
                     Some((compile.clone(), spec_fingerprint)),
-                );
-                (policies, reflect(api(client, ns), watcher::Config::default(), &both))
+                )
             }),
             tcp_routes: optional.tcp.then(|| {
                 reflect_compiled(
@@ -304,8 +304,8 @@ impl GatewayStores {
                 }
             },
             async {
-                if let Some((policies, config_maps)) = &self.backend_tls {
-                    let _ = futures::join!(policies.wait_until_ready(), config_maps.wait_until_ready());
+                if let Some(policies) = &self.backend_tls {
+                    let _ = policies.wait_until_ready().await;
                 }
             },
         );

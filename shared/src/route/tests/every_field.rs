@@ -189,13 +189,14 @@ fn matcher(c: &mut Choices) -> Matcher {
 }
 
 fn condition(c: &mut Choices) -> Condition {
-    let condition = match c.pick(6) {
+    let condition = match c.pick(7) {
         0 => Condition::Header { name: c.text(), value: matcher(c) },
         1 => Condition::Cookie { name: c.text(), value: matcher(c) },
         2 => Condition::Query { name: c.text(), value: matcher(c) },
         3 => Condition::Method(c.text()),
         4 => Condition::Path(matcher(c)),
-        _ => Condition::Tls(c.flag()),
+        5 => Condition::Tls(c.flag()),
+        _ => Condition::StickyTo { cookie: c.text(), endpoints: c.list(2, |c| c.one_of(&[1, 2])) },
     };
     match &condition {
         Condition::Header { .. }
@@ -203,7 +204,8 @@ fn condition(c: &mut Choices) -> Condition {
         | Condition::Query { .. }
         | Condition::Method(_)
         | Condition::Path(_)
-        | Condition::Tls(_) => {}
+        | Condition::Tls(_)
+        | Condition::StickyTo { .. } => {}
     }
     condition
 }
@@ -342,7 +344,16 @@ fn limits(c: &mut Choices) -> RouteLimits {
         }),
         // Its other fields (the cache id, the challenge) are made from these.
         auth: c.maybe(|c| Arc::new(BasicAuth::new(&c.text(), htpasswd(c), &c.text()))),
-        hash_by: c.maybe(|c| Arc::new(HashBy::parse(c.one_of(&["$uri", "$host", "a$uri"])).unwrap())),
+        hash_by: c.maybe(|c| {
+            let by = HashBy::parse(c.one_of(&["$uri", "$host", "a$uri"])).unwrap();
+            Arc::new(match c.maybe(|c| c.one_of(&[2, 3])) {
+                Some(size) => by.with_subset(size),
+                None => by,
+            })
+        }),
+        response_headers: c.maybe(|c| {
+            Box::new(HeaderEdits { set: c.list(2, |c| (c.text(), c.text())), add: Box::new([]), remove: Box::new([]) })
+        }),
         next_upstream: c.maybe(next_upstream),
         error_pages: c.maybe(|c| {
             Arc::new(ErrorPages {

@@ -1,0 +1,77 @@
+//! ingress-nginx's `custom-headers`: a ConfigMap of the Ingress's namespace whose entries are set
+//! on every answer of the Ingress's backends (nginx's `more_set_headers`). As in ingress-nginx,
+//! each name must be listed in the controller configuration's `global-allowed-response-headers`,
+//! and names and values must be plain text; a ConfigMap that is missing or breaks one of these
+//! rules does not drop the headers silently: the Ingress's paths answer 503 ("location denied")
+//! and the Ingress gets a warning saying why.
+
+use ramjet_shared::HeaderEdits;
+
+use crate::canary::Annotations;
+use crate::compile::resolve::Resolver;
+
+impl<'s> Resolver<'s, '_> {
+    /// The fields `custom-headers` sets on the Ingress's answers; `Err` says why its paths are
+    /// denied instead.
+    pub(super) fn custom_headers(
+        &self,
+        annotations: &Annotations<'_>,
+        namespace: &str,
+    ) -> Result<Option<HeaderEdits>, String> {
+        let Some((key, value)) = annotations.given("custom-headers") else { return Ok(None) };
+        let value = value.trim();
+        let (map_namespace, name) = value.split_once('/').unwrap_or((namespace, value));
+        if map_namespace != namespace {
+            return Err(format!(
+                "{key}: the ConfigMap {value} is in another namespace; only the Ingress's own ({namespace}) is allowed"
+            ));
+        }
+        let Some(map) = self.config_map(namespace, name) else {
+            return Err(format!(
+                "{key}: ConfigMap {namespace}/{name} does not exist (or ramjet may not list ConfigMaps)"
+            ));
+        };
+        let allowed = &self.compiler.config.allowed_response_headers;
+        let mut set = Vec::new();
+        for (header, value) in map.data.iter().flatten() {
+            if !valid_name(header) {
+                return Err(format!("{key}: `{header}` in ConfigMap {namespace}/{name} is not a header name"));
+            }
+            if !valid_value(value) {
+                return Err(format!("{key}: the value of {header} in ConfigMap {namespace}/{name} is not plain text"));
+            }
+            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(header)) {
+                return Err(format!(
+                    "{key}: {header} is not in the controller configuration's global-allowed-response-headers"
+                ));
+            }
+            set.push((header.to_ascii_lowercase().into_boxed_str(), value.as_str().into()));
+        }
+        Ok(Some(HeaderEdits { set: set.into(), add: Box::new([]), remove: Box::new([]) }))
+    }
+}
+
+/// ingress-nginx's header name pattern: letters, digits, `-` and `_`.
+fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// ingress-nginx's header value pattern: letters, digits, spaces and the punctuation its regex
+/// lists (no control characters: nothing can end the field early).
+fn valid_value(value: &str) -> bool {
+    const MORE: &[u8] = b"_ :;.,\\/\"'?!(){}[]@<>=-+*#$&`|~^%";
+    !value.is_empty() && value.bytes().all(|b| b.is_ascii_alphanumeric() || MORE.contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_values_are_checked_as_ingress_nginx_does() {
+        assert!(valid_name("My-Custom_Header2"));
+        assert!(!valid_name("My Header") && !valid_name("a:b") && !valid_name(""));
+        assert!(valid_value("42") && valid_value("$remote_addr") && valid_value("max-age=60, private"));
+        assert!(!valid_value("a\r\nb: c") && !valid_value("tab\there") && !valid_value("é"));
+    }
+}
