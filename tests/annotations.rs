@@ -639,7 +639,7 @@ fn cors_behaves_as_in_ingress_nginx() {
 /// it, draining at the rate; all paths of one Ingress count together; `limit-allowlist` exempts
 /// addresses; `limit-connections` caps requests under way at once (503 beyond), over HTTP/1.1
 /// connections and HTTP/2 streams alike. A refused request's body is consumed, so nothing in it
-/// reaches a backend. One worker, so that every connection is counted in one place.
+/// reaches a backend. One worker, so that every connection is counted in one place for the rates.
 #[test]
 fn per_client_limits_behave_as_in_ingress_nginx() {
     let dir = temp_dir("annotations-limits");
@@ -721,6 +721,43 @@ fn per_client_limits_behave_as_in_ingress_nginx() {
     assert_eq!(slow.join().unwrap(), 200);
     assert_eq!(get(addr, "conns.test", "/").status, 200);
     assert_eq!(h2.get("conns.test", "/").status, 200);
+    d.shutdown();
+}
+
+/// test/e2e/annotations/limitconnections.go: `limit-connections: 8` and twenty requests from one
+/// client at once, each on a connection of its own: exactly eight are served and twelve get 503,
+/// however the connections spread over the workers (four here), as nginx's `limit_conn` counts for
+/// the whole replica.
+#[test]
+fn limit_connections_counts_across_workers() {
+    let dir = temp_dir("annotations-limit-connections");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress(
+        "conns",
+        "conns.test",
+        &format!("{NGINX}/limit-connections: \"8\""),
+        &[("/", "Prefix", "a")],
+    ));
+    let d = start_with(&dir, &text, |c| c.workers = 4);
+    let addr = d.http_addr();
+    let start = std::sync::Arc::new(std::sync::Barrier::new(20));
+    let clients: Vec<_> = (0..20)
+        .map(|_| {
+            let start = start.clone();
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(addr);
+                start.wait();
+                conn.get("conns.test", "/slow/1500").status
+            })
+        })
+        .collect();
+    let mut statuses: Vec<u16> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    statuses.sort();
+    assert_eq!(statuses, [[200; 8].as_slice(), [503; 12].as_slice()].concat(), "{statuses:?}");
+    // Every place is given back.
+    let after: Vec<u16> = (0..8).map(|_| get(addr, "conns.test", "/").status).collect();
+    assert_eq!(after, [200; 8]);
     d.shutdown();
 }
 

@@ -155,12 +155,15 @@ impl DataPlane {
             })?;
         let cpus = if config.pin_workers { server::runtime::allowed_cpus() } else { Vec::new() };
         let settings = Arc::new(config.settings);
+        // `limit-connections` counts, shared by the workers as nginx's zones are by its workers.
+        let under_way = Arc::new(policy::under_way::UnderWayTable::default());
         let mut drain = Vec::with_capacity(workers);
         let (ready_tx, ready_rx) = mpsc::channel();
         let mut threads = Vec::with_capacity(workers);
         for (id, (http, https)) in http.into_iter().zip(https).enumerate() {
             let cpu = (!cpus.is_empty()).then(|| cpus[id % cpus.len()]);
             let settings = settings.clone();
+            let under_way = under_way.clone();
             let published = published.clone();
             let stats = stats.clone();
             let (sender, drain_rx) = base::wakeup::event_pair().map_err(|e| StartError::Worker {
@@ -184,6 +187,7 @@ impl DataPlane {
                     }
                     let main = move |started: server::runtime::Started| async move {
                         let mut worker = worker::Worker::new(id, settings, published.clone(), stats, log, tracer);
+                        worker.limiter = policy::limits::ClientLimiter::sharing(under_way);
                         worker.io_uring = started.io_uring();
                         let worker = Rc::new(worker);
                         let terminator = |config| server::tls::TlsTerminator::new(config, published.clone());

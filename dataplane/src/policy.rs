@@ -11,3 +11,4 @@ pub mod ewma;
 pub mod filters;
 pub mod limits;
 pub mod mirrors;
+pub mod under_way;

@@ -344,7 +344,7 @@ const RATE: Support = Checked {
 const CONNECTIONS: Support = Checked {
     check: count,
     how: "requests of one client address under way at once, beyond which it is answered 503, as ingress-nginx's \
-          limit_conn; counted per worker (docs/ingress.md)",
+          limit_conn; counted for the whole replica, across workers (docs/ingress.md)",
 };
 const BURST: Support = Checked { check: count, how: "each rate's burst is the rate times this (default 5)" };
 const RATE_EXEMPT: Support = Checked {

@@ -1,23 +1,28 @@
-//! Per-client limits of a route (ingress-nginx's `limit-rps`, `limit-rpm`, `limit-connections`),
-//! counted by each worker on its own: no lock, no shared counter. ingress-nginx counts per replica
-//! (nginx's shared-memory zones); ramjet counts per worker, so with N workers a client spread over
-//! several connections may get up to N times the limit (docs/ingress.md says so).
+//! Per-client limits of a route (ingress-nginx's `limit-rps`, `limit-rpm`, `limit-connections`).
+//! The rates are counted by each worker on its own: no lock, no shared counter. ingress-nginx
+//! counts per replica (nginx's shared-memory zones); with N workers a client spread over several
+//! connections may get up to N times a rate (docs/ingress.md says so). The concurrency limit is
+//! counted for the whole process ([`super::under_way`]), as nginx's `limit_conn` is.
 //!
 //! The rates follow nginx's `limit_req … nodelay` exactly: a client's *excess* (in thousandths of
 //! a request) drains at the rate and grows by one per request; a request that would take it past
 //! the burst is refused and changes nothing. A new client starts at zero. The concurrency limit
 //! counts requests under way (an HTTP/1.1 exchange, an HTTP/2 stream), as `limit_conn` does.
 //!
-//! Memory is bounded: each table holds at most [`MAX_CLIENTS`] clients per worker; the periodic
-//! sweep forgets clients whose excess has drained and who have nothing under way. A new client
-//! that finds a table full is refused, as nginx refuses one it cannot find room for.
+//! Memory is bounded: each worker's rate table holds at most [`MAX_CLIENTS`] clients; the
+//! periodic sweep forgets clients whose excess has drained. A new client that finds a table full
+//! is refused, as nginx refuses one it cannot find room for.
 
 use std::cell::RefCell;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use ramjet_shared::ClientLimits;
 use rustc_hash::FxHashMap;
+
+pub(crate) use super::under_way::UnderWay;
+use super::under_way::UnderWayTable;
 
 /// Clients each table of a worker keeps at most.
 pub const MAX_CLIENTS: usize = 65_536;
@@ -42,29 +47,11 @@ impl Standing {
 /// Which rate of a zone: per second or per minute.
 type RateKey = (u64, bool, IpAddr);
 
-/// One worker's counts, for every zone.
+/// One worker's rate counts, for every zone, and the concurrency counts all workers share.
 #[derive(Default)]
 pub(crate) struct ClientLimiter {
     rates: RefCell<FxHashMap<RateKey, Standing>>,
-    under_way: RefCell<FxHashMap<(u64, IpAddr), u32>>,
-}
-
-/// Holds a request's place in its client's concurrency limit until dropped.
-pub(crate) struct UnderWay<'l> {
-    limiter: &'l ClientLimiter,
-    key: (u64, IpAddr),
-}
-
-impl Drop for UnderWay<'_> {
-    fn drop(&mut self) {
-        let mut under_way = self.limiter.under_way.borrow_mut();
-        if let Some(n) = under_way.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                under_way.remove(&self.key);
-            }
-        }
-    }
+    under_way: Arc<UnderWayTable>,
 }
 
 /// Why a request was refused.
@@ -78,6 +65,11 @@ impl ClientLimiter {
         self.admit_at(limits, client, Instant::now())
     }
 
+    /// A limiter whose concurrency counts are `shared` with the other workers'.
+    pub fn sharing(shared: Arc<UnderWayTable>) -> Self {
+        ClientLimiter { rates: RefCell::default(), under_way: shared }
+    }
+
     fn admit_at(&self, limits: &ClientLimits, client: IpAddr, now: Instant) -> Result<Option<UnderWay<'_>>, OverLimit> {
         let client = client.to_canonical();
         if limits.exempt.iter().any(|b| b.contains(client)) {
@@ -85,18 +77,7 @@ impl ClientLimiter {
         }
         self.take_rates(limits, client, now)?;
         let Some(max) = limits.concurrent else { return Ok(None) };
-        let key = (limits.zone, client);
-        let mut under_way = self.under_way.borrow_mut();
-        let full = under_way.len() >= MAX_CLIENTS;
-        match under_way.get_mut(&key) {
-            Some(n) if *n >= max => return Err(OverLimit),
-            Some(n) => *n += 1,
-            None if full => return Err(OverLimit),
-            None => {
-                under_way.insert(key, 1);
-            }
-        }
-        Ok(Some(UnderWay { limiter: self, key }))
+        self.under_way.admit(limits.zone, client, max).map(Some).ok_or(OverLimit)
     }
 
     /// nginx's `limit_req` with `nodelay` over each of the zone's rates: refused when any rate
@@ -131,15 +112,14 @@ impl ClientLimiter {
         Ok(())
     }
 
-    /// Forgets clients with nothing left to count: their excess has drained to zero and nothing
-    /// of theirs is under way. Run periodically by the worker.
+    /// Forgets clients with nothing left to count: their excess has drained to zero. Run
+    /// periodically by the worker.
     pub fn sweep(&self) {
         self.sweep_at(Instant::now())
     }
 
     fn sweep_at(&self, now: Instant) {
         self.rates.borrow_mut().retain(|_, standing| standing.drained(now) > 0);
-        self.under_way.borrow_mut().retain(|_, n| *n > 0);
     }
 }
 
@@ -231,7 +211,7 @@ mod tests {
         drop(first);
         let third = limiter.admit(&l, client).unwrap();
         drop((second, third));
-        assert!(limiter.under_way.borrow().is_empty(), "nothing kept for a client with nothing under way");
+        assert!(limiter.admit(&l, client).is_ok(), "every place came back");
         // IPv4 over IPv6 is the same client as IPv4.
         let mapped: IpAddr = ip("::ffff:192.0.2.1");
         let _a = limiter.admit(&l, mapped).unwrap();
