@@ -234,6 +234,36 @@ fn proxy_headers_name_the_client_for_the_backend_the_allow_list_the_access_log_a
     }
 }
 
+/// settings/proxy_protocol.go, "should respect proto passed by the PROXY Protocol server port":
+/// a PROXY header naming port 443 on the plain-HTTP listener means the balancer ended TLS; the
+/// request counts as HTTPS (`X-Forwarded-Proto: https`, no redirect back to HTTPS, which would
+/// loop), while one naming port 80 is redirected.
+#[test]
+fn a_proxy_header_for_port_443_counts_as_https() {
+    let a = Backend::start("a");
+    let dir = temp_dir("client-proxy-443");
+    let mut text = manifests(&a);
+    text.push_str(
+        &Ingress::new("shop", "forced")
+            .host("forced.test")
+            .port_number(80)
+            .annotation(&format!("{NGINX}/force-ssl-redirect"), "true")
+            .path("/", "Prefix", "a")
+            .yaml(),
+    );
+    let d = start(&dir, &text, IoDriver::Auto, |c| c.settings.client_address.proxy_protocol_http = true);
+    let addr = d.http_addr();
+    let r = via(addr, &v1("192.168.0.1:56324", "192.168.0.11:443"), &get_req("forced.test", "/", ""));
+    assert_eq!(r.status, 200, "{}", r.head);
+    assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("https"), "{}", r.body);
+    assert_eq!(seen_field(&r, "x-forwarded-port").as_deref(), Some("443"));
+    let r = via(addr, &v1("192.168.0.1:56325", "192.168.0.11:80"), &get_req("forced.test", "/x", ""));
+    assert_eq!((r.status, r.header("location")), (308, Some("https://forced.test/x")));
+    let r = via(addr, &v1("192.168.0.1:56326", "192.168.0.11:80"), &get_req("open.test", "/", ""));
+    assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("http"));
+    d.shutdown();
+}
+
 #[test]
 fn a_proxy_header_cut_into_packets_is_read_whole_and_not_a_byte_more() {
     let a = Backend::start("a");

@@ -524,3 +524,48 @@ fn an_ingress_waiting_for_its_tls_secret_is_served_with_the_default_certificate(
     assert_eq!(get(daemon.http_addr(), "web.test", "/").status, 308);
     daemon.shutdown();
 }
+
+/// ingress-nginx serves an Ingress's certificate from any Secret with `tls.crt` and `tls.key`: its
+/// own e2e fixtures (`framework.CreateIngressTLSSecret`) make `Opaque` ones. Ramjet serves them too,
+/// with the HTTPS redirect; a Gateway listener keeps to the `kubernetes.io/tls` type.
+#[test]
+fn an_opaque_secret_with_a_certificate_serves_an_ingress() {
+    ramjet::install_crypto();
+    let dir = temp_dir("manifests-opaque-tls");
+    let pki = support::pki::Pki::new("manifests-opaque-tls");
+    pki.leaf("web", &["web.test"]);
+    let backend = Backend::start("a");
+    let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
+    let secret = format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: web-tls, namespace: shop }}\ntype: Opaque\n\
+         data:\n  tls.crt: {}\n  tls.key: {}\n",
+        b64("web.crt"),
+        b64("web.key")
+    );
+    let app = [
+        ingress_class("ramjet"),
+        Service::new("shop", "web").target_port(8080).endpoints(&[backend.addr]).yaml(),
+        Ingress::new("shop", "web")
+            .host("web.test")
+            .to("web")
+            .annotation("nginx.ingress.kubernetes.io/ssl-redirect", "true")
+            .tls("web-tls")
+            .yaml(),
+        secret,
+    ]
+    .concat();
+    write(&dir.join("app.yaml"), app).unwrap();
+    let mut config = DaemonConfig::with_source(Source::Manifests {
+        dir: dir.clone(),
+        options: IngressOptions::default(),
+        interval: Duration::from_millis(20),
+    });
+    config.io_driver = IoDriver::Auto;
+    let daemon = Daemon::start(config).expect("the daemon starts");
+    wait_serving(&daemon, 1);
+    let https = support::client::curl_https(daemon.https_addr().unwrap().port(), "web.test", true);
+    assert_eq!(https.status, "200", "{}", https.log);
+    assert!(https.subject.contains("web.test"), "{}", https.subject);
+    assert_eq!(get(daemon.http_addr(), "web.test", "/").status, 308, "its host redirects to HTTPS");
+    daemon.shutdown();
+}

@@ -38,6 +38,10 @@ pub struct ConnFacts {
     pub rules: Option<Rc<AddressRules>>,
     /// The peer is a trusted proxy: its requests' address field is believed.
     pub trusted: bool,
+    /// A plain connection whose PROXY protocol header says the client connected to port 443: a
+    /// balancer in front ended TLS, so its requests count as HTTPS (ingress-nginx's
+    /// `$proxy_protocol_server_port = 443`): no HTTPS redirect, `X-Forwarded-Proto: https`.
+    pub https_by_proxy: bool,
     /// The handshake's server name has a certificate of its own (not the default one): its
     /// answers carry `Strict-Transport-Security` when the table has it.
     pub own_certificate: bool,
@@ -65,9 +69,22 @@ impl ConnFacts {
             proto_at,
             rules: None,
             trusted: false,
+            https_by_proxy: false,
             own_certificate: false,
             client_cert: None,
         }
+    }
+
+    /// The facts of a plain connection whose PROXY protocol header named the client `peer`, which
+    /// connected to `port` of the balancer: port 443 means the balancer ended TLS for it.
+    pub fn relayed(peer: SocketAddr, port: u16) -> Self {
+        if port != 443 {
+            return ConnFacts::new(peer, false, port);
+        }
+        let mut facts = ConnFacts::new(peer, true, port);
+        facts.tls = false;
+        facts.https_by_proxy = true;
+        facts
     }
 
     /// The facts of a TLS connection, once its handshake has settled the version and the name.

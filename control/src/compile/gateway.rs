@@ -563,6 +563,13 @@ fn gateway_secret<'s>(
             format!("no ReferenceGrant in {namespace} lets Gateways of {own} use Secret {}", reference.name),
         ));
     }
+    // The Gateway API's Secrets are of the TLS type (ingress-nginx's Opaque ones are for Ingresses).
+    if resolver.is_tls_secret(namespace, &reference.name) == Some(false) {
+        return Err((
+            invalid,
+            format!("{field}: Secret {namespace}/{} is not of type kubernetes.io/tls", reference.name),
+        ));
+    }
     resolver.certificate(namespace, &reference.name).map_err(|e| (invalid, e))
 }
 

@@ -308,6 +308,11 @@ impl<'s, 'c> Resolver<'s, 'c> {
         ports.iter().find(|p| p.port == port)?.name.as_deref()
     }
 
+    /// Whether the Secret `namespace/name` is of type `kubernetes.io/tls` (`None`: it does not exist).
+    pub fn is_tls_secret(&self, namespace: &str, name: &str) -> Option<bool> {
+        self.secrets.get(&(namespace, name)).map(|s| s.type_.as_deref() == Some(TLS_SECRET_TYPE))
+    }
+
     pub fn certificate(&mut self, namespace: &'s str, name: &'s str) -> Result<Arc<Certificate>, String> {
         if let Some(known) = self.certificates.get(&(namespace, name)) {
             return known.clone();
@@ -317,11 +322,16 @@ impl<'s, 'c> Resolver<'s, 'c> {
         resolved
     }
 
+    /// A `kubernetes.io/tls` Secret's certificate, or an `Opaque` one's with the same two keys:
+    /// ingress-nginx serves any Secret holding `tls.crt` and `tls.key` (its own e2e fixtures make
+    /// Opaque ones). Gateway API listeners ask for the TLS type ([`Resolver::is_tls_secret`]).
     fn load_certificate(&mut self, namespace: &str, name: &str) -> Result<Arc<Certificate>, String> {
         let Some(secret) = self.secrets.get(&(namespace, name)) else {
-            return Err(format!("Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE})"));
+            return Err(format!(
+                "Secret {namespace}/{name} does not exist (or is not of type {TLS_SECRET_TYPE} or {OPAQUE_SECRET_TYPE})"
+            ));
         };
-        if secret.type_.as_deref() != Some(TLS_SECRET_TYPE) {
+        if !matches!(secret.type_.as_deref(), Some(TLS_SECRET_TYPE | OPAQUE_SECRET_TYPE)) {
             return Err(format!("Secret {namespace}/{name} is not of type {TLS_SECRET_TYPE}"));
         }
         let data = secret.data.as_ref();

@@ -32,16 +32,17 @@ where
     walk(fields(rules.field.name()), rules.field.is_forwarded(), rules)
 }
 
-/// Whether a request from a trusted proxy says its client came over HTTPS (the first
-/// `X-Forwarded-Proto` value is `https`): behind a load balancer that terminates TLS, such a
-/// request is not sent round again by an HTTPS redirect (ingress-nginx's `use-forwarded-headers`).
-/// Never asked of anyone else's requests.
+/// Whether a request came over HTTPS to a load balancer that ended TLS: its connection's PROXY
+/// protocol header named port 443, or it is from a trusted proxy and says so (the first
+/// `X-Forwarded-Proto` value is `https`, ingress-nginx's `use-forwarded-headers`). Such a request
+/// is not sent round again by an HTTPS redirect. Anyone else's fields are never looked at.
 #[inline]
 pub fn forwarded_https<'c, 'v, I>(conn: &'c ConnFacts, fields: impl Fn(&'c str) -> I) -> bool
 where
     I: Iterator<Item = &'v [u8]>,
 {
-    conn.trusted && first_of(fields("x-forwarded-proto")).is_some_and(|p| p.eq_ignore_ascii_case(b"https"))
+    conn.https_by_proxy
+        || conn.trusted && first_of(fields("x-forwarded-proto")).is_some_and(|p| p.eq_ignore_ascii_case(b"https"))
 }
 
 /// The first token of the first value (`https` of `https, http`): what the first proxy saw.

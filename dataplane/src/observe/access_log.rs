@@ -491,21 +491,21 @@ fn begin_nginx(format: Format, f: &RequestFields<'_>, now: Duration, out: &mut V
     out.extend_from_slice(b" - - [");
     push_local_time(out, now);
     out.extend_from_slice(b"] \"");
-    text_value(out, f.method);
+    nginx_value(out, f.method);
     out.push(b' ');
-    text_value(out, f.path);
+    nginx_value(out, f.path);
     out.push(b' ');
     out.extend_from_slice(f.protocol.as_bytes());
     out.extend_from_slice(b"\" ");
     out.push(STATUS_AT);
     out.extend_from_slice(b" \"");
-    text_value(out, if f.referer.is_empty() { b"-" } else { f.referer });
+    nginx_value(out, if f.referer.is_empty() { b"-" } else { f.referer });
     out.extend_from_slice(b"\" \"");
-    text_value(out, if f.user_agent.is_empty() { b"-" } else { f.user_agent });
+    nginx_value(out, if f.user_agent.is_empty() { b"-" } else { f.user_agent });
     out.push(b'"');
     if format == Format::NginxUpstream {
         out.push(ID_AT);
-        text_value(out, f.request_id);
+        nginx_value(out, f.request_id);
     }
 }
 
@@ -535,7 +535,7 @@ fn end_nginx(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
         out.extend_from_slice(b" [");
         if let Some(backend) = f.backend {
             let name: Vec<u8> = backend.bytes().map(|b| if b == b'/' || b == b':' { b'-' } else { b }).collect();
-            text_value(out, &name);
+            nginx_value(out, &name);
         }
         out.extend_from_slice(b"] [] ");
         match f.upstream {
@@ -605,6 +605,20 @@ fn text_value(out: &mut Vec<u8>, value: &[u8]) {
     for &b in value {
         match b {
             b'"' | b'\\' | 0..=0x20 | 0x7f.. => {
+                out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]])
+            }
+            _ => out.push(b),
+        }
+    }
+}
+
+/// Values of the nginx formats, escaped as nginx's access log escapes them: `"`, `\`, control bytes
+/// and bytes above 0x7e become `\xXX` (capital hex); spaces stay.
+fn nginx_value(out: &mut Vec<u8>, value: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in value {
+        match b {
+            b'"' | b'\\' | 0..=0x1f | 0x7f.. => {
                 out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]])
             }
             _ => out.push(b),
@@ -753,14 +767,14 @@ mod tests {
         assert!(time.starts_with("10.0.0.1 - - [") && time.ends_with(" +0000"), "{line}");
         assert_eq!(
             rest,
-            "\"GET /a?q=\\x22x\\x22 HTTP/1.1\" 200 20 \"https://example.com/from\\x20here\" \"curl/8\\x20\\xff\"\n"
+            "\"GET /a?q=\\x22x\\x22 HTTP/1.1\" 200 20 \"https://example.com/from here\" \"curl/8 \\xFF\"\n"
         );
         let mut out = Vec::new();
         begin(Format::NginxUpstream, &request(), &mut out);
         end(Format::NginxUpstream, &response(), &mut out);
         let line = String::from_utf8(out).unwrap();
         assert!(
-            line.ends_with("\"curl/8\\x20\\xff\" 10 0.001 [default-web-80] [] 127.0.0.1:8080 20 0.000 503 abc\n"),
+            line.ends_with("\"curl/8 \\xFF\" 10 0.001 [default-web-80] [] 127.0.0.1:8080 20 0.000 503 abc\n"),
             "{line}"
         );
         // Answered by ramjet itself: no upstream figures.
@@ -775,7 +789,7 @@ mod tests {
         };
         end(Format::NginxUpstream, &own, &mut out);
         let line = String::from_utf8(out).unwrap();
-        assert!(line.ends_with("\" 200 20 \"-\" \"curl/8\\x20\\xff\" 10 0.001 [] [] - - - - abc\n"), "{line}");
+        assert!(line.ends_with("\" 200 20 \"-\" \"curl/8 \\xFF\" 10 0.001 [] [] - - - - abc\n"), "{line}");
     }
 
     #[test]

@@ -118,12 +118,14 @@ async fn accept_loop(worker: Rc<Worker>, listener: TcpListener, tls: Option<Rc<T
             None => monoio::spawn(async move {
                 worker.connection_opened();
                 let mut stream = stream;
-                let origin = match proxy_protocol {
-                    false => Some((peer, local_port)),
-                    true => Box::pin(proxy_header::origin(&worker, &mut stream, peer, local_port)).await,
+                let facts = match proxy_protocol {
+                    false => Some(ConnFacts::new(peer, false, local_port)),
+                    true => Box::pin(proxy_header::origin(&worker, &mut stream, peer, local_port))
+                        .await
+                        .map(|(peer, port)| ConnFacts::relayed(peer, port)),
                 };
-                if let Some((peer, local_port)) = origin {
-                    let facts = Rc::new(ConnFacts::new(peer, false, local_port).with_rules(rules.as_ref()));
+                if let Some(facts) = facts {
+                    let facts = Rc::new(facts.with_rules(rules.as_ref()));
                     Box::pin(contain::contained(&worker, "connection", http1::serve(&worker, stream, &facts))).await;
                 }
                 worker.connection_closed();
