@@ -628,7 +628,14 @@ const TABLE: &[Entry] = &[
         Honoured("plain HTTP for the Ingress's TLS hosts is redirected to HTTPS when \"true\" (308)"),
         None,
     ),
-    nginx("stream-snippet", Snippet("ramjet does not proxy TCP or UDP streams"), None),
+    nginx(
+        "stream-snippet",
+        Snippet(
+            "TCP and UDP are proxied through Gateway API TCPRoutes and UDPRoutes or the routes file's tcp: and \
+             udp: entries",
+        ),
+        None,
+    ),
     e("temporal-redirect", TEMPORAL_REDIRECT, None),
     e("temporal-redirect-code", TEMPORAL_REDIRECT_CODE, None),
     e("upstream-hash-by", HASH_BY, None),

@@ -206,8 +206,9 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
                     Verdict::Approximated,
                     format!(
                         "{trusted_flag}: the client's address is the right-most address of {header} that is not a \
-                         trusted proxy's, from trusted peers only (nginx's real_ip_recursive). X-Forwarded-Proto, \
-                         -Host and -Port from them are not passed on: ramjet writes its own{everyone_warning}"
+                         trusted proxy's, from trusted peers only (nginx's real_ip_recursive). Their first \
+                         X-Forwarded-Proto (http or https), -Port and -Host are passed on as the client's, and \
+                         X-Forwarded-Proto: https stops the HTTPS redirect{everyone_warning}"
                     ),
                 ),
             },

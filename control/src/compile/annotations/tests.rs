@@ -204,3 +204,41 @@ fn the_admission_policy_files_agree_with_the_registry() {
         assert!(refused > 0, "{name}: the pattern refuses none of the samples");
     }
 }
+
+/// docs/ingress-nginx-e2e.md's summary counts what its tables say: each row of an e2e case has one
+/// status, and the totals per part are the rows'.
+#[test]
+fn the_e2e_record_summary_counts_its_rows() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ingress-nginx-e2e.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    const STATUSES: [&str; 4] = ["passes", "differs on purpose", "config-only, equivalent", "not yet"];
+    // Per part: cases, each status, and the untested among `not yet`.
+    let mut counted: BTreeMap<&str, [usize; 6]> = BTreeMap::new();
+    let mut part = None;
+    for line in text.lines() {
+        part = match line {
+            l if l.starts_with("# Annotations") => Some("annotations"),
+            l if l.starts_with("# Settings") => Some("settings"),
+            l if l.starts_with("# Default backend") => Some("defaultbackend"),
+            _ => part,
+        };
+        let Some(part) = part else { continue };
+        if !line.starts_with("| ") || line.starts_with("| case") {
+            continue;
+        }
+        let last = line.trim_end().trim_end_matches('|').rsplit('|').next().unwrap();
+        let status = STATUSES.iter().position(|s| last.contains(&format!("**{s}**")));
+        let status = status.unwrap_or_else(|| panic!("a row without a status: {line}"));
+        let row = counted.entry(part).or_default();
+        row[0] += 1;
+        row[1 + status] += 1;
+        row[5] += usize::from(status == 3 && last.contains("**not yet** (untested)"));
+    }
+    for (part, label) in
+        [("annotations", "| annotations"), ("settings", "| settings"), ("defaultbackend", "| defaultbackend")]
+    {
+        let summary = text.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("no summary row {label}"));
+        let figures: Vec<usize> = summary.split('|').skip(2).filter_map(|c| c.trim().parse().ok()).collect();
+        assert_eq!(figures, counted[part], "docs/ingress-nginx-e2e.md: the summary row of {part}");
+    }
+}
