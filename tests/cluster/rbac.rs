@@ -113,7 +113,8 @@ fn needed_for(kind: &str, rule: &Value, verb: &str) -> BTreeSet<&'static str> {
         ("ClusterRole", _, "list") => WORKS.iter().copied().filter(|w| !w.starts_with("Lease")).collect(),
         // Without the watch, the first list is served, and no change after it.
         ("ClusterRole", ["ingresses", "ingressclasses"], "watch") => vec!["Ingress change followed"],
-        ("ClusterRole", ["services", "secrets"], "watch") => vec!["Service change followed"],
+        // ConfigMaps share the rule (custom-headers, BackendTLSPolicies' CAs): the Services decide.
+        ("ClusterRole", ["services", "secrets", "configmaps"], "watch") => vec!["Service change followed"],
         ("ClusterRole", ["endpointslices"], "watch") => vec!["EndpointSlice change followed"],
         // Not elected: no status, no canary decisions; everything else works.
         ("Role", ["leases"], "create") if !named => {
