@@ -264,6 +264,75 @@ fn a_proxy_header_for_port_443_counts_as_https() {
     d.shutdown();
 }
 
+/// settings/forwarded_headers.go, with `use-forwarded-headers` as `--trusted-proxies`: a trusted
+/// proxy's `X-Forwarded-*` are the client's (its scheme as it says, its first `X-Forwarded-Host`
+/// also as the upstream `Host`); an untrusted peer's are replaced by ramjet's own, and its
+/// `X-Forwarded-For` and `-Host` reach the backend as `X-Original-Forwarded-For` and `-Host`, on
+/// HTTP/1.1 and HTTP/2 alike.
+#[test]
+fn forwarded_headers_behave_as_in_ingress_nginx() {
+    let a = Backend::start("a");
+    let host = "forwarded-headers";
+    let mut text = manifests(&a);
+    text.push_str(&Ingress::new("shop", "fwd").host(host).port_number(80).path("/", "Prefix", "a").yaml());
+    let theirs = |forwarded_host: &str| {
+        format!(
+            "X-Forwarded-Port: 1234\r\nX-Forwarded-Proto: myproto\r\nX-Forwarded-Scheme: myproto\r\n\
+             X-Forwarded-For: 1.2.3.4\r\nX-Forwarded-Host: {forwarded_host}\r\n"
+        )
+    };
+    let dir = temp_dir("client-forwarded-headers-trusted");
+    let d = start(&dir, &text, IoDriver::Auto, |c| c.settings.client_address.rules = trusted("127.0.0.0/8, ::1"));
+    let r = request(d.http_addr(), &get_req(host, "/", &theirs("myhost")));
+    assert_eq!(r.status, 200);
+    for (name, want) in [
+        ("host", "myhost"),
+        ("x-forwarded-host", "myhost"),
+        ("x-forwarded-proto", "myproto"),
+        ("x-forwarded-scheme", "myproto"),
+        ("x-forwarded-port", "1234"),
+        ("x-forwarded-for", "1.2.3.4"),
+    ] {
+        assert_eq!(seen_field(&r, name).as_deref(), Some(want), "{name}: {}", r.body);
+    }
+    let r = request(d.http_addr(), &get_req(host, "/", &theirs("myhost.com, another.host,example.net")));
+    assert_eq!(seen_field(&r, "host").as_deref(), Some("myhost.com"), "the first entry: {}", r.body);
+    assert_eq!(seen_field(&r, "x-forwarded-host").as_deref(), Some("myhost.com"));
+    let mut h2 = H2Client::connect(d.http_addr());
+    let r2 = h2.request("GET", host, "/h2", &[("x-forwarded-host", "myhost")], b"", false).unwrap();
+    assert!(r2.text().contains("header=host: myhost\n"), "HTTP/2 alike: {}", r2.text());
+    drop(h2);
+    d.shutdown();
+
+    let dir = temp_dir("client-forwarded-headers-untrusted");
+    let d = start(&dir, &text, IoDriver::Auto, |_| {});
+    let port = d.http_addr().port().to_string();
+    let r = request(d.http_addr(), &get_req(host, "/", &theirs("myhost")));
+    for (name, want) in [
+        ("host", host),
+        ("x-forwarded-host", host),
+        ("x-forwarded-proto", "http"),
+        ("x-forwarded-scheme", "http"),
+        ("x-forwarded-port", port.as_str()),
+        ("x-forwarded-for", "127.0.0.1"),
+        ("x-original-forwarded-for", "1.2.3.4"),
+        ("x-original-forwarded-host", "myhost"),
+    ] {
+        assert_eq!(seen_field(&r, name).as_deref(), Some(want), "{name}: {}", r.body);
+    }
+    let mut h2 = H2Client::connect(d.http_addr());
+    let headers = [("x-forwarded-for", "1.2.3.4"), ("x-forwarded-host", "myhost")];
+    let r2 = h2.request("GET", host, "/h2", &headers, b"", false).unwrap();
+    assert!(r2.text().contains("header=x-original-forwarded-for: 1.2.3.4\n"), "{}", r2.text());
+    assert!(r2.text().contains("header=x-original-forwarded-host: myhost\n"), "{}", r2.text());
+    assert!(r2.text().contains("header=host: forwarded-headers\n"), "{}", r2.text());
+    drop(h2);
+    // Without them, no X-Original-* at all.
+    let r = request(d.http_addr(), &get_req(host, "/", ""));
+    assert_eq!(seen_field(&r, "x-original-forwarded-for"), None, "{}", r.body);
+    d.shutdown();
+}
+
 #[test]
 fn a_proxy_header_cut_into_packets_is_read_whole_and_not_a_byte_more() {
     let a = Backend::start("a");
@@ -503,8 +572,9 @@ fn the_configured_field_and_compute_full_forwarded_for() {
 }
 
 /// The worst bug a proxy can have, for addresses: one client's address on another's request. The
-/// attacker names itself 6.6.6.6 by PROXY header and tries 7.7.7.7 by `X-Forwarded-For`; the
-/// victim comes through a trusted proxy. One worker and one upstream connection carry all of them.
+/// attacker names itself 6.6.6.6 by PROXY header and tries 7.7.7.7 by `X-Forwarded-For` (which
+/// reaches the backend only as its own claim, `X-Original-Forwarded-For`); the victim comes
+/// through a trusted proxy. One worker and one upstream connection carry all of them.
 #[test]
 fn an_attacker_and_a_victim_on_one_pooled_upstream_connection_each_see_their_own_address() {
     for driver in DRIVERS {
@@ -535,7 +605,10 @@ fn an_attacker_and_a_victim_on_one_pooled_upstream_connection_each_see_their_own
         assert_eq!(a.connections(), 1, "{driver:?}: every request went over the one pooled connection");
         let forwarded = a.received().to_ascii_lowercase();
         assert_eq!(forwarded.matches("x-forwarded-for:").count(), 4, "one line per request, no more");
-        assert!(!forwarded.contains("7.7.7.7"), "{forwarded}");
+        // The attacker's claim reaches the backend only as what it is, the client's own field
+        // (ingress-nginx's X-Original-Forwarded-For), never as anyone's address.
+        let claimed: Vec<&str> = forwarded.lines().map(str::trim_end).filter(|l| l.contains("7.7.7.7")).collect();
+        assert_eq!(claimed, ["x-original-forwarded-for: 7.7.7.7"], "{forwarded}");
         d.shutdown();
     }
 }

@@ -190,6 +190,10 @@ fn forwarded_headers_are_set_and_spoofed_ones_dropped() {
         assert!(body.contains("header=x-forwarded-host: Other.org:8080"), "{body}");
         assert!(body.contains("header=x-custom: yes"), "{body}");
         assert!(body.contains("header=cookie: a=1; b=2"), "HTTP/2's split cookies are joined: {body}");
+        // The client's X-Forwarded-For reaches the backend only as its own claim (ingress-nginx's
+        // X-Original-Forwarded-For), never as an address.
+        assert!(body.contains("header=x-original-forwarded-for: 6.6.6.6\n"), "{body}");
+        let body = body.replace("header=x-original-forwarded-for: 6.6.6.6\n", "");
         for gone in ["6.6.6.6", "te:", "transfer-encoding", "content-length"] {
             assert!(!body.contains(gone), "{gone} forwarded: {body}");
         }

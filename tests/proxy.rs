@@ -253,6 +253,10 @@ fn forwarded_headers_are_set_and_hop_by_hop_removed() {
         assert!(!body.contains("spoofed"), "{body}");
         assert!(body.contains("header=x-forwarded-host: Example.com:8080"), "{body}");
         assert!(body.contains("header=X-Custom: yes"), "{body}");
+        // The client's X-Forwarded-For reaches the backend only as its own claim (ingress-nginx's
+        // X-Original-Forwarded-For), never as an address.
+        assert!(body.contains("header=x-original-forwarded-for: 6.6.6.6\n"), "{body}");
+        let body = body.replace("header=x-original-forwarded-for: 6.6.6.6\n", "");
         for gone in ["X-Private", "6.6.6.6", "Keep-Alive", "Connection"] {
             assert!(!body.contains(gone), "{gone} forwarded: {body}");
         }

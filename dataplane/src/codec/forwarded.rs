@@ -32,6 +32,20 @@ where
     walk(fields(rules.field.name()), rules.field.is_forwarded(), rules)
 }
 
+/// The host a trusted proxy's client asked for: the first entry of its `X-Forwarded-Host`, sent
+/// upstream as `Host` (ingress-nginx's `$best_http_host` with `use-forwarded-headers`). `None` for
+/// anyone else, or a value that is not visible ASCII.
+#[inline]
+pub fn forwarded_host<'c, 'v, I>(conn: &'c ConnFacts, fields: impl Fn(&'c str) -> I) -> Option<&'v [u8]>
+where
+    I: Iterator<Item = &'v [u8]>,
+{
+    if !conn.trusted {
+        return None;
+    }
+    first_of(fields("x-forwarded-host")).filter(|h| h.iter().all(|&b| b.is_ascii_graphic()))
+}
+
 /// Whether a request came over HTTPS to a load balancer that ended TLS: its connection's PROXY
 /// protocol header named port 443, or it is from a trusted proxy and says so (the first
 /// `X-Forwarded-Proto` value is `https`, ingress-nginx's `use-forwarded-headers`). Such a request
@@ -197,15 +211,37 @@ pub fn push_forwarded<'c, 'v, I>(
     I: Iterator<Item = &'v [u8]>,
 {
     // A trusted proxy's X-Forwarded-Host is the host its client asked for.
-    let forwarded_host = if conn.trusted {
-        first_of(fields("x-forwarded-host")).filter(|h| h.iter().all(|&b| b.is_ascii_graphic()))
-    } else {
-        None
-    };
+    let forwarded_host = forwarded_host(conn, &fields);
     push_address_lines(out, conn, client, fields);
     if let Some(host) = forwarded_host.or((!host.is_empty()).then_some(host)) {
         out.extend_from_slice(b"x-forwarded-host: ");
         out.extend_from_slice(host);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// ingress-nginx's `X-Original-Forwarded-For` and `X-Original-Forwarded-Host`: what the client sent
+/// as `X-Forwarded-For` and `X-Forwarded-Host`, trusted or not, under names of their own (ramjet's
+/// own `X-Forwarded-*` replace the client's). Several fields of one name are joined with `, `.
+/// Asked only of a request that has one of them.
+pub fn push_originals<'c, 'v, I>(out: &mut Vec<u8>, fields: impl Fn(&'c str) -> I)
+where
+    I: Iterator<Item = &'v [u8]>,
+{
+    for (name, line) in
+        [("x-forwarded-for", &b"x-original-forwarded-for: "[..]), ("x-forwarded-host", b"x-original-forwarded-host: ")]
+    {
+        let mut values = fields(name).map(trim).filter(|v| !v.is_empty()).peekable();
+        if values.peek().is_none() {
+            continue;
+        }
+        out.extend_from_slice(line);
+        for (i, value) in values.enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            out.extend_from_slice(value);
+        }
         out.extend_from_slice(b"\r\n");
     }
 }
@@ -243,15 +279,16 @@ pub fn push_address_lines<'c, 'v, I>(
         out.extend_from_slice(conn.proto_and_port_lines());
         return;
     }
-    // A trusted proxy's scheme and port are the client's: passed on when they are well formed.
+    // A trusted proxy's scheme and port are the client's: passed on when they are well formed (a
+    // scheme is a token, as ingress-nginx passes any: `wss`, a balancer's own).
     let proto = first_of(fields("x-forwarded-proto"))
-        .filter(|p| p.eq_ignore_ascii_case(b"http") || p.eq_ignore_ascii_case(b"https"));
+        .filter(|p| p.len() <= 16 && p.iter().all(|&b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)));
     let port = first_of(fields("x-forwarded-port")).filter(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit));
-    let https = match proto {
-        Some(p) => p.eq_ignore_ascii_case(b"https"),
-        None => conn.tls,
+    let scheme: &[u8] = match proto {
+        Some(p) => p,
+        None if conn.tls => b"https",
+        None => b"http",
     };
-    let scheme: &[u8] = if https { b"https" } else { b"http" };
     out.extend_from_slice(b"x-forwarded-proto: ");
     out.extend_from_slice(scheme);
     out.extend_from_slice(b"\r\nx-forwarded-port: ");

@@ -9,7 +9,7 @@ use http::header::{HeaderName, HeaderValue, ValueIter, CONTENT_LENGTH, COOKIE, H
 use http::request::Parts;
 use http::{HeaderMap, Method, Response, StatusCode};
 
-use crate::codec::forwarded::push_forwarded;
+use crate::codec::forwarded::{forwarded_host, push_forwarded, push_originals};
 use crate::codec::http1::head::{
     ensure, inspect, is_consumed_request, no_headers, push_framing, valid_host, ContentLength, ResponseHead,
 };
@@ -72,7 +72,12 @@ pub(crate) fn upstream_head(
         _ => out.push(b'/'),
     }
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
-    out.extend_from_slice(host.as_bytes());
+    // Behind a trusted proxy, the host its client asked for (ingress-nginx's `$best_http_host`).
+    let upstream_host = match facts.trusted {
+        true => forwarded_host(facts, values(&parts.headers)).unwrap_or(host.as_bytes()),
+        false => host.as_bytes(),
+    };
+    out.extend_from_slice(upstream_host);
     out.extend_from_slice(b"\r\n");
     let mut cookies = 0;
     for (name, value) in &parts.headers {
@@ -100,6 +105,9 @@ pub(crate) fn upstream_head(
     }
     push_framing(out, body);
     push_forwarded(out, facts, client, values(&parts.headers), host.as_bytes());
+    if parts.headers.contains_key("x-forwarded-for") || parts.headers.contains_key("x-forwarded-host") {
+        push_originals(out, values(&parts.headers));
+    }
     out.extend_from_slice(b"\r\n");
     Ok(body)
 }

@@ -27,7 +27,7 @@ use ramjet_shared::{Edits, UpstreamErrorKind, UpstreamTls};
 use super::request::StreamRequest;
 use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
-use crate::codec::forwarded::push_address_lines;
+use crate::codec::forwarded::{push_address_lines, push_originals};
 use crate::codec::http2::fields::values;
 use crate::conn::ConnFacts;
 use crate::error::{Failure, ProxyError};
@@ -269,10 +269,18 @@ fn upstream_request(
     // The forwarded lines (rendered once per connection unless address rules apply to it):
     // `name: value\r\n` each.
     let mut rendered = Vec::new();
-    let lines = match facts.rules {
-        None => &facts.forwarded[..],
-        Some(_) => {
-            push_address_lines(&mut rendered, facts, client, values(&parts.headers));
+    let originals = parts.headers.contains_key("x-forwarded-for") || parts.headers.contains_key("x-forwarded-host");
+    let lines = match (facts.rules.is_some(), originals) {
+        (false, false) => &facts.forwarded[..],
+        (trusted_or_full, _) => {
+            if trusted_or_full {
+                push_address_lines(&mut rendered, facts, client, values(&parts.headers));
+            } else {
+                rendered.extend_from_slice(&facts.forwarded);
+            }
+            if originals {
+                push_originals(&mut rendered, values(&parts.headers));
+            }
             &rendered[..]
         }
     };

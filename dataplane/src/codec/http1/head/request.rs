@@ -6,7 +6,7 @@ use super::common::{
     no_headers, offset, push_field, push_framing, trim, ConnectionOptions, ContentLength, Framing, TransferCoding,
     MAX_URI,
 };
-use crate::codec::forwarded::{forwarded_https, push_forwarded, request_client};
+use crate::codec::forwarded::{forwarded_host, forwarded_https, push_forwarded, push_originals, request_client};
 use crate::conn::ConnFacts;
 use crate::error::ProxyError;
 
@@ -273,19 +273,30 @@ pub fn parse_request<'c>(
     }
     out.extend_from_slice(target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    if !host.is_empty() {
+    // Behind a trusted proxy, the host its client asked for (ingress-nginx's `$best_http_host`).
+    let upstream_host = if conn.trusted { forwarded_host(conn, fields).unwrap_or(host) } else { host };
+    if !upstream_host.is_empty() {
         out.extend_from_slice(b"host: ");
-        out.extend_from_slice(host);
+        out.extend_from_slice(upstream_host);
         out.extend_from_slice(b"\r\n");
     }
+    // Only consumed names are looked at again, for the client's own X-Forwarded-For and -Host.
+    let mut originals = false;
     for h in req.headers.iter() {
         let name = h.name.as_bytes();
-        if !is_consumed(name) && !connection.names(name) {
-            push_field(out, data, h);
+        if !is_consumed(name) {
+            if !connection.names(name) {
+                push_field(out, data, h);
+            }
+        } else if matches!(name.len(), 15 | 16) {
+            originals |= is_named(name, "x-forwarded-for") || is_named(name, "x-forwarded-host");
         }
     }
     push_framing(out, body);
     push_forwarded(out, conn, client, fields, host);
+    if originals {
+        push_originals(out, fields);
+    }
     if let (true, Some(u)) = (upgrade, upgrade_value) {
         out.extend_from_slice(b"connection: upgrade\r\nupgrade: ");
         out.extend_from_slice(u);
