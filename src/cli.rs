@@ -412,6 +412,13 @@ pub struct MigrationReportArgs {
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
     pub nginx_configmap: Option<(String, String)>,
 
+    /// Also judge ingress-nginx's controller flags: the args of its Deployment (else DaemonSet)
+    /// NAMESPACE/NAME, usually ingress-nginx/ingress-nginx-controller, from the cluster or the
+    /// --manifests directory, and the ramjet flags that keep them. The ConfigMap its --configmap
+    /// names is judged too, unless --nginx-configmap names another.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name)]
+    pub nginx_controller: Option<(String, String)>,
+
     /// Output format: text, json (its schema: docs/migration-report.md) or markdown (for a
     /// pull-request comment).
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]

@@ -20,7 +20,7 @@ use ramjet_control::compile::ingress::{self, IngressOptions};
 use ramjet_control::compile::Compiler;
 use ramjet_control::config_file::ControllerConfig;
 use ramjet_control::manifests;
-use ramjet_control::migration::{configmap, Report};
+use ramjet_control::migration::{configmap, controller_flags, Report};
 use ramjet_control::routes_file;
 use ramjet_dataplane::access_log::Destination;
 use ramjet_dataplane::{IoDriver, Settings};
@@ -75,8 +75,44 @@ fn init_logging(format: LogFormat) {
 /// Prints the report; `Ok(true)` when it is clean.
 fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
     let context = args.context.as_deref();
+    // ingress-nginx's controller flags, when its workload is named.
+    let controller = match &args.nginx_controller {
+        None => None,
+        Some((namespace, name)) => {
+            let (kind, line) = match &args.manifests {
+                Some(dir) => {
+                    let kinds = ["Deployment", "DaemonSet"];
+                    let found = ramjet_control::migration::find_object_in_dir(dir, &kinds, namespace, name)
+                        .with_context(|| format!("reading {}", dir.display()))?
+                        .with_context(|| {
+                            format!("no Deployment or DaemonSet {namespace}/{name} in {}", dir.display())
+                        })?;
+                    let kind = if found.get("kind").and_then(|k| k.as_str()) == Some("DaemonSet") {
+                        "DaemonSet"
+                    } else {
+                        "Deployment"
+                    };
+                    (kind, controller_flags::controller_args(&found))
+                }
+                None => {
+                    ramjet::install_crypto();
+                    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+                    let read = ramjet_control::cluster::get_controller_args(
+                        args.kubeconfig.as_deref(),
+                        context,
+                        namespace,
+                        name,
+                    );
+                    runtime.block_on(read)?
+                }
+            };
+            Some(controller_flags::review(&format!("{kind} {namespace}/{name}"), namespace, &line))
+        }
+    };
+    // The controller ConfigMap: the one named, else the one the controller's --configmap names.
+    let configmap = args.nginx_configmap.clone().or_else(|| controller.as_ref().and_then(|c| c.configmap.clone()));
     // ingress-nginx's controller ConfigMap, when named: judged, and the Ingresses compiled with it.
-    let settings = match &args.nginx_configmap {
+    let settings = match &configmap {
         None => None,
         Some((namespace, name)) => {
             let data = match &args.manifests {
@@ -116,6 +152,9 @@ fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
     let ingresses: Vec<_> = snapshot.ingresses.iter().map(|i| (**i).clone()).collect();
     let config = settings.as_ref().map(|(_, config)| config.clone()).unwrap_or_else(ControllerConfig::builtin);
     let mut report = Report::new(&ingresses, args.ingress_class.as_deref()).with_compile(&snapshot, config);
+    if let Some(flags) = controller {
+        report = report.with_controller(flags);
+    }
     if let Some((review, _)) = settings {
         report = report.with_settings(review);
     }

@@ -352,6 +352,72 @@ fn migration_report_maps_the_ingress_nginx_configmap_to_flags() {
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no ConfigMap ingress-nginx/other"));
 }
 
+/// `ramjet migration-report --nginx-controller`: ingress-nginx's controller flags, read from its
+/// Deployment's container args (as its Helm chart renders them), judged, with the ramjet flags
+/// that keep them; the ConfigMap its `--configmap` names is judged too. A workload that is not there
+/// is an error (exit 2).
+#[test]
+fn migration_report_maps_the_controller_flags_to_ramjet_flags() {
+    let dir = temp_dir("migration-controller");
+    write(&dir.join("app.yaml"), objects("10.0.0.1:8080".parse().unwrap())).unwrap();
+    write(
+        &dir.join("controller.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: ingress-nginx-controller, namespace: ingress-nginx }\n\
+         data:\n  use-forwarded-headers: \"true\"\n  proxy-real-ip-cidr: \"10.0.0.0/8\"\n---\n\
+         apiVersion: apps/v1\nkind: Deployment\nmetadata: { name: ingress-nginx-controller, namespace: ingress-nginx }\n\
+         spec:\n  template:\n    spec:\n      containers:\n      - name: controller\n        args:\n\
+         \x20       - /nginx-ingress-controller\n\
+         \x20       - --publish-service=$(POD_NAMESPACE)/ingress-nginx-controller\n\
+         \x20       - --election-id=ingress-nginx-leader\n\
+         \x20       - --controller-class=k8s.io/ingress-nginx\n\
+         \x20       - --ingress-class=nginx\n\
+         \x20       - --configmap=ingress-nginx/ingress-nginx-controller\n\
+         \x20       - --validating-webhook=:8443\n\
+         \x20       - --default-backend-service=ingress-nginx/default-http-backend\n",
+    )
+    .unwrap();
+    let ramjet = env!("CARGO_BIN_EXE_ramjet");
+    let report = |controller: &str, format: &str| {
+        Command::new(ramjet)
+            .args(["migration-report", "--manifests"])
+            .arg(&dir)
+            .args(["--nginx-controller", controller, "--format", format])
+            .output()
+            .unwrap()
+    };
+    let out = report("ingress-nginx/ingress-nginx-controller", "text");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("Deployment ingress-nginx/ingress-nginx-controller (ingress-nginx's controller flags)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "honoured         --controller-class=\"k8s.io/ingress-nginx\": set --controller-name=k8s.io/ingress-nginx"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("ignored          --default-backend-service="), "{stdout}");
+    assert!(
+        stdout.contains(
+            "ramjet flags for these: --controller-name=k8s.io/ingress-nginx --election-id=ingress-nginx-leader \
+             --ingress-class=nginx --publish-service=ingress-nginx/ingress-nginx-controller"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("ConfigMap ingress-nginx/ingress-nginx-controller (ingress-nginx's controller settings)"),
+        "the ConfigMap --configmap names is judged: {stdout}"
+    );
+    assert_eq!(out.status.code(), Some(1), "a flag ramjet ignores is not clean: {stdout}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&report("ingress-nginx/ingress-nginx-controller", "json").stdout).unwrap();
+    assert_eq!(json["controller"]["flags"][0], "--controller-name=k8s.io/ingress-nginx", "{json}");
+    let missing = report("ingress-nginx/other", "text");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no Deployment or DaemonSet ingress-nginx/other"));
+}
+
 /// ingress-nginx's redirects: `permanent-redirect` answers 301 (or its code in 300–308),
 /// `temporal-redirect` 302 (or its code in 300–307) and wins over the permanent one; every path
 /// answers, whatever Service it names; a target with nginx variables keeps the Ingress out.

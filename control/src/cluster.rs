@@ -286,6 +286,37 @@ pub async fn get_configmap(
     Ok(map.data.unwrap_or_default())
 }
 
+/// The controller container's command line of ingress-nginx's Deployment `namespace/name`, else
+/// its DaemonSet of that name (`ramjet migration-report --nginx-controller`), with the kind found.
+pub async fn get_controller_args(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+    namespace: &str,
+    name: &str,
+) -> Result<(&'static str, Vec<String>), ClusterError> {
+    use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+    use kube::api::Api;
+    let (client, _) = connect(kubeconfig, context).await?;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let (kind, value) = match deployments.get_opt(name).await {
+        Ok(Some(d)) => ("Deployment", serde_yaml_ng::to_value(&d).unwrap_or_default()),
+        Ok(None) => {
+            let sets: Api<DaemonSet> = Api::namespaced(client, namespace);
+            match sets.get(name).await {
+                Ok(d) => ("DaemonSet", serde_yaml_ng::to_value(&d).unwrap_or_default()),
+                Err(source) => {
+                    return Err(ClusterError::Get {
+                        what: format!("Deployment or DaemonSet {namespace}/{name}"),
+                        source,
+                    })
+                }
+            }
+        }
+        Err(source) => return Err(ClusterError::Get { what: format!("Deployment {namespace}/{name}"), source }),
+    };
+    Ok((kind, crate::migration::controller_flags::controller_args(&value)))
+}
+
 /// The running cluster source.
 pub struct ClusterHandle {
     /// Stops the election; the election answers once the Lease is released.

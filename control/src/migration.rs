@@ -15,6 +15,7 @@
 //! scripts; [`Report::fails`] is the exit status a CI gates on.
 
 pub mod configmap;
+pub mod controller_flags;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -29,6 +30,7 @@ use crate::compile::snapshot::{ClusterSnapshot, IngressOptions};
 use crate::compile::{cluster, Compiler};
 use crate::config_file::ControllerConfig;
 use configmap::SettingsReport;
+use controller_flags::FlagsReport;
 
 /// The version of the JSON report's shape; raised when a field changes meaning or goes away
 /// (fields may be added within a version).
@@ -115,6 +117,9 @@ pub struct Report {
     /// ingress-nginx's controller ConfigMap, when one was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub settings: Option<SettingsReport>,
+    /// ingress-nginx's controller flags, when its Deployment (or DaemonSet) was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller: Option<FlagsReport>,
     /// Findings per verdict.
     pub totals: BTreeMap<Verdict, usize>,
 }
@@ -146,7 +151,14 @@ impl Report {
         for finding in reports.iter().flat_map(|r| &r.findings) {
             *totals.entry(finding.verdict).or_insert(0) += 1;
         }
-        Report { schema_version: SCHEMA_VERSION, compiled: false, ingresses: reports, settings: None, totals }
+        Report {
+            schema_version: SCHEMA_VERSION,
+            compiled: false,
+            ingresses: reports,
+            settings: None,
+            controller: None,
+            totals,
+        }
     }
 
     /// Compiles the reported Ingresses with the objects of `snapshot` (Services, EndpointSlices,
@@ -225,8 +237,18 @@ impl Report {
         };
         let verdicts = self.ingresses.iter().flat_map(|i| &i.findings).map(|f| f.verdict);
         let verdicts = verdicts.chain(self.settings.iter().flat_map(|s| &s.findings).map(|f| f.verdict));
+        let verdicts = verdicts.chain(self.controller.iter().flat_map(|c| &c.findings).map(|f| f.verdict));
         let outcomes = self.ingresses.iter().map(|i| i.outcome);
         verdicts.map(FailOn::Verdict).chain(outcomes.map(FailOn::Outcome)).any(|x| fail_on.contains(&x))
+    }
+
+    /// Adds the review of ingress-nginx's controller flags.
+    pub fn with_controller(mut self, flags: FlagsReport) -> Report {
+        for finding in &flags.findings {
+            *self.totals.entry(finding.verdict).or_insert(0) += 1;
+        }
+        self.controller = Some(flags);
+        self
     }
 
     /// Adds the review of ingress-nginx's controller ConfigMap.
@@ -273,6 +295,20 @@ impl Report {
                 let _ = writeln!(out, "  {:<16} {}{value}: {}", f.verdict.as_str(), f.annotation, f.detail);
             }
         }
+        if let Some(flags) = &self.controller {
+            let _ = writeln!(out, "{} (ingress-nginx's controller flags)", flags.controller);
+            for f in &flags.findings {
+                let _ = writeln!(out, "  {:<16} --{}={}: {}", f.verdict.as_str(), f.key, one_line(&f.value), f.detail);
+            }
+            if !flags.not_reviewed.is_empty() {
+                let _ = writeln!(out, "  not reviewed yet: --{}", flags.not_reviewed.join(", --"));
+            }
+            let _ = writeln!(
+                out,
+                "  ramjet flags for these: {}",
+                if flags.flags.is_empty() { "none".to_string() } else { flags.flags.join(" ") }
+            );
+        }
         if let Some(settings) = &self.settings {
             let _ = writeln!(out, "ConfigMap {} (ingress-nginx's controller settings)", settings.configmap);
             if settings.findings.is_empty() {
@@ -285,7 +321,7 @@ impl Report {
             if !settings.not_reviewed.is_empty() {
                 let _ = writeln!(
                     out,
-                    "  not reviewed yet: {} (the client-address, tracing and log-format settings are)",
+                    "  not reviewed yet: {} (the keys --config reads, and the client-address, tracing and log-format settings are)",
                     settings.not_reviewed.join(", ")
                 );
             }
@@ -301,8 +337,9 @@ impl Report {
         let counted: Vec<String> = self.totals.iter().map(|(verdict, n)| format!("{n} {verdict}")).collect();
         let _ = writeln!(
             out,
-            "{} Ingresses{}, {} findings{}{}",
+            "{} Ingresses{}{}, {} findings{}{}",
             self.ingresses.len(),
+            if self.controller.is_some() { ", the controller's flags" } else { "" },
             if self.settings.is_some() { " and a ConfigMap" } else { "" },
             self.totals.values().sum::<usize>(),
             if counted.is_empty() { "" } else { ": " },
@@ -311,7 +348,10 @@ impl Report {
         let served = self.ingresses.iter().all(|i| i.outcome == Outcome::Served);
         let verdict = if !served {
             "not clean: some of these Ingresses would be served only partly or not at all (see above)"
-        } else if self.is_clean() && self.settings.as_ref().is_some_and(|s| !s.flags.is_empty()) {
+        } else if self.is_clean()
+            && (self.settings.as_ref().is_some_and(|s| !s.flags.is_empty())
+                || self.controller.as_ref().is_some_and(|c| !c.flags.is_empty()))
+        {
             "ramjet serves these Ingresses as ingress-nginx does, started with the flags above"
         } else if self.is_clean() {
             "ramjet serves these Ingresses as ingress-nginx does"
@@ -371,6 +411,16 @@ impl Report {
                 let _ = writeln!(out, "- **compile {}**: {}", note.severity, md(&note.message));
             }
         }
+        if let Some(flags) = &self.controller {
+            let _ = writeln!(out, "\n#### {} (flags)\n", md(&flags.controller));
+            for f in &flags.findings {
+                let _ =
+                    writeln!(out, "- **{}** `--{}`=`{}`: {}", f.verdict, f.key, md(&one_line(&f.value)), md(&f.detail));
+            }
+            if !flags.flags.is_empty() {
+                let _ = writeln!(out, "\nramjet flags: `{}`", flags.flags.join(" "));
+            }
+        }
         if let Some(settings) = &self.settings {
             let _ = writeln!(out, "\n#### ConfigMap `{}`\n", settings.configmap);
             for f in &settings.findings {
@@ -390,6 +440,57 @@ impl Report {
         );
         out
     }
+}
+
+/// The first object of one of `kinds` named `namespace/name` (no namespace: `default`) among the
+/// YAML files of `dir` and its subdirectories, in file-name order.
+pub fn find_object_in_dir(
+    dir: &std::path::Path,
+    kinds: &[&str],
+    namespace: &str,
+    name: &str,
+) -> std::io::Result<Option<serde_yaml_ng::Value>> {
+    let mut pending = vec![dir.to_path_buf()];
+    let mut files = Vec::new();
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    for file in files {
+        if let Some(found) = find_object_in_yaml(&std::fs::read_to_string(&file)?, kinds, namespace, name) {
+            return Ok(Some(found));
+        }
+    }
+    Ok(None)
+}
+
+/// [`find_object_in_dir`] in one YAML text (documents, or a `List`'s items).
+pub fn find_object_in_yaml(text: &str, kinds: &[&str], namespace: &str, name: &str) -> Option<serde_yaml_ng::Value> {
+    use serde::Deserialize;
+    for document in serde_yaml_ng::Deserializer::from_str(text) {
+        let Ok(value) = serde_yaml_ng::Value::deserialize(document) else { return None };
+        let items = match value.get("kind").and_then(|k| k.as_str()) {
+            Some("List") => value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default(),
+            _ => vec![value],
+        };
+        for item in items {
+            let field = |path: &[&str]| path.iter().try_fold(&item, |v, k| v.get(*k)).and_then(|v| v.as_str());
+            let ours = field(&["kind"]).is_some_and(|k| kinds.contains(&k))
+                && field(&["metadata", "name"]) == Some(name)
+                && field(&["metadata", "namespace"]).unwrap_or("default") == namespace;
+            if ours {
+                return Some(item);
+            }
+        }
+    }
+    None
 }
 
 /// Text for a Markdown table cell or list item: pipes and backticks cannot end it early.

@@ -374,62 +374,31 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
     SettingsReport { configmap: configmap.to_string(), findings, flags, not_reviewed }
 }
 
-/// Finds ConfigMap `namespace/name` in the YAML files (`.yaml`, `.yml`) under `dir`; its `data`.
+/// The `data` of ConfigMap `namespace/name` among the YAML files of `dir` (and its subdirectories),
+/// for `migration-report --manifests`.
 pub fn find_in_dir(
     dir: &std::path::Path,
     namespace: &str,
     name: &str,
 ) -> std::io::Result<Option<BTreeMap<String, String>>> {
-    let mut pending = vec![dir.to_path_buf()];
-    let mut files = Vec::new();
-    while let Some(at) = pending.pop() {
-        for entry in std::fs::read_dir(&at)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
-                files.push(path);
-            }
-        }
-    }
-    files.sort();
-    for file in files {
-        if let Some(data) = find_in_yaml(&std::fs::read_to_string(&file)?, namespace, name) {
-            return Ok(Some(data));
-        }
-    }
-    Ok(None)
+    Ok(super::find_object_in_dir(dir, &["ConfigMap"], namespace, name)?.map(|item| data_of(&item)))
 }
 
-/// Finds ConfigMap `namespace/name` among the YAML documents of `text`; its `data`.
+/// The `data` of ConfigMap `namespace/name` in one YAML text (documents or a `List`).
 pub fn find_in_yaml(text: &str, namespace: &str, name: &str) -> Option<BTreeMap<String, String>> {
-    use serde::Deserialize;
-    for document in serde_yaml_ng::Deserializer::from_str(text) {
-        let Ok(value) = serde_yaml_ng::Value::deserialize(document) else { return None };
-        let items = match value.get("kind").and_then(|k| k.as_str()) {
-            Some("List") => value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default(),
-            _ => vec![value],
-        };
-        for item in items {
-            let field = |path: &[&str]| {
-                path.iter().try_fold(&item, |v, k| v.get(*k)).and_then(|v| v.as_str()).map(str::to_string)
-            };
-            let ours = field(&["kind"]).as_deref() == Some("ConfigMap")
-                && field(&["metadata", "name"]).as_deref() == Some(name)
-                && field(&["metadata", "namespace"]).as_deref().unwrap_or("default") == namespace;
-            if ours {
-                let data = item.get("data").and_then(|d| d.as_mapping()).cloned().unwrap_or_default();
-                let scalar = |v: &serde_yaml_ng::Value| match v {
-                    serde_yaml_ng::Value::String(s) => Some(s.clone()),
-                    serde_yaml_ng::Value::Bool(b) => Some(b.to_string()),
-                    serde_yaml_ng::Value::Number(n) => Some(n.to_string()),
-                    _ => None,
-                };
-                return Some(data.iter().filter_map(|(k, v)| Some((scalar(k)?, scalar(v)?))).collect());
-            }
-        }
-    }
-    None
+    super::find_object_in_yaml(text, &["ConfigMap"], namespace, name).map(|item| data_of(&item))
+}
+
+/// A ConfigMap's `data`, its scalars as text.
+fn data_of(item: &serde_yaml_ng::Value) -> BTreeMap<String, String> {
+    let data = item.get("data").and_then(|d| d.as_mapping()).cloned().unwrap_or_default();
+    let scalar = |v: &serde_yaml_ng::Value| match v {
+        serde_yaml_ng::Value::String(s) => Some(s.clone()),
+        serde_yaml_ng::Value::Bool(b) => Some(b.to_string()),
+        serde_yaml_ng::Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    };
+    data.iter().filter_map(|(k, v)| Some((scalar(k)?, scalar(v)?))).collect()
 }
 
 #[cfg(test)]
