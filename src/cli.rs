@@ -374,7 +374,7 @@ pub enum Command {
     /// compiled with its Services and Secrets: served, partly or not served. Exits 0 when every
     /// Ingress would behave as it does under ingress-nginx (or nothing --fail-on names is found),
     /// 1 otherwise, 2 when the report could not be made.
-    MigrationReport(MigrationReportArgs),
+    MigrationReport(Box<MigrationReportArgs>),
     /// Prints the shell completion script for SHELL (bash, zsh, fish, elvish, powershell), e.g.
     /// `ramjet completions bash > /etc/bash_completion.d/ramjet`.
     Completions {
