@@ -327,9 +327,16 @@ fn forwarded_headers_behave_as_in_ingress_nginx() {
     assert!(r2.text().contains("header=x-original-forwarded-host: myhost\n"), "{}", r2.text());
     assert!(r2.text().contains("header=host: forwarded-headers\n"), "{}", r2.text());
     drop(h2);
-    // Without them, no X-Original-* at all.
+    // Without them, no X-Original-* at all; a client's own X-Original-* never pass (they would
+    // be a second line, or the only one, naming whatever it likes).
     let r = request(d.http_addr(), &get_req(host, "/", ""));
     assert_eq!(seen_field(&r, "x-original-forwarded-for"), None, "{}", r.body);
+    let forged = "X-Original-Forwarded-For: 6.6.6.6\r\nX-Original-Forwarded-Host: evil.test\r\n";
+    let r = request(d.http_addr(), &get_req(host, "/", forged));
+    assert!(!r.body.contains("6.6.6.6") && !r.body.contains("evil.test"), "{}", r.body);
+    let r = request(d.http_addr(), &get_req(host, "/", &format!("{forged}X-Forwarded-For: 1.2.3.4\r\n")));
+    assert_eq!(r.body.matches("x-original-forwarded-for").count(), 1, "{}", r.body);
+    assert_eq!(seen_field(&r, "x-original-forwarded-for").as_deref(), Some("1.2.3.4"), "{}", r.body);
     d.shutdown();
 }
 

@@ -246,6 +246,12 @@ fn migration_report_reads_a_directory_and_its_exit_code_says_whether_it_is_clean
     assert!(String::from_utf8_lossy(&missing.stderr).contains("ramjet migration-report:"));
 }
 
+/// `ramjet migration-report --manifests DIR` with `extra` options: what it printed and its exit code.
+fn migration_report(dir: &Path, extra: &[&str]) -> std::process::Output {
+    let ramjet = env!("CARGO_BIN_EXE_ramjet");
+    Command::new(ramjet).args(["migration-report", "--manifests"]).arg(dir).args(extra).output().unwrap()
+}
+
 /// The report as a CI gate: each Ingress compiled with what it refers to (served, partly, not
 /// served, and why), `--fail-on` choosing what fails the run, JSON with a schema version, and
 /// Markdown for a pull-request comment.
@@ -267,10 +273,8 @@ fn migration_report_compiles_each_ingress_and_gates_on_what_it_is_told() {
     ]
     .join("---\n");
     write(&dir.join("more.yaml"), text).unwrap();
-    let ramjet = env!("CARGO_BIN_EXE_ramjet");
     let report = |extra: &[&str]| {
-        let out =
-            Command::new(ramjet).arg("migration-report").arg("--manifests").arg(&dir).args(extra).output().unwrap();
+        let out = migration_report(&dir, extra);
         (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string())
     };
     let (code, json) = report(&["--format", "json"]);
@@ -315,15 +319,8 @@ fn migration_report_maps_the_ingress_nginx_configmap_to_flags() {
          compute-full-forwarded-for: \"true\"\n  allow-snippet-annotations: \"false\"\n",
     )
     .unwrap();
-    let ramjet = env!("CARGO_BIN_EXE_ramjet");
-    let report = |configmap: &str, format: &str| {
-        Command::new(ramjet)
-            .args(["migration-report", "--manifests"])
-            .arg(&dir)
-            .args(["--nginx-configmap", configmap, "--format", format])
-            .output()
-            .unwrap()
-    };
+    let report =
+        |configmap: &str, format: &str| migration_report(&dir, &["--nginx-configmap", configmap, "--format", format]);
     let out = report("ingress-nginx/ingress-nginx-controller", "text");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
@@ -376,14 +373,8 @@ fn migration_report_maps_the_controller_flags_to_ramjet_flags() {
          \x20       - --default-backend-service=ingress-nginx/default-http-backend\n",
     )
     .unwrap();
-    let ramjet = env!("CARGO_BIN_EXE_ramjet");
     let report = |controller: &str, format: &str| {
-        Command::new(ramjet)
-            .args(["migration-report", "--manifests"])
-            .arg(&dir)
-            .args(["--nginx-controller", controller, "--format", format])
-            .output()
-            .unwrap()
+        migration_report(&dir, &["--nginx-controller", controller, "--format", format])
     };
     let out = report("ingress-nginx/ingress-nginx-controller", "text");
     let stdout = String::from_utf8_lossy(&out.stdout);

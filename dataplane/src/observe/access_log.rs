@@ -599,15 +599,25 @@ fn json_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.push(b'"');
 }
 
-/// Text values: bytes that would break the line or its quoting become `\xXX`.
+/// Text values: bytes that would break the line or its quoting (spaces too: the fields are
+/// separated by them) become `\xXX`.
 fn text_value(out: &mut Vec<u8>, value: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+    escape(out, value, false, b"0123456789abcdef");
+}
+
+/// `value` with `"`, `\`, control bytes, bytes above 0x7e and (unless `keep_spaces`) spaces
+/// written as `\xXX`, in `hex`'s digits.
+fn escape(out: &mut Vec<u8>, value: &[u8], keep_spaces: bool, hex: &[u8; 16]) {
     for &b in value {
-        match b {
-            b'"' | b'\\' | 0..=0x20 | 0x7f.. => {
-                out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]])
-            }
-            _ => out.push(b),
+        let plain = match b {
+            b'"' | b'\\' | 0..=0x1f | 0x7f.. => false,
+            b' ' => keep_spaces,
+            _ => true,
+        };
+        if plain {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'\\', b'x', hex[(b >> 4) as usize], hex[(b & 0xf) as usize]]);
         }
     }
 }
@@ -615,15 +625,7 @@ fn text_value(out: &mut Vec<u8>, value: &[u8]) {
 /// Values of the nginx formats, escaped as nginx's access log escapes them: `"`, `\`, control bytes
 /// and bytes above 0x7e become `\xXX` (capital hex); spaces stay.
 fn nginx_value(out: &mut Vec<u8>, value: &[u8]) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in value {
-        match b {
-            b'"' | b'\\' | 0..=0x1f | 0x7f.. => {
-                out.extend_from_slice(&[b'\\', b'x', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]])
-            }
-            _ => out.push(b),
-        }
-    }
+    escape(out, value, true, b"0123456789ABCDEF");
 }
 
 /// Milliseconds with microsecond precision: `12.345`.

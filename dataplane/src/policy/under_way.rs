@@ -58,7 +58,7 @@ impl UnderWayTable {
         let mut hasher = rustc_hash::FxHasher::default();
         (zone, client).hash(&mut hasher);
         // FxHash's low bits are weak: mix before taking the home and the fingerprint.
-        let hash = mix(hasher.finish());
+        let hash = ramjet_shared::hash_by::mix(hasher.finish());
         let home = hash as usize & (SLOTS - 1);
         let fingerprint = (hash >> COUNT_BITS) | 1;
         let slots = self.slots.get_or_init(|| (0..SLOTS).map(|_| AtomicU64::new(0)).collect());
@@ -92,13 +92,6 @@ fn look(slot: &AtomicU64, fingerprint: u64, max: u64, claim: bool) -> Look<'_> {
             Err(now) => seen = now,
         }
     }
-}
-
-/// SplitMix64's finalizer.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -275,7 +275,7 @@ fn address_bits(e: &SocketAddr) -> u64 {
 
 /// SplitMix64's finalizer: every input bit moves every output bit.
 #[inline]
-fn mix(mut z: u64) -> u64 {
+pub fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

@@ -261,7 +261,8 @@ fn upstream_request(
     let fields = request.headers_mut();
     for (name, value) in &parts.headers {
         let n = name.as_str();
-        if name == HOST || n.starts_with("x-forwarded-") || n == "x-real-ip" || n == "x-scheme" || n == X_REQUEST_ID {
+        let ours = n.starts_with("x-forwarded-") || n.starts_with("x-original-forwarded-");
+        if name == HOST || ours || n == "x-real-ip" || n == "x-scheme" || n == X_REQUEST_ID {
             continue;
         }
         fields.append(name.clone(), value.clone());

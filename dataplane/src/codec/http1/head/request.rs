@@ -67,6 +67,9 @@ pub(crate) fn is_consumed(name: &[u8]) -> bool {
         16 => eq("proxy-connection") || eq("x-forwarded-host") || eq("x-forwarded-port"),
         17 => eq("x-forwarded-proto") || eq("transfer-encoding"),
         18 => eq("x-forwarded-scheme"),
+        // Ramjet's own (the client's X-Forwarded-For and -Host): never the client's of that name.
+        24 => eq("x-original-forwarded-for"),
+        25 => eq("x-original-forwarded-host"),
         _ => false,
     }
 }

@@ -38,6 +38,26 @@ fn partial_heads_ask_for_more() {
     assert!(parse("GE").unwrap().is_none());
 }
 
+/// Found by the `request_head` fuzz target (2026-12-06): the client's X-Forwarded-For and -Host go
+/// on once, as ramjet's X-Original-Forwarded-For and -Host; a client's own fields of those names
+/// never pass, so the backend never sees two lines, or a line the client wrote alone; and a second
+/// hop through ramjet reads the first's head the same way.
+#[test]
+fn the_originals_are_ramjets_and_never_the_clients() {
+    let raw = "T /ws HTTP/1.1\r\nHost: )\r\nX-Original-Forwarded-For: 6.6.6.6\r\nX-Forwarded-For: 1.2.3.4\r\n\
+               x-original-forwarded-host: evil\r\n\r\n";
+    let (_, out) = parse(raw).unwrap().unwrap();
+    assert_eq!(out.matches("x-original-forwarded-for").count(), 1, "{out}");
+    assert!(out.contains("x-original-forwarded-for: 1.2.3.4\r\n"), "{out}");
+    assert!(!out.contains("6.6.6.6") && !out.contains("evil"), "{out}");
+    let (_, again) = parse(&out).unwrap().unwrap();
+    fn theirs(head: &str) -> Vec<&str> {
+        head.lines().filter(|l| !l.starts_with("x-original-forwarded-")).collect()
+    }
+    assert_eq!(theirs(&again), theirs(&out));
+    assert!(again.contains("x-original-forwarded-for: 10.1.2.3\r\n"), "the second hop names the first's: {again}");
+}
+
 #[test]
 fn connection_named_headers_and_spoofed_forwarded_headers_are_dropped() {
     let raw = "GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Secret\r\nX-Secret: 1\r\nX-Forwarded-For: 6.6.6.6\r\nKeep-Alive: 5\r\nTE: trailers\r\n\r\n";
