@@ -251,17 +251,23 @@ fn a_proxy_header_for_port_443_counts_as_https() {
             .path("/", "Prefix", "a")
             .yaml(),
     );
-    let d = start(&dir, &text, IoDriver::Auto, |c| c.settings.client_address.proxy_protocol_http = true);
-    let addr = d.http_addr();
-    let r = via(addr, &v1("192.168.0.1:56324", "192.168.0.11:443"), &get_req("forced.test", "/", ""));
-    assert_eq!(r.status, 200, "{}", r.head);
-    assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("https"), "{}", r.body);
-    assert_eq!(seen_field(&r, "x-forwarded-port").as_deref(), Some("443"));
-    let r = via(addr, &v1("192.168.0.1:56325", "192.168.0.11:80"), &get_req("forced.test", "/x", ""));
-    assert_eq!((r.status, r.header("location")), (308, Some("https://forced.test/x")));
-    let r = via(addr, &v1("192.168.0.1:56326", "192.168.0.11:80"), &get_req("open.test", "/", ""));
-    assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("http"));
-    d.shutdown();
+    // The balancer's client, trusted as a proxy or not (its own forwarded fields are then read).
+    for rules in [AddressRules::default(), trusted("192.168.0.0/16")] {
+        let d = start(&dir, &text, IoDriver::Auto, |c| {
+            c.settings.client_address.proxy_protocol_http = true;
+            c.settings.client_address.rules = rules;
+        });
+        let addr = d.http_addr();
+        let r = via(addr, &v1("192.168.0.1:56324", "192.168.0.11:443"), &get_req("forced.test", "/", ""));
+        assert_eq!(r.status, 200, "{}", r.head);
+        assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("https"), "{}", r.body);
+        assert_eq!(seen_field(&r, "x-forwarded-port").as_deref(), Some("443"));
+        let r = via(addr, &v1("192.168.0.1:56325", "192.168.0.11:80"), &get_req("forced.test", "/x", ""));
+        assert_eq!((r.status, r.header("location")), (308, Some("https://forced.test/x")));
+        let r = via(addr, &v1("192.168.0.1:56326", "192.168.0.11:80"), &get_req("open.test", "/", ""));
+        assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("http"));
+        d.shutdown();
+    }
 }
 
 /// settings/forwarded_headers.go, with `use-forwarded-headers` as `--trusted-proxies`: a trusted

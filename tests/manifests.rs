@@ -39,13 +39,28 @@ fn write(path: &Path, text: impl AsRef<[u8]>) -> std::io::Result<()> {
 }
 
 fn start(dir: &Path) -> Daemon {
+    start_with(dir, IngressOptions::default())
+}
+
+fn start_with(dir: &Path, options: IngressOptions) -> Daemon {
     let mut config = DaemonConfig::with_source(Source::Manifests {
         dir: dir.to_path_buf(),
-        options: IngressOptions::default(),
+        options,
         interval: Duration::from_millis(20),
     });
     config.io_driver = IoDriver::Auto;
     Daemon::start(config).expect("the daemon starts")
+}
+
+/// A Secret `namespace/name` of `kind` holding `pki`'s certificate and key `leaf`.
+fn tls_secret(pki: &support::pki::Pki, namespace: &str, name: &str, kind: &str, leaf: &str) -> String {
+    let b64 = |f: String| support::control_plane::base64(&std::fs::read(pki.path(&f)).unwrap());
+    format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: {name}, namespace: {namespace} }}\ntype: {kind}\n\
+         data:\n  tls.crt: {}\n  tls.key: {}\n",
+        b64(format!("{leaf}.crt")),
+        b64(format!("{leaf}.key"))
+    )
 }
 
 #[test]
@@ -476,15 +491,7 @@ fn the_default_ssl_certificate_comes_from_a_secret_and_is_renewed_with_it() {
     let pki = support::pki::Pki::new("manifests-default-ssl");
     pki.leaf("first", &["first.test"]);
     pki.leaf("second", &["second.test"]);
-    let secret = |leaf: &str| {
-        let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
-        format!(
-            "apiVersion: v1\nkind: Secret\nmetadata: {{ name: fallback-tls, namespace: edge }}\ntype: kubernetes.io/tls\n\
-             data:\n  tls.crt: {}\n  tls.key: {}\n",
-            b64(&format!("{leaf}.crt")),
-            b64(&format!("{leaf}.key"))
-        )
-    };
+    let secret = |leaf: &str| tls_secret(&pki, "edge", "fallback-tls", "kubernetes.io/tls", leaf);
     let backend = Backend::start("a");
     write(&dir.join("app.yaml"), objects(backend.addr)).unwrap();
     write(&dir.join("secret.yaml"), secret("first")).unwrap();
@@ -492,25 +499,16 @@ fn the_default_ssl_certificate_comes_from_a_secret_and_is_renewed_with_it() {
         default_ssl_certificate: Some(("edge".into(), secret.into())),
         ..IngressOptions::default()
     };
-    let start_with = |options: IngressOptions| {
-        let mut config = DaemonConfig::with_source(Source::Manifests {
-            dir: dir.clone(),
-            options,
-            interval: Duration::from_millis(20),
-        });
-        config.io_driver = IoDriver::Auto;
-        Daemon::start(config).expect("the daemon starts")
-    };
     // The subject curl sees for a name no Ingress has a certificate for.
     let subject =
         |daemon: &Daemon| support::client::curl_https(daemon.https_addr().unwrap().port(), "any.test", true).subject;
-    let daemon = start_with(options("fallback-tls"));
+    let daemon = start_with(&dir, options("fallback-tls"));
     assert!(subject(&daemon).contains("first.test"), "{}", subject(&daemon));
     write(&dir.join("secret.yaml"), secret("second")).unwrap();
     assert!(eventually(Duration::from_secs(10), || subject(&daemon).contains("second.test")), "{}", subject(&daemon));
     daemon.shutdown();
 
-    let daemon = start_with(options("missing"));
+    let daemon = start_with(&dir, options("missing"));
     assert!(subject(&daemon).contains(ramjet_control::certs::FALLBACK_SUBJECT), "{}", subject(&daemon));
     let report =
         request(daemon.admin_addr(), "GET /admin/generations HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
@@ -542,13 +540,7 @@ fn an_ingress_waiting_for_its_tls_secret_is_served_with_the_default_certificate(
     ]
     .concat();
     write(&dir.join("app.yaml"), app).unwrap();
-    let mut config = DaemonConfig::with_source(Source::Manifests {
-        dir: dir.clone(),
-        options: IngressOptions::default(),
-        interval: Duration::from_millis(20),
-    });
-    config.io_driver = IoDriver::Auto;
-    let daemon = Daemon::start(config).expect("the daemon starts");
+    let daemon = start(&dir);
     wait_serving(&daemon, 1);
     let port = daemon.https_addr().unwrap().port();
     // Before the Secret: served, over HTTP without a redirect and over HTTPS with the fallback.
@@ -564,14 +556,7 @@ fn an_ingress_waiting_for_its_tls_secret_is_served_with_the_default_certificate(
         report.body
     );
     // cert-manager writes the Secret: its certificate is served, and HTTP redirects.
-    let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
-    let secret = format!(
-        "apiVersion: v1\nkind: Secret\nmetadata: {{ name: web-tls, namespace: shop }}\ntype: kubernetes.io/tls\n\
-         data:\n  tls.crt: {}\n  tls.key: {}\n",
-        b64("web.crt"),
-        b64("web.key")
-    );
-    write(&dir.join("secret.yaml"), secret).unwrap();
+    write(&dir.join("secret.yaml"), tls_secret(&pki, "shop", "web-tls", "kubernetes.io/tls", "web")).unwrap();
     let issued = || support::client::curl_https(port, "web.test", true).subject.contains("web.test");
     assert!(
         eventually(Duration::from_secs(10), issued),
@@ -592,13 +577,7 @@ fn an_opaque_secret_with_a_certificate_serves_an_ingress() {
     let pki = support::pki::Pki::new("manifests-opaque-tls");
     pki.leaf("web", &["web.test"]);
     let backend = Backend::start("a");
-    let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
-    let secret = format!(
-        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: web-tls, namespace: shop }}\ntype: Opaque\n\
-         data:\n  tls.crt: {}\n  tls.key: {}\n",
-        b64("web.crt"),
-        b64("web.key")
-    );
+    let secret = tls_secret(&pki, "shop", "web-tls", "Opaque", "web");
     let app = [
         ingress_class("ramjet"),
         Service::new("shop", "web").target_port(8080).endpoints(&[backend.addr]).yaml(),
@@ -612,13 +591,7 @@ fn an_opaque_secret_with_a_certificate_serves_an_ingress() {
     ]
     .concat();
     write(&dir.join("app.yaml"), app).unwrap();
-    let mut config = DaemonConfig::with_source(Source::Manifests {
-        dir: dir.clone(),
-        options: IngressOptions::default(),
-        interval: Duration::from_millis(20),
-    });
-    config.io_driver = IoDriver::Auto;
-    let daemon = Daemon::start(config).expect("the daemon starts");
+    let daemon = start(&dir);
     wait_serving(&daemon, 1);
     let https = support::client::curl_https(daemon.https_addr().unwrap().port(), "web.test", true);
     assert_eq!(https.status, "200", "{}", https.log);

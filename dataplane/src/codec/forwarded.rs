@@ -286,7 +286,7 @@ pub fn push_address_lines<'c, 'v, I>(
     let port = first_of(fields("x-forwarded-port")).filter(|p| p.len() <= 5 && p.iter().all(u8::is_ascii_digit));
     let scheme: &[u8] = match proto {
         Some(p) => p,
-        None if conn.tls => b"https",
+        None if conn.tls || conn.https_by_proxy => b"https",
         None => b"http",
     };
     out.extend_from_slice(b"x-forwarded-proto: ");

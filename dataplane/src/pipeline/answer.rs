@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 
-use ramjet_shared::{Cors, DirectResponse, Redirect, RewriteScratch, TrailingSlash};
+use ramjet_shared::{normalize_host, Cors, DirectResponse, Redirect, RewriteScratch, TrailingSlash};
 
 use crate::codec::http1::head::push_decimal;
 use crate::error::canned;
@@ -158,10 +158,9 @@ impl LocalAnswer<'_> {
                         let (before, after) = response.head.split_at(at);
                         out.extend_from_slice(before);
                         out.extend_from_slice(if *https { b"https://" } else { b"http://" });
-                        let name = host_name(host);
-                        let start = out.len();
-                        out.extend_from_slice(name.as_bytes());
-                        out[start..].make_ascii_lowercase();
+                        // nginx's `$host`: the name, lower case, without its port.
+                        let mut buf = [0u8; 256];
+                        out.extend_from_slice(normalize_host(host, &mut buf).unwrap_or_default().as_bytes());
                         out.extend_from_slice(after);
                     }),
                 }
@@ -196,14 +195,6 @@ fn certificate_refusal(refusal: CertRefusal) -> (u16, &'static str, &'static str
              </body>\r\n</html>\r\n",
         ),
         CertRefusal::Unauthorized => (403, "Forbidden", "client certificate unauthorized"),
-    }
-}
-
-/// A `Host` without its port (an IPv6 literal keeps its brackets): nginx's `$host`.
-fn host_name(host: &str) -> &str {
-    match host.rfind(':') {
-        Some(i) if !host[i..].contains(']') => &host[..i],
-        _ => host,
     }
 }
 

@@ -217,7 +217,7 @@ pub(super) fn boolean(value: &str) -> Result<(), String> {
 }
 
 /// `close` or `keep-alive`: ingress-nginx's `connection-proxy-header` accepts nothing else.
-pub(super) fn connection_header(value: &str) -> Result<(), String> {
+pub(crate) fn connection_header(value: &str) -> Result<(), String> {
     match value.trim() {
         "close" | "keep-alive" => Ok(()),
         other => Err(format!("`{other}` is neither close nor keep-alive")),

@@ -13,7 +13,8 @@ use ramjet_shared::{
 
 use crate::canary::Annotations;
 use crate::compile::annotations::values::{
-    app_root, forwarded_prefix, parse_bool, parse_count, parse_seconds, parse_size, rewrite_target, upstream_vhost,
+    app_root, connection_header, forwarded_prefix, parse_bool, parse_count, parse_seconds, parse_size, rewrite_target,
+    upstream_vhost,
 };
 
 /// The Ingress's path annotations, read once.
@@ -377,10 +378,9 @@ impl PathAnnotations {
             }
         }
         if let Some((key, value)) = given("connection-proxy-header") {
-            match value.trim() {
-                "close" => read.connection = Some("close"),
-                "keep-alive" => read.connection = Some("keep-alive"),
-                other => problems.push(format!("{key}: `{other}` is neither close nor keep-alive")),
+            match connection_header(value) {
+                Ok(()) => read.connection = Some(if value.trim() == "close" { "close" } else { "keep-alive" }),
+                Err(e) => problems.push(format!("{key}: {e}")),
             }
         }
         if let Some((key, value)) = given("force-ssl-redirect") {
