@@ -1414,7 +1414,10 @@ impl AuthServer {
                             }
                         }
                         let lower = head.to_ascii_lowercase();
-                        let answer = if lower.contains("session=smuggle") {
+                        let answer = if lower.starts_with("get /response-headers?authorization=foo ") {
+                            // httpbun's /response-headers: the query's fields in the answer.
+                            "HTTP/1.1 200 OK\r\nauthorization: foo\r\ncontent-length: 0\r\n\r\n"
+                        } else if lower.contains("session=smuggle") {
                             // An answer with a second one behind it, as a desynchronised or
                             // hostile service would send: it must never answer someone else.
                             "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok\
@@ -1445,6 +1448,37 @@ impl AuthServer {
     fn asked(&self) -> usize {
         self.heads.lock().unwrap().len()
     }
+}
+
+/// test/e2e/annotations/grpc.go "authorization metadata should be overwritten by external auth
+/// response headers": a gRPC call's `authorization` is replaced by the auth service's.
+#[test]
+fn external_auth_overwrites_grpc_metadata_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-grpc-auth");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let auth = AuthServer::start();
+    let grpc = grpc_backend::GrpcBackend::start();
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&service_of("auth", &[auth.addr]));
+    text.push_str(&service_of("grpcbin", &[grpc.addr]));
+    let annotations = format!(
+        "{NGINX}/auth-url: \"http://auth.shop.svc.cluster.local/response-headers?authorization=foo\", \
+         {NGINX}/auth-response-headers: Authorization, {NGINX}/backend-protocol: GRPC"
+    );
+    text.push_str(&ingress("grpcbin", "grpc.test", &annotations, &[("/", "Prefix", "grpcbin")]));
+    let d = start(&dir, &text);
+    let proto_dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/grpc");
+    let out = std::process::Command::new(support::go_tools::grpcurl())
+        .args(["-import-path", proto_dir, "-proto", "echo.proto", "-max-time", "10", "-plaintext", "-v"])
+        .args(["-d", r#"{"text":"hi"}"#, "-H", "authorization: bar", "-authority", "grpc.test"])
+        .args([&d.http_addr().to_string(), "ramjet.test.Echo/Unary"])
+        .output()
+        .expect("grpcurl runs");
+    let out = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.contains(r#""text": "hi""#), "{out}");
+    assert!(out.contains("x-seen-authorization: foo"), "the service's authorization reached the backend: {out}");
+    assert!(auth.last().to_ascii_lowercase().contains("\r\nauthorization: bar\r\n"), "{}", auth.last());
+    d.shutdown();
 }
 
 /// docs ("External Authentication") and test/e2e/annotations/auth.go: with `auth-url`, a
@@ -1747,5 +1781,192 @@ fn ssl_passthrough_behaves_as_in_ingress_nginx() {
     assert!(fetch("passthrough.test").1.contains("secure sni=passthrough.test"));
     assert!(fetch("terminated.test").1.contains("backend=a\n"));
     assert!(d.published.current().table.passthrough("PassThrough.Test").is_some());
+    d.shutdown();
+}
+
+/// test/e2e/annotations/affinity.go, the cookie's scope: two rules of one Ingress to one Service
+/// each set their own rule's path; `session-cookie-domain` adds `Domain` (and nothing does
+/// without it); a regex rule takes `session-cookie-path`; on a host where only one of two
+/// Ingresses asks for affinity, the other's paths set no cookie; a rule without a host sets it too.
+#[test]
+fn session_cookie_scope_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-affinity-scope");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let sticky = format!("{NGINX}/affinity: cookie, {NGINX}/session-cookie-name: SERVERID");
+    let two_rules = [("/something", "Prefix", "a"), ("/somewhereelse", "Prefix", "a")];
+    text.push_str(&ingress("morethanonerule", "morethanonerule.test", &sticky, &two_rules));
+    let domain = format!("{sticky}, {NGINX}/session-cookie-domain: foo.bar");
+    text.push_str(&ingress("domain", "domain.test", &domain, &[("/", "Prefix", "a")]));
+    let regex = format!("{sticky}, {NGINX}/use-regex: \"true\", {NGINX}/session-cookie-path: /foo/bar");
+    text.push_str(&ingress("useregex", "useregex.test", &regex, &[("/foo/.*", "Prefix", "a")]));
+    let affinity = format!("{NGINX}/affinity: cookie");
+    text.push_str(&ingress("ingress1", "separate.test", &affinity, &[("/foo/bar", "Prefix", "a")]));
+    text.push_str(&ingress("ingress2", "separate.test", "", &[("/foo", "Prefix", "a")]));
+    text.push_str(&Ingress::new("shop", "default-no-host").port_number(80).annotations_yaml(&sticky).to("a").yaml());
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let cookie = |host: &str, path: &str| {
+        let r = get(addr, host, path);
+        assert_eq!(r.status, 200, "{host}{path}: {r:?}");
+        r.header("set-cookie").map(str::to_string)
+    };
+
+    for path in ["/something", "/somewhereelse"] {
+        let set = cookie("morethanonerule.test", path).expect("a cookie");
+        assert!(set.starts_with("SERVERID=") && set.contains(&format!("; Path={path};")), "{set}");
+        assert!(!set.contains("; Domain"), "no domain without the annotation: {set}");
+    }
+    let set = cookie("domain.test", "/").expect("a cookie");
+    assert!(set.contains("; Domain=foo.bar"), "{set}");
+    let set = cookie("useregex.test", "/foo/bar").expect("a cookie");
+    assert!(set.starts_with("SERVERID=") && set.contains("; Path=/foo/bar;"), "{set}");
+    assert_eq!(cookie("separate.test", "/foo"), None, "the Ingress without affinity sets no cookie");
+    let set = cookie("separate.test", "/foo/bar").expect("a cookie");
+    assert!(set.contains("; Path=/foo/bar;"), "{set}");
+    let set = cookie("127.0.0.1", "/").expect("the rule without a host sets it too");
+    assert!(set.starts_with("SERVERID="), "{set}");
+    d.shutdown();
+}
+
+/// test/e2e/annotations/cors.go, the origin lists: an entry without a scheme matches nothing,
+/// while the list's other entries still do; a `*` anywhere makes the list `*`; dots are literal;
+/// ports must match, a wildcard entry's included (and the wildcard stands for one label or more,
+/// never for none); blank entries and a trailing comma are skipped; any scheme makes an origin.
+#[test]
+fn cors_origin_lists_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-cors-lists");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let lists = [
+        ("mixed", "origin.cors.com:8080, https://origin2.cors.com, https://origin.com"),
+        ("star", "*, foo.bar.com"),
+        ("dots", "https://foo.bar.com"),
+        ("ports", "https://origin2.cors.com, http://origin.com"),
+        ("wildcard", "http://origin.cors.com:8080, http://*.origin.com:8080"),
+        ("commas", "https://origin-123.cors.com:8080,   ,https://origin-321.cors.com:8080,"),
+        ("schemes", "test://localhost, tauri://localhost:3000"),
+    ];
+    for (name, list) in lists {
+        let annotations = format!("{NGINX}/enable-cors: \"true\", {NGINX}/cors-allow-origin: \"{list}\"");
+        text.push_str(&ingress(name, &format!("{name}.test"), &annotations, &[("/", "Prefix", "a")]));
+    }
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let allowed = |name: &str, origin: &str| {
+        let origin = if origin.is_empty() { String::new() } else { format!("Origin: {origin}\r\n") };
+        let r = request(addr, &format!("GET / HTTP/1.1\r\nHost: {name}.test\r\n{origin}connection: close\r\n\r\n"));
+        assert_eq!(r.status, 200, "{r:?}");
+        r.header("access-control-allow-origin").map(str::to_string)
+    };
+    let echoed = |name: &str, origin: &str| assert_eq!(allowed(name, origin).as_deref(), Some(origin), "{name}");
+    let refused = |name: &str, origin: &str| assert_eq!(allowed(name, origin), None, "{name} {origin}");
+
+    refused("mixed", "origin.cors.com:8080");
+    echoed("mixed", "https://origin2.cors.com");
+    echoed("mixed", "https://origin.com");
+    assert_eq!(allowed("star", "").as_deref(), Some("*"));
+    refused("dots", "https://fooxbar.com");
+    refused("ports", "http://origin.com:8080");
+    echoed("wildcard", "http://abc.origin.com:8080");
+    echoed("wildcard", "http://bar.origin.com:8080");
+    refused("wildcard", "http://abc.origin.com");
+    refused("wildcard", "http://origin.com:8080");
+    echoed("commas", "https://origin-123.cors.com:8080");
+    echoed("commas", "https://origin-321.cors.com:8080");
+    refused("commas", "https://unknown.cors.com:8080");
+    echoed("schemes", "test://localhost");
+    echoed("schemes", "tauri://localhost:3000");
+    d.shutdown();
+}
+
+/// test/e2e/annotations/auth.go, around the sub-request: the service's cookie reaches the client
+/// on a backend's 2xx only, unless `auth-always-set-cookie`; `auth-signin-redirect-param` renames
+/// `rd`; a field named in `auth-response-headers` that the service's answer lacks is not passed on
+/// from the client either.
+#[test]
+fn external_auth_cookies_and_fields_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-external-auth-cookies");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let auth = AuthServer::start();
+    let failing = StatusBackend::start(503);
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&service_of("auth", &[auth.addr]));
+    text.push_str(&service_of("failing", &[failing.addr]));
+    let url = format!("{NGINX}/auth-url: \"http://auth.shop.svc.cluster.local/verify\"");
+    let signin = format!("{url}, {NGINX}/auth-signin: \"http://$host/auth/start\"");
+    let always = format!("{signin}, {NGINX}/auth-always-set-cookie: \"true\"");
+    for (host, annotations) in [("cookies.test", &signin), ("always.test", &always)] {
+        let name = host.trim_end_matches(".test");
+        text.push_str(&ingress(name, host, annotations, &[("/", "Prefix", "a")]));
+        text.push_str(&ingress(&format!("{name}-error"), host, annotations, &[("/error", "Prefix", "failing")]));
+    }
+    let orig = format!("{signin}, {NGINX}/auth-signin-redirect-param: orig");
+    text.push_str(&ingress("orig", "orig.test", &orig, &[("/", "Prefix", "a")]));
+    let foo = format!("{url}, {NGINX}/auth-response-headers: Foo");
+    text.push_str(&ingress("foo", "foo.test", &foo, &[("/", "Prefix", "a")]));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let ask = |host: &str, target: &str, extra: &str| {
+        request(addr, &format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}connection: close\r\n\r\n"))
+    };
+    let signed_in = "cookie: session=good\r\n";
+
+    let r = ask("cookies.test", "/?a=b&c=d", signed_in);
+    assert_eq!((r.status, r.header("set-cookie")), (200, Some("session=good; Path=/")), "{r:?}");
+    let r = ask("cookies.test", "/error?a=b&c=d", signed_in);
+    assert_eq!((r.status, r.header("set-cookie")), (503, None), "{r:?}");
+    let r = ask("always.test", "/error?a=b&c=d", signed_in);
+    assert_eq!((r.status, r.header("set-cookie")), (503, Some("session=good; Path=/")), "{r:?}");
+
+    let r = ask("orig.test", "/?a=b&c=d", "");
+    assert_eq!(r.status, 302, "{r:?}");
+    assert_eq!(r.header("location"), Some("http://orig.test/auth/start?orig=http://orig.test%2F%3Fa%3Db%26c%3Dd"));
+
+    let r = ask("foo.test", "/", &format!("{signed_in}Foo: bar\r\n"));
+    assert_eq!(seen(&r).0, "a", "{r:?}");
+    assert_eq!(header_seen(&r, "foo"), None, "{}", r.body);
+    d.shutdown();
+}
+
+/// test/e2e/annotations/fromtowwwredirect.go "should redirect from www HTTPS to HTTPS": with a
+/// certificate for both names, `https://www.<host>/` is redirected to `https://<host>:<port>` (the
+/// listener's port, the one trailing slash dropped) and `<host>` itself is served.
+#[test]
+fn from_to_www_redirect_over_https_behaves_as_in_ingress_nginx() {
+    let pki = support::pki::Pki::new("annotations-www-https");
+    pki.leaf("site", &["fromtowww.test", "www.fromtowww.test"]);
+    let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
+    let dir = temp_dir("annotations-www-https");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&format!(
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: site, namespace: shop }}\ntype: kubernetes.io/tls\n\
+         data:\n  tls.crt: {}\n  tls.key: {}\n",
+        b64("site.crt"),
+        b64("site.key")
+    ));
+    text.push_str(&format!(
+        "---\napiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: www\n  namespace: shop\n  \
+         annotations: {{ {NGINX}/from-to-www-redirect: \"true\" }}\nspec:\n  ingressClassName: ramjet\n  \
+         tls: [{{ hosts: [fromtowww.test, www.fromtowww.test], secretName: site }}]\n  rules:\n  - host: fromtowww.test\n    \
+         http: {{ paths: [{{ path: /, pathType: Prefix, backend: {{ service: {{ name: a, port: {{ number: 80 }} }} }} }}] }}\n"
+    ));
+    let d = start(&dir, &text);
+    let port = d.https_addr().expect("an HTTPS listener").port();
+    let head = |name: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-sk", "--http1.1", "--max-time", "10", "-o", "/dev/null", "-D", "-"])
+            .args(["--resolve", &format!("{name}:{port}:127.0.0.1")])
+            .arg(format!("https://{name}:{port}/"))
+            .output()
+            .expect("curl is installed");
+        String::from_utf8_lossy(&out.stdout).to_ascii_lowercase()
+    };
+    let www = head("www.fromtowww.test");
+    assert!(www.starts_with("http/1.1 308"), "{www}");
+    assert!(www.contains(&format!("\r\nlocation: https://fromtowww.test:{port}\r\n")), "{www}");
+    let bare = head("fromtowww.test");
+    assert!(bare.starts_with("http/1.1 200"), "{bare}");
     d.shutdown();
 }

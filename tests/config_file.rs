@@ -21,7 +21,7 @@ use support::{eventually, temp_dir};
 const HOST: &str = "shop.test";
 
 /// A TLS Ingress for [`HOST`] (its own certificate) and a plain one for `open.test`, both to `backend`.
-fn objects(dir: &Path, pki: &Pki, backend: &Backend) {
+fn objects(dir: &Path, pki: &Pki, backend: std::net::SocketAddr) {
     let b64 = |f: &str| support::control_plane::base64(&std::fs::read(pki.path(f)).unwrap());
     let secret = format!(
         "---\napiVersion: v1\nkind: Secret\nmetadata: {{ name: shop-tls, namespace: shop }}\ntype: kubernetes.io/tls\n\
@@ -31,7 +31,7 @@ fn objects(dir: &Path, pki: &Pki, backend: &Backend) {
     );
     let text = [
         ingress_class("ramjet"),
-        Service::new("shop", "web").target_port(backend.addr.port()).endpoints(&[backend.addr]).yaml(),
+        Service::new("shop", "web").target_port(backend.port()).endpoints(&[backend]).yaml(),
         secret,
         Ingress::new("shop", "web").host(HOST).to("web").tls("shop-tls").yaml(),
         Ingress::new("shop", "open").host("open.test").to("web").yaml(),
@@ -91,7 +91,7 @@ fn setup(name: &str) -> Setup {
     let pki = Pki::new(&format!("{name}-pki"));
     pki.leaf(HOST, &[HOST]);
     let setup = Setup { dir: temp_dir(name), pki, backend: Backend::start("web") };
-    objects(&setup.dir, &setup.pki, &setup.backend);
+    objects(&setup.dir, &setup.pki, setup.backend.addr);
     setup
 }
 
@@ -110,6 +110,29 @@ fn hsts_is_on_by_default_for_hosts_with_their_own_certificate() {
     let plain = get(daemon.http_addr(), HOST, "/");
     assert_eq!(plain.status, 200, "without --config, ramjet redirects only when the Ingress says so");
     assert!(plain.header("strict-transport-security").is_none());
+    daemon.shutdown();
+}
+
+/// test/e2e/settings/hsts.go "overriding what's set from the upstream": a backend's own
+/// `Strict-Transport-Security` is replaced by the configured one, over HTTP/1.1 and HTTP/2 alike.
+#[test]
+fn the_configured_hsts_replaces_the_backends_own() {
+    let pki = Pki::new("config-hsts-upstream-pki");
+    pki.leaf(HOST, &[HOST]);
+    let dir = temp_dir("config-hsts-upstream");
+    let answer =
+        b"HTTP/1.1 200 OK\r\nstrict-transport-security: max-age=1; includeSubDomains\r\ncontent-length: 2\r\n\r\nok";
+    let backend = support::backend::ScriptedBackend::start(vec![answer.to_vec(); 2]);
+    objects(&dir, &pki, backend.addr);
+    let file = dir.join("config.yaml");
+    write(&file, "hsts-max-age: \"86400\"\nhsts-preload: \"true\"\nhsts-include-subdomains: \"false\"\n");
+    let daemon = start(&dir, Some(&file));
+    for extra in ["--http1.1", "--http2"] {
+        let (status, head) = https_head(&daemon, HOST, &[extra, "--url-query", "hsts=true"]);
+        assert_eq!(status, 200, "{head}");
+        let fields = head.to_ascii_lowercase().matches("strict-transport-security:").count();
+        assert_eq!((fields, hsts_of(&head)), (1, Some("max-age=86400; preload")), "{extra}: {head}");
+    }
     daemon.shutdown();
 }
 

@@ -9,8 +9,8 @@
 //!
 //! Metadata `x-fail: <code>` gets a trailers-only answer with that `grpc-status` and the message
 //! `denied`; `x-sleep-ms: <n>` waits that long before answering; `x-goaway: 1` closes the
-//! connection (GOAWAY) after the answer. The `x-request-id` a call carried comes back in the
-//! trailer `x-seen-request-id`. Connections are counted, opened and closed; `start_tls` serves
+//! connection (GOAWAY) after the answer. The `x-request-id` and `authorization` a call carried
+//! come back in the trailers `x-seen-request-id` and `x-seen-authorization`. Connections are counted, opened and closed; `start_tls` serves
 //! over TLS (GRPCS).
 //!
 //! Paths under `/plain` are plain HTTP over HTTP/2 instead (an `H2C` backend): the answer's body is
@@ -240,6 +240,9 @@ async fn serve(request: Request<RecvStream>, mut respond: SendResponse<Bytes>, g
     let mut end = trailers(0);
     if let Some(id) = parts.headers.get("x-request-id") {
         end.insert("x-seen-request-id", id.clone());
+    }
+    if let Some(authorization) = parts.headers.get("authorization") {
+        end.insert("x-seen-authorization", authorization.clone());
     }
     let _ = send.send_trailers(end);
     if header("x-goaway").is_some() {
