@@ -1970,3 +1970,70 @@ fn from_to_www_redirect_over_https_behaves_as_in_ingress_nginx() {
     assert!(bare.starts_with("http/1.1 200"), "{bare}");
     d.shutdown();
 }
+
+/// ingress-nginx's `--default-backend-service` (test/e2e/defaultbackend/custom_default_backend.go)
+/// and its ConfigMap's `custom-http-errors` (test/e2e/annotations/customhttperrors.go), as the
+/// controller configuration's `default-backend-service` and `custom-http-errors`: the Service
+/// answers requests no Ingress matches (any host, or a path no rule of a known host takes), the
+/// statuses an Ingress lists without `default-backend` of its own, the configuration's statuses
+/// for Ingresses that list none, and backends without endpoints (`X-Code: 503`); an Ingress's own
+/// `default-backend` still comes first. A Service that does not exist is reported, and what no
+/// Ingress matches answers 404 again.
+#[test]
+fn the_controller_default_backend_answers_what_no_ingress_takes() {
+    let dir = temp_dir("annotations-controller-default-backend");
+    let config_dir = temp_dir("annotations-controller-default-backend-config");
+    let config = config_dir.join("config.yaml");
+    std::fs::write(&config, "default-backend-service: shop/errors\ncustom-http-errors: \"503\"\n").unwrap();
+    let (a, b, errors) = (Backend::start("a"), Backend::start("b"), Backend::start("errors"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&service("shop", "errors", errors.addr));
+    text.push_str(&Service::new("shop", "none").yaml());
+    let cases = [
+        ("listed", format!("{NGINX}/custom-http-errors: \"404\""), "/", "a"),
+        ("global", String::new(), "/", "a"),
+        ("empty", String::new(), "/", "none"),
+        ("own", format!("{NGINX}/custom-http-errors: \"404\", {NGINX}/default-backend: b"), "/", "a"),
+        ("known", String::new(), "/app", "a"),
+    ];
+    for (name, annotations, path, service) in &cases {
+        text.push_str(&ingress(name, &format!("{name}.test"), annotations, &[(path, "Prefix", service)]));
+    }
+    let d = start_with(&dir, &text, |c| {
+        let mut file = ramjet::ConfigFile::read(&config).expect("the configuration reads");
+        file.interval = Duration::from_millis(20);
+        c.config = Some(file);
+    });
+    let addr = d.http_addr();
+
+    // custom_default_backend.go: GET / without a host of any Ingress is the Service's 200.
+    let r = get(addr, "127.0.0.1", "/");
+    assert_eq!((r.status, seen(&r)), (200, ("errors".to_string(), "/".to_string())), "{r:?}");
+    assert_eq!(seen(&get(addr, "known.test", "/other")).0, "errors", "a path no rule takes");
+    assert_eq!(seen(&get(addr, "known.test", "/app")).0, "a");
+
+    let page = get(addr, "listed.test", "/nobody/404");
+    assert_eq!(seen(&page), ("errors".to_string(), "/".to_string()), "{page:?}");
+    assert_eq!(header_seen(&page, "x-code").as_deref(), Some("404"));
+    assert_eq!(header_seen(&page, "x-ingress-name").as_deref(), Some("listed"));
+    assert_eq!(get(addr, "listed.test", "/nobody/503").status, 503, "the Ingress's list replaces the configuration's");
+    let page = get(addr, "global.test", "/nobody/503");
+    assert_eq!((seen(&page).0, header_seen(&page, "x-code")), ("errors".to_string(), Some("503".to_string())));
+    assert_eq!(get(addr, "global.test", "/nobody/404").status, 404, "a status not listed passes through");
+    let page = get(addr, "empty.test", "/some/path");
+    assert_eq!(seen(&page), ("errors".to_string(), "/some/path".to_string()), "{page:?}");
+    assert_eq!(header_seen(&page, "x-code").as_deref(), Some("503"));
+    assert_eq!(seen(&get(addr, "own.test", "/nobody/404")).0, "b", "the Ingress's own default-backend first");
+
+    // The Service goes away from the configuration: reported, and 404 for what no Ingress takes.
+    std::fs::write(&config, "default-backend-service: shop/missing\n").unwrap();
+    assert!(support::eventually(Duration::from_secs(10), || get(addr, "127.0.0.1", "/").status == 404));
+    let generation = d.published.current();
+    assert!(
+        generation.diagnostics.iter().any(|p| p.object.name == "missing" && p.message.contains("default backend")),
+        "{:?}",
+        generation.diagnostics
+    );
+    assert_eq!(get(addr, "global.test", "/nobody/503").status, 503, "the statuses pass through");
+    d.shutdown();
+}

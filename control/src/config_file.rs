@@ -22,6 +22,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ramjet_shared::error_pages::parse_codes;
+
 use crate::compile::annotations::values::{parse_seconds, parse_size};
 use crate::compile::annotations::Verdict;
 use crate::migration::configmap;
@@ -76,6 +78,13 @@ pub struct ControllerConfig {
     pub route_defaults: RouteDefaults,
     /// `global-allowed-response-headers`: the header names an Ingress's `custom-headers` may set.
     pub allowed_response_headers: Vec<String>,
+    /// `default-backend-service` (`namespace/name`, ingress-nginx's controller flag of that name):
+    /// the Service that answers requests no Ingress matches, and for Ingress backends without
+    /// endpoints or with a status in `custom-http-errors`, unless their Ingress names its own.
+    pub default_backend: Option<(String, String)>,
+    /// `custom-http-errors`: the backend answers with these statuses that the default backend
+    /// replaces, for Ingresses that do not set the annotation.
+    pub custom_http_errors: Vec<u16>,
     /// Keys that the file sets but that take effect elsewhere or not at all, with why (for the log
     /// and `--check`).
     pub notes: Vec<String>,
@@ -96,6 +105,8 @@ impl ControllerConfig {
             force_ssl_redirect: false,
             route_defaults: RouteDefaults::default(),
             allowed_response_headers: Vec::new(),
+            default_backend: None,
+            custom_http_errors: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -113,6 +124,8 @@ impl ControllerConfig {
                 read_timeout: Some(Duration::from_secs(60)),
             },
             allowed_response_headers: Vec::new(),
+            default_backend: None,
+            custom_http_errors: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -191,6 +204,16 @@ impl ControllerConfig {
             config.allowed_response_headers =
                 v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(str::to_string).collect();
         }
+        if let Some(v) = get("default-backend-service") {
+            let reference = v.split_once('/').filter(|(ns, name)| valid_name(ns) && valid_name(name));
+            let (namespace, name) = reference.ok_or_else(|| {
+                error(Some("default-backend-service"), format!("`{v}` is not namespace/name of a Service"))
+            })?;
+            config.default_backend = Some((namespace.to_string(), name.to_string()));
+        }
+        if let Some(v) = get("custom-http-errors") {
+            config.custom_http_errors = parse_codes(v).map_err(|e| error(Some("custom-http-errors"), e))?;
+        }
         config.notes = notes(data);
         Ok(config)
     }
@@ -201,8 +224,17 @@ impl ControllerConfig {
     }
 }
 
+/// A Kubernetes object name as a Service's must be (an RFC 1035 label).
+fn valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (1..=63).contains(&bytes.len())
+        && bytes[0].is_ascii_lowercase()
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[bytes.len() - 1] != b'-'
+}
+
 /// The keys this module reads.
-pub const READ: [&str; 11] = [
+pub const READ: [&str; 13] = [
     "hsts",
     "hsts-max-age",
     "hsts-include-subdomains",
@@ -214,6 +246,8 @@ pub const READ: [&str; 11] = [
     "proxy-send-timeout",
     "proxy-read-timeout",
     "global-allowed-response-headers",
+    "default-backend-service",
+    "custom-http-errors",
 ];
 
 /// What becomes of the keys the file sets but does not apply itself: the flag for a process
@@ -411,6 +445,21 @@ mod tests {
         assert!(e.to_string().contains(":1: hsts: the value is not"), "{e}");
         assert!(parse("- a\n").is_err());
         assert!(parse("a: [\n").unwrap_err().line.is_some());
+        for bad in ["web", "ingress-nginx/", "/web", "a/b/c", "Ns/web"] {
+            let e = parse(&format!("default-backend-service: \"{bad}\"\n")).unwrap_err();
+            assert!(e.to_string().contains(":1: default-backend-service: `"), "{bad}: {e}");
+        }
+        let e = parse("custom-http-errors: \"404,200\"\n").unwrap_err();
+        assert!(e.to_string().contains(":1: custom-http-errors: `200` is not a status from 400 to 599"), "{e}");
+    }
+
+    #[test]
+    fn the_default_backend_and_its_statuses_are_read() {
+        let config =
+            parse("default-backend-service: ingress-nginx/errors\ncustom-http-errors: 404, 503,404\n").unwrap();
+        assert_eq!(config.default_backend, Some(("ingress-nginx".into(), "errors".into())));
+        assert_eq!(config.custom_http_errors, [404, 503]);
+        assert_eq!(parse("").unwrap().default_backend, None);
     }
 
     #[test]

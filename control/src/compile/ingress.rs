@@ -282,6 +282,34 @@ pub(super) fn compile<'s>(snapshot: &'s ClusterSnapshot, resolver: &mut Resolver
             );
         }
     }
+    if default_owner.is_none() {
+        set_controller_default_backend(resolver, draft);
+    }
+}
+
+/// Requests no route matches go to the controller's default backend (`--config`
+/// `default-backend-service`) when no Ingress's spec.defaultBackend (nor the routes file) takes
+/// them, as ingress-nginx's catch-all server sends them to its `--default-backend-service`.
+fn set_controller_default_backend(resolver: &mut Resolver<'_, '_>, draft: &mut Draft) {
+    let Some(resolved) = resolver.controller_default_backend() else { return };
+    match resolved {
+        Ok(backend) if !draft.builder.has_default_backend() => {
+            let source = Source { origin: RouteOrigin::Ingress, name: "--config default-backend-service" };
+            draft.builder.set_default_backend(backend, source);
+        }
+        Ok(_) => {}
+        Err(e) => {
+            let (namespace, name) = resolver.compiler.config.default_backend.clone().unwrap_or_default();
+            let object = ObjectRef::new("Service", Some(&namespace), name);
+            draft.warn(
+                &object,
+                format!(
+                    "the controller's default backend (--config default-backend-service): {e}; requests no Ingress \
+                     matches answer 404, and the Ingresses' error pages pass through"
+                ),
+            );
+        }
+    }
 }
 
 /// What the Ingresses of one host ask of its clients' certificates: the oldest that asks (and the

@@ -179,9 +179,11 @@ fn judge(name: &str, value: &str, keep: &mut impl FnMut(String)) -> Option<(Verd
                 .into(),
         ),
         "default-backend-service" => (
-            Ignored,
-            "no controller-wide default backend: give Ingresses spec.defaultBackend or the default-backend annotation"
-                .into(),
+            Honoured,
+            format!(
+                "add `default-backend-service: {value}` to the controller configuration (--config; chart: \
+                 controller.config.data): it answers what no Ingress matches and the custom-http-errors statuses"
+            ),
         ),
         "disable-catch-all" => (Ignored, "an Ingress without rules still serves its spec.defaultBackend".into()),
         "watch-namespace-selector" => {
@@ -281,5 +283,12 @@ mod tests {
         assert_eq!(report.findings[0].verdict, Verdict::Refused);
         let report = review("x", "n", &args("--annotations-prefix=nginx.ingress.kubernetes.io"));
         assert_eq!(report.findings[0].verdict, Verdict::Honoured);
+    }
+
+    #[test]
+    fn the_default_backend_flag_goes_to_the_controller_configuration() {
+        let report = review("x", "n", &args("--default-backend-service=ingress-nginx/errors"));
+        assert_eq!(report.findings[0].verdict, Verdict::Honoured);
+        assert!(report.findings[0].detail.contains("`default-backend-service: ingress-nginx/errors`"));
     }
 }

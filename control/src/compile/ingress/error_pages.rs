@@ -1,6 +1,8 @@
 //! ingress-nginx's `default-backend` and `custom-http-errors`: a Service of the Ingress's
-//! namespace that answers for the Ingress's backends when they have no endpoints (with `X-Code:
-//! 503`), and whose answer replaces a backend's answer with one of the listed statuses.
+//! namespace (or the controller's default backend, `--config` `default-backend-service`) that
+//! answers for the Ingress's backends when they have no endpoints (with `X-Code: 503`), and whose
+//! answer replaces a backend's answer with one of the listed statuses (the Ingress's, or the
+//! controller configuration's `custom-http-errors`).
 
 use std::sync::Arc;
 
@@ -50,11 +52,11 @@ impl ErrorBackend {
 }
 
 impl<'s> Resolver<'s, '_> {
-    /// The Ingress's error backend (`default-backend`: a Service of its namespace, on its first
-    /// port, as ingress-nginx takes it) and the statuses it answers for. `custom-http-errors`
-    /// without `default-backend` passes the backend's answers through, with a warning: ramjet has
-    /// no controller-wide default backend Service to send them to. As in ingress-nginx, a value that
-    /// cannot be used is reported and left out; the Ingress is served without it.
+    /// The Ingress's error backend and the statuses it answers for: `default-backend` (a Service
+    /// of its namespace, on its first port, as ingress-nginx takes it), else the controller's
+    /// (`--config` `default-backend-service`); `custom-http-errors`, else the controller's. Without
+    /// either Service, listed statuses pass through, with a warning. As in ingress-nginx, a value
+    /// that cannot be used is reported and left out; the Ingress is served without it.
     pub(super) fn error_backend(
         &mut self,
         annotations: &Annotations<'_>,
@@ -63,7 +65,7 @@ impl<'s> Resolver<'s, '_> {
     ) -> Option<ErrorBackend> {
         let given = |name| annotations.given(name);
         let codes = match given("custom-http-errors") {
-            None => Vec::new(),
+            None => self.compiler.config.custom_http_errors.clone(),
             Some((key, value)) => parse_codes(value).unwrap_or_else(|e| {
                 warnings.push(format!("{key}: {e}; the backend's answers pass through, as in ingress-nginx"));
                 Vec::new()
@@ -73,31 +75,48 @@ impl<'s> Resolver<'s, '_> {
             given("disable-proxy-intercept-errors").is_none_or(|(_, v)| !v.trim().eq_ignore_ascii_case("true"));
         let codes = if intercept { codes } else { Vec::new() };
         let Some((key, name)) = given("default-backend") else {
-            if let (false, Some((key, _))) = (codes.is_empty(), given("custom-http-errors")) {
-                warnings.push(format!(
-                    "{key}: without default-backend there is no Service to answer these statuses (ramjet has no \
-                     controller-wide default backend); the backend's answers pass through"
-                ));
-            }
-            return None;
+            return match self.controller_default_backend() {
+                Some(Ok(backend)) => Some(ErrorBackend { backend, codes }),
+                // Said once, by the compile that sets the table's default backend.
+                Some(Err(_)) => None,
+                None => {
+                    if let (false, Some((key, _))) = (codes.is_empty(), given("custom-http-errors")) {
+                        warnings.push(format!(
+                            "{key}: without default-backend, or a controller default backend (--config \
+                             default-backend-service), no Service answers these statuses; the backend's answers pass \
+                             through"
+                        ));
+                    }
+                    None
+                }
+            };
         };
-        let name = name.trim();
-        let Some(service) = self.service(namespace, name) else {
-            warnings.push(format!("{key}: Service {namespace}/{name} does not exist; it is not used"));
-            return None;
-        };
-        let first = service.spec.as_ref().and_then(|s| s.ports.as_deref()).and_then(|p| p.first()).map(|p| p.port);
-        let Some(port) = first else {
-            warnings.push(format!("{key}: Service {namespace}/{name} has no port; it is not used"));
-            return None;
-        };
-        let reference = IngressServiceBackend { name: name.to_string(), port: None };
-        match self.resolve_backend(namespace, &reference, PortRef::Number(port)) {
+        match self.first_port_backend(namespace, name.trim()) {
             Ok(backend) => Some(ErrorBackend { backend, codes }),
             Err(e) => {
                 warnings.push(format!("{key}: {e}; it is not used"));
                 None
             }
         }
+    }
+
+    /// The controller's default backend (`--config` `default-backend-service`), if one is set:
+    /// the Service on its first port, or why it cannot be used.
+    pub(crate) fn controller_default_backend(&mut self) -> Option<Result<Arc<Backend>, String>> {
+        let (namespace, name) = self.compiler.config.default_backend.clone()?;
+        Some(self.first_port_backend(&namespace, &name))
+    }
+
+    /// Service `namespace/name` on its first port, as ingress-nginx takes a default backend.
+    fn first_port_backend(&mut self, namespace: &str, name: &str) -> Result<Arc<Backend>, String> {
+        let Some(service) = self.service(namespace, name) else {
+            return Err(format!("Service {namespace}/{name} does not exist"));
+        };
+        let first = service.spec.as_ref().and_then(|s| s.ports.as_deref()).and_then(|p| p.first()).map(|p| p.port);
+        let Some(port) = first else {
+            return Err(format!("Service {namespace}/{name} has no port"));
+        };
+        let reference = IngressServiceBackend { name: name.to_string(), port: None };
+        self.resolve_backend(namespace, &reference, PortRef::Number(port))
     }
 }
