@@ -136,6 +136,26 @@ fn the_configured_hsts_replaces_the_backends_own() {
     daemon.shutdown();
 }
 
+/// test/e2e/settings/no_tls_redirect_locations.go: with `no-tls-redirect-locations`, plain HTTP
+/// to the listed paths of a redirected host is served as it is; other paths are redirected, and
+/// an ACME challenge never is.
+#[test]
+fn no_tls_redirect_locations_are_served_over_plain_http() {
+    let s = setup("config-no-tls-redirect");
+    let file = s.dir.join("config").join("config.yaml");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    write(&file, "no-tls-redirect-locations: \"/check-no-tls, /.well-known/acme-challenge\"\n");
+    let daemon = start(&s.dir, Some(&file));
+    let addr = daemon.http_addr();
+    assert_eq!(get(addr, HOST, "/").status, 308);
+    for path in ["/check-no-tls", "/check-no-tls/x?y=1", "/.well-known/acme-challenge/t0k3n"] {
+        let r = get(addr, HOST, path);
+        assert_eq!(r.status, 200, "{path}: {}", r.head);
+    }
+    assert_eq!(get(addr, HOST, "/other/check-no-tls").status, 308);
+    daemon.shutdown();
+}
+
 #[test]
 fn an_ingress_nginx_configmap_is_read_applied_and_followed() {
     let s = setup("config-configmap");

@@ -215,6 +215,7 @@ impl Compiler {
         let mut draft = draft;
         let mut builder = std::mem::take(&mut draft.builder);
         builder.set_hsts(self.config.hsts_value());
+        builder.set_no_tls_redirect(&self.config.no_tls_redirect_locations);
         let (table, regex_problems) = builder.build_checked(self.previous.as_deref());
         for problem in regex_problems {
             for source in &problem.sources {

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ramjet_shared::error_pages::parse_codes;
+use ramjet_shared::ACME_CHALLENGE;
 
 use crate::compile::annotations::values::{parse_seconds, parse_size};
 use crate::compile::annotations::Verdict;
@@ -85,6 +86,9 @@ pub struct ControllerConfig {
     /// `custom-http-errors`: the backend answers with these statuses that the default backend
     /// replaces, for Ingresses that do not set the annotation.
     pub custom_http_errors: Vec<u16>,
+    /// `no-tls-redirect-locations`: paths (prefixes) that plain HTTP is never redirected from,
+    /// besides the ACME challenge's, which never is.
+    pub no_tls_redirect_locations: Vec<String>,
     /// Keys that the file sets but that take effect elsewhere or not at all, with why (for the log
     /// and `--check`).
     pub notes: Vec<String>,
@@ -107,6 +111,7 @@ impl ControllerConfig {
             allowed_response_headers: Vec::new(),
             default_backend: None,
             custom_http_errors: Vec::new(),
+            no_tls_redirect_locations: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -126,6 +131,7 @@ impl ControllerConfig {
             allowed_response_headers: Vec::new(),
             default_backend: None,
             custom_http_errors: Vec::new(),
+            no_tls_redirect_locations: Vec::new(),
             notes: Vec::new(),
         }
     }
@@ -214,6 +220,15 @@ impl ControllerConfig {
         if let Some(v) = get("custom-http-errors") {
             config.custom_http_errors = parse_codes(v).map_err(|e| error(Some("custom-http-errors"), e))?;
         }
+        if let Some(v) = get("no-tls-redirect-locations") {
+            let listed = v.split(',').map(str::trim).filter(|p| !p.is_empty());
+            // ingress-nginx's default is the ACME challenge's path, which ramjet never redirects.
+            let listed = listed.filter(|p| p.trim_end_matches('/') != ACME_CHALLENGE.trim_end_matches('/'));
+            config.no_tls_redirect_locations = listed.map(str::to_string).collect();
+            if let Some(bad) = config.no_tls_redirect_locations.iter().find(|p| !p.starts_with('/')) {
+                return Err(error(Some("no-tls-redirect-locations"), format!("`{bad}` is not a path")));
+            }
+        }
         config.notes = notes(data);
         Ok(config)
     }
@@ -234,7 +249,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// The keys this module reads.
-pub const READ: [&str; 13] = [
+pub const READ: [&str; 14] = [
     "hsts",
     "hsts-max-age",
     "hsts-include-subdomains",
@@ -248,6 +263,7 @@ pub const READ: [&str; 13] = [
     "global-allowed-response-headers",
     "default-backend-service",
     "custom-http-errors",
+    "no-tls-redirect-locations",
 ];
 
 /// What becomes of the keys the file sets but does not apply itself: the flag for a process
@@ -460,6 +476,15 @@ mod tests {
         assert_eq!(config.default_backend, Some(("ingress-nginx".into(), "errors".into())));
         assert_eq!(config.custom_http_errors, [404, 503]);
         assert_eq!(parse("").unwrap().default_backend, None);
+    }
+
+    #[test]
+    fn no_tls_redirect_locations_leave_out_the_acme_path_ramjet_never_redirects() {
+        let read =
+            |v: &str| parse(&format!("no-tls-redirect-locations: \"{v}\"\n")).map(|c| c.no_tls_redirect_locations);
+        assert_eq!(read("/.well-known/acme-challenge").unwrap(), Vec::<String>::new());
+        assert_eq!(read(" /a, ,/.well-known/acme-challenge/,/b/").unwrap(), ["/a", "/b/"]);
+        assert!(read("a,/b").unwrap_err().to_string().contains("no-tls-redirect-locations: `a` is not a path"));
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub use route::{
     DirectResponse, Edits, Filter, HeaderEdits, HostRoutes, Matcher, Mirror, PathKind, PathRewrite, Pick, PortRoute,
     Redirect, RegexHostProblem, RequestView, Rewrite, RewriteScratch, Route, RouteConflict, RouteKey, RouteLimits,
     RouteOrigin, RoutePolicy, RouteTable, Rule, Source, TableBuilder, TableItem, TlsPort, TlsTarget, TrailingSlash,
-    Transport, WeightedBackend, STICKY_COOKIE, STICKY_RANGE,
+    Transport, WeightedBackend, ACME_CHALLENGE, STICKY_COOKIE, STICKY_RANGE,
 };
 pub use stats::{
     Exemplar, Histogram, HistogramSnapshot, RequestSample, RouteCounters, RouteSnapshot, StatusClass,

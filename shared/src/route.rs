@@ -558,6 +558,9 @@ pub struct RouteTable {
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     /// `Strict-Transport-Security` for HTTPS answers of hosts with a certificate of their own.
     hsts: Option<Arc<str>>,
+    /// Paths never redirected to HTTPS besides [`ACME_CHALLENGE`] (ingress-nginx's
+    /// `no-tls-redirect-locations`), as prefixes of the request's path.
+    no_tls_redirect: Box<[Box<str>]>,
     /// TCP and UDP routes by the port ramjet listens on for them: each port's connections (flows)
     /// are relayed to the route's backends. The ports are the sockets the data plane opens for
     /// this table.
@@ -671,7 +674,9 @@ impl RouteTable {
     /// is ([`RouteTable::redirects_request_to_https`]).
     #[inline]
     pub fn https_redirect(&self, host: &str, target: &str) -> Option<TrailingSlash> {
-        self.https_redirect_of(host).filter(|_| !target.starts_with(ACME_CHALLENGE))
+        self.https_redirect_of(host).filter(|_| {
+            !target.starts_with(ACME_CHALLENGE) && !self.no_tls_redirect.iter().any(|p| target.starts_with(&**p))
+        })
     }
 
     /// Whether plain-HTTP requests for this normalized host are redirected to HTTPS.
@@ -792,6 +797,9 @@ impl RouteTable {
         items.extend(self.passthrough.iter().map(|(host, target)| TableItem::Passthrough { host, target }));
         items.extend(self.client_auth.iter().map(|(host, auth)| TableItem::ClientAuth { host, auth }));
         items.extend(self.hsts.as_ref().map(TableItem::Hsts));
+        if !self.no_tls_redirect.is_empty() {
+            items.push(TableItem::NoTlsRedirect(&self.no_tls_redirect));
+        }
         items.extend(self.ports.iter().map(|(&(transport, port), route)| TableItem::PortRoute {
             transport,
             port,
@@ -888,6 +896,8 @@ pub enum TableItem<'a> {
     ClientAuth { host: &'a Arc<str>, auth: &'a ClientAuth },
     /// The `Strict-Transport-Security` value of HTTPS answers.
     Hsts(&'a Arc<str>),
+    /// Paths never redirected to HTTPS (besides the ACME challenge's), when there are any.
+    NoTlsRedirect(&'a [Box<str>]),
     /// A port whose TCP connections (UDP flows) are relayed to the route's backends.
     PortRoute { transport: Transport, port: u16, route: &'a PortRoute },
     /// A server name of a TLS route port: passed through or terminated, then relayed.
@@ -1074,6 +1084,7 @@ pub struct TableBuilder {
     passthrough: BTreeMap<Arc<str>, Arc<TlsTarget>>,
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     hsts: Option<Arc<str>>,
+    no_tls_redirect: Vec<Box<str>>,
     ports: BTreeMap<(Transport, u16), Arc<PortRoute>>,
     tls_ports: BTreeMap<u16, TlsPort>,
 }
@@ -1225,6 +1236,12 @@ impl TableBuilder {
         self.hsts = value.map(Into::into);
     }
 
+    /// Plain-HTTP requests whose path starts with one of `prefixes` are never redirected to HTTPS
+    /// (nor is an ACME challenge, whatever this says).
+    pub fn set_no_tls_redirect(&mut self, prefixes: &[String]) {
+        self.no_tls_redirect = prefixes.iter().map(|p| p.as_str().into()).collect();
+    }
+
     /// Redirect plain-HTTP requests for `host` to HTTPS, with the request's trailing `/` as
     /// `slash` says. When several declarations of one host differ, the slash is kept.
     pub fn add_ssl_redirect(&mut self, host: &str, slash: TrailingSlash) {
@@ -1308,6 +1325,7 @@ impl TableBuilder {
         table.passthrough = self.passthrough;
         table.client_auth = self.client_auth;
         table.hsts = self.hsts;
+        table.no_tls_redirect = self.no_tls_redirect.into_boxed_slice();
         table.ports = self.ports;
         table.tls_ports = self.tls_ports.into_iter().map(|(port, names)| (port, Arc::new(names))).collect();
         let (digest, items_digest) = {

@@ -259,6 +259,13 @@ impl TableView {
                     ItemKey::Setting("strict-transport-security"),
                     ItemValue::Described(ramjet_shared::digest_of(&**value), value.to_string()),
                 ),
+                TableItem::NoTlsRedirect(prefixes) => {
+                    let value = prefixes.join(", ");
+                    (
+                        ItemKey::Setting("no-tls-redirect-locations"),
+                        ItemValue::Described(ramjet_shared::digest_of(&value), value),
+                    )
+                }
                 TableItem::ClientAuth { host, auth } => (
                     ItemKey::ClientAuth(host.to_string()),
                     ItemValue::Described(ramjet_shared::digest_of(auth), auth.to_string()),
