@@ -806,8 +806,15 @@ fn a_trusted_proxys_scheme_port_and_host_are_the_clients() {
         assert_eq!(seen_field(&r, "x-forwarded-host").as_deref(), Some("shop.example"), "{}", r.body);
         // Plain HTTP behind the balancer is redirected, as without one.
         let r = request(addr, &get_req("secure.test", "/cart", "X-Forwarded-Proto: http\r\n"));
-        assert_eq!(r.status, 308, "{driver:?}");
+        assert_eq!((r.status, r.header("location")), (308, Some("https://secure.test/cart")), "{driver:?}");
+        // test/e2e/settings/tls.go: the redirect names the host the balancer's client asked for,
+        // its port cut.
+        let forwarded = "X-Forwarded-Proto: http\r\nX-Forwarded-Host: Example.com:80, other.test\r\n";
+        let r = request(addr, &get_req("secure.test", "/", forwarded));
+        assert_eq!((r.status, r.header("location")), (308, Some("https://example.com")), "{driver:?}");
         let mut h2 = H2Client::connect(addr);
+        let r = h2.request("GET", "secure.test", "/h2", &[("x-forwarded-host", "example.com:80")], b"", false).unwrap();
+        assert_eq!((r.status, r.header("location")), (308, Some("https://example.com/h2")), "{driver:?}");
         let r = h2.request("GET", "secure.test", "/h2", &[("x-forwarded-proto", "https")], b"", false).unwrap();
         assert_eq!(r.status, 200, "{driver:?}: HTTP/2 alike");
         assert!(r.text().contains("header=x-forwarded-proto: https\n"), "{}", r.text());
@@ -818,7 +825,8 @@ fn a_trusted_proxys_scheme_port_and_host_are_the_clients() {
         let dir = temp_dir("client-forwarded-proto-untrusted");
         let d = start(&dir, &text, driver, |c| c.settings.client_address.rules = trusted("10.0.0.0/8"));
         let addr = d.http_addr();
-        assert_eq!(request(addr, &get_req("secure.test", "/", from_the_balancer)).status, 308, "{driver:?}");
+        let r = request(addr, &get_req("secure.test", "/", from_the_balancer));
+        assert_eq!((r.status, r.header("location")), (308, Some("https://secure.test")), "{driver:?}");
         let r = request(addr, &get_req("open.test", "/", from_the_balancer));
         assert_eq!(seen_field(&r, "x-forwarded-proto").as_deref(), Some("http"), "{}", r.body);
         assert_eq!(seen_field(&r, "x-forwarded-port"), Some(addr.port().to_string()), "{}", r.body);

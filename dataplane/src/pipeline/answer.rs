@@ -15,8 +15,9 @@ use crate::policy::client_certs::CertRefusal;
 pub(crate) enum LocalAnswer<'a> {
     /// An error status from [`crate::error::rescue`] (404 included), with its canned body.
     Status(u16),
-    /// `308` to the same host and target over HTTPS (the host normalized), the target's trailing
-    /// `/` as `slash` says.
+    /// `308` to the same host and target over HTTPS (the host normalized here: lower case, no
+    /// port; a trusted proxy's `X-Forwarded-Host` when it sent one), the target's trailing `/` as
+    /// `slash` says.
     HttpsRedirect { host: &'a str, target: &'a str, slash: TrailingSlash },
     /// A route's configured response; `https` and `host` (as the client sent it) for one whose
     /// `location` starts with the request's origin.
@@ -85,7 +86,8 @@ impl LocalAnswer<'_> {
                 head.status(308, "Permanent Redirect");
                 head.field_with("location", |v| {
                     v.extend_from_slice(b"https://");
-                    v.extend_from_slice(host.as_bytes());
+                    let mut buf = [0u8; 256];
+                    v.extend_from_slice(normalize_host(host, &mut buf).unwrap_or(host).as_bytes());
                     // ingress-nginx drops the last byte of `$request_uri` when it is `/`.
                     let target = match slash {
                         TrailingSlash::Drop => target.strip_suffix('/').unwrap_or(target),

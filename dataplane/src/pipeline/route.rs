@@ -115,6 +115,9 @@ pub(crate) struct Addressed<'a> {
     pub target: &'a str,
     pub tls: bool,
     pub port: u16,
+    /// The host a trusted proxy's client asked for (the first `X-Forwarded-Host`): an HTTPS
+    /// redirect names it, as ingress-nginx's `$best_http_host` with `use-forwarded-headers`.
+    pub forwarded_host: Option<&'a str>,
 }
 
 /// A backend to proxy to, as routing decided it.
@@ -145,7 +148,10 @@ impl<'t: 'a, 'a> Decision<'t, 'a> {
             }
             Decision::NoRoute => return Step::Fail { error: ProxyError::NoRoute, served: None },
             Decision::Forbidden(served) => return Step::Fail { error: ProxyError::Forbidden, served: Some(served) },
-            Decision::Redirect(host, slash) => (LocalAnswer::HttpsRedirect { host, target: to.target, slash }, None),
+            Decision::Redirect(host, slash) => {
+                let host = to.forwarded_host.unwrap_or(host);
+                (LocalAnswer::HttpsRedirect { host, target: to.target, slash }, None)
+            }
             Decision::AppRoot { served, path } => {
                 (LocalAnswer::AppRoot { https: to.tls, host: to.host, path }, Some(served))
             }

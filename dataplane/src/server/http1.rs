@@ -288,7 +288,8 @@ where
     let tls = conn.facts.tls || head.forwarded_https;
     let view = Http1View { head: &data[..head.head_len], target: target.as_bytes(), tls };
     let peer = head.client.unwrap_or(conn.facts.peer).ip();
-    let to = Addressed { host, target, tls, port: conn.facts.local_port };
+    let forwarded_host = head.forwarded_host.clone().and_then(|h| text(&data[h]));
+    let to = Addressed { host, target, tls, port: conn.facts.local_port, forwarded_host };
     let decision = decide(table, host, target, tls, peer, &mut host_buf, &view, &mut || worker.random());
     let proxy = match decision.step(&to, &worker.rewrite) {
         Step::Proxy(proxy) => proxy,

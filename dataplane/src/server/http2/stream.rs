@@ -27,7 +27,7 @@ use crate::base::buf::write_vec;
 use crate::base::coarse_timer::CoarseTimer;
 use crate::base::deadline::Deadline;
 use crate::base::watchdog::Watchdog;
-use crate::codec::forwarded::{forwarded_https, request_client};
+use crate::codec::forwarded::{forwarded_host, forwarded_https, request_client};
 use crate::codec::grpc;
 use crate::codec::http1::body::Body;
 use crate::codec::http1::head::ResponseHead;
@@ -169,7 +169,11 @@ async fn handle<'t>(
     let tls = facts.tls || forwarded_https(facts, values(&parts.headers));
     let view = H2View(parts, tls);
     let peer = req.client_addr().ip();
-    let to = Addressed { host, target: route_target, tls, port: facts.local_port };
+    let forwarded_host = match facts.trusted {
+        true => forwarded_host(facts, values(&parts.headers)).and_then(|h| std::str::from_utf8(h).ok()),
+        false => None,
+    };
+    let to = Addressed { host, target: route_target, tls, port: facts.local_port, forwarded_host };
     let decision = decide(table, host, route_target, tls, peer, &mut host_buf, &view, &mut || worker.random());
     let proxy = match decision.step(&to, &worker.rewrite) {
         Step::Proxy(proxy) => proxy,

@@ -47,6 +47,9 @@ pub struct RequestHead {
     /// A trusted proxy says the client came over HTTPS (`X-Forwarded-Proto: https`): routed as a
     /// TLS request (no HTTPS redirect for it).
     pub forwarded_https: bool,
+    /// The host a trusted proxy's client asked for (its first `X-Forwarded-Host`), sent upstream
+    /// as `Host` and named by an HTTPS redirect.
+    pub forwarded_host: Option<Range<usize>>,
 }
 
 /// Field names the proxy consumes itself or writes itself; never forwarded as they came.
@@ -277,7 +280,8 @@ pub fn parse_request<'c>(
     out.extend_from_slice(target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
     // Behind a trusted proxy, the host its client asked for (ingress-nginx's `$best_http_host`).
-    let upstream_host = if conn.trusted { forwarded_host(conn, fields).unwrap_or(host) } else { host };
+    let trusted_host = if conn.trusted { forwarded_host(conn, fields) } else { None };
+    let upstream_host = trusted_host.unwrap_or(host);
     if !upstream_host.is_empty() {
         out.extend_from_slice(b"host: ");
         out.extend_from_slice(upstream_host);
@@ -324,5 +328,6 @@ pub fn parse_request<'c>(
         traceparent: traceparent.map(|t| offset(data, t)),
         client,
         forwarded_https,
+        forwarded_host: trusted_host.map(|h| offset(data, h)),
     }))
 }
