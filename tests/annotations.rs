@@ -2037,3 +2037,52 @@ fn the_controller_default_backend_answers_what_no_ingress_takes() {
     assert_eq!(get(addr, "global.test", "/nobody/503").status, 503, "the statuses pass through");
     d.shutdown();
 }
+
+/// test/e2e/annotations/serviceupstream.go: with `service-upstream: "true"` requests go to the
+/// Service's cluster IP and port, not to its endpoints; the controller configuration's
+/// `service-upstream` does it for every Ingress but one that says `"false"`. A headless Service
+/// keeps its endpoints, with a warning.
+#[test]
+fn service_upstream_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-service-upstream");
+    let config_dir = temp_dir("annotations-service-upstream-config");
+    let config = config_dir.join("config.yaml");
+    std::fs::write(&config, "proxy-body-size: 1m\n").unwrap();
+    // The cluster IP's port is where `cluster` listens; the Service's endpoint is `pod`.
+    let (cluster, pod) = (Backend::start("cluster"), Backend::start("pod"));
+    let port = cluster.addr.port();
+    let echo = Service::new("shop", "echo").port("http", port).cluster_ip("127.0.0.1").endpoints(&[pod.addr]);
+    let headless = Service::new("shop", "headless").port("http", port).cluster_ip("None").endpoints(&[pod.addr]);
+    let mut text = [ingress_class("ramjet"), echo.yaml(), headless.yaml()].concat();
+    let on = format!("{NGINX}/service-upstream: \"true\"");
+    let off = format!("{NGINX}/service-upstream: \"false\"");
+    for (name, annotations, service) in
+        [("on", &on, "echo"), ("plain", &String::new(), "echo"), ("off", &off, "echo"), ("headless", &on, "headless")]
+    {
+        let ingress = Ingress::new("shop", name).host(&format!("{name}.test")).port_number(port);
+        text.push_str(&ingress.annotations_yaml(annotations).to(service).yaml());
+    }
+    let d = start_with(&dir, &text, |c| {
+        let mut file = ramjet::ConfigFile::read(&config).expect("the configuration reads");
+        file.interval = Duration::from_millis(20);
+        c.config = Some(file);
+    });
+    let addr = d.http_addr();
+    let served = |name: &str| seen(&get(addr, &format!("{name}.test"), "/")).0;
+    assert_eq!(served("on"), "cluster");
+    assert_eq!(served("plain"), "pod");
+    assert_eq!(served("off"), "pod");
+    assert_eq!(served("headless"), "pod", "a headless Service keeps its endpoints");
+    let generation = d.published.current();
+    assert!(generation
+        .diagnostics
+        .iter()
+        .any(|p| p.object.name == "headless" && p.message.contains("has no cluster IP")));
+
+    // In the controller configuration: every Ingress but the one that says "false".
+    std::fs::write(&config, "service-upstream: \"true\"\n").unwrap();
+    assert!(support::eventually(Duration::from_secs(10), || served("plain") == "cluster"));
+    assert_eq!(served("on"), "cluster");
+    assert_eq!(served("off"), "pod");
+    d.shutdown();
+}

@@ -89,6 +89,9 @@ pub struct ControllerConfig {
     /// `no-tls-redirect-locations`: paths (prefixes) that plain HTTP is never redirected from,
     /// besides the ACME challenge's, which never is.
     pub no_tls_redirect_locations: Vec<String>,
+    /// `service-upstream`: Ingress backends are their Services' cluster IPs, not their endpoints,
+    /// unless an Ingress says `service-upstream: "false"`.
+    pub service_upstream: bool,
     /// Keys that the file sets but that take effect elsewhere or not at all, with why (for the log
     /// and `--check`).
     pub notes: Vec<String>,
@@ -112,6 +115,7 @@ impl ControllerConfig {
             default_backend: None,
             custom_http_errors: Vec::new(),
             no_tls_redirect_locations: Vec::new(),
+            service_upstream: false,
             notes: Vec::new(),
         }
     }
@@ -132,6 +136,7 @@ impl ControllerConfig {
             default_backend: None,
             custom_http_errors: Vec::new(),
             no_tls_redirect_locations: Vec::new(),
+            service_upstream: false,
             notes: Vec::new(),
         }
     }
@@ -193,6 +198,7 @@ impl ControllerConfig {
         }
         config.ssl_redirect = boolean("ssl-redirect", true)?;
         config.force_ssl_redirect = boolean("force-ssl-redirect", false)?;
+        config.service_upstream = boolean("service-upstream", false)?;
         if let Some(v) = get("proxy-body-size") {
             config.route_defaults.max_body = parse_size(v).map_err(|e| error(Some("proxy-body-size"), e))?;
         }
@@ -249,7 +255,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// The keys this module reads.
-pub const READ: [&str; 14] = [
+pub const READ: [&str; 15] = [
     "hsts",
     "hsts-max-age",
     "hsts-include-subdomains",
@@ -264,6 +270,7 @@ pub const READ: [&str; 14] = [
     "default-backend-service",
     "custom-http-errors",
     "no-tls-redirect-locations",
+    "service-upstream",
 ];
 
 /// What becomes of the keys the file sets but does not apply itself: the flag for a process

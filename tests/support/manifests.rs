@@ -41,6 +41,7 @@ pub struct Service {
     port: u16,
     target_port: Option<u16>,
     app_protocol: Option<String>,
+    cluster_ip: Option<String>,
     endpoints: Vec<SocketAddr>,
     slice_per_endpoint: bool,
 }
@@ -55,6 +56,7 @@ impl Service {
             port: 80,
             target_port: None,
             app_protocol: None,
+            cluster_ip: None,
             endpoints: Vec::new(),
             slice_per_endpoint: false,
         }
@@ -75,6 +77,12 @@ impl Service {
     /// The port's `appProtocol` (`kubernetes.io/h2c`: the backend speaks HTTP/2 by prior knowledge).
     pub fn app_protocol(mut self, protocol: &str) -> Service {
         self.app_protocol = Some(protocol.into());
+        self
+    }
+
+    /// `spec.clusterIP` (`None` for a headless Service).
+    pub fn cluster_ip(mut self, ip: &str) -> Service {
+        self.cluster_ip = Some(ip.into());
         self
     }
 
@@ -102,11 +110,15 @@ impl Service {
         if let Some(protocol) = &self.app_protocol {
             port["appProtocol"] = json!(protocol);
         }
+        let mut spec = json!({ "ports": [port] });
+        if let Some(ip) = &self.cluster_ip {
+            spec["clusterIP"] = json!(ip);
+        }
         document(&json!({
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": { "name": self.name, "namespace": self.namespace },
-            "spec": { "ports": [port] },
+            "spec": spec,
         }))
     }
 

@@ -610,7 +610,15 @@ const TABLE: &[Entry] = &[
         Snippet("for an HTTPS redirect use ssl-redirect; for the rest there is no equivalent yet"),
         None,
     ),
-    nginx("service-upstream", Ignored("requests go to the endpoints, not to the Service's cluster IP"), NO),
+    nginx(
+        "service-upstream",
+        Checked {
+            check: boolean,
+            how: "with \"true\", requests go to the Service's cluster IP (one endpoint the cluster balances); \
+                  \"false\" overrides the controller configuration's service-upstream",
+        },
+        NO,
+    ),
     nginx("session-cookie-change-on-failure", AFFINITY_LOST, Some("false")),
     nginx("session-cookie-conditional-samesite-none", AFFINITY_LOST, Some("false")),
     e("session-cookie-domain", AFFINITY, None),

@@ -782,9 +782,21 @@ impl<'s> Resolver<'s, '_> {
         // Services that do not exist: their paths answer 503 (a warning each), as in ingress-nginx;
         // ExternalName Services whose names do not resolve (yet): the same, said as such.
         let mut missing = Vec::new();
-        let mut resolve = |resolver: &mut Self, backend| match (&denied, &redirect) {
+        // `service-upstream`: the Service's cluster IP in place of its endpoints.
+        let cluster_ip = annotations
+            .given("service-upstream")
+            .map_or(self.compiler.config.service_upstream, |(_, v)| values::parse_bool(v).unwrap_or(false));
+        let mut resolve = |resolver: &mut Self, backend: &'s IngressBackend| match (&denied, &redirect) {
             (Some(answer), _) | (None, Some(answer)) => Ok(answer.clone()),
-            (None, None) => resolver.backend_or_unavailable(namespace, backend, &mut missing),
+            (None, None) => {
+                let resolved = resolver.backend_or_unavailable(namespace, backend, &mut missing);
+                match (cluster_ip, resolved, &backend.service) {
+                    (true, Ok(endpoints), Some(service)) => {
+                        Ok(resolver.through_cluster_ip(namespace, service, endpoints, &mut missing))
+                    }
+                    (_, resolved, _) => resolved,
+                }
+            }
         };
         if let Some(backend) = &spec.default_backend {
             match resolve(self, backend) {
@@ -1228,6 +1240,39 @@ impl<'s> Resolver<'s, '_> {
         }
         let name = format!("{namespace}/{}:{port}", service.name);
         Ok(self.compiler.backend(&name, BackendKind::Endpoints(Box::new([]))))
+    }
+
+    /// `service-upstream`: the Service's cluster IP on the Service port, one endpoint that the
+    /// cluster balances, as ingress-nginx's upstream then is. A Service without one (headless, or
+    /// an ExternalName) keeps `endpoints`, said in `notes`.
+    fn through_cluster_ip(
+        &mut self,
+        namespace: &str,
+        reference: &IngressServiceBackend,
+        endpoints: Arc<Backend>,
+        notes: &mut Vec<String>,
+    ) -> Arc<Backend> {
+        let Some(spec) = self.service(namespace, &reference.name).and_then(|s| s.spec.as_ref()) else {
+            return endpoints;
+        };
+        let name = &reference.name;
+        let ip = spec.cluster_ip.as_deref().and_then(|ip| ip.parse::<std::net::IpAddr>().ok());
+        let Some(ip) = ip.filter(|_| spec.type_.as_deref() != Some("ExternalName")) else {
+            let note =
+                format!("service-upstream: Service {namespace}/{name} has no cluster IP; its endpoints are used");
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+            return endpoints;
+        };
+        let wanted = reference.port.as_ref();
+        let port = spec.ports.iter().flatten().find(|p| match wanted.and_then(|w| w.number) {
+            Some(n) => p.port == n,
+            None => p.name.is_some() && p.name == wanted.and_then(|w| w.name.clone()),
+        });
+        let Some(port) = port.and_then(|p| u16::try_from(p.port).ok()) else { return endpoints };
+        let kind = BackendKind::Endpoints(Box::new([std::net::SocketAddr::new(ip, port)]));
+        self.compiler.backend(&format!("{namespace}/{name}:{port}@cluster-ip"), kind)
     }
 
     fn backend(&mut self, namespace: &'s str, backend: &'s IngressBackend) -> Result<Arc<Backend>, String> {
