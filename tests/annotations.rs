@@ -2086,3 +2086,42 @@ fn service_upstream_behaves_as_in_ingress_nginx() {
     assert_eq!(served("off"), "pod");
     d.shutdown();
 }
+
+/// test/e2e/annotations/enableaccesslog.go: with `enable-access-log: "false"` the Ingress's
+/// requests leave no access-log record, over HTTP/1.1 and HTTP/2, while every other Ingress's do.
+#[test]
+fn enable_access_log_behaves_as_in_ingress_nginx() {
+    use ramjet_dataplane::access_log::{Destination, Format};
+    let dir = temp_dir("annotations-access-log");
+    let log = temp_dir("annotations-access-log-file").join("access.log");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress(
+        "quiet",
+        "quiet.test",
+        &format!("{NGINX}/enable-access-log: \"false\""),
+        &[("/", "Prefix", "a")],
+    ));
+    text.push_str(&ingress(
+        "loud",
+        "loud.test",
+        &format!("{NGINX}/enable-access-log: \"true\""),
+        &[("/", "Prefix", "a")],
+    ));
+    let d = start_with(&dir, &text, |c| {
+        c.access_log = Some(ramjet_dataplane::AccessLogSettings::new(Destination::File(log.clone()), Format::Json));
+    });
+    let addr = d.http_addr();
+    assert_eq!(get(addr, "quiet.test", "/quiet-1").status, 200);
+    assert_eq!(get(addr, "loud.test", "/loud-1").status, 200);
+    let mut h2 = h2client::H2Client::connect(addr);
+    assert_eq!(h2.get("quiet.test", "/quiet-2").status, 200);
+    assert_eq!(h2.get("loud.test", "/loud-2").status, 200);
+    drop(h2);
+    let logged = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(support::eventually(Duration::from_secs(10), || logged().contains("/loud-2")), "{}", logged());
+    d.shutdown();
+    let text = logged();
+    assert!(text.contains("/loud-1"), "{text}");
+    assert!(!text.contains("/quiet"), "{text}");
+}

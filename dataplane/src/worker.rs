@@ -323,6 +323,9 @@ impl Worker {
             self.span_done(span, done, duration);
         }
         let (Some(log), Some(record)) = (&self.log, record) else { return };
+        if done.served.and_then(|s| s.route.policy.as_deref()).is_some_and(|p| p.limits.unlogged) {
+            return;
+        }
         let mut log = log.borrow_mut();
         if !log.keeps(done.status, self.observer.sampler.next()) {
             return;

@@ -517,7 +517,7 @@ const TABLE: &[Entry] = &[
     ),
     nginx(
         "enable-access-log",
-        Ignored("the access log is the daemon's (--access-log), the same for every route; it is not switched off per Ingress"),
+        Checked { check: boolean, how: "with \"false\", the Ingress's requests leave no access-log record" },
         Some("true"),
     ),
     e("enable-cors", CORS, NO),
@@ -568,7 +568,11 @@ const TABLE: &[Entry] = &[
     e("proxy-connect-timeout", TIMEOUT, None),
     nginx("proxy-cookie-domain", Ignored("Set-Cookie domains are passed through unchanged"), None),
     nginx("proxy-cookie-path", Ignored("Set-Cookie paths are passed through unchanged"), None),
-    nginx("proxy-http-version", Approximated("ramjet speaks HTTP/1.1 to backends, HTTP/2 only to those whose backend-protocol asks for it"), Some("1.1")),
+    nginx(
+        "proxy-http-version",
+        Approximated("ramjet speaks HTTP/1.1 to backends, HTTP/2 only to those whose backend-protocol asks for it"),
+        Some("1.1"),
+    ),
     nginx("proxy-max-temp-file-size", BUFFERS, None),
     e("proxy-next-upstream", NEXT_UPSTREAM, None),
     e("proxy-next-upstream-timeout", NEXT_UPSTREAM_TIMEOUT, None),

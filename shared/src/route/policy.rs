@@ -535,6 +535,9 @@ pub struct RouteLimits {
     pub client_auth: Option<Arc<ClientAuth>>,
     /// Fields set on the backend's answers (ingress-nginx's `custom-headers`).
     pub response_headers: Option<Box<HeaderEdits>>,
+    /// The route's requests leave no access-log record (ingress-nginx's `enable-access-log:
+    /// "false"`).
+    pub unlogged: bool,
 }
 
 impl fmt::Display for RouteLimits {
@@ -585,6 +588,9 @@ impl fmt::Display for RouteLimits {
         }
         if let Some(edits) = &self.response_headers {
             parts.push(format!("response headers: {edits}"));
+        }
+        if self.unlogged {
+            parts.push("not in the access log".into());
         }
         f.write_str(&parts.join(", "))
     }

@@ -389,6 +389,12 @@ impl PathAnnotations {
                 Err(e) => problems.push(format!("{key}: {e}")),
             }
         }
+        if let Some((key, value)) = given("enable-access-log") {
+            match parse_bool(value) {
+                Ok(on) => read.limits.unlogged = !on,
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
         if let Some((key, value)) = given("app-root") {
             match app_root(value) {
                 Ok(()) => read.app_root = Some(value.trim().to_string()),

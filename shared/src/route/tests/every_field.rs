@@ -382,6 +382,7 @@ fn limits(c: &mut Choices) -> RouteLimits {
             })
         }),
         ewma: c.flag(),
+        unlogged: c.flag(),
         client_auth: c.maybe(client_auth),
     }
 }
