@@ -161,3 +161,71 @@ fn an_auth_url_outside_the_cluster_is_reached_by_its_dns_name() {
     assert_eq!(tls_auth.snis(), vec![Some("tls.partner.test".to_string()); tls_auth.snis().len()]);
     daemon.shutdown();
 }
+
+/// ingress-nginx's `mirror-target` to a host outside the cluster: by DNS name (resolved on the
+/// control thread) or by address, with the URL's own path in place of the request's (its query
+/// kept), and without the body under `mirror-request-body: off`; a Service of the cluster by its
+/// DNS name as before. An `https://` target is reported and the route serves without a mirror.
+#[test]
+fn a_mirror_target_outside_the_cluster_gets_copies() {
+    let dir = temp_dir("dns-mirror-target");
+    let app = Backend::start("app");
+    let (named, literal, in_cluster) = (Backend::start("named"), Backend::start("literal"), Backend::start("cluster"));
+    let dns = DnsServer::start();
+    dns.set("mirror.partner.test", &[IpAddr::from([127, 0, 0, 1])], 30);
+    let service = |name: &str, addr: SocketAddr| {
+        support::manifests::Service::new("shop", name).target_port(addr.port()).endpoints(&[addr]).yaml()
+    };
+    let mirrored = |name: &str, url: String, body: &str| {
+        Ingress::new("shop", name)
+            .host(&format!("{name}.test"))
+            .port_number(80)
+            .to("app")
+            .annotation("nginx.ingress.kubernetes.io/mirror-target", &url)
+            .annotation("nginx.ingress.kubernetes.io/mirror-request-body", body)
+            .yaml()
+    };
+    let objects = [
+        ingress_class("ramjet"),
+        service("app", app.addr),
+        service("shadow", in_cluster.addr),
+        mirrored("named", format!("http://mirror.partner.test:{}/mirror", named.addr.port()), "on"),
+        mirrored("literal", format!("http://127.0.0.1:{}/$request_uri", literal.addr.port()), "off"),
+        mirrored("cluster", "http://shadow.shop.svc.cluster.local/$request_uri".into(), "on"),
+        mirrored("secure", "https://mirror.partner.test/$request_uri".into(), "on"),
+    ]
+    .join("---\n");
+    std::fs::write(dir.join("objects.yaml"), objects).unwrap();
+    let daemon = start(&dir, dns.addr);
+    let http = daemon.http_addr();
+    let post = |host: &str| {
+        let raw = format!(
+            "POST /orders?id=7 HTTP/1.1\r\nHost: {host}\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello"
+        );
+        support::client::request(http, &raw)
+    };
+    // The name resolves, then the table has its address.
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            post("named.test");
+            named.received().contains("POST /mirror?id=7 HTTP/1.1\r\n")
+        }),
+        "{}\n{}",
+        named.received(),
+        diagnostics(&daemon)
+    );
+    let copy = named.received();
+    assert!(copy.contains("x-ramjet-mirror: 1\r\n") && copy.contains("hello"), "{copy}");
+
+    let real = post("literal.test");
+    assert_eq!(served_by(&real), "app", "the client gets the real answer");
+    assert!(eventually(Duration::from_secs(5), || literal.received().contains("POST /orders?id=7 HTTP/1.1\r\n")));
+    assert!(!literal.received().contains("hello"), "no body: {}", literal.received());
+
+    post("cluster.test");
+    assert!(eventually(Duration::from_secs(5), || in_cluster.received().contains("POST /orders?id=7 HTTP/1.1\r\n")));
+
+    assert_eq!(served_by(&post("secure.test")), "app", "served without the mirror");
+    assert!(diagnostics(&daemon).contains("an https:// mirror is not supported yet"), "{}", diagnostics(&daemon));
+    daemon.shutdown();
+}

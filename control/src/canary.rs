@@ -128,6 +128,8 @@ pub struct MirrorTarget {
     pub percent: u8,
     pub body: bool,
     pub host: Option<String>,
+    /// The path copies ask for in place of the request's (a `mirror-target` URL's own path).
+    pub path: Option<String>,
 }
 
 impl MirrorTarget {
@@ -137,6 +139,7 @@ impl MirrorTarget {
             percent: self.percent,
             body: self.body,
             host: self.host.as_deref().map(Into::into),
+            path: self.path.as_deref().map(Into::into),
         }
     }
 }

@@ -1280,7 +1280,7 @@ fn compile_filter(
                 }
                 (None, None) => 100,
             };
-            Ok(Filter::Mirror(Mirror { backend: target, percent, body: true, host: None }))
+            Ok(Filter::Mirror(Mirror { backend: target, percent, body: true, host: None, path: None }))
         }
         "RequestHeaderModifier" | "ResponseHeaderModifier" => {
             let request = filter.type_ == "RequestHeaderModifier";

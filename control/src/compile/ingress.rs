@@ -1135,15 +1135,17 @@ impl<'s> Resolver<'s, '_> {
     }
 
     /// The Ingress's mirror: `ramjet.dev/mirror-backend` (`service:port`) or ingress-nginx's
-    /// `mirror-target` (an `http://` URL whose host names a Service of the cluster), with
-    /// `mirror-percent`, `mirror-request-body` and `mirror-host`. A mirror that cannot be used is
-    /// reported and left out; the routes are served without it.
+    /// `mirror-target` (an `http://` URL: a Service of the cluster, or any other host by its address
+    /// or DNS name; its path, if it has one, in place of the request's), with `mirror-percent`,
+    /// `mirror-request-body` and `mirror-host`. A mirror that cannot be used is reported and left
+    /// out; the routes are served without it.
     fn mirror(
         &mut self,
         annotations: &Annotations<'_>,
         namespace: &str,
         warnings: &mut Vec<String>,
     ) -> Option<MirrorTarget> {
+        let mut path = None;
         let (service, port, key) = if let Some((key, value)) = annotations.get("mirror-backend") {
             match value.trim().rsplit_once(':') {
                 Some((service, port)) if !service.is_empty() && !port.is_empty() => {
@@ -1155,12 +1157,26 @@ impl<'s> Resolver<'s, '_> {
                 }
             }
         } else if let Some((key, value)) = annotations.get("mirror-target") {
-            match service_of_url(value.trim(), namespace) {
-                Ok((service, port)) => (service, port, key),
+            let url = match MirrorUrl::parse(value.trim()) {
+                Ok(url) => url,
                 Err(e) => {
                     warnings.push(format!("{key}: {e}; no mirror"));
                     return None;
                 }
+            };
+            path = url.path.clone();
+            let in_cluster = url.host.ends_with(".svc") || url.host.ends_with(".svc.cluster.local");
+            match url.service(namespace).filter(|(s, ns)| in_cluster || self.service(ns, s).is_some()) {
+                Some((service, target_namespace)) => {
+                    (format!("{service}.{target_namespace}"), url.port.to_string(), key)
+                }
+                None => match self.external_host("mirror", &url.host, url.port.into(), false) {
+                    Ok(backend) => return Some(self.mirror_options(annotations, backend, path, warnings)),
+                    Err(e) => {
+                        warnings.push(format!("{key}: {e}; no mirror"));
+                        return None;
+                    }
+                },
             }
         } else {
             return None;
@@ -1181,6 +1197,18 @@ impl<'s> Resolver<'s, '_> {
                 return None;
             }
         };
+        Some(self.mirror_options(annotations, backend, path, warnings))
+    }
+
+    /// A mirror to `backend` with the Ingress's `mirror-percent`, `mirror-request-body` and
+    /// `mirror-host`.
+    fn mirror_options(
+        &self,
+        annotations: &Annotations<'_>,
+        backend: Arc<Backend>,
+        path: Option<String>,
+        warnings: &mut Vec<String>,
+    ) -> MirrorTarget {
         let percent = match annotations.get("mirror-percent") {
             None => 100,
             Some((key, v)) => match v.trim().parse::<u8>() {
@@ -1201,7 +1229,7 @@ impl<'s> Resolver<'s, '_> {
             }
         };
         let host = annotations.get("mirror-host").map(|(_, v)| v.trim().to_string()).filter(|h| !h.is_empty());
-        Some(MirrorTarget { backend, percent, body, host })
+        MirrorTarget { backend, percent, body, host, path }
     }
 
     /// [`Resolver::backend`], except that a Service that does not exist is a backend without
@@ -1294,30 +1322,58 @@ impl<'s> Resolver<'s, '_> {
     }
 }
 
-/// The Service an ingress-nginx `mirror-target` URL names: `http://svc[.ns[.svc[.cluster.local]]][:port]`
-/// followed by nothing, `/` or `/$request_uri` (the copy always carries the request's own target).
-fn service_of_url(url: &str, namespace: &str) -> Result<(String, String), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("`{url}` is not an http:// URL (mirrors are sent in plain HTTP inside the cluster)"))?;
-    let (authority, path) = match rest.find('/') {
-        Some(i) => (&rest[..i], &rest[i..]),
-        None => (rest, ""),
-    };
-    if !matches!(path, "" | "/" | "/$request_uri" | "$request_uri") {
-        return Err(format!("`{url}`: only `/$request_uri` is supported after the host"));
+/// A `mirror-target` URL: `http://<host>[:port][/path]`. The path is the copies' own, or the
+/// request's for `/$request_uri` (or none).
+#[derive(Debug, PartialEq, Eq)]
+struct MirrorUrl {
+    host: String,
+    port: u16,
+    path: Option<String>,
+}
+
+impl MirrorUrl {
+    fn parse(url: &str) -> Result<MirrorUrl, String> {
+        let rest = match url.split_once("://") {
+            Some(("http", rest)) => rest,
+            Some(("https", _)) => {
+                return Err(format!("`{url}`: copies are sent in plain HTTP; an https:// mirror is not supported yet"))
+            }
+            _ => return Err(format!("`{url}` is not an http:// URL")),
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let path = match path {
+            "" | "/" | "/$request_uri" => None,
+            p if p.contains('$') => {
+                return Err(format!("`{url}`: of nginx's variables only `/$request_uri` is supported"))
+            }
+            p => {
+                validate_path(p).map_err(|e| format!("`{url}`: the path {e}"))?;
+                Some(p.to_string())
+            }
+        };
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) => (h, p.parse::<u16>().map_err(|_| format!("`{url}`: `{p}` is not a port"))?),
+            None => (authority, 80),
+        };
+        if host.is_empty() {
+            return Err(format!("`{url}` names no host"));
+        }
+        Ok(MirrorUrl { host: host.to_ascii_lowercase(), port, path })
     }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((h, p)) => (h, p.to_string()),
-        None => (authority, "80".to_string()),
-    };
-    let host = host.trim_end_matches(".cluster.local").trim_end_matches(".svc");
-    let service = match host.split_once('.') {
-        Some((s, ns)) if !ns.contains('.') => format!("{s}.{ns}"),
-        Some(_) => return Err(format!("`{url}`: `{host}` does not name a Service (service[.namespace])")),
-        None => format!("{host}.{namespace}"),
-    };
-    Ok((service, port))
+
+    /// The Service (name, namespace) the host names, if it has a Service's shape:
+    /// `service[.namespace[.svc[.cluster.local]]]`.
+    fn service(&self, namespace: &str) -> Option<(String, String)> {
+        let host = self.host.trim_end_matches(".cluster.local").trim_end_matches(".svc");
+        match host.split_once('.') {
+            None => Some((host.to_string(), namespace.to_string())),
+            Some((s, ns)) if !ns.contains('.') => Some((s.to_string(), ns.to_string())),
+            Some(_) => None,
+        }
+    }
 }
 
 /// A path as the Ingress spec allows it: absolute, without whitespace, query or fragment.

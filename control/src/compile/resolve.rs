@@ -12,7 +12,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::IngressServiceBackend;
-use ramjet_shared::{Backend, BackendKind, CertId, Certificate};
+use ramjet_shared::{Backend, BackendKind, BackendProtocol, CertId, Certificate, UpstreamTlsSpec};
 use rustc_hash::FxHasher;
 
 use super::snapshot::{namespace_of, ClusterSnapshot};
@@ -292,6 +292,49 @@ impl<'s, 'c> Resolver<'s, 'c> {
         let endpoints: Vec<SocketAddr> = addrs.into_iter().map(|ip| SocketAddr::new(ip, number)).collect();
         let backend_name = format!("{namespace}/{name}:{number}");
         Ok(self.compiler.backend(&backend_name, BackendKind::Endpoints(endpoints.into_boxed_slice())))
+    }
+
+    /// The backend of a host outside the cluster (an auth service, a mirror), named `<purpose>:<host>:<port>`:
+    /// `host`'s addresses (an IP address as it is, a name as DNS answers, [`crate::dns`]), over TLS
+    /// verified against the Mozilla roots for `https`. A name without an answer yet has no endpoints.
+    pub(crate) fn external_host(
+        &mut self,
+        purpose: &str,
+        host: &str,
+        port: i32,
+        https: bool,
+    ) -> Result<Arc<Backend>, String> {
+        let port = u16::try_from(port).map_err(|_| format!("port {port} is out of range"))?;
+        let addrs = match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => vec![ip],
+            Err(_) => {
+                let name = crate::dns::normalize(host);
+                crate::routes_file::validate_host(&name).map_err(|e| format!("`{host}`: {e}"))?;
+                self.dns_names.insert(name.clone());
+                let answer = self.compiler.dns.get(&name);
+                if answer.is_some_and(|a| a.failing) {
+                    let message =
+                        format!("looking {name} up fails (the log says why); its last answer is kept, if any");
+                    self.dns_notes.insert(("Host", None, name.clone()), message);
+                }
+                answer.map(|a| a.addrs.clone()).unwrap_or_default()
+            }
+        };
+        let endpoints: Vec<SocketAddr> = addrs.into_iter().map(|ip| SocketAddr::new(ip, port)).collect();
+        let kind = BackendKind::Endpoints(endpoints.into_boxed_slice());
+        let name = format!("{purpose}:{host}:{port}");
+        if !https {
+            return Ok(self.compiler.backend(&name, kind));
+        }
+        let spec = UpstreamTlsSpec {
+            verify: Some(crate::certs::mozilla_roots()),
+            server_name: host.to_string(),
+            sni: true,
+            client_cert: None,
+            subject_alt_names: Vec::new(),
+        };
+        let tls = self.compiler.upstream_tls(&spec)?;
+        Ok(self.compiler.backend_over(&name, kind, BackendProtocol::Https, Some(tls)))
     }
 
     /// The `appProtocol` of a Service's port (by number), if it names one.

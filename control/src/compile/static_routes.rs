@@ -58,6 +58,7 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
             percent: m.percent,
             body: m.body,
             host: m.host.clone(),
+            path: None,
         });
         let policy = match (&rule.canary, &mirror) {
             (Some((name, spec)), _) => {

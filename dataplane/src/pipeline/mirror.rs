@@ -88,7 +88,10 @@ enum CopyFailure {
 fn copy_head(head: &[u8], mirror: &Mirror, out: &mut Vec<u8>) {
     let mut lines = head.split_inclusive(|&b| b == b'\n');
     if let Some(request_line) = lines.next() {
-        out.extend_from_slice(request_line);
+        match &mirror.path {
+            Some(path) => copy_request_line(request_line, path, out),
+            None => out.extend_from_slice(request_line),
+        }
     }
     for line in lines {
         if line == b"\r\n" {
@@ -109,6 +112,24 @@ fn copy_head(head: &[u8], mirror: &Mirror, out: &mut Vec<u8>) {
     out.extend_from_slice(b"x-ramjet-mirror: 1\r\nconnection: close\r\n\r\n");
 }
 
+/// `request_line` (`METHOD TARGET HTTP/1.1\r\n`) asking for `path` in place of the target's
+/// path, the target's query kept, as nginx's `proxy_pass` with a URI does for a mirror.
+fn copy_request_line(request_line: &[u8], path: &str, out: &mut Vec<u8>) {
+    let mut parts = request_line.splitn(3, |&b| b == b' ');
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next()) else {
+        out.extend_from_slice(request_line);
+        return;
+    };
+    out.extend_from_slice(method);
+    out.push(b' ');
+    out.extend_from_slice(path.as_bytes());
+    if let Some(q) = target.iter().position(|&b| b == b'?') {
+        out.extend_from_slice(&target[q..]);
+    }
+    out.push(b' ');
+    out.extend_from_slice(version);
+}
+
 /// Connects, writes the copy, and waits for the first bytes of the answer; then the connection is
 /// closed (the answer is discarded, so there is no reason to read it to its end).
 async fn exchange(addr: SocketAddr, copy: Vec<u8>) -> Result<(), CopyFailure> {
@@ -121,5 +142,21 @@ async fn exchange(addr: SocketAddr, copy: Vec<u8>) -> Result<(), CopyFailure> {
     match read {
         Ok(n) if n > 0 => Ok(()),
         _ => Err(CopyFailure::Failed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::copy_request_line;
+
+    #[test]
+    fn a_mirror_path_replaces_the_target_path_and_keeps_the_query() {
+        let copy = |line: &[u8], path| {
+            let mut out = Vec::new();
+            copy_request_line(line, path, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(copy(b"POST /orders?id=7 HTTP/1.1\r\n", "/mirror"), "POST /mirror?id=7 HTTP/1.1\r\n");
+        assert_eq!(copy(b"GET /a/b HTTP/1.1\r\n", "/m"), "GET /m HTTP/1.1\r\n");
     }
 }

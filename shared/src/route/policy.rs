@@ -211,6 +211,9 @@ pub struct Mirror {
     pub body: bool,
     /// The `Host` the copy carries; `None`: the request's own.
     pub host: Option<Box<str>>,
+    /// The path the copy asks for in place of the request's, its query kept (a `mirror-target`
+    /// URL with a path of its own); `None`: the request's target.
+    pub path: Option<Box<str>>,
 }
 
 impl fmt::Display for Mirror {
@@ -221,6 +224,9 @@ impl fmt::Display for Mirror {
         }
         if let Some(host) = &self.host {
             write!(f, " host {host}")?;
+        }
+        if let Some(path) = &self.path {
+            write!(f, " path {path}")?;
         }
         Ok(())
     }

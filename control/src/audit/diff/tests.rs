@@ -48,8 +48,15 @@ fn builder(spec: &Spec) -> TableBuilder {
 /// The policy a generated route gets from its backend byte's top bits: none (most), a mirror, a
 /// canary split, or both.
 fn policy(be: u8) -> Option<Arc<RoutePolicy>> {
-    let mirror =
-        || Filter::Mirror(Mirror { backend: backend(be >> 1), percent: 50 + be % 2 * 50, body: true, host: None });
+    let mirror = || {
+        Filter::Mirror(Mirror {
+            backend: backend(be >> 1),
+            percent: 50 + be % 2 * 50,
+            body: true,
+            host: None,
+            path: None,
+        })
+    };
     let split = || {
         let weight = u32::from(be % 4) * 10;
         Rule::split(
@@ -221,7 +228,7 @@ fn with_policy(rules: Vec<Rule>) -> RouteTable {
 }
 
 fn mirror_to(i: u8, percent: u8) -> Filter {
-    Filter::Mirror(Mirror { backend: backend(i), percent, body: true, host: None })
+    Filter::Mirror(Mirror { backend: backend(i), percent, body: true, host: None, path: None })
 }
 
 #[test]

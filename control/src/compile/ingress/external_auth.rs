@@ -14,9 +14,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::networking::v1::IngressServiceBackend;
 use ramjet_shared::external_auth::{signin_with_redirect, SIGNIN_VARIABLES};
-use std::net::SocketAddr;
 
-use ramjet_shared::{AuthService, Backend, BackendKind, BackendProtocol, ExternalAuth, UpstreamTlsSpec};
+use ramjet_shared::{AuthService, ExternalAuth};
 
 use crate::canary::Annotations;
 use crate::compile::annotations::values::{split_auth_url, SAME_HOST};
@@ -26,42 +25,6 @@ use crate::compile::resolve::{PortRef, Resolver};
 const REDIRECT_PARAM: &str = "rd";
 
 impl<'s> Resolver<'s, '_> {
-    /// The backend of an auth service outside the cluster: `host`'s addresses (an IP address as it
-    /// is, a name as DNS answers), over TLS verified against the Mozilla roots for `https`.
-    fn external_auth_host(&mut self, host: &str, port: i32, https: bool) -> Result<Arc<Backend>, String> {
-        let port = u16::try_from(port).map_err(|_| format!("port {port} is out of range"))?;
-        let addrs = match host.parse::<std::net::IpAddr>() {
-            Ok(ip) => vec![ip],
-            Err(_) => {
-                let name = crate::dns::normalize(host);
-                crate::routes_file::validate_host(&name).map_err(|e| format!("`{host}`: {e}"))?;
-                self.dns_names.insert(name.clone());
-                let answer = self.compiler.dns.get(&name);
-                if answer.is_some_and(|a| a.failing) {
-                    let message =
-                        format!("looking {name} up fails (the log says why); its last answer is kept, if any");
-                    self.dns_notes.insert(("Host", None, name.clone()), message);
-                }
-                answer.map(|a| a.addrs.clone()).unwrap_or_default()
-            }
-        };
-        let endpoints: Vec<SocketAddr> = addrs.into_iter().map(|ip| SocketAddr::new(ip, port)).collect();
-        let kind = BackendKind::Endpoints(endpoints.into_boxed_slice());
-        let name = format!("auth:{host}:{port}");
-        if !https {
-            return Ok(self.compiler.backend(&name, kind));
-        }
-        let spec = UpstreamTlsSpec {
-            verify: Some(crate::certs::mozilla_roots()),
-            server_name: host.to_string(),
-            sni: true,
-            client_cert: None,
-            subject_alt_names: Vec::new(),
-        };
-        let tls = self.compiler.upstream_tls(&spec)?;
-        Ok(self.compiler.backend_over(&name, kind, BackendProtocol::Https, Some(tls)))
-    }
-
     /// The Ingress's external authentication, if it asks for one; a problem keeps it out.
     pub(super) fn external_auth(
         &mut self,
@@ -103,7 +66,7 @@ impl<'s> Resolver<'s, '_> {
                      hosts outside the cluster)"
                 )),
                 (false, _) => {
-                    let backend = self.external_auth_host(host, port, https);
+                    let backend = self.external_host("auth", host, port, https);
                     if let Some(note) = self.dns_notes.get(&("Host", None, crate::dns::normalize(host))) {
                         warnings.push(format!("{key}: {note}"));
                     }

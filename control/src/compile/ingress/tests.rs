@@ -447,3 +447,22 @@ fn tls_backends_follow_the_proxy_ssl_annotations() {
 fn server_name(name: &str) -> rustls::pki_types::ServerName<'static> {
     rustls::pki_types::ServerName::try_from(name.to_string()).unwrap()
 }
+
+#[test]
+fn mirror_target_urls_are_read_as_ingress_nginx_writes_them() {
+    let url = |u: &str| super::MirrorUrl::parse(u);
+    let parsed = url("http://Shadow.shop.svc.cluster.local/$request_uri").unwrap();
+    assert_eq!(
+        (parsed.host.as_str(), parsed.port, parsed.path.as_deref()),
+        ("shadow.shop.svc.cluster.local", 80, None)
+    );
+    assert_eq!(parsed.service("web"), Some(("shadow".into(), "shop".into())));
+    let parsed = url("http://localhost:8080/mirror").unwrap();
+    assert_eq!((parsed.port, parsed.path.as_deref()), (8080, Some("/mirror")));
+    assert_eq!(parsed.service("web"), Some(("localhost".into(), "web".into())));
+    assert_eq!(url("http://mirror.partner.example").unwrap().service("web"), None);
+    assert!(url("https://test.env.com/$request_uri").unwrap_err().contains("not supported yet"));
+    assert!(url("http://a/$uri").unwrap_err().contains("only `/$request_uri`"));
+    assert!(url("http://a:x/").unwrap_err().contains("not a port"));
+    assert!(url("ftp://a/").is_err() && url("http:///x").is_err());
+}

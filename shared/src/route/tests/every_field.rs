@@ -237,6 +237,7 @@ fn filter(c: &mut Choices) -> Filter {
             percent: c.one_of(&[50, 100]),
             body: c.flag(),
             host: c.maybe(Choices::text),
+            path: c.maybe(Choices::text),
         }),
         1 => Filter::PathRewrite(path_rewrite(c)),
         2 => Filter::SetRequestHeader { name: c.text(), value: c.text() },
