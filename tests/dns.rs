@@ -229,3 +229,65 @@ fn a_mirror_target_outside_the_cluster_gets_copies() {
     assert!(diagnostics(&daemon).contains("an https:// mirror is not supported yet"), "{}", diagnostics(&daemon));
     daemon.shutdown();
 }
+
+/// A static routes file's endpoint by DNS name (`api.partner.test:<port>`), for proxied routes
+/// and a TCP relay alike: resolved on the control thread, followed when the answer changes, and
+/// kept when the server goes away.
+#[test]
+fn a_static_routes_endpoint_by_name_follows_its_dns_answers() {
+    let first = Backend::start("first");
+    let port = first.addr.port();
+    let second = Backend::on_listener("second", TcpListener::bind(("127.0.0.2", port)).unwrap(), None);
+    let mut dns = DnsServer::start();
+    dns.set("api.partner.test", &[IpAddr::from([127, 0, 0, 1])], 1);
+    let relay_port = support::free_port();
+    let text = format!(
+        "backends:\n  api: {{ endpoints: [\"api.partner.test:{port}\"] }}\n  \
+         gone: {{ endpoints: [\"nothing.partner.test:{port}\"] }}\n\
+         routes:\n  - {{ host: api.test, path: /, backend: api }}\n  - {{ host: gone.test, path: /, backend: gone }}\n\
+         tcp:\n  - {{ port: {relay_port}, backend: api }}\n"
+    );
+    let routes = support::routes(&text);
+    let mut config = DaemonConfig::local(routes);
+    config.io_driver = IoDriver::Auto;
+    config.dns = DnsSettings {
+        servers: Some(vec![dns.addr]),
+        min_ttl: Duration::from_secs(1),
+        max_ttl: Duration::from_secs(30),
+    };
+    let daemon = Daemon::start(config).expect("the daemon starts");
+    let http = daemon.http_addr();
+    let answered_by = |host: &str| {
+        let r = get(http, host, "/");
+        if r.status == 200 {
+            served_by(&r)
+        } else {
+            r.status.to_string()
+        }
+    };
+    assert!(eventually(Duration::from_secs(10), || answered_by("api.test") == "first"), "{}", diagnostics(&daemon));
+    let relayed = || {
+        let raw = "GET / HTTP/1.1\r\nHost: api.test\r\nconnection: close\r\n\r\n";
+        served_by(&support::client::request(SocketAddr::from(([127, 0, 0, 1], relay_port)), raw))
+    };
+    assert_eq!(relayed(), "first", "the TCP relay takes the same addresses");
+    assert_eq!(answered_by("gone.test"), "503");
+    assert!(
+        eventually(Duration::from_secs(10), || diagnostics(&daemon).contains("nothing.partner.test does not resolve")),
+        "{}",
+        diagnostics(&daemon)
+    );
+
+    dns.set("api.partner.test", &[IpAddr::from([127, 0, 0, 2])], 1);
+    assert!(eventually(Duration::from_secs(10), || answered_by("api.test") == "second"), "{}", diagnostics(&daemon));
+    dns.stop();
+    assert!(
+        eventually(Duration::from_secs(20), || diagnostics(&daemon).contains("api.partner.test up fails")),
+        "{}",
+        diagnostics(&daemon)
+    );
+    for _ in 0..5 {
+        assert_eq!(answered_by("api.test"), "second", "a failed lookup never empties the backend");
+    }
+    daemon.shutdown();
+}

@@ -22,7 +22,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::marker::PhantomData;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -98,11 +98,30 @@ pub struct TlsPortSpec {
 pub enum BackendSpec {
     /// Endpoints, the protocol they speak (`protocol:`, default `HTTP`) and, for `HTTPS` and
     /// `GRPCS`, how TLS to them goes (`tls:`).
-    Endpoints(Vec<SocketAddr>, BackendProtocol, Option<BackendTls>),
+    Endpoints(Vec<EndpointAddr>, BackendProtocol, Option<BackendTls>),
     Respond {
         status: u16,
         body: String,
     },
+}
+
+/// An endpoint as the file writes it: an address, or a DNS name and a port, resolved on the
+/// control thread and kept fresh by its TTL ([`crate::dns`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EndpointAddr {
+    Addr(SocketAddr),
+    /// The name in the form DNS answers are kept in ([`crate::dns::normalize`]).
+    Name(String, u16),
+}
+
+impl EndpointAddr {
+    /// The host as written: the address, or the name (the TLS server name's default).
+    pub fn host(&self) -> String {
+        match self {
+            EndpointAddr::Addr(addr) => addr.ip().to_string(),
+            EndpointAddr::Name(name, _) => name.clone(),
+        }
+    }
 }
 
 /// A backend's `tls:` (for `HTTPS` and `GRPCS`): ingress-nginx's defaults are encrypt without
@@ -703,7 +722,7 @@ impl<'de> Deserialize<'de> for BackendField {
             (Some(e), None) => {
                 let tls = match protocol.is_tls() {
                     // The name verified defaults to the first endpoint's host, as written.
-                    true => Some(raw.tls.unwrap_or_default().spec(e.first().map(|e| e.1.as_str()))?),
+                    true => Some(raw.tls.unwrap_or_default().spec(e.first().map(|e| e.0.host()).as_deref())?),
                     false => None,
                 };
                 Ok(BackendField(BackendSpec::Endpoints(e.into_iter().map(|e| e.0).collect(), protocol, tls)))
@@ -776,27 +795,25 @@ impl TlsOptions {
     }
 }
 
-/// An endpoint: its address, and its host as written (for the TLS server name).
-struct Endpoint(SocketAddr, String);
+/// An endpoint as written: `ip:port` (`[v6]:port`), or `name:port`, its name checked here and
+/// resolved later, on the control thread.
+struct Endpoint(EndpointAddr);
 
 impl<'de> Deserialize<'de> for Endpoint {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         if let Ok(addr) = s.parse::<SocketAddr>() {
-            return Ok(Endpoint(addr, addr.ip().to_string()));
+            return Ok(Endpoint(EndpointAddr::Addr(addr)));
         }
         let (host, port) =
             s.rsplit_once(':').ok_or_else(|| de::Error::custom(format!("endpoint `{s}` is not host:port")))?;
-        port.parse::<u16>().map_err(|_| de::Error::custom(format!("endpoint `{s}` has an invalid port")))?;
+        let port = port.parse::<u16>().map_err(|_| de::Error::custom(format!("endpoint `{s}` has an invalid port")))?;
         if host.is_empty() {
             return Err(de::Error::custom(format!("endpoint `{s}` has no host")));
         }
-        let resolved = s
-            .to_socket_addrs()
-            .map_err(|e| de::Error::custom(format!("endpoint `{s}` does not resolve: {e}")))?
-            .next()
-            .ok_or_else(|| de::Error::custom(format!("endpoint `{s}` resolves to no address")))?;
-        Ok(Endpoint(resolved, host.to_string()))
+        let name = crate::dns::normalize(host);
+        validate_host(&name).map_err(|e| de::Error::custom(format!("endpoint `{s}`: {e}")))?;
+        Ok(Endpoint(EndpointAddr::Name(name, port)))
     }
 }
 

@@ -1,8 +1,11 @@
 //! Compiling a static routes file (read by [`crate::routes_file`]): the same vocabulary as an
 //! Ingress, without a cluster; its `tcp:`, `udp:` and `tlsPorts:` entries become the same table
-//! entries as the Gateway API's TCP, UDP and TLS listeners on ports of their own.
+//! entries as the Gateway API's TCP, UDP and TLS listeners on ports of their own. Endpoints
+//! given by name take the addresses DNS last answered ([`crate::dns`]); the draft names them, so
+//! that they are kept fresh.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use ramjet_shared::{
@@ -12,7 +15,7 @@ use ramjet_shared::{
 
 use super::{Compiler, Draft};
 use crate::canary::MirrorTarget;
-use crate::routes_file::{BackendSpec, PortSpec, StaticRoutes};
+use crate::routes_file::{BackendSpec, EndpointAddr, PortSpec, StaticRoutes};
 
 /// The kind diagnostics give an entry of the static routes file: `StaticRoutes routes[2]`.
 pub const STATIC_ROUTES: &str = "StaticRoutes";
@@ -35,11 +38,12 @@ pub fn compile(routes: &StaticRoutes, compiler: &mut Compiler) -> Draft {
             };
         }
     }
+    let addresses = resolved_endpoints(routes, compiler, &mut draft);
     let backend = |compiler: &mut Compiler, name: &str| {
         let (kind, protocol, tls) = match &routes.backends[name] {
-            BackendSpec::Endpoints(addrs, protocol, _) => {
+            BackendSpec::Endpoints(_, protocol, _) => {
                 let tls = tls_of.get(name).cloned();
-                let addrs = if protocol.is_tls() && tls.is_none() { Vec::new() } else { addrs.clone() };
+                let addrs = if protocol.is_tls() && tls.is_none() { Vec::new() } else { addresses[name].clone() };
                 (BackendKind::Endpoints(addrs.into_boxed_slice()), *protocol, tls)
             }
             BackendSpec::Respond { status, body } => {
@@ -147,15 +151,70 @@ fn relayed(
 ) -> Option<Vec<WeightedBackend>> {
     let mut backends = Vec::new();
     for (name, weight) in &entry.backends {
-        let BackendSpec::Endpoints(addrs, BackendProtocol::Http1, _) = &routes.backends[name] else {
+        let BackendSpec::Endpoints(written, BackendProtocol::Http1, _) = &routes.backends[name] else {
             let message =
                 format!("backend {name}: a Layer-4 entry relays to plain `endpoints` (no `respond`, no protocol)");
             draft.reject(&ObjectRef::new(STATIC_ROUTES, None, source), message);
             return None;
         };
-        let kind = BackendKind::Endpoints(addrs.clone().into_boxed_slice());
+        let kind = BackendKind::Endpoints(endpoints_of(name, written, compiler, draft).into_boxed_slice());
         let target = compiler.backend_over(name, kind, BackendProtocol::Http1, None);
         backends.push(WeightedBackend::new(target, *weight));
     }
     Some(backends)
+}
+
+/// Every `endpoints` backend's addresses, by backend name ([`endpoints_of`]).
+fn resolved_endpoints(
+    routes: &StaticRoutes,
+    compiler: &Compiler,
+    draft: &mut Draft,
+) -> HashMap<String, Vec<SocketAddr>> {
+    let mut resolved = HashMap::new();
+    for (name, spec) in &routes.backends {
+        if let BackendSpec::Endpoints(written, _, _) = spec {
+            resolved.insert(name.clone(), endpoints_of(name, written, compiler, draft));
+        }
+    }
+    resolved
+}
+
+/// The addresses of backend `name`'s endpoints as `written`: an address as it is, a name as DNS
+/// last answered it (recorded in the draft, so that it is kept fresh). A name without an answer
+/// yet adds nothing; one whose lookups fail keeps its last answer; either is said once per name.
+fn endpoints_of(name: &str, written: &[EndpointAddr], compiler: &Compiler, draft: &mut Draft) -> Vec<SocketAddr> {
+    let mut addrs = Vec::new();
+    for endpoint in written {
+        let (host, port) = match endpoint {
+            EndpointAddr::Addr(addr) => {
+                addrs.push(*addr);
+                continue;
+            }
+            EndpointAddr::Name(host, port) => (host, *port),
+        };
+        draft.dns_names.insert(host.clone());
+        let object = ObjectRef::new(STATIC_ROUTES, None, format!("backends.{name}"));
+        let said =
+            |draft: &Draft| draft.diagnostics.iter().any(|d| d.object == object && d.message.contains(host.as_str()));
+        match compiler.dns.get(host) {
+            None => {
+                if !said(draft) {
+                    draft.warn(&object, format!("{host} is being resolved; it has no addresses until it is"));
+                }
+            }
+            Some(answer) => {
+                if answer.failing && !said(draft) {
+                    let message = match answer.addrs.is_empty() {
+                        true => format!("{host} does not resolve; it has no addresses until it does"),
+                        false => format!("looking {host} up fails (the log says why); its last answer is kept"),
+                    };
+                    draft.warn(&object, message);
+                }
+                addrs.extend(answer.addrs.iter().map(|ip| SocketAddr::new(*ip, port)));
+            }
+        }
+    }
+    addrs.sort();
+    addrs.dedup();
+    addrs
 }

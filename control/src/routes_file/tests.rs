@@ -27,7 +27,10 @@ routes:
     assert_eq!(
         r.backends["api"],
         BackendSpec::Endpoints(
-            vec!["127.0.0.1:9001".parse().unwrap(), "127.0.0.1:9002".parse().unwrap()],
+            vec![
+                EndpointAddr::Addr("127.0.0.1:9001".parse().unwrap()),
+                EndpointAddr::Addr("127.0.0.1:9002".parse().unwrap())
+            ],
             BackendProtocol::Http1,
             None
         )
@@ -79,7 +82,7 @@ fn a_backend_names_its_protocol() {
         .unwrap();
     assert_eq!(
         r.backends["g"],
-        BackendSpec::Endpoints(vec!["127.0.0.1:1".parse().unwrap()], BackendProtocol::Grpc, None)
+        BackendSpec::Endpoints(vec![EndpointAddr::Addr("127.0.0.1:1".parse().unwrap())], BackendProtocol::Grpc, None)
     );
     assert_eq!(r.backends["h"], BackendSpec::Endpoints(vec![], BackendProtocol::Http1, None));
 
@@ -94,9 +97,10 @@ fn a_backend_names_its_protocol() {
 #[test]
 fn a_tls_backend_takes_its_settings_with_ingress_nginx_defaults() {
     let r = parse_str("backends:\n  s: { endpoints: [\"localhost:8443\"], protocol: HTTPS }\n").unwrap();
-    let BackendSpec::Endpoints(_, BackendProtocol::Https, Some(tls)) = &r.backends["s"] else {
+    let BackendSpec::Endpoints(written, BackendProtocol::Https, Some(tls)) = &r.backends["s"] else {
         panic!("{:?}", r.backends["s"])
     };
+    assert_eq!(written, &[EndpointAddr::Name("localhost".into(), 8443)], "a name is resolved later, not here");
     assert!(tls.0.verify.is_none() && !tls.0.sni && tls.0.client_cert.is_none());
     assert_eq!(tls.0.server_name, "localhost");
     let r = parse_str("backends:\n  g: { endpoints: [\"127.0.0.1:1\"], protocol: GRPCS, tls: { serverName: api.internal, sni: true } }\n")
