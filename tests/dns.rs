@@ -289,5 +289,6 @@ fn a_static_routes_endpoint_by_name_follows_its_dns_answers() {
     for _ in 0..5 {
         assert_eq!(answered_by("api.test"), "second", "a failed lookup never empties the backend");
     }
+    drop(second);
     daemon.shutdown();
 }
