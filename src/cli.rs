@@ -429,6 +429,12 @@ pub struct MigrationReportArgs {
     /// anything that would not behave as under ingress-nginx.
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub fail_on: Option<Vec<ramjet_control::migration::FailOn>>,
+
+    /// Look names outside the cluster (auth-url hosts, ExternalName Services, mirror targets) up
+    /// with these DNS servers (IP or IP:PORT, comma-separated) instead of the system's, as the
+    /// daemon's --dns-server.
+    #[arg(long, env = "RAMJET_DNS_SERVER", value_delimiter = ',', value_name = "ADDR", value_parser = parse_dns_server)]
+    pub dns_server: Vec<SocketAddr>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

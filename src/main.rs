@@ -151,7 +151,20 @@ fn migration_report(args: &MigrationReportArgs) -> anyhow::Result<bool> {
     };
     let ingresses: Vec<_> = snapshot.ingresses.iter().map(|i| (**i).clone()).collect();
     let config = settings.as_ref().map(|(_, config)| config.clone()).unwrap_or_else(ControllerConfig::builtin);
-    let mut report = Report::new(&ingresses, args.ingress_class.as_deref()).with_compile(&snapshot, config);
+    // Names outside the cluster are looked up as the daemon would, once.
+    let dns = ramjet_control::dns::DnsSettings {
+        servers: (!args.dns_server.is_empty()).then(|| args.dns_server.clone()),
+        ..Default::default()
+    };
+    let resolve = |names: &std::collections::BTreeSet<String>| {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+        match runtime {
+            Ok(runtime) => runtime.block_on(ramjet_control::dns::resolve_once(&dns, names)),
+            Err(_) => ramjet_control::dns::DnsAnswers::default(),
+        }
+    };
+    let class = args.ingress_class.as_deref();
+    let mut report = Report::new(&ingresses, class, config.ssl_redirect).with_compile(&snapshot, config, resolve);
     if let Some(flags) = controller {
         report = report.with_controller(flags);
     }

@@ -177,6 +177,38 @@ pub async fn run(
     }
 }
 
+/// Each of `names` looked up once, all at once (for `ramjet migration-report`, which judges what
+/// the daemon would serve): its addresses, or failing without any.
+pub async fn resolve_once(settings: &DnsSettings, names: &BTreeSet<String>) -> DnsAnswers {
+    let failed = |names: &BTreeSet<String>| DnsAnswers {
+        names: names.iter().map(|n| (n.clone(), NameAnswer { addrs: Vec::new(), failing: true })).collect(),
+    };
+    let resolver = match resolver(settings) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!("{e}; names outside the cluster do not resolve");
+            return failed(names);
+        }
+    };
+    let mut lookups = tokio::task::JoinSet::new();
+    for name in names.iter().cloned() {
+        let resolver = resolver.clone();
+        lookups.spawn(async move {
+            let looked = resolver.lookup_ip(format!("{name}.")).await;
+            (name, looked)
+        });
+    }
+    let mut answers = failed(names);
+    while let Some(done) = lookups.join_next().await {
+        let Ok((name, Ok(lookup))) = done else { continue };
+        let mut addrs: Vec<IpAddr> = lookup.iter().collect();
+        addrs.sort();
+        addrs.dedup();
+        answers.names.insert(name, NameAnswer { addrs, failing: false });
+    }
+    answers
+}
+
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,

@@ -126,7 +126,9 @@ pub struct Report {
 
 impl Report {
     /// Judges the Ingresses of `class` (all of them when `None`), as they come from ingress-nginx.
-    pub fn new(ingresses: &[Ingress], class: Option<&str>) -> Report {
+    /// `redirects_by_default`: ramjet will run with a controller configuration whose `ssl-redirect`
+    /// is on, so a TLS Ingress that does not set it is redirected as under ingress-nginx.
+    pub fn new(ingresses: &[Ingress], class: Option<&str>, redirects_by_default: bool) -> Report {
         let mut reports: Vec<IngressReport> = ingresses
             .iter()
             .map(|ingress| {
@@ -134,7 +136,7 @@ impl Report {
                 let spec = ingress.spec.as_ref();
                 let legacy = m.annotations.as_ref().and_then(|a| a.get(LEGACY_CLASS_ANNOTATION));
                 let has_tls = spec.and_then(|s| s.tls.as_ref()).is_some_and(|tls| !tls.is_empty());
-                let findings = review(m.annotations.as_ref(), has_tls, true);
+                let findings = review(m.annotations.as_ref(), has_tls, !redirects_by_default);
                 IngressReport {
                     namespace: m.namespace.clone().unwrap_or_else(|| "default".into()),
                     name: m.name.clone().unwrap_or_default(),
@@ -165,7 +167,14 @@ impl Report {
     /// Secrets), as ramjet would serve them once it takes over their class, and adds what the
     /// compiler said of each to its outcome.
     /// `config`: the controller configuration ramjet would run with (ingress-nginx's ConfigMap).
-    pub fn with_compile(mut self, snapshot: &ClusterSnapshot, config: ControllerConfig) -> Report {
+    /// Names outside the cluster the Ingresses need (auth-url hosts, ExternalName Services, mirror
+    /// targets) are looked up with `resolve`, then compiled with their answers, as the daemon does.
+    pub fn with_compile(
+        mut self,
+        snapshot: &ClusterSnapshot,
+        config: ControllerConfig,
+        resolve: impl FnOnce(&std::collections::BTreeSet<String>) -> crate::dns::DnsAnswers,
+    ) -> Report {
         const CLASS: &str = "ramjet-migration-report";
         let reported: std::collections::HashSet<(&str, &str)> =
             self.ingresses.iter().map(|r| (r.namespace.as_str(), r.name.as_str())).collect();
@@ -204,7 +213,11 @@ impl Report {
         };
         let mut compiler = Compiler::new();
         compiler.config = Arc::new(config);
-        let draft = cluster::compile(&snapshot, &mut compiler);
+        let mut draft = cluster::compile(&snapshot, &mut compiler);
+        if !draft.dns_names.is_empty() {
+            compiler.dns = Arc::new(resolve(&draft.dns_names));
+            draft = cluster::compile(&snapshot, &mut compiler);
+        }
         let mut notes: BTreeMap<String, Vec<CompileNote>> = BTreeMap::new();
         for d in &draft.diagnostics {
             let severity = match d.severity {
