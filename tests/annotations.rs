@@ -2125,3 +2125,50 @@ fn enable_access_log_behaves_as_in_ingress_nginx() {
     assert!(text.contains("/loud-1"), "{text}");
     assert!(!text.contains("/quiet"), "{text}");
 }
+
+/// test/e2e/annotations/proxy.go "should set proxy_redirect to hello.com goodbye.com" and
+/// "should setup proxy cookies", as nginx's `proxy_redirect`, `proxy_cookie_domain` and
+/// `proxy_cookie_path` behave: a backend's `Location` starting with `hello.com` starts with
+/// `goodbye.com`, a `Set-Cookie` for `localhost` is for `example.org`, a path under `/one/` loses
+/// that prefix; other fields, and other Ingresses' answers, are untouched. HTTP/2 clients alike.
+#[test]
+fn proxy_redirect_and_cookie_rewrites_behave_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-proxy-rewrites");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let rewrites = format!(
+        "{NGINX}/proxy-redirect-from: hello.com, {NGINX}/proxy-redirect-to: goodbye.com, \
+         {NGINX}/proxy-cookie-domain: \"localhost example.org\", {NGINX}/proxy-cookie-path: \"/one/ /\""
+    );
+    text.push_str(&ingress("rewrites", "rewrites.test", &rewrites, &[("/", "Prefix", "a")]));
+    text.push_str(&ingress("plain", "plain.test", "", &[("/", "Prefix", "a")]));
+    text.push_str(&ingress(
+        "off",
+        "off.test",
+        &format!("{NGINX}/proxy-redirect-from: \"off\""),
+        &[("/", "Prefix", "a")],
+    ));
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let echo =
+        "X-Echo-Set-Header: Location:hello.com/next?x=1,Set-Cookie:sid=1; Domain=.localhost; Path=/one/two; HttpOnly,\
+                Refresh:5; url=hello.com/later\r\n";
+    let ask = |host: &str| request(addr, &format!("GET / HTTP/1.1\r\nHost: {host}\r\n{echo}connection: close\r\n\r\n"));
+    let r = ask("rewrites.test");
+    assert_eq!(r.header("location"), Some("goodbye.com/next?x=1"), "{}", r.head);
+    assert_eq!(r.header("set-cookie"), Some("sid=1; Domain=example.org; Path=/two; HttpOnly"), "{}", r.head);
+    assert_eq!(r.header("refresh"), Some("5; url=goodbye.com/later"), "{}", r.head);
+    for host in ["plain.test", "off.test"] {
+        let r = ask(host);
+        assert_eq!(r.header("location"), Some("hello.com/next?x=1"), "{host}: {}", r.head);
+        assert_eq!(r.header("set-cookie"), Some("sid=1; Domain=.localhost; Path=/one/two; HttpOnly"), "{host}");
+    }
+    let mut h2 = h2client::H2Client::connect(addr);
+    let echo =
+        [("x-echo-set-header", "Location:hello.com/h2,Set-Cookie:a=1; Path=/one/,Set-Cookie:b=2; Domain=localhost")];
+    let r = h2.request("GET", "rewrites.test", "/", &echo, b"", true).unwrap();
+    assert_eq!(r.header("location"), Some("goodbye.com/h2"));
+    let cookies: Vec<&str> = r.headers.get_all("set-cookie").iter().map(|v| v.to_str().unwrap()).collect();
+    assert_eq!(cookies, ["a=1; Path=/", "b=2; Domain=example.org"]);
+    d.shutdown();
+}

@@ -381,27 +381,32 @@ fn cases(oauth: u16) -> Vec<Case> {
         },
         // Ingresses as most are: no annotations, or the everyday ones.
         case("plain-1", vec![], vec![served("/", "web", "/")]),
-        case("plain-2", vec![a("proxy-read-timeout", "300")], vec![served("/reports", "web", "/reports")]),
+        // A partly served Ingress: its answers are not slowed to limit-rate (ignored), the rest is
+        // served.
+        Case {
+            outcome: "partly",
+            ..case(
+                "plain-2",
+                vec![a("proxy-read-timeout", "300"), a("limit-rate", "512")],
+                vec![served("/reports", "web", "/reports")],
+            )
+        },
         case("plain-3", vec![a("proxy-body-size", "0")], vec![Probe::Post { size: 9 * 1024 * 1024, status: 200 }]),
         Case {
             paths: vec![("/", "Prefix", "static")],
             ..case("plain-4", vec![a("ssl-redirect", "false")], vec![served("/logo.png", "static", "/logo.png")])
         },
-        // A partly served Ingress: a backend's Set-Cookie is not rewritten (proxy-cookie-path is
-        // ignored), everything else is served.
-        Case {
-            outcome: "partly",
-            ..case(
-                "cookies",
-                vec![a("proxy-cookie-path", "/one/ /")],
-                vec![Probe::Field {
-                    path: "/",
-                    extra: "X-Echo-Set-Header: Set-Cookie:sid=1; Path=/one/\r\n".into(),
-                    name: "set-cookie",
-                    value: "sid=1; Path=/one/".into(),
-                }],
-            )
-        },
+        // nginx's cookie rewrites, for an application that sets cookies for its own path.
+        case(
+            "cookies",
+            vec![a("proxy-cookie-path", "/one/ /")],
+            vec![Probe::Field {
+                path: "/",
+                extra: "X-Echo-Set-Header: Set-Cookie:sid=1; Path=/one/\r\n".into(),
+                name: "set-cookie",
+                value: "sid=1; Path=/".into(),
+            }],
+        ),
         // Not served: digest authentication, which ramjet cannot enforce, keeps the Ingress out
         // rather than serving it open.
         Case {

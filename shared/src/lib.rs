@@ -61,6 +61,7 @@ pub use route::external_auth::{self, AuthService, ExternalAuth};
 pub use route::hash_by::{self, HashBy, HashInput};
 pub use route::htpasswd;
 pub use route::next_upstream::{is_idempotent, NextUpstream};
+pub use route::proxy_rewrite::{self, ProxyRewrites};
 pub use route::request::{cookie_value, find_pair};
 pub use route::source_ranges::{parse_ranges, IpBlock, SourceRanges};
 pub use route::{

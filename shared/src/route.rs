@@ -37,6 +37,7 @@ pub mod hash_by;
 pub mod htpasswd;
 pub mod next_upstream;
 pub mod policy;
+pub mod proxy_rewrite;
 mod regex_paths;
 pub mod request;
 pub mod rewrite;

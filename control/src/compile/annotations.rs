@@ -28,8 +28,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use values::{
-    auth_secret_type, auth_type, backend_protocol, body_size, boolean, connection_header, count, hash_by, load_balance,
-    next_upstream, on_off, redirect_target, seconds, server_alias, source_ranges, use_regex,
+    auth_secret_type, auth_type, backend_protocol, body_size, boolean, connection_header, cookie_rewrite_check, count,
+    hash_by, load_balance, next_upstream, on_off, redirect_rewrite, redirect_target, seconds, server_alias,
+    source_ranges, use_regex,
 };
 
 /// ingress-nginx's annotation prefix.
@@ -566,8 +567,24 @@ const TABLE: &[Entry] = &[
     nginx("proxy-buffers-number", BUFFERS, None),
     nginx("proxy-busy-buffers-size", BUFFERS, None),
     e("proxy-connect-timeout", TIMEOUT, None),
-    nginx("proxy-cookie-domain", Ignored("Set-Cookie domains are passed through unchanged"), None),
-    nginx("proxy-cookie-path", Ignored("Set-Cookie paths are passed through unchanged"), None),
+    nginx(
+        "proxy-cookie-domain",
+        Checked {
+            check: cookie_rewrite_check,
+            how: "`<from> <to>`: a backend's Set-Cookie Domain equal to from (a leading dot ignored) becomes to, as \
+                  nginx's proxy_cookie_domain; `off` for none",
+        },
+        Some("off"),
+    ),
+    nginx(
+        "proxy-cookie-path",
+        Checked {
+            check: cookie_rewrite_check,
+            how: "`<from> <to>`: a backend's Set-Cookie Path starting with from starts with to instead, as nginx's \
+                  proxy_cookie_path; `off` for none",
+        },
+        Some("off"),
+    ),
     nginx(
         "proxy-http-version",
         Approximated("ramjet speaks HTTP/1.1 to backends, HTTP/2 only to those whose backend-protocol asks for it"),
@@ -580,10 +597,18 @@ const TABLE: &[Entry] = &[
     e("proxy-read-timeout", TIMEOUT, None),
     nginx(
         "proxy-redirect-from",
-        Ignored("Location headers from the backend are passed through unchanged"),
-        Some("default"),
+        Checked {
+            check: redirect_rewrite,
+            how: "with proxy-redirect-to: a backend's Location (and Refresh URL) starting with this text starts with \
+                  proxy-redirect-to's instead, as nginx's proxy_redirect; `off` and `default` for none",
+        },
+        Some("off"),
     ),
-    nginx("proxy-redirect-to", Ignored("Location headers from the backend are passed through unchanged"), None),
+    nginx(
+        "proxy-redirect-to",
+        Checked { check: redirect_rewrite, how: "what replaces proxy-redirect-from's text; `off` for none" },
+        Some("off"),
+    ),
     nginx(
         "proxy-request-buffering",
         Approximated("ramjet reads small bodies whole before sending and streams larger ones"),

@@ -2,8 +2,9 @@
 //! header edits, the allowed origin's CORS fields, and the cookies ramjet adds (a new user's sticky
 //! draw, a new sticky session, the external auth service's), and HSTS on HTTPS. Decided here once;
 //! each protocol says how a field is set on its head through [`ResponseFields`]. A route that uses
-//! none of these costs an answer five checks.
+//! none of these costs an answer six checks.
 
+use ramjet_shared::proxy_rewrite::ProxyRewrites;
 use ramjet_shared::HeaderEdits;
 
 use super::route::{push_sticky_cookie, RouteExtras};
@@ -16,6 +17,8 @@ pub(crate) trait ResponseFields {
     fn set(&mut self, name: &'static str, value: &[u8]);
     /// Adds the `set-cookie` lines `write` writes (each `set-cookie: <value>\r\n`).
     fn add_cookie_lines(&mut self, write: impl FnOnce(&mut Vec<u8>));
+    /// Rewrites the backend's `Location`, `Refresh` and `Set-Cookie` fields as `rewrites` says.
+    fn rewrite(&mut self, rewrites: &ProxyRewrites);
 }
 
 /// Edits the head of an answer with `status` to the request `extras` describes.
@@ -26,6 +29,10 @@ pub(crate) fn edit_response(extras: &RouteExtras<'_>, status: u16, head: &mut im
     }
     if let Some(edits) = extras.limits.and_then(|l| l.response_headers.as_deref()) {
         head.apply_edits(edits);
+    }
+    // Before ramjet adds its own cookies: only the backend's are rewritten, as nginx's.
+    if let Some(rewrites) = extras.limits.and_then(|l| l.proxy_rewrites.as_deref()) {
+        head.rewrite(rewrites);
     }
     if let Some(hsts) = extras.hsts {
         head.set("strict-transport-security", hsts.as_bytes());

@@ -544,6 +544,9 @@ pub struct RouteLimits {
     /// The route's requests leave no access-log record (ingress-nginx's `enable-access-log:
     /// "false"`).
     pub unlogged: bool,
+    /// `Location` and `Set-Cookie` rewrites of the backends' answers (ingress-nginx's
+    /// `proxy-redirect-*`, `proxy-cookie-*`).
+    pub proxy_rewrites: Option<Box<super::proxy_rewrite::ProxyRewrites>>,
 }
 
 impl fmt::Display for RouteLimits {
@@ -597,6 +600,9 @@ impl fmt::Display for RouteLimits {
         }
         if self.unlogged {
             parts.push("not in the access log".into());
+        }
+        if let Some(rewrites) = &self.proxy_rewrites {
+            parts.push(format!("rewrites {rewrites}"));
         }
         f.write_str(&parts.join(", "))
     }

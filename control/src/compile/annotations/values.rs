@@ -212,6 +212,32 @@ pub(super) fn auth_secret_type(value: &str) -> Result<(), String> {
     }
 }
 
+/// nginx's `proxy_cookie_domain` / `proxy_cookie_path` as ingress-nginx writes them: `off`, or
+/// `<from> <to>` (texts; nginx's `~` regular expressions are not taken).
+pub(crate) fn cookie_rewrite(value: &str) -> Result<Option<(Box<str>, Box<str>)>, String> {
+    let words: Vec<&str> = value.split_whitespace().collect();
+    match words[..] {
+        ["off"] => Ok(None),
+        [from, to] if !from.starts_with('~') => Ok(Some((from.into(), to.into()))),
+        [from, _] => Err(format!("`{from}`: nginx's regular expressions are not supported; give the text itself")),
+        _ => Err(format!("`{value}` is neither off nor `<from> <to>`")),
+    }
+}
+
+pub(super) fn cookie_rewrite_check(value: &str) -> Result<(), String> {
+    cookie_rewrite(value).map(drop)
+}
+
+/// `proxy-redirect-from` / `-to`: a text, or `off` (and `default` for from), with no whitespace.
+pub(crate) fn redirect_rewrite(value: &str) -> Result<(), String> {
+    match value.trim() {
+        "" => Err("an empty value".into()),
+        v if v.starts_with('~') => Err(format!("`{v}`: nginx's regular expressions are not supported")),
+        v if v.contains(char::is_whitespace) => Err(format!("`{v}` contains whitespace")),
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn boolean(value: &str) -> Result<(), String> {
     parse_bool(value).map(drop)
 }

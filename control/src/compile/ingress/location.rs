@@ -7,14 +7,14 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use ramjet_shared::{
-    parse_ranges, Affinity, ClientLimits, Cors, Filter, HashBy, NextUpstream, PathRewrite, Rate, RouteLimits,
-    AFFINITY_COOKIE, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS,
+    parse_ranges, Affinity, ClientLimits, Cors, Filter, HashBy, NextUpstream, PathRewrite, ProxyRewrites, Rate,
+    RouteLimits, AFFINITY_COOKIE, CORS_HEADERS, CORS_MAX_AGE, CORS_METHODS,
 };
 
 use crate::canary::Annotations;
 use crate::compile::annotations::values::{
-    app_root, connection_header, forwarded_prefix, parse_bool, parse_count, parse_seconds, parse_size, rewrite_target,
-    upstream_vhost,
+    app_root, connection_header, cookie_rewrite, forwarded_prefix, parse_bool, parse_count, parse_seconds, parse_size,
+    redirect_rewrite, rewrite_target, upstream_vhost,
 };
 
 /// The Ingress's path annotations, read once.
@@ -312,6 +312,36 @@ fn read_cors(annotations: &Annotations<'_>, warnings: &mut Vec<String>) -> Optio
     })
 }
 
+/// ingress-nginx's `proxy-redirect-from`/`-to` and `proxy-cookie-domain`/`-path`: nginx's
+/// `proxy_redirect`, `proxy_cookie_domain` and `proxy_cookie_path`, `off` (the default) for none.
+/// `proxy-redirect-from: default` is nginx's rewrite of the upstream's own URL, which ramjet's
+/// backends, addressed by endpoint, never send: nothing to rewrite.
+fn proxy_rewrites(annotations: &Annotations<'_>, problems: &mut Vec<String>) -> Option<ProxyRewrites> {
+    let given = |name| annotations.given(name);
+    let mut rewrites = ProxyRewrites::default();
+    let from =
+        given("proxy-redirect-from").map(|(k, v)| (k, v.trim())).filter(|(_, v)| !matches!(*v, "off" | "default"));
+    let to = given("proxy-redirect-to").map(|(k, v)| (k, v.trim())).filter(|(_, v)| *v != "off");
+    if let (Some((from_key, from)), Some((to_key, to))) = (from, to) {
+        match (redirect_rewrite(from), redirect_rewrite(to)) {
+            (Ok(()), Ok(())) => rewrites.redirect = Some((from.into(), to.into())),
+            (Err(e), _) => problems.push(format!("{from_key}: {e}")),
+            (_, Err(e)) => problems.push(format!("{to_key}: {e}")),
+        }
+    }
+    for (name, slot) in
+        [("proxy-cookie-domain", &mut rewrites.cookie_domain), ("proxy-cookie-path", &mut rewrites.cookie_path)]
+    {
+        if let Some((key, value)) = given(name) {
+            match cookie_rewrite(value) {
+                Ok(pair) => *slot = pair,
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
+    }
+    (rewrites != ProxyRewrites::default()).then_some(rewrites)
+}
+
 impl PathAnnotations {
     pub fn read(annotations: &Annotations<'_>, problems: &mut Vec<String>, warnings: &mut Vec<String>) -> Self {
         let mut read = PathAnnotations::default();
@@ -389,6 +419,7 @@ impl PathAnnotations {
                 Err(e) => problems.push(format!("{key}: {e}")),
             }
         }
+        read.limits.proxy_rewrites = proxy_rewrites(annotations, problems).map(Box::new);
         if let Some((key, value)) = given("enable-access-log") {
             match parse_bool(value) {
                 Ok(on) => read.limits.unlogged = !on,

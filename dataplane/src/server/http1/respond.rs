@@ -1,6 +1,7 @@
 //! The HTTP/1.1 client's response head, whatever the backend spoke: the pipeline's response edits
 //! ([`crate::pipeline::respond`]) written into the head bytes, and the request's id.
 
+use ramjet_shared::proxy_rewrite::ProxyRewrites;
 use ramjet_shared::HeaderEdits;
 
 use super::conn::ClientConn;
@@ -26,6 +27,36 @@ impl ResponseFields for Http1Response<'_> {
 
     fn set(&mut self, name: &'static str, value: &[u8]) {
         crate::policy::filters::set_field(self.head, name.as_bytes(), value);
+    }
+
+    fn rewrite(&mut self, rewrites: &ProxyRewrites) {
+        let worker = self.worker;
+        let mut edited = worker.out_buffers.take();
+        edited.clear();
+        let mut changed = false;
+        for line in self.head.split_inclusive(|&b| b == b'\n') {
+            let field = line.iter().position(|&b| b == b':').map(|colon| (&line[..colon], &line[colon + 1..]));
+            if let Some((name, value)) = field {
+                let name = name.to_ascii_lowercase();
+                let value = value.trim_ascii();
+                if rewrites.concerns(&name) {
+                    let start = edited.len();
+                    edited.extend_from_slice(&name);
+                    edited.extend_from_slice(b": ");
+                    if rewrites.rewrite(&name, value, &mut edited) {
+                        edited.extend_from_slice(b"\r\n");
+                        changed = true;
+                        continue;
+                    }
+                    edited.truncate(start);
+                }
+            }
+            edited.extend_from_slice(line);
+        }
+        match changed {
+            true => worker.out_buffers.give(std::mem::replace(self.head, edited)),
+            false => worker.out_buffers.give(edited),
+        }
     }
 
     fn add_cookie_lines(&mut self, write: impl FnOnce(&mut Vec<u8>)) {

@@ -384,6 +384,7 @@ fn limits(c: &mut Choices) -> RouteLimits {
         }),
         ewma: c.flag(),
         unlogged: c.flag(),
+        proxy_rewrites: c.maybe(|c| Box::new(proxy_rewrites(c))),
         client_auth: c.maybe(client_auth),
     }
 }
@@ -561,5 +562,14 @@ proptest! {
             let b = table(&mut Choices::replay(&base, &[], seed, aside));
             prop_assert_eq!(a.digest(), b.digest(), "{}", first_difference(&a, &b));
         }
+    }
+}
+
+fn proxy_rewrites(c: &mut Choices) -> crate::route::proxy_rewrite::ProxyRewrites {
+    let pair = |c: &mut Choices| (c.text(), c.text());
+    crate::route::proxy_rewrite::ProxyRewrites {
+        redirect: c.maybe(pair),
+        cookie_domain: c.maybe(pair),
+        cookie_path: c.maybe(pair),
     }
 }
