@@ -5,16 +5,19 @@
 
 use std::fmt;
 
+/// A text to find and the text that replaces it.
+pub type Replace = (Box<str>, Box<str>);
+
 /// The rewrites one route applies to its backends' answers.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ProxyRewrites {
     /// `proxy_redirect from to`: a `Location`, or a `Refresh`'s `url=`, starting with `from`.
-    pub redirect: Option<(Box<str>, Box<str>)>,
+    pub redirect: Option<Replace>,
     /// `proxy_cookie_domain from to`: a `Domain` attribute equal to `from` (case-insensitive, a
     /// leading dot ignored).
-    pub cookie_domain: Option<(Box<str>, Box<str>)>,
+    pub cookie_domain: Option<Replace>,
     /// `proxy_cookie_path from to`: a `Path` attribute starting with `from`.
-    pub cookie_path: Option<(Box<str>, Box<str>)>,
+    pub cookie_path: Option<Replace>,
 }
 
 impl ProxyRewrites {

@@ -214,7 +214,7 @@ pub(super) fn auth_secret_type(value: &str) -> Result<(), String> {
 
 /// nginx's `proxy_cookie_domain` / `proxy_cookie_path` as ingress-nginx writes them: `off`, or
 /// `<from> <to>` (texts; nginx's `~` regular expressions are not taken).
-pub(crate) fn cookie_rewrite(value: &str) -> Result<Option<(Box<str>, Box<str>)>, String> {
+pub(crate) fn cookie_rewrite(value: &str) -> Result<Option<ramjet_shared::proxy_rewrite::Replace>, String> {
     let words: Vec<&str> = value.split_whitespace().collect();
     match words[..] {
         ["off"] => Ok(None),
