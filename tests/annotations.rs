@@ -1883,7 +1883,8 @@ fn cors_origin_lists_behave_as_in_ingress_nginx() {
 /// test/e2e/annotations/auth.go, around the sub-request: the service's cookie reaches the client
 /// on a backend's 2xx only, unless `auth-always-set-cookie`; `auth-signin-redirect-param` renames
 /// `rd`; a field named in `auth-response-headers` that the service's answer lacks is not passed on
-/// from the client either.
+/// from the client either; `auth-proxy-set-headers`' fields are set on the sub-request, and a
+/// ConfigMap that is not there answers 503.
 #[test]
 fn external_auth_cookies_and_fields_behave_as_in_ingress_nginx() {
     let dir = temp_dir("annotations-external-auth-cookies");
@@ -1905,6 +1906,15 @@ fn external_auth_cookies_and_fields_behave_as_in_ingress_nginx() {
     text.push_str(&ingress("orig", "orig.test", &orig, &[("/", "Prefix", "a")]));
     let foo = format!("{url}, {NGINX}/auth-response-headers: Foo");
     text.push_str(&ingress("foo", "foo.test", &foo, &[("/", "Prefix", "a")]));
+    // auth.go "should set proxy_set_header My-Custom-Header 42 when auth-headers are set".
+    text.push_str(
+        "---\napiVersion: v1\nkind: ConfigMap\nmetadata: { name: auth-headers, namespace: shop }\n\
+         data: { My-Custom-Header: \"42\" }\n",
+    );
+    let set = format!("{url}, {NGINX}/auth-proxy-set-headers: shop/auth-headers");
+    text.push_str(&ingress("set", "set.test", &set, &[("/", "Prefix", "a")]));
+    let missing = format!("{url}, {NGINX}/auth-proxy-set-headers: nothing-here");
+    text.push_str(&ingress("missing", "missing.test", &missing, &[("/", "Prefix", "a")]));
     let d = start(&dir, &text);
     let addr = d.http_addr();
     let ask = |host: &str, target: &str, extra: &str| {
@@ -1926,6 +1936,12 @@ fn external_auth_cookies_and_fields_behave_as_in_ingress_nginx() {
     let r = ask("foo.test", "/", &format!("{signed_in}Foo: bar\r\n"));
     assert_eq!(seen(&r).0, "a", "{r:?}");
     assert_eq!(header_seen(&r, "foo"), None, "{}", r.body);
+
+    let r = ask("set.test", "/", &format!("{signed_in}My-Custom-Header: 7\r\n"));
+    assert_eq!(seen(&r).0, "a", "{r:?}");
+    let sub = auth.last();
+    assert!(sub.contains("\r\nmy-custom-header: 42\r\n") && !sub.contains(": 7\r\n"), "{sub}");
+    assert_eq!(ask("missing.test", "/", signed_in).status, 503, "a ConfigMap that is not there denies the paths");
     d.shutdown();
 }
 

@@ -441,7 +441,14 @@ const TABLE: &[Entry] = &[
     nginx("auth-keepalive-share-vars", AUTH_PART, NO),
     nginx("auth-keepalive-timeout", AUTH_KEEPALIVE, None),
     e("auth-method", AUTH_OPTION, None),
-    nginx("auth-proxy-set-headers", AUTH_PART, None),
+    nginx(
+        "auth-proxy-set-headers",
+        Honoured(
+            "the fields of this ConfigMap (the Ingress's namespace) are set on auth-url's sub-request; a ConfigMap that \
+             is missing, elsewhere or with a field that is not one makes the paths answer 503, as in ingress-nginx",
+        ),
+        None,
+    ),
     e("auth-realm", AUTH_REALM, None),
     e("auth-request-redirect", AUTH_OPTION, None),
     e("auth-response-headers", AUTH_OPTION, None),

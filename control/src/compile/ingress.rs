@@ -748,10 +748,11 @@ impl<'s> Resolver<'s, '_> {
             None
         });
         // A denied location answers 503 before anything else, as in ingress-nginx's template.
+        let auth_fields = self.auth_set_headers(&annotations, namespace);
         let headers_denied = match self.custom_headers(&annotations, namespace) {
             Ok(headers) => {
                 paths.limits.response_headers = headers.map(Box::new);
-                None
+                auth_fields.as_ref().err().cloned()
             }
             Err(why) => Some(why),
         };
@@ -772,7 +773,9 @@ impl<'s> Resolver<'s, '_> {
                 Some(self.compiler.backend(&format!("{namespace}/{name}:denied"), kind))
             }
         };
-        paths.limits.external_auth = self.external_auth(&annotations, namespace, &mut problems, &mut plan.warnings);
+        let auth_fields = auth_fields.unwrap_or_default();
+        paths.limits.external_auth =
+            self.external_auth(&annotations, namespace, auth_fields, &mut problems, &mut plan.warnings);
         plan.client_auth = self.client_auth(&annotations, namespace, &mut problems, &mut plan.warnings);
         if let Some(HostAuth::Closed(why)) = &plan.client_auth {
             plan.warnings.push(why.clone());

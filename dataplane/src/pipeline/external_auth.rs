@@ -144,10 +144,15 @@ fn sub_request<'f>(
     for (name, value) in fields {
         if NOT_PASSED.iter().any(|n| name.eq_ignore_ascii_case(n))
             || ours.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
+            || auth.set_headers.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
         {
             continue;
         }
         push_field(out, name, value);
+    }
+    // `auth-proxy-set-headers`: nginx's `proxy_set_header` in the auth location.
+    for (name, value) in auth.set_headers.iter() {
+        push_field(out, name.as_bytes(), value.as_bytes());
     }
     // The client's own `ssl-client-*` fields were dropped above; an empty one of ours is not sent.
     for (name, value) in ours.iter().filter(|(_, v)| !v.is_empty()) {
@@ -252,6 +257,7 @@ mod tests {
             signin: None,
             request_redirect: None,
             always_set_cookie: false,
+            set_headers: Box::new([]),
         };
         let asking = Asking {
             method: b"POST",

@@ -47,6 +47,9 @@ pub struct ExternalAuth {
     /// `auth-always-set-cookie`: the service's cookies go on every response, not only on
     /// successful and redirecting ones.
     pub always_set_cookie: bool,
+    /// `auth-proxy-set-headers`: fields (lower-case name, value) set on the sub-request, in place
+    /// of the client's own.
+    pub set_headers: Box<[(Box<str>, Box<str>)]>,
 }
 
 impl fmt::Display for ExternalAuth {
@@ -66,6 +69,10 @@ impl fmt::Display for ExternalAuth {
         }
         if self.always_set_cookie {
             f.write_str(", cookies always")?;
+        }
+        if !self.set_headers.is_empty() {
+            let names: Vec<&str> = self.set_headers.iter().map(|(n, _)| &**n).collect();
+            write!(f, ", setting {}", names.join(","))?;
         }
         Ok(())
     }

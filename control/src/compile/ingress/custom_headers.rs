@@ -19,6 +19,39 @@ impl<'s> Resolver<'s, '_> {
         namespace: &str,
     ) -> Result<Option<HeaderEdits>, String> {
         let Some((key, value)) = annotations.given("custom-headers") else { return Ok(None) };
+        let fields = self.header_fields(&key, value, namespace)?;
+        let allowed = &self.compiler.config.allowed_response_headers;
+        let mut set = Vec::new();
+        for (header, value) in fields {
+            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(&header)) {
+                return Err(format!(
+                    "{key}: {header} is not in the controller configuration's global-allowed-response-headers"
+                ));
+            }
+            set.push((header, value));
+        }
+        Ok(Some(HeaderEdits { set: set.into(), add: Box::new([]), remove: Box::new([]) }))
+    }
+
+    /// ingress-nginx's `auth-proxy-set-headers`: the fields of a ConfigMap of the Ingress's
+    /// namespace set on the `auth-url` sub-request (replacing the client's own). As in
+    /// ingress-nginx, a ConfigMap that is missing, in another namespace, or with a field that is not
+    /// one makes the Ingress's paths answer 503 (`Err`); without `auth-url` it is not read.
+    pub(super) fn auth_set_headers(
+        &self,
+        annotations: &Annotations<'_>,
+        namespace: &str,
+    ) -> Result<AuthFields, String> {
+        if annotations.given("auth-url").is_none() {
+            return Ok(Box::new([]));
+        }
+        let Some((key, value)) = annotations.given("auth-proxy-set-headers") else { return Ok(Box::new([])) };
+        Ok(self.header_fields(&key, value, namespace)?.into_boxed_slice())
+    }
+
+    /// The fields of the ConfigMap `value` names (`name` or `namespace/name`, the Ingress's
+    /// namespace only), lower case, each checked as ingress-nginx checks header names and values.
+    fn header_fields(&self, key: &str, value: &str, namespace: &str) -> Result<Vec<(Box<str>, Box<str>)>, String> {
         let value = value.trim();
         let (map_namespace, name) = value.split_once('/').unwrap_or((namespace, value));
         if map_namespace != namespace {
@@ -31,8 +64,7 @@ impl<'s> Resolver<'s, '_> {
                 "{key}: ConfigMap {namespace}/{name} does not exist (or ramjet may not list ConfigMaps)"
             ));
         };
-        let allowed = &self.compiler.config.allowed_response_headers;
-        let mut set = Vec::new();
+        let mut fields = Vec::new();
         for (header, value) in map.data.iter().flatten() {
             if !valid_name(header) {
                 return Err(format!("{key}: `{header}` in ConfigMap {namespace}/{name} is not a header name"));
@@ -40,16 +72,14 @@ impl<'s> Resolver<'s, '_> {
             if !valid_value(value) {
                 return Err(format!("{key}: the value of {header} in ConfigMap {namespace}/{name} is not plain text"));
             }
-            if !allowed.iter().any(|a| a.eq_ignore_ascii_case(header)) {
-                return Err(format!(
-                    "{key}: {header} is not in the controller configuration's global-allowed-response-headers"
-                ));
-            }
-            set.push((header.to_ascii_lowercase().into_boxed_str(), value.as_str().into()));
+            fields.push((header.to_ascii_lowercase().into_boxed_str(), value.as_str().into()));
         }
-        Ok(Some(HeaderEdits { set: set.into(), add: Box::new([]), remove: Box::new([]) }))
+        Ok(fields)
     }
 }
+
+/// Fields set on a sub-request: (lower-case name, value).
+pub(super) type AuthFields = Box<[(Box<str>, Box<str>)]>;
 
 /// ingress-nginx's header name pattern: letters, digits, `-` and `_`.
 fn valid_name(name: &str) -> bool {

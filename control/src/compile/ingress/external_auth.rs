@@ -26,10 +26,12 @@ const REDIRECT_PARAM: &str = "rd";
 
 impl<'s> Resolver<'s, '_> {
     /// The Ingress's external authentication, if it asks for one; a problem keeps it out.
+    /// `set_headers`: the `auth-proxy-set-headers` fields ([`Resolver::auth_set_headers`]).
     pub(super) fn external_auth(
         &mut self,
         annotations: &Annotations<'_>,
         namespace: &'s str,
+        set_headers: super::custom_headers::AuthFields,
         problems: &mut Vec<String>,
         warnings: &mut Vec<String>,
     ) -> Option<Arc<ExternalAuth>> {
@@ -134,6 +136,7 @@ impl<'s> Resolver<'s, '_> {
             signin,
             request_redirect,
             always_set_cookie,
+            set_headers,
         }))
     }
 }

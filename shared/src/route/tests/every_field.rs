@@ -380,6 +380,7 @@ fn limits(c: &mut Choices) -> RouteLimits {
                 signin: c.maybe(Choices::text),
                 request_redirect: c.maybe(Choices::text),
                 always_set_cookie: c.flag(),
+                set_headers: c.list(2, |c| (c.text(), c.text())),
             })
         }),
         ewma: c.flag(),
