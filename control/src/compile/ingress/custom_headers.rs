@@ -51,7 +51,7 @@ impl<'s> Resolver<'s, '_> {
 
     /// The fields of the ConfigMap `value` names (`name` or `namespace/name`, the Ingress's
     /// namespace only), lower case, each checked as ingress-nginx checks header names and values.
-    fn header_fields(&self, key: &str, value: &str, namespace: &str) -> Result<Vec<(Box<str>, Box<str>)>, String> {
+    fn header_fields(&self, key: &str, value: &str, namespace: &str) -> Result<Vec<Field>, String> {
         let value = value.trim();
         let (map_namespace, name) = value.split_once('/').unwrap_or((namespace, value));
         if map_namespace != namespace {
@@ -78,8 +78,11 @@ impl<'s> Resolver<'s, '_> {
     }
 }
 
-/// Fields set on a sub-request: (lower-case name, value).
-pub(super) type AuthFields = Box<[(Box<str>, Box<str>)]>;
+/// A field: (lower-case name, value).
+type Field = (Box<str>, Box<str>);
+
+/// Fields set on a sub-request.
+pub(super) type AuthFields = Box<[Field]>;
 
 /// ingress-nginx's header name pattern: letters, digits, `-` and `_`.
 fn valid_name(name: &str) -> bool {
