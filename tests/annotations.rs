@@ -2188,3 +2188,56 @@ fn proxy_redirect_and_cookie_rewrites_behave_as_in_ingress_nginx() {
     assert_eq!(cookies, ["a=1; Path=/", "b=2; Domain=example.org"]);
     d.shutdown();
 }
+
+/// test/e2e/annotations/satisfy.go "should allow multiple auth with satisfy any" and nginx's
+/// `satisfy any`: basic authentication alone lets a client in where auth-url would refuse it; one
+/// that passes neither gets auth-url's answer (the sign-in redirect); a source range the client is
+/// in lets it in without credentials, one it is not in leaves it to authentication. Without
+/// `satisfy: any` every check must pass.
+#[test]
+fn satisfy_any_behaves_as_in_ingress_nginx() {
+    let dir = temp_dir("annotations-satisfy");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let auth = AuthServer::start();
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&service_of("auth", &[auth.addr]));
+    text.push_str(&secret("basic", "auth: \"foo:$apr1$Qw3rTy12$ToV8Fflyor2TzTiUbMX9G.\\n\""));
+    let basic_auth = format!("{NGINX}/auth-type: basic, {NGINX}/auth-secret: basic, {NGINX}/auth-realm: test");
+    let external = format!(
+        "{NGINX}/auth-url: \"http://auth.shop.svc.cluster.local/verify\", {NGINX}/auth-signin: \"http://$host/auth/start\""
+    );
+    let cases = [
+        ("any", format!("{basic_auth}, {external}, {NGINX}/satisfy: any")),
+        ("all", format!("{basic_auth}, {external}")),
+        ("inside", format!("{basic_auth}, {NGINX}/whitelist-source-range: 127.0.0.0/8, {NGINX}/satisfy: any")),
+        ("outside", format!("{basic_auth}, {NGINX}/whitelist-source-range: 10.0.0.0/8, {NGINX}/satisfy: any")),
+        ("fenced", format!("{basic_auth}, {NGINX}/whitelist-source-range: 10.0.0.0/8")),
+    ];
+    for (name, annotations) in &cases {
+        text.push_str(&ingress(name, &format!("{name}.test"), annotations, &[("/", "Prefix", "a")]));
+    }
+    let d = start(&dir, &text);
+    let addr = d.http_addr();
+    let ask = |host: &str, target: &str, extra: &str| {
+        request(addr, &format!("GET {target} HTTP/1.1\r\nHost: {host}\r\n{extra}connection: close\r\n\r\n"))
+    };
+    let creds = format!("authorization: {}\r\n", basic("foo:bar"));
+
+    let asked = auth.asked();
+    assert_eq!(seen(&ask("any.test", "/", &creds)).0, "a", "basic authentication alone is enough");
+    assert_eq!(auth.asked(), asked, "the service is not asked once basic authentication passed");
+    let r = ask("any.test", "/?a=b&c=d", "");
+    assert_eq!(
+        (r.status, r.header("location")),
+        (302, Some("http://any.test/auth/start?rd=http://any.test%2F%3Fa%3Db%26c%3Dd"))
+    );
+    assert_eq!(seen(&ask("any.test", "/", "cookie: session=good\r\n")).0, "a", "auth-url alone is enough");
+    // Without satisfy any: basic passes, then auth-url refuses (401 → sign-in).
+    assert_eq!(ask("all.test", "/", &creds).status, 302);
+
+    assert_eq!(seen(&ask("inside.test", "/", "")).0, "a", "the source range alone is enough");
+    assert_eq!(ask("outside.test", "/", "").status, 401);
+    assert_eq!(seen(&ask("outside.test", "/", &creds)).0, "a", "outside the range, credentials let it in");
+    assert_eq!(ask("fenced.test", "/", &creds).status, 403, "without satisfy any the range must pass too");
+    d.shutdown();
+}

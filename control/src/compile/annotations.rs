@@ -29,7 +29,7 @@ use std::fmt;
 
 use values::{
     auth_secret_type, auth_type, backend_protocol, body_size, boolean, connection_header, cookie_rewrite_check, count,
-    hash_by, load_balance, next_upstream, on_off, redirect_rewrite, redirect_target, seconds, server_alias,
+    hash_by, load_balance, next_upstream, on_off, redirect_rewrite, redirect_target, satisfy, seconds, server_alias,
     source_ranges, use_regex,
 };
 
@@ -257,10 +257,11 @@ const SSL_PASSTHROUGH: Support = Checked {
           ramjet never sees their requests, so the Ingress's other annotations do not apply to them, as in \
           ingress-nginx (always on: no --enable-ssl-passthrough needed; docs/ingress.md)",
 };
-const SATISFY: Support = Ignored(
-    "a client must pass both the source ranges and basic authentication; with satisfy: any ingress-nginx lets in a \
-     client that passes either",
-);
+const SATISFY: Support = Checked {
+    check: satisfy,
+    how: "nginx's satisfy: with `any`, a client that passes the source ranges, basic authentication or auth-url is \
+          let in; one that passes none gets the last check's answer (auth-url's sign-in redirect, say)",
+};
 const TLS_AUTH_SECRET: Support = Honoured(
     "its ca.crt (and ca.crl) checks the certificates of the hosts' TLS clients, per host, for every path of every \
      Ingress of the host; a Secret that cannot be used answers the hosts 403, as in ingress-nginx \

@@ -1,7 +1,7 @@
 //! Admission: what a request routed to a backend must pass before anything goes upstream, in
 //! nginx's order — the host's client certificate first (nginx checks it as it reads the request),
 //! then a CORS preflight is answered, then the route's per-client limits (preaccess), then basic
-//! auth and external auth (access). Every protocol admits through [`admit`]; a route that uses none
+//! auth and external auth (access; all of them, or with `satisfy any` the first one passed). Every protocol admits through [`admit`]; a route that uses none
 //! of these costs a request six `None` checks.
 
 use ramjet_shared::RouteTable;
@@ -80,8 +80,22 @@ pub(crate) async fn admit<'t: 'h, 'h, 'w>(
         }
     }
     let allowed = cors.filter(|_| !held.origin.is_empty()).map(|c| (c, &held.origin[..]));
+    // nginx's `satisfy any`: the first access check a client passes lets it in; one that passes
+    // none gets the last check's answer (a source range refused alone is routing's 403).
+    let any = extras.limits.filter(|l| l.satisfy_any && !l.sources_decide_alone());
+    if let Some(limits) = any {
+        if !limits.sources.is_empty() && limits.sources.admits(asking.peer) {
+            return Gate::Open;
+        }
+    }
     if let Some(auth) = extras.basic_auth() {
-        if !worker.auth.admits(auth, view.header("authorization")) {
+        let passed = worker.auth.admits(auth, view.header("authorization"));
+        if passed && any.is_some() {
+            return Gate::Open;
+        }
+        // With satisfy any and auth-url, the service has the last word.
+        let external_decides = any.is_some() && extras.external_auth().is_some();
+        if !passed && !external_decides {
             return Gate::Answer(LocalAnswer::Unauthorized { challenge: auth.challenge().as_bytes(), cors: allowed });
         }
     }

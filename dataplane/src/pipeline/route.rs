@@ -85,7 +85,9 @@ pub(crate) fn decide<'t, 'b>(
             }
         }
         // nginx's access phase comes after the server's rewrites (the app root), before the rest.
-        if !policy.limits.sources.is_empty() && !policy.limits.sources.admits(peer) {
+        // With `satisfy any` and authentication, admission decides (`pipeline::admit`).
+        let limits = &policy.limits;
+        if !limits.sources.is_empty() && limits.sources_decide_alone() && !limits.sources.admits(peer) {
             return Decision::Forbidden(own);
         }
     }

@@ -547,6 +547,19 @@ pub struct RouteLimits {
     /// `Location` and `Set-Cookie` rewrites of the backends' answers (ingress-nginx's
     /// `proxy-redirect-*`, `proxy-cookie-*`).
     pub proxy_rewrites: Option<Box<super::proxy_rewrite::ProxyRewrites>>,
+    /// nginx's `satisfy any` (ingress-nginx's `satisfy: any`): a client that passes the source
+    /// ranges, basic authentication or external authentication is let in; the others' answer is
+    /// the last check's.
+    pub satisfy_any: bool,
+}
+
+impl RouteLimits {
+    /// Whether the source ranges alone decide who may send requests: unless `satisfy_any` lets an
+    /// authenticated client in from anywhere.
+    #[inline]
+    pub fn sources_decide_alone(&self) -> bool {
+        !(self.satisfy_any && (self.auth.is_some() || self.external_auth.is_some()))
+    }
 }
 
 impl fmt::Display for RouteLimits {
@@ -603,6 +616,9 @@ impl fmt::Display for RouteLimits {
         }
         if let Some(rewrites) = &self.proxy_rewrites {
             parts.push(format!("rewrites {rewrites}"));
+        }
+        if self.satisfy_any {
+            parts.push("satisfy any".into());
         }
         f.write_str(&parts.join(", "))
     }

@@ -238,6 +238,14 @@ pub(crate) fn redirect_rewrite(value: &str) -> Result<(), String> {
     }
 }
 
+/// nginx's `satisfy`: `all` or `any`.
+pub(super) fn satisfy(value: &str) -> Result<(), String> {
+    match value.trim() {
+        "all" | "any" => Ok(()),
+        other => Err(format!("`{other}` is neither all nor any")),
+    }
+}
+
 pub(super) fn boolean(value: &str) -> Result<(), String> {
     parse_bool(value).map(drop)
 }

@@ -420,6 +420,13 @@ impl PathAnnotations {
             }
         }
         read.limits.proxy_rewrites = proxy_rewrites(annotations, problems).map(Box::new);
+        if let Some((key, value)) = given("satisfy") {
+            match value.trim() {
+                "all" => {}
+                "any" => read.limits.satisfy_any = true,
+                other => problems.push(format!("{key}: `{other}` is neither all nor any")),
+            }
+        }
         if let Some((key, value)) = given("enable-access-log") {
             match parse_bool(value) {
                 Ok(on) => read.limits.unlogged = !on,

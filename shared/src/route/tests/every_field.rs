@@ -386,6 +386,7 @@ fn limits(c: &mut Choices) -> RouteLimits {
         ewma: c.flag(),
         unlogged: c.flag(),
         proxy_rewrites: c.maybe(|c| Box::new(proxy_rewrites(c))),
+        satisfy_any: c.flag(),
         client_auth: c.maybe(client_auth),
     }
 }
