@@ -2241,3 +2241,45 @@ fn satisfy_any_behaves_as_in_ingress_nginx() {
     assert_eq!(ask("fenced.test", "/", &creds).status, 403, "without satisfy any the range must pass too");
     d.shutdown();
 }
+
+/// test/e2e/annotations/rewrite.go "should write rewrite logs": with `enable-rewrite-log: "true"`
+/// each rewrite is logged as nginx's `rewrite_log` writes it (the daemon's log, text format);
+/// another Ingress's rewrites are not.
+#[test]
+fn enable_rewrite_log_behaves_as_in_ingress_nginx() {
+    use std::io::Read;
+    let dir = temp_dir("annotations-rewrite-log");
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    let logged = format!("{NGINX}/rewrite-target: /, {NGINX}/enable-rewrite-log: \"true\"");
+    text.push_str(&ingress("logged", "logged.test", &logged, &[("/something", "Prefix", "a")]));
+    text.push_str(&ingress("quiet", "quiet.test", &format!("{NGINX}/rewrite-target: /"), &[("/other", "Prefix", "a")]));
+    std::fs::write(dir.join("app.yaml"), text).unwrap();
+    let http = SocketAddr::from(([127, 0, 0, 1], support::free_port()));
+    let admin = SocketAddr::from(([127, 0, 0, 1], support::free_port()));
+    let https = SocketAddr::from(([127, 0, 0, 1], support::free_port()));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_ramjet"))
+        .arg("--manifests")
+        .arg(&dir)
+        .args(["--workers", "1", "--io-driver", "auto", "--log-format", "text"])
+        .args(["--http-addr", &http.to_string(), "--admin-addr", &admin.to_string()])
+        .args(["--https-addr", &https.to_string()])
+        .env("RAMJET_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let listening = || std::net::TcpStream::connect(http).is_ok();
+    assert!(support::eventually(Duration::from_secs(20), listening), "the daemon listens");
+    let served = || get(http, "logged.test", "/something").status == 200;
+    assert!(support::eventually(Duration::from_secs(20), served), "the daemon serves");
+    assert_eq!(seen(&get(http, "logged.test", "/something?x=1")), ("a".to_string(), "/?x=1".to_string()));
+    assert_eq!(seen(&get(http, "quiet.test", "/other")).1, "/");
+    let _ = child.kill();
+    let mut log = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+    let _ = child.wait();
+    assert!(log.contains("\"(?i)/something\" matches \"/something\", rewritten data: \"/\""), "{log}");
+    assert!(log.contains("args: \"x=1\""), "{log}");
+    assert!(!log.contains("(?i)/other"), "the other Ingress's rewrites are not logged: {log}");
+}

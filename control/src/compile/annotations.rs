@@ -534,7 +534,15 @@ const TABLE: &[Entry] = &[
     nginx("enable-modsecurity", Ignored("there is no web application firewall"), NO),
     nginx("enable-opentelemetry", OTEL, NO),
     nginx("enable-owasp-core-rules", Ignored("there is no web application firewall"), NO),
-    nginx("enable-rewrite-log", Ignored("rewrites are not logged"), NO),
+    nginx(
+        "enable-rewrite-log",
+        Checked {
+            check: boolean,
+            how: "with \"true\", each rewrite is logged (info) as nginx's rewrite_log writes it: `\"(?i)<path>\" \
+                  matches \"<uri>\", rewritten data: \"<new uri>\"`",
+        },
+        NO,
+    ),
     nginx("fastcgi-index", Ignored("FastCGI backends are not available"), None),
     nginx("fastcgi-params-configmap", Ignored("FastCGI backends are not available"), None),
     e("force-ssl-redirect", FORCE_SSL_REDIRECT, NO),

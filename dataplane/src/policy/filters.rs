@@ -2,7 +2,7 @@
 //! (ingress-nginx's `rewrite-target` and `x-forwarded-prefix`). Only routes with filters come
 //! here; the head is edited in place in the worker's pooled buffer.
 
-use ramjet_shared::{Filter, RewriteScratch, RoutePolicy};
+use ramjet_shared::{Filter, PathRewrite, RewriteScratch, RoutePolicy};
 
 /// Applies `policy`'s route filters to the upstream head in `out` (request line first, ending in
 /// the blank line). `target` is the request target the route was chosen by (path and query).
@@ -14,7 +14,11 @@ pub(crate) fn apply(out: &mut Vec<u8>, policy: &RoutePolicy, target: &[u8], scra
                     Some(i) => (&target[..i], &target[i + 1..]),
                     None => (target, &[][..]),
                 };
-                if rewrite.apply(path, scratch) {
+                let rewritten = rewrite.apply(path, scratch);
+                if policy.limits.rewrite_log {
+                    log_rewrite(rewrite, path, query, rewritten.then_some(&scratch.path[..]));
+                }
+                if rewritten {
                     // nginx's rewrite appends the request's arguments to the new URI.
                     if !query.is_empty() {
                         scratch.path.push(b'?');
@@ -36,6 +40,22 @@ pub(crate) fn apply(out: &mut Vec<u8>, policy: &RoutePolicy, target: &[u8], scra
             | Filter::Rewrite(_)
             | Filter::Redirect(_) => {}
         }
+    }
+}
+
+/// nginx's `rewrite_log on` lines for one request: whether the route's regex matched its path,
+/// and what it was rewritten to (ingress-nginx's `enable-rewrite-log`; only routes that ask).
+#[cold]
+fn log_rewrite(rewrite: &PathRewrite, path: &[u8], query: &[u8], rewritten: Option<&[u8]>) {
+    let PathRewrite::Regex(regex) = rewrite else { return };
+    let (pattern, path) = (regex.pattern(), String::from_utf8_lossy(path));
+    match rewritten {
+        Some(new) => tracing::info!(
+            "\"(?i){pattern}\" matches \"{path}\", rewritten data: \"{}\", args: \"{}\"",
+            String::from_utf8_lossy(new),
+            String::from_utf8_lossy(query)
+        ),
+        None => tracing::info!("\"(?i){pattern}\" does not match \"{path}\""),
     }
 }
 

@@ -551,6 +551,9 @@ pub struct RouteLimits {
     /// ranges, basic authentication or external authentication is let in; the others' answer is
     /// the last check's.
     pub satisfy_any: bool,
+    /// Each rewrite of the route is logged, as nginx's `rewrite_log on` (ingress-nginx's
+    /// `enable-rewrite-log`).
+    pub rewrite_log: bool,
 }
 
 impl RouteLimits {
@@ -619,6 +622,9 @@ impl fmt::Display for RouteLimits {
         }
         if self.satisfy_any {
             parts.push("satisfy any".into());
+        }
+        if self.rewrite_log {
+            parts.push("rewrites logged".into());
         }
         f.write_str(&parts.join(", "))
     }

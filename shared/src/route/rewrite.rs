@@ -139,6 +139,11 @@ fn valid_template_byte(b: u8) -> bool {
 }
 
 impl RegexRewrite {
+    /// The route path the rewrite matches, a regular expression matched case-insensitively.
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
     fn new(pattern: &str, template: &str) -> Result<Self, String> {
         if !template.starts_with('/') {
             return Err(format!("rewrite target `{template}` must be a path starting with `/`"));

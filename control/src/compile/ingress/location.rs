@@ -420,6 +420,12 @@ impl PathAnnotations {
             }
         }
         read.limits.proxy_rewrites = proxy_rewrites(annotations, problems).map(Box::new);
+        if let Some((key, value)) = given("enable-rewrite-log") {
+            match parse_bool(value) {
+                Ok(on) => read.limits.rewrite_log = on,
+                Err(e) => problems.push(format!("{key}: {e}")),
+            }
+        }
         if let Some((key, value)) = given("satisfy") {
             match value.trim() {
                 "all" => {}

@@ -387,6 +387,7 @@ fn limits(c: &mut Choices) -> RouteLimits {
         unlogged: c.flag(),
         proxy_rewrites: c.maybe(|c| Box::new(proxy_rewrites(c))),
         satisfy_any: c.flag(),
+        rewrite_log: c.flag(),
         client_auth: c.maybe(client_auth),
     }
 }
