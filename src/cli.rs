@@ -291,6 +291,11 @@ pub struct Cli {
     #[arg(help_heading = "Traces", long, env = "RAMJET_TRACE_SERVICE_NAME", default_value = "ramjet")]
     pub trace_service_name: String,
 
+    /// The spans' name, of text and nginx variables ($request_method, $uri, $request_uri, $host,
+    /// $scheme), as ingress-nginx's opentelemetry-operation-name; default: the request's method.
+    #[arg(help_heading = "Traces", long, env = "RAMJET_TRACE_OPERATION_NAME", value_parser = operation_name)]
+    pub trace_operation_name: Option<ramjet_dataplane::OperationName>,
+
     /// Finished spans each worker holds for the exporter; more are dropped and counted.
     #[arg(help_heading = "Traces", long, env = "RAMJET_TRACE_QUEUE", default_value_t = 2048, value_parser = clap::value_parser!(u64).range(16..=1_000_000))]
     pub trace_queue: u64,
@@ -479,6 +484,7 @@ impl Cli {
     pub fn traces(&self) -> Option<TraceSettings> {
         let mut settings = TraceSettings::new(self.otlp_endpoint.clone()?);
         settings.service_name = self.trace_service_name.clone();
+        settings.operation_name = self.trace_operation_name.clone();
         settings.sample_ratio = self.trace_sample_ratio;
         settings.parent_based = self.trace_parent_based;
         settings.queue_spans = self.trace_queue as usize;
@@ -573,6 +579,11 @@ fn ip_block(s: &str) -> Result<IpBlock, String> {
 
 fn address_field(s: &str) -> Result<AddressField, String> {
     AddressField::new(s.trim())
+}
+
+/// A span name template (`--trace-operation-name`).
+fn operation_name(s: &str) -> Result<ramjet_dataplane::OperationName, String> {
+    ramjet_dataplane::OperationName::parse(s)
 }
 
 /// A DNS server: `IP` (port 53) or `IP:PORT`.

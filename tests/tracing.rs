@@ -247,3 +247,22 @@ fn duplicated_traceparents_start_a_new_trace() {
     }
     d.shutdown();
 }
+
+/// ingress-nginx's `opentelemetry-operation-name` as `--trace-operation-name`
+/// (test/e2e/settings/opentelemetry.go): the spans a real collector receives are named by the
+/// template, its variables filled from each request.
+#[test]
+fn spans_are_named_by_the_operation_name_template() {
+    let collector = Collector::start();
+    let app = Backend::start("app");
+    let h2 = H2Echo::start();
+    let d = daemon_with(routes(&yaml(app.addr, h2.addr)), IoDriver::Auto, |c| {
+        let mut traces = traces_to(&collector, 1.0);
+        traces.operation_name = Some(ramjet_dataplane::OperationName::parse("HTTP $request_method $uri").unwrap());
+        c.traces = Some(traces);
+    });
+    assert_eq!(Conn::open(d.http_addr()).get_with("app.test", "/named?q=1", "").status, 200);
+    let spans = collector.wait_spans(1, Duration::from_secs(20));
+    assert_eq!(span_with(&spans, "/named")["name"], "HTTP GET /named", "{spans:#?}");
+    d.shutdown();
+}

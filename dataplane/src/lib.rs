@@ -49,6 +49,7 @@ pub use conn::{AddressField, AddressRules};
 pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use observe::access_log::{self, AccessLog, AccessLogSettings};
 pub use observe::trace::{OtlpEndpoint, TraceExport, TraceSettings};
+pub use ramjet_shared::operation_name::OperationName;
 pub use server::route_ports::{PortOpener, RoutePorts};
 pub use server::tls::{server_config, DefaultCertificate, SniResolver};
 pub use settings::{ClientAddress, DriverChoice, Http2Settings, IoDriver, Settings};

@@ -87,7 +87,7 @@ SCENARIOS: dict[str, dict] = {
     },
     "tracing": {
         "controller": {"tracing": {"otlpEndpoint": "http://otel-collector.observability:4318", "sampleRatio": 0.25,
-                                   "parentBased": False}}
+                                   "parentBased": False, "operationName": "HTTP $request_method $uri"}}
     },
     "config": {
         "controller": {"config": {"enabled": True, "data": {"hsts-max-age": 600, "ssl-redirect": "false",
@@ -913,6 +913,8 @@ def test_tracing_is_off_until_an_endpoint_is_given():
     assert flag("tracing", "trace-sample-ratio") == "0.25"
     assert flag("tracing", "trace-parent-based") == "false"
     assert flag("tracing", "trace-service-name") == "ramjet"
+    assert flag("tracing", "trace-operation-name") == "HTTP $request_method $uri"
+    assert flag("default", "trace-operation-name") is None
 
 
 def test_controller_configuration_is_a_configmap_the_daemon_reads():

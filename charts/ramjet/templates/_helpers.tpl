@@ -214,6 +214,9 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 - {{ printf "--trace-sample-ratio=%v" .sampleRatio | quote }}
 - {{ printf "--trace-parent-based=%t" .parentBased | quote }}
 - {{ printf "--trace-service-name=%s" .serviceName | quote }}
+{{- if .operationName }}
+- {{ printf "--trace-operation-name=%s" .operationName | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 - {{ printf "--upstream-timeout=%s" (toString $c.upstreamTimeout) | quote }}

@@ -341,12 +341,20 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
                         .to_string(),
                 ),
             },
-            "opentelemetry-operation-name" => (
-                Verdict::Ignored,
-                "ramjet names a span by its method, as OpenTelemetry's HTTP conventions say; the route, backend \
-                 and path are its attributes"
-                    .to_string(),
-            ),
+            "opentelemetry-operation-name" if value.trim().is_empty() => default(" (the request's method)"),
+            "opentelemetry-operation-name" => match ramjet_shared::operation_name::OperationName::parse(value.trim()) {
+                Ok(_) => {
+                    flags.push(format!("--trace-operation-name={}", value.trim()));
+                    (
+                        Verdict::Honoured,
+                        format!(
+                            "set --trace-operation-name='{}' (chart: controller.tracing.operationName)",
+                            value.trim()
+                        ),
+                    )
+                }
+                Err(e) => (Verdict::Ignored, format!("{e}; spans are named by their method")),
+            },
             "log-format-upstream" => match same_line {
                 Some(true) => (
                     Verdict::Honoured,

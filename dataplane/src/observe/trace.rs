@@ -19,6 +19,7 @@
 //! untouched. A sampled one costs a span id, a `traceparent` rewritten for the upstream, two
 //! allocations (the record, and the request's texts in one buffer), and its place in the ring.
 
+use ramjet_shared::operation_name::{NamePart, OperationName};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +51,29 @@ pub struct TraceSettings {
     pub queue_spans: usize,
     /// How often the exporter drains the rings.
     pub export_interval: Duration,
+    /// The spans' name, a template of nginx variables (ingress-nginx's
+    /// `opentelemetry-operation-name`); `None`: the request's method, as OpenTelemetry's HTTP
+    /// conventions name a server span without a route template.
+    pub operation_name: Option<OperationName>,
+}
+
+/// The name `name` gives span `s`, JSON-escaped into `out`.
+fn push_name(name: &OperationName, out: &mut Vec<u8>, s: &SpanRecord) {
+    let target = s.request_text(RequestText::Target);
+    for part in name.parts() {
+        match part {
+            NamePart::Text(t) => json_escape(out, t.as_bytes()),
+            NamePart::Method => json_escape(out, s.request_text(RequestText::Method)),
+            NamePart::RequestUri => json_escape(out, target),
+            NamePart::Uri => json_escape(out, target.split(|&b| b == b'?').next().unwrap_or_default()),
+            NamePart::Host => {
+                let host = s.request_text(RequestText::Host);
+                let port_at = host.iter().rposition(|&b| b == b':').filter(|_| !host.ends_with(b"]"));
+                json_escape(out, port_at.map_or(host, |i| &host[..i]));
+            }
+            NamePart::Scheme => out.extend_from_slice(if s.tls { b"https" } else { b"http" }),
+        }
+    }
 }
 
 impl TraceSettings {
@@ -62,6 +86,7 @@ impl TraceSettings {
             parent_based: true,
             queue_spans: 2048,
             export_interval: Duration::from_secs(1),
+            operation_name: None,
         }
     }
 }
@@ -353,6 +378,7 @@ fn random_key(worker: usize) -> u64 {
 /// The exporter thread's state: the encoded resource and the counters.
 struct Exporter {
     endpoint: OtlpEndpoint,
+    name: Option<OperationName>,
     /// `{"resourceSpans":[{"resource":{…},"scopeSpans":[{"scope":{…},"spans":[` — what every
     /// request body starts with.
     prefix: Vec<u8>,
@@ -378,6 +404,7 @@ impl Exporter {
         prefix.extend_from_slice(b"\"},\"spans\":[");
         Exporter {
             endpoint: settings.endpoint.clone(),
+            name: settings.operation_name.clone(),
             prefix,
             stats,
             batch: Vec::with_capacity(BATCH),
@@ -408,7 +435,7 @@ impl Exporter {
             if i > 0 {
                 self.body.push(b',');
             }
-            encode_span(&mut self.body, span);
+            encode_span(&mut self.body, span, self.name.as_ref());
         }
         self.body.extend_from_slice(b"]}]}]}");
         let n = self.batch.len() as u64;
@@ -510,7 +537,7 @@ fn push_attribute(out: &mut Vec<u8>, first: &mut bool, key: &str, value: Attribu
 
 /// A span in OTLP JSON (ids as hex, kind 2 = SERVER, status code 2 = ERROR for a 5xx), with the
 /// attributes of OpenTelemetry's HTTP server conventions and ramjet's own.
-fn encode_span(out: &mut Vec<u8>, s: &SpanRecord) {
+fn encode_span(out: &mut Vec<u8>, s: &SpanRecord, name: Option<&OperationName>) {
     use AttributeValue::*;
     out.extend_from_slice(b"{\"traceId\":\"");
     push_hex(out, &s.trace_id);
@@ -525,7 +552,10 @@ fn encode_span(out: &mut Vec<u8>, s: &SpanRecord) {
     let text = |which| s.request_text(which);
     let method = text(RequestText::Method);
     out.extend_from_slice(b",\"name\":\"");
-    json_escape(out, method);
+    match name {
+        Some(name) => push_name(name, out, s),
+        None => json_escape(out, method),
+    }
     out.extend_from_slice(b"\",\"kind\":2,\"startTimeUnixNano\":\"");
     push_decimal(out, s.start_unix_nanos);
     out.extend_from_slice(b"\",\"endTimeUnixNano\":\"");
@@ -689,11 +719,21 @@ mod tests {
         assert_eq!(span.request_text(RequestText::Target), b"/cart?id=\"7\"");
         assert_eq!(span.request_text(RequestText::RequestId), b"r1");
         let mut out = Vec::new();
-        encode_span(&mut out, &span);
+        encode_span(&mut out, &span, None);
         let text = String::from_utf8(out).unwrap();
         assert!(text.starts_with(r#"{"traceId":"01010101010101010101010101010101","spanId":"0202020202020202","parentSpanId":"0303030303030303","name":"GET","kind":2,"startTimeUnixNano":"1700000000000000000""#), "{text}");
         assert!(text.contains(r#"{"key":"url.query","value":{"stringValue":"id=\"7\""}}"#), "{text}");
         assert!(text.contains(r#"{"key":"server.address","value":{"stringValue":"shop.test"}},{"key":"server.port","value":{"intValue":"8080"}}"#), "{text}");
         assert!(text.ends_with(r#""status":{"code":2}}"#), "{text}");
+    }
+
+    #[test]
+    fn an_operation_name_template_names_the_span() {
+        let name = OperationName::parse("HTTP $request_method $uri on $host ($scheme)").unwrap();
+        let mut span = SpanRecord::default();
+        span.keep_request_text([b"GET", b"shop.test:8080", b"/cart?id=7", b"", b"r1"]);
+        let mut out = Vec::new();
+        push_name(&name, &mut out, &span);
+        assert_eq!(String::from_utf8(out).unwrap(), "HTTP GET /cart on shop.test (http)");
     }
 }
