@@ -245,6 +245,16 @@ pub struct Cli {
     #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_FORMAT", value_enum, default_value_t = AccessLogFormat::Json)]
     pub access_log_format: AccessLogFormat,
 
+    /// A line of your own, of text and nginx variables, in place of --access-log-format: an
+    /// ingress-nginx ConfigMap's `log-format-upstream` as it is (docs/access-log.md).
+    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_TEMPLATE", value_name = "LINE")]
+    pub access_log_template: Option<String>,
+
+    /// How a template's values are escaped: nginx's `default` (`\xHH`), `json` or `none`
+    /// (ingress-nginx's `log-format-escape-json` and `-none`).
+    #[arg(help_heading = "Logs", long, env = "RAMJET_ACCESS_LOG_ESCAPE", value_enum, default_value_t = AccessLogEscape::Default)]
+    pub access_log_escape: AccessLogEscape,
+
     /// Requests for these paths (exact match, the query ignored; comma-separated) are not logged,
     /// e.g. health checks.
     #[arg(
@@ -516,6 +526,21 @@ impl Cli {
             AccessLogFormat::NginxUpstream => Format::NginxUpstream,
         };
         let mut settings = AccessLogSettings::new(destination, format);
+        if let Some(line) = self.access_log_template.as_deref().filter(|l| !l.is_empty()) {
+            let escape = match self.access_log_escape {
+                AccessLogEscape::Default => ramjet_dataplane::LogEscape::Default,
+                AccessLogEscape::Json => ramjet_dataplane::LogEscape::Json,
+                AccessLogEscape::None => ramjet_dataplane::LogEscape::None,
+            };
+            let (template, missing) = ramjet_dataplane::LogTemplate::parse(line, escape);
+            if !missing.is_empty() {
+                tracing::warn!(
+                    "--access-log-template: ramjet has no {}; written as nginx writes an empty variable",
+                    missing.iter().map(|m| format!("${m}")).collect::<Vec<_>>().join(", ")
+                );
+            }
+            settings.template = Some(std::sync::Arc::new(template));
+        }
         settings.skip_paths = self.access_log_skip_paths.iter().filter(|p| !p.is_empty()).cloned().collect();
         settings.errors_only = self.access_log_errors_only;
         settings.success_sample = self.access_log_sample;
@@ -523,6 +548,17 @@ impl Cli {
         settings.flush_interval = self.access_log_flush_interval;
         Some(settings)
     }
+}
+
+/// How a line template's values are escaped.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessLogEscape {
+    /// nginx's: `"`, `\`, control and non-ASCII bytes as `\xHH`; an empty value is `-`.
+    Default,
+    /// JSON string escaping, for a template that is a JSON object.
+    Json,
+    /// Values as they are.
+    None,
 }
 
 /// How access-log records are written.

@@ -419,3 +419,75 @@ fn a_stdout_nobody_reads_drops_records_and_does_not_hold_up_shutdown() {
     assert!(status.success());
     assert!(started.elapsed() < Duration::from_secs(15), "shutdown took {:?}", started.elapsed());
 }
+
+/// ingress-nginx's `log-format-upstream` with `log-format-escape-json` / `-none`
+/// (test/e2e/settings/log-format.go), as `--access-log-template` and `--access-log-escape`: the
+/// line is the template with the request's fields in it, escaped as nginx escapes them — `json`
+/// (`\"`, an absent field empty), nginx's default (`\x22`, an absent field `-`), or `none`.
+/// The variables ingress-nginx's default line uses are filled in too, over HTTP/1.1 and HTTP/2.
+#[test]
+fn a_template_of_ones_own_is_written_as_ingress_nginx_writes_it() {
+    use ramjet_dataplane::{LogEscape, LogTemplate};
+    let backend = Backend::start("app");
+    let cases = [
+        (
+            LogEscape::Json,
+            "header1",
+            "json",
+            r#"{"my_header1":"Here is \"header1\" with json escape", "my_header2":""}"#,
+        ),
+        (
+            LogEscape::Default,
+            "header3",
+            "default",
+            r#"{"my_header1":"Here is \x22header3\x22 with default escape", "my_header2":"-"}"#,
+        ),
+        (LogEscape::None, "header5", "none", r#"{"my_header1":"Here is "header5" with none escape", "my_header2":""}"#),
+    ];
+    for (escape, header, name, wanted) in cases {
+        let dir = temp_dir("access-template");
+        let file = dir.join("access.log");
+        let line = "\"{\"my_header1\":\"$http_header1\", \"my_header2\":\"$http_header2\"}\" $remote_addr $request \
+                    $status $proxy_upstream_name $upstream_status $request_length $req_id";
+        let line = if header == "header1" {
+            line.to_string()
+        } else {
+            line.replace("$http_header1", &format!("$http_{header}"))
+        };
+        let (template, missing) = LogTemplate::parse(&line, escape);
+        assert!(missing.is_empty(), "{missing:?}");
+        let d = daemon_with(routes(&yaml(backend.addr)), IoDriver::Auto, |c| {
+            let mut settings = log_to(&file, Format::Json);
+            settings.template = Some(std::sync::Arc::new(template));
+            c.access_log = Some(settings);
+        });
+        let value = format!("Here is \"{header}\" with {name} escape");
+        let r = Conn::open(d.http_addr()).get_with(
+            "app.test",
+            "/a?b=1",
+            &format!("{header}: {value}\r\nX-Request-ID: r-{name}\r\n"),
+        );
+        assert_eq!(r.status, 200);
+        let mut h2 = H2Client::connect(d.http_addr());
+        assert_eq!(h2.request("GET", "app.test", "/h2", &[("header1", "two")], b"", false).unwrap().status, 200);
+        drop(h2);
+        assert!(eventually(Duration::from_secs(5), || lines(&file).len() == 2), "{:?}", lines(&file));
+        d.shutdown();
+        // Each worker writes its own records: in any order.
+        let mut lines = lines(&file);
+        lines.sort_by_key(|l| l.contains("/h2"));
+        assert!(
+            lines[0].starts_with(&format!("\"{wanted}\" 127.0.0.1 GET /a?b=1 HTTP/1.1 200 app 200 ")),
+            "{name}: {}",
+            lines[0]
+        );
+        assert!(lines[0].ends_with(&format!(" r-{name}")), "{}", lines[0]);
+        if escape == LogEscape::Json {
+            assert!(
+                lines[1].contains(r#""my_header1":"two""#) && lines[1].contains(" GET /h2 HTTP/2.0 200 "),
+                "{}",
+                lines[1]
+            );
+        }
+    }
+}

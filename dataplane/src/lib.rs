@@ -48,6 +48,7 @@ pub use base::listener::{bind_shared, ListenError};
 pub use conn::{AddressField, AddressRules};
 pub use error::{rescue, Failure, ProxyError, Rescue, Side};
 pub use observe::access_log::{self, AccessLog, AccessLogSettings};
+pub use observe::log_template::{Escape as LogEscape, LogTemplate};
 pub use observe::trace::{OtlpEndpoint, TraceExport, TraceSettings};
 pub use ramjet_shared::operation_name::OperationName;
 pub use server::route_ports::{PortOpener, RoutePorts};

@@ -3,6 +3,7 @@
 //! worker's own memory and sent on by threads of their own.
 
 pub mod access_log;
+pub mod log_template;
 pub mod requests;
 pub mod text;
 pub mod trace;

@@ -288,7 +288,10 @@ impl Worker {
         if record.capacity() == 0 {
             *record = self.out_buffers.take();
         }
-        access_log::begin(log.settings.format, fields, record);
+        match &log.settings.template {
+            Some(template) => crate::observe::log_template::begin(template, fields, record),
+            None => access_log::begin(log.settings.format, fields, record),
+        }
         true
     }
 
@@ -344,7 +347,10 @@ impl Worker {
             backend: done.served.map(|s| &*s.backend.name),
             origin: done.served.map(|s| s.route.origin),
         };
-        access_log::end(log.settings.format, &fields, record);
+        match &log.settings.template {
+            Some(template) => crate::observe::log_template::end(template, &fields, record),
+            None => access_log::end(log.settings.format, &fields, record),
+        }
         if !log.push(record) {
             self.counters().access_log_dropped();
         }

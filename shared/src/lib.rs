@@ -42,6 +42,7 @@ pub mod date;
 mod der;
 mod digest;
 mod generation;
+pub mod log_line;
 pub mod operation_name;
 mod publish;
 mod route;

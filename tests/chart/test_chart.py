@@ -85,6 +85,10 @@ SCENARIOS: dict[str, dict] = {
                     "prometheusRule": {"enabled": True, "additionalLabels": {"release": "prometheus"},
                                        "serverErrorRatio": 0.02, "pinnedFor": "2h"}}
     },
+    "access-template": {
+        "controller": {"accessLog": {"format": "nginx-upstream", "escape": "json",
+                                     "template": "{\"a\":\"$http_x_a\", \"s\":\"$status\"}"}}
+    },
     "tracing": {
         "controller": {"tracing": {"otlpEndpoint": "http://otel-collector.observability:4318", "sampleRatio": 0.25,
                                    "parentBased": False, "operationName": "HTTP $request_method $uri"}}
@@ -905,6 +909,13 @@ def test_getting_started_values_render():
     for d in docs_:
         if (d["apiVersion"], d["kind"]) not in NO_SCHEMA:
             kv.validate(d, KUBE_VERSION, strict=True)
+
+
+def test_access_log_lines_of_ones_own_and_nginx_formats_reach_the_daemon():
+    assert flag("default", "access-log-template") is None and flag("default", "access-log-escape") is None
+    assert flag("access-template", "access-log-format") == "nginx-upstream"
+    assert flag("access-template", "access-log-template") == '{"a":"$http_x_a", "s":"$status"}'
+    assert flag("access-template", "access-log-escape") == "json"
 
 
 def test_tracing_is_off_until_an_endpoint_is_given():

@@ -131,8 +131,11 @@ person can act on.
 {{- if not (has $c.logFormat (list "text" "json")) }}
 {{- fail (printf "controller.logFormat must be text or json, got %q" (toString $c.logFormat)) }}
 {{- end }}
-{{- if not (has $c.accessLog.format (list "text" "json")) }}
-{{- fail (printf "controller.accessLog.format must be text or json, got %q" (toString $c.accessLog.format)) }}
+{{- if not (has $c.accessLog.format (list "text" "json" "combined" "nginx-upstream")) }}
+{{- fail (printf "controller.accessLog.format must be text, json, combined or nginx-upstream, got %q" (toString $c.accessLog.format)) }}
+{{- end }}
+{{- if not (has $c.accessLog.escape (list "default" "json" "none")) }}
+{{- fail (printf "controller.accessLog.escape must be default, json or none, got %q" (toString $c.accessLog.escape)) }}
 {{- end }}
 {{- if not $c.accessLog.destination }}
 {{- fail "controller.accessLog.destination must be stdout, stderr, a file path or off" }}
@@ -193,6 +196,10 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 - {{ printf "--log-format=%s" $c.logFormat | quote }}
 - {{ printf "--access-log=%s" $c.accessLog.destination | quote }}
 - {{ printf "--access-log-format=%s" $c.accessLog.format | quote }}
+{{- with $c.accessLog.template }}
+- {{ printf "--access-log-template=%s" . | quote }}
+- {{ printf "--access-log-escape=%s" $c.accessLog.escape | quote }}
+{{- end }}
 {{- with $c.accessLog.skipPaths }}
 - {{ printf "--access-log-skip-paths=%s" (join "," .) | quote }}
 {{- end }}

@@ -23,7 +23,7 @@ use crate::compile::annotations::Verdict;
 
 /// The keys reviewed besides those `--config` reads ([`crate::config_file::READ`], reported
 /// first), in the order they are reported.
-pub const KEYS: [&str; 20] = [
+pub const KEYS: [&str; 21] = [
     "use-proxy-protocol",
     "proxy-protocol-header-timeout",
     "use-forwarded-headers",
@@ -44,6 +44,7 @@ pub const KEYS: [&str; 20] = [
     "otel-max-queuesize",
     "log-format-upstream",
     "log-format-escape-json",
+    "log-format-escape-none",
 ];
 
 /// ingress-nginx's `log-format-upstream` default, which `--access-log-format=nginx-upstream` writes.
@@ -158,8 +159,22 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
     let only_with_otel = || (Verdict::Honoured, "read only with enable-opentelemetry: nothing to do".to_string());
     let same_line =
         get("log-format-upstream").map(|f| f.split_whitespace().eq(NGINX_UPSTREAM_FORMAT.split_whitespace()));
-    if same_line == Some(true) {
-        flags.push("--access-log-format=nginx-upstream".into());
+    // A line of one's own is written by the template, with the escaping the ConfigMap asks for.
+    let escape = match (on("log-format-escape-json"), on("log-format-escape-none")) {
+        (_, true) => "none",
+        (true, false) => "json",
+        (false, false) => "default",
+    };
+    match (same_line, get("log-format-upstream")) {
+        (Some(true), _) => flags.push("--access-log-format=nginx-upstream".into()),
+        (Some(false), Some(line)) => {
+            // Quoted for a shell: the line has spaces and quotes of its own.
+            flags.push(format!("--access-log-template='{}'", line.replace('\'', "'\\''")));
+            if escape != "default" {
+                flags.push(format!("--access-log-escape={escape}"));
+            }
+        }
+        _ => {}
     }
 
     let mut findings = Vec::new();
@@ -362,16 +377,28 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
                      controller.accessLog.format)"
                         .to_string(),
                 ),
-                _ => (
-                    Verdict::Approximated,
-                    "a line format of your own is not reproduced: --access-log-format=json has every field ramjet \
-                     logs by name; nginx-upstream and combined are nginx's lines"
-                        .to_string(),
-                ),
+                _ => {
+                    let (_, missing) = ramjet_shared::log_line::parse(value);
+                    let missing: Vec<String> = missing.iter().map(|m| format!("${m}")).collect();
+                    let how = "set --access-log-template with this line (chart: controller.accessLog.template)";
+                    match missing.is_empty() {
+                        true => (Verdict::Honoured, how.to_string()),
+                        false => (
+                            Verdict::Approximated,
+                            format!(
+                                "{how}; ramjet has no {}: written as nginx writes an empty variable",
+                                missing.join(", ")
+                            ),
+                        ),
+                    }
+                }
             },
-            "log-format-escape-json" => (
+            "log-format-escape-json" | "log-format-escape-none" => (
                 Verdict::Honoured,
-                "with --access-log-format=json ramjet writes valid JSON, escaped, whatever this says".to_string(),
+                format!(
+                    "a line of your own is escaped as this says: set --access-log-escape={escape} (chart: \
+                     controller.accessLog.escape); --access-log-format=json always writes valid JSON"
+                ),
             ),
             _ => unreachable!("every key of KEYS has a verdict"),
         };
@@ -543,9 +570,25 @@ mod tests {
         let line = "$remote_addr - $remote_user [$time_local] \"$request\" $status $body_bytes_sent \"$http_referer\" \"$http_user_agent\" $request_length $request_time [$proxy_upstream_name] [$proxy_alternative_upstream_name] $upstream_addr $upstream_response_length $upstream_response_time $upstream_status $req_id";
         let r = review("ns/cm", &data(&[("log-format-upstream", line)]));
         assert_eq!(r.flags, ["--access-log-format=nginx-upstream"]);
-        let r = review("ns/cm", &data(&[("log-format-upstream", "$remote_addr $status $opentelemetry_trace_id")]));
-        assert!(r.flags.is_empty());
-        assert_eq!(verdict(&r, "log-format-upstream").0, Verdict::Approximated);
+        // A line of one's own: the template, quoted for a shell, with the escaping asked for.
+        let own = [
+            ("log-format-upstream", "{\"a\":\"$http_x_a\", \"t\":\"$opentelemetry_trace_id\"}"),
+            ("log-format-escape-json", "true"),
+        ];
+        let r = review("ns/cm", &data(&own));
+        assert_eq!(
+            r.flags,
+            [
+                "--access-log-template='{\"a\":\"$http_x_a\", \"t\":\"$opentelemetry_trace_id\"}'",
+                "--access-log-escape=json"
+            ]
+        );
+        assert_eq!(verdict(&r, "log-format-upstream").0, Verdict::Honoured);
+        let r = review("ns/cm", &data(&[("log-format-upstream", "it's $remote_addr $geoip_country_code")]));
+        assert_eq!(r.flags, ["--access-log-template='it'\\''s $remote_addr $geoip_country_code'"]);
+        let (verdict_of, detail) = verdict(&r, "log-format-upstream");
+        assert_eq!(verdict_of, Verdict::Approximated);
+        assert!(detail.contains("$geoip_country_code"), "{detail}");
     }
 
     #[test]

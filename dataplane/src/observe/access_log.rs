@@ -27,6 +27,7 @@ use rtrb::{Consumer, Producer, RingBuffer};
 use crate::base::clock::civil;
 use crate::codec::http1::head::push_decimal;
 use crate::conn::TlsSession;
+use crate::observe::log_template::LogTemplate;
 use crate::observe::requests::MAX_REQUEST_ID;
 use crate::observe::text::{json_escape, push_hex};
 use ramjet_shared::{route_object, RouteOrigin};
@@ -78,6 +79,9 @@ pub struct AccessLogSettings {
     pub buffer_bytes: usize,
     /// How often the writer thread drains the rings.
     pub flush_interval: Duration,
+    /// A line of the operator's own (`--access-log-template`, ingress-nginx's
+    /// `log-format-upstream`), in place of `format`.
+    pub template: Option<Arc<LogTemplate>>,
 }
 
 impl AccessLogSettings {
@@ -90,6 +94,7 @@ impl AccessLogSettings {
             success_sample: 1.0,
             buffer_bytes: 1024 * 1024,
             flush_interval: Duration::from_millis(20),
+            template: None,
         }
     }
 }
@@ -282,6 +287,31 @@ pub(crate) struct RequestFields<'a> {
     pub trace_id: Option<&'a [u8; 16]>,
     pub generation: u64,
     pub tls: Option<&'a TlsSession>,
+    /// The request's other fields, for a line template's `$http_<name>`.
+    pub head: FieldSource<'a>,
+}
+
+/// Where a record finds a request's fields by name.
+#[derive(Clone, Copy)]
+pub(crate) enum FieldSource<'a> {
+    None,
+    /// An HTTP/1.1 head as received.
+    Http1(&'a [u8]),
+    Http2(&'a http::HeaderMap),
+}
+
+impl<'a> RequestFields<'a> {
+    /// The value of field `name` (lower case), if the request has one.
+    pub fn field(&self, name: &str) -> Option<&'a [u8]> {
+        match self.head {
+            FieldSource::None => None,
+            FieldSource::Http2(fields) => fields.get(name).map(http::HeaderValue::as_bytes),
+            FieldSource::Http1(head) => head.split(|&b| b == b'\n').skip(1).find_map(|line| {
+                let colon = line.iter().position(|&b| b == b':')?;
+                line[..colon].eq_ignore_ascii_case(name.as_bytes()).then(|| line[colon + 1..].trim_ascii())
+            }),
+        }
+    }
 }
 
 /// The response side of a record.
@@ -561,7 +591,7 @@ fn end_nginx(format: Format, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
 }
 
 /// Seconds with millisecond precision, as nginx writes times: `0.012`; `-` when absent.
-fn push_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
+pub(super) fn push_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
     match d {
         Some(d) => push_thousandths(out, d.as_millis() as u64),
         None => out.push(b'-'),
@@ -569,7 +599,7 @@ fn push_seconds(out: &mut Vec<u8>, d: Option<Duration>) {
 }
 
 /// nginx's `$time_local`, in UTC: `05/Dec/2026:16:30:44 +0000`.
-fn push_local_time(out: &mut Vec<u8>, since_epoch: Duration) {
+pub(super) fn push_local_time(out: &mut Vec<u8>, since_epoch: Duration) {
     const MONTHS: [&[u8; 3]; 12] =
         [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
     let secs = since_epoch.as_secs();
@@ -624,7 +654,7 @@ fn escape(out: &mut Vec<u8>, value: &[u8], keep_spaces: bool, hex: &[u8; 16]) {
 
 /// Values of the nginx formats, escaped as nginx's access log escapes them: `"`, `\`, control bytes
 /// and bytes above 0x7e become `\xXX` (capital hex); spaces stay.
-fn nginx_value(out: &mut Vec<u8>, value: &[u8]) {
+pub(super) fn nginx_value(out: &mut Vec<u8>, value: &[u8]) {
     escape(out, value, true, b"0123456789ABCDEF");
 }
 
@@ -649,7 +679,7 @@ fn push_two_digits(out: &mut Vec<u8>, v: u64) {
 
 /// An address with its port; port 0 is a client address a forwarded field gave without one, written
 /// as the address alone.
-fn push_addr(out: &mut Vec<u8>, addr: SocketAddr) {
+pub(super) fn push_addr(out: &mut Vec<u8>, addr: SocketAddr) {
     use std::io::Write as _;
     let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port());
     // Writing into a Vec cannot fail, and a socket address fits the capacity kept from earlier
@@ -661,7 +691,7 @@ fn push_addr(out: &mut Vec<u8>, addr: SocketAddr) {
 }
 
 /// RFC 3339 in UTC with milliseconds: `2026-12-01T02:45:00.123Z`.
-fn push_time(out: &mut Vec<u8>, since_epoch: Duration) {
+pub(super) fn push_time(out: &mut Vec<u8>, since_epoch: Duration) {
     let secs = since_epoch.as_secs();
     let (year, month, day) = civil(secs / 86_400);
     let rem = secs % 86_400;
@@ -701,6 +731,7 @@ mod tests {
             trace_id: Some(&[0xab; 16]),
             generation: 7,
             tls: None,
+            head: FieldSource::None,
         }
     }
 

@@ -30,7 +30,7 @@ use crate::base::watchdog::Watchdog;
 use crate::codec::http1::head::{parse_request, text, RequestHead};
 use crate::conn::ConnFacts;
 use crate::error::ProxyError;
-use crate::observe::access_log::RequestFields;
+use crate::observe::access_log::{FieldSource, RequestFields};
 use crate::observe::requests::{RequestId, Served, Tally};
 use crate::pipeline::admit::{admit, Admission, Gate};
 use crate::pipeline::answer::LocalAnswer;
@@ -232,6 +232,7 @@ where
                 trace_id: None,
                 generation: generation.number,
                 tls: conn.facts.tls_session.as_ref(),
+                head: FieldSource::None,
             };
             conn.logging = worker.log_begin(&fields, &mut conn.record);
             let next = conn.fail(e.into(), false).await;
@@ -257,6 +258,7 @@ where
         trace_id: id.trace.trace_id(),
         generation: generation.number,
         tls: conn.facts.tls_session.as_ref(),
+        head: FieldSource::Http1(&data[..head.head_len]),
     };
     conn.logging = worker.log_begin(&fields, &mut conn.record);
     conn.span = worker.span_begin(&id, &fields);

@@ -35,7 +35,7 @@ use crate::codec::http1::Framing;
 use crate::codec::http2::fields::{host, push_chunk_size, response_head, upstream_head, values};
 use crate::conn::ConnFacts;
 use crate::error::{Failure, ProxyError};
-use crate::observe::access_log::RequestFields;
+use crate::observe::access_log::{FieldSource, RequestFields};
 use crate::observe::requests::CLIENT_CLOSED;
 use crate::observe::requests::{Done, RequestId, Served, Tally};
 use crate::pipeline::admit::{admit, Admission, Gate};
@@ -102,6 +102,7 @@ pub(crate) async fn serve(
             trace_id: id.trace.trace_id(),
             generation: generation.number,
             tls: facts.tls_session.as_ref(),
+            head: FieldSource::Http2(&parts.headers),
         };
         (worker.log_begin(&fields, &mut record), worker.span_begin(&id, &fields))
     };
