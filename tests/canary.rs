@@ -263,8 +263,8 @@ fn header_cookie_and_weight_precede_as_in_ingress_nginx() {
 /// test/e2e/annotations/canary.go, "canary affinity behavior": the primary has session affinity;
 /// a user sent to the canary once (by its header) keeps its cookie and stays on the canary, even
 /// at a canary weight of 1 % (sticky, the default, and said explicitly); a user whose cookie names
-/// a primary endpoint stays on the primary at a weight of 100 %. With `legacy`, the canary does
-/// not keep its users: the weight decides again.
+/// a primary endpoint stays on the primary at a weight of 100 %. With `legacy`, the canary's
+/// answers set no affinity cookie and it does not keep its users: the weight decides again.
 #[test]
 fn canary_and_session_affinity_behave_as_in_ingress_nginx() {
     let dir = temp_dir("canary-affinity");
@@ -317,11 +317,17 @@ fn canary_and_session_affinity_behave_as_in_ingress_nginx() {
         assert_eq!(side(addr, "full.test", &cookie), "primary");
     }
     assert_eq!(side(addr, "full.test", ""), "canary");
-    // legacy: a canary cookie does not keep its user; the weight decides.
+    // legacy: the canary's answer sets no affinity cookie, and a canary endpoint's cookie does not
+    // keep its user; the weight decides. The primary's answers still set theirs.
     let forced = Conn::open(addr).get_with("legacy.test", "/", "ForceCanary: yes\r\n");
-    let cookie = format!("Cookie: {}\r\n", cookie_of(&forced));
+    assert_eq!(served_by(&forced), "web-v2");
+    assert!(!forced.head.to_ascii_lowercase().contains("set-cookie: aff="), "{}", forced.head);
+    let cookie = format!("Cookie: aff={:016x}\r\n", ramjet_shared::endpoint_key(v2.addr));
     let primaries = (0..60).filter(|_| side(addr, "legacy.test", &cookie) == "primary").count();
     assert!(primaries > 5, "legacy: the weight decides ({primaries} of 60 on the primary)");
+    let primary = (0..40).map(|_| Conn::open(addr).get("legacy.test", "/")).find(|r| served_by(r) == "web");
+    let primary = primary.expect("the weight sends some new users to the primary");
+    assert!(primary.head.to_ascii_lowercase().contains("set-cookie: aff="), "{}", primary.head);
     d.shutdown();
 }
 

@@ -534,6 +534,8 @@ fn merge_canaries<'s>(
                 draft.warn(&object, problem);
             }
             tracing::debug!(canary = %source, primary = %primary_source, route = %shown, "canary merged");
+            // `affinity-canary-behavior: legacy`: the canary's answers set no session cookie.
+            primary.limits.legacy_canary = affinity.is_some() && spec.legacy_affinity;
             series.push((primary_source.clone(), canary.backend.name.to_string()));
             primary.canary = Some((rules, source.clone()));
         }

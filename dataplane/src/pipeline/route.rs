@@ -227,17 +227,19 @@ impl<'t> RouteExtras<'t> {
     }
 
     /// Reads what chooses the endpoint from the request, when the route has its own way: the
-    /// sticky-session cookie (affinity), or the hash key (`upstream-hash-by`).
+    /// sticky-session cookie (affinity), or the hash key (`upstream-hash-by`). `served` is the
+    /// route and backend routing chose: a legacy canary's backend keeps no sessions.
     #[inline]
     pub fn choose_endpoint<'i>(
         &mut self,
         req: &impl RequestView,
         input: impl FnOnce() -> HashInput<'i>,
-        endpoints: &[SocketAddr],
+        (served, endpoints): (&Served<'_>, &[SocketAddr]),
         random: impl FnOnce() -> u32,
     ) {
         let Some(limits) = self.limits else { return };
-        if let Some(affinity) = limits.affinity.as_deref() {
+        let canary = || !std::sync::Arc::ptr_eq(served.backend, &served.route.backend);
+        if let Some(affinity) = limits.affinity.as_deref().filter(|_| !(limits.legacy_canary && canary())) {
             let named = req.cookie(&affinity.cookie).and_then(|v| Affinity::endpoint(v, endpoints));
             self.affinity = Some((affinity, named));
         }

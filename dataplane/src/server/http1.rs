@@ -308,7 +308,7 @@ where
     if conn.facts.own_certificate {
         extras.hsts = table.hsts();
     }
-    extras.choose_endpoint(&view, input, endpoints, || worker.random());
+    extras.choose_endpoint(&view, input, (&served, endpoints), || worker.random());
     let mut held = Admission::default();
     let gate = if extras.needs_admission() {
         let asking = Asking {

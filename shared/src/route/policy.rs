@@ -554,6 +554,9 @@ pub struct RouteLimits {
     /// Each rewrite of the route is logged, as nginx's `rewrite_log on` (ingress-nginx's
     /// `enable-rewrite-log`).
     pub rewrite_log: bool,
+    /// The route's canary has `affinity-canary-behavior: legacy`: requests its rules send to
+    /// another backend than the route's own are balanced without a session cookie.
+    pub legacy_canary: bool,
 }
 
 impl RouteLimits {
@@ -625,6 +628,9 @@ impl fmt::Display for RouteLimits {
         }
         if self.rewrite_log {
             parts.push("rewrites logged".into());
+        }
+        if self.legacy_canary {
+            parts.push("canary without sessions".into());
         }
         f.write_str(&parts.join(", "))
     }

@@ -388,6 +388,7 @@ fn limits(c: &mut Choices) -> RouteLimits {
         proxy_rewrites: c.maybe(|c| Box::new(proxy_rewrites(c))),
         satisfy_any: c.flag(),
         rewrite_log: c.flag(),
+        legacy_canary: c.flag(),
         client_auth: c.maybe(client_auth),
     }
 }
