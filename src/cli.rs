@@ -189,6 +189,11 @@ pub struct Cli {
     #[arg(help_heading = "Client address", long, env = "RAMJET_TRUSTED_PROXIES", value_delimiter = ',', value_name = "CIDR,...", value_parser = ip_block)]
     pub trusted_proxies: Vec<IpBlock>,
 
+    /// Believe only the client's address from --trusted-proxies, not their X-Forwarded-Host,
+    /// -Proto and -Port (ingress-nginx's enable-real-ip without use-forwarded-headers).
+    #[arg(help_heading = "Client address", long, env = "RAMJET_TRUSTED_PROXIES_ADDRESS_ONLY")]
+    pub trusted_proxies_address_only: bool,
+
     /// The request field that names the client in requests from --trusted-proxies:
     /// X-Forwarded-For, X-Real-IP, Forwarded (RFC 7239's for=), or another field holding a list of
     /// addresses.
@@ -484,6 +489,7 @@ impl Cli {
                 trusted: self.trusted_proxies.clone().into(),
                 field: self.forwarded_for_header.clone(),
                 full_forwarded_for: self.compute_full_forwarded_for,
+                address_only: self.trusted_proxies_address_only,
             },
         }
     }

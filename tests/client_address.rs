@@ -272,7 +272,8 @@ fn a_proxy_header_for_port_443_counts_as_https() {
 
 /// settings/forwarded_headers.go, with `use-forwarded-headers` as `--trusted-proxies`: a trusted
 /// proxy's `X-Forwarded-*` are the client's (its scheme as it says, its first `X-Forwarded-Host`
-/// also as the upstream `Host`); an untrusted peer's are replaced by ramjet's own, and its
+/// also as the upstream `Host`); with `--trusted-proxies-address-only` only the address; an
+/// untrusted peer's are replaced by ramjet's own, and its
 /// `X-Forwarded-For` and `-Host` reach the backend as `X-Original-Forwarded-For` and `-Host`, on
 /// HTTP/1.1 and HTTP/2 alike.
 #[test]
@@ -307,6 +308,31 @@ fn forwarded_headers_behave_as_in_ingress_nginx() {
     let mut h2 = H2Client::connect(d.http_addr());
     let r2 = h2.request("GET", host, "/h2", &[("x-forwarded-host", "myhost")], b"", false).unwrap();
     assert!(r2.text().contains("header=host: myhost\n"), "HTTP/2 alike: {}", r2.text());
+    drop(h2);
+    d.shutdown();
+
+    // test/e2e/settings/enable_real_ip.go "trusts X-Forwarded-For header only when setting is
+    // true": enable-real-ip without use-forwarded-headers believes the address alone.
+    let dir = temp_dir("client-forwarded-headers-address-only");
+    let d = start(&dir, &text, IoDriver::Auto, |c| {
+        c.settings.client_address.rules = AddressRules { address_only: true, ..trusted("127.0.0.0/8, ::1") }
+    });
+    let port = d.http_addr().port().to_string();
+    let r = request(d.http_addr(), &get_req(host, "/", &theirs("myhost")));
+    for (name, want) in [
+        ("host", host),
+        ("x-forwarded-host", host),
+        ("x-forwarded-proto", "http"),
+        ("x-forwarded-port", port.as_str()),
+        ("x-forwarded-for", "1.2.3.4"),
+    ] {
+        assert_eq!(seen_field(&r, name).as_deref(), Some(want), "{name}: {}", r.body);
+    }
+    let mut h2 = H2Client::connect(d.http_addr());
+    let headers = [("x-forwarded-for", "1.2.3.4"), ("x-forwarded-host", "myhost")];
+    let r2 = h2.request("GET", host, "/h2", &headers, b"", false).unwrap();
+    assert!(r2.text().contains("header=host: forwarded-headers\n"), "{}", r2.text());
+    assert!(r2.text().contains("header=x-forwarded-for: 1.2.3.4\n"), "{}", r2.text());
     drop(h2);
     d.shutdown();
 

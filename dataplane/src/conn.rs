@@ -38,6 +38,9 @@ pub struct ConnFacts {
     pub rules: Option<Rc<AddressRules>>,
     /// The peer is a trusted proxy: its requests' address field is believed.
     pub trusted: bool,
+    /// ... and its `X-Forwarded-Host`, `-Proto` and `-Port` too (unless the rules believe only
+    /// the address, [`AddressRules::address_only`]).
+    pub trusted_fields: bool,
     /// A plain connection whose PROXY protocol header says the client connected to port 443: a
     /// balancer in front ended TLS, so its requests count as HTTPS (ingress-nginx's
     /// `$proxy_protocol_server_port = 443`): no HTTPS redirect, `X-Forwarded-Proto: https`.
@@ -69,6 +72,7 @@ impl ConnFacts {
             proto_at,
             rules: None,
             trusted: false,
+            trusted_fields: false,
             https_by_proxy: false,
             own_certificate: false,
             client_cert: None,
@@ -100,6 +104,7 @@ impl ConnFacts {
             if trusted || rules.full_forwarded_for {
                 self.rules = Some(rules.clone());
                 self.trusted = trusted;
+                self.trusted_fields = trusted && !rules.address_only;
             }
         }
         self
@@ -225,6 +230,10 @@ pub struct AddressRules {
     /// `X-Forwarded-For` upstream is the client's own with the peer appended, rather than the
     /// client's address alone.
     pub full_forwarded_for: bool,
+    /// Only the client's address is believed from a trusted proxy (ingress-nginx's
+    /// `enable-real-ip` without `use-forwarded-headers`): its `X-Forwarded-Host`, `-Proto` and
+    /// `-Port` are replaced by ramjet's own, and never stop an HTTPS redirect.
+    pub address_only: bool,
 }
 
 impl AddressRules {

@@ -241,6 +241,9 @@ The daemon's command-line arguments. Each flag is one "--flag=value" item.
 {{- with .trustedProxies }}
 - {{ printf "--trusted-proxies=%s" (join "," .) | quote }}
 {{- end }}
+{{- if .trustedProxiesAddressOnly }}
+- "--trusted-proxies-address-only"
+{{- end }}
 {{- if ne .forwardedForHeader "X-Forwarded-For" }}
 - {{ printf "--forwarded-for-header=%s" .forwardedForHeader | quote }}
 {{- end }}

@@ -121,6 +121,9 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
         if forwarded && full {
             flags.push("--compute-full-forwarded-for".to_string());
         }
+        if !forwarded {
+            flags.push("--trusted-proxies-address-only".to_string());
+        }
     }
     let everyone = trusted.as_ref().is_ok_and(|t| t.split(',').any(|b| b == "0.0.0.0/0" || b == "::/0"));
     let trusted_flag = match &trusted {
@@ -230,10 +233,19 @@ pub fn review(configmap: &str, data: &BTreeMap<String, String>) -> SettingsRepor
             "enable-real-ip" => match go_bool(value) {
                 None => bad_bool(),
                 Some(false) => default(""),
-                Some(true) => (
+                Some(true) if forwarded => (
                     Verdict::Honoured,
                     format!(
                         "{trusted_flag}: the client's address is read from {header} of trusted peers{everyone_warning}"
+                    ),
+                ),
+                Some(true) => (
+                    Verdict::Honoured,
+                    format!(
+                        "{trusted_flag} and --trusted-proxies-address-only (chart: \
+                         controller.clientAddress.trustedProxiesAddressOnly): the client's address is read from \
+                         {header} of trusted peers; their X-Forwarded-Host, -Proto and -Port are ramjet's own, as \
+                         without use-forwarded-headers{everyone_warning}"
                     ),
                 ),
             },

@@ -40,7 +40,7 @@ pub fn forwarded_host<'c, 'v, I>(conn: &'c ConnFacts, fields: impl Fn(&'c str) -
 where
     I: Iterator<Item = &'v [u8]>,
 {
-    if !conn.trusted {
+    if !conn.trusted_fields {
         return None;
     }
     first_of(fields("x-forwarded-host")).filter(|h| h.iter().all(|&b| b.is_ascii_graphic()))
@@ -56,7 +56,8 @@ where
     I: Iterator<Item = &'v [u8]>,
 {
     conn.https_by_proxy
-        || conn.trusted && first_of(fields("x-forwarded-proto")).is_some_and(|p| p.eq_ignore_ascii_case(b"https"))
+        || conn.trusted_fields
+            && first_of(fields("x-forwarded-proto")).is_some_and(|p| p.eq_ignore_ascii_case(b"https"))
 }
 
 /// The first token of the first value (`https` of `https, http`): what the first proxy saw.
@@ -275,7 +276,7 @@ pub fn push_address_lines<'c, 'v, I>(
     out.extend_from_slice(b"\r\nx-real-ip: ");
     push_ip(out, ip);
     out.extend_from_slice(b"\r\n");
-    if !conn.trusted {
+    if !conn.trusted_fields {
         out.extend_from_slice(conn.proto_and_port_lines());
         return;
     }

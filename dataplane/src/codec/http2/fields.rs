@@ -73,7 +73,7 @@ pub(crate) fn upstream_head(
     }
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
     // Behind a trusted proxy, the host its client asked for (ingress-nginx's `$best_http_host`).
-    let upstream_host = match facts.trusted {
+    let upstream_host = match facts.trusted_fields {
         true => forwarded_host(facts, values(&parts.headers)).unwrap_or(host.as_bytes()),
         false => host.as_bytes(),
     };

@@ -170,7 +170,7 @@ async fn handle<'t>(
     let tls = facts.tls || forwarded_https(facts, values(&parts.headers));
     let view = H2View(parts, tls);
     let peer = req.client_addr().ip();
-    let forwarded_host = match facts.trusted {
+    let forwarded_host = match facts.trusted_fields {
         true => forwarded_host(facts, values(&parts.headers)).and_then(|h| std::str::from_utf8(h).ok()),
         false => None,
     };

@@ -280,7 +280,7 @@ pub fn parse_request<'c>(
     out.extend_from_slice(target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
     // Behind a trusted proxy, the host its client asked for (ingress-nginx's `$best_http_host`).
-    let trusted_host = if conn.trusted { forwarded_host(conn, fields) } else { None };
+    let trusted_host = if conn.trusted_fields { forwarded_host(conn, fields) } else { None };
     let upstream_host = trusted_host.unwrap_or(host);
     if !upstream_host.is_empty() {
         out.extend_from_slice(b"host: ");
