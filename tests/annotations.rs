@@ -2283,3 +2283,42 @@ fn enable_rewrite_log_behaves_as_in_ingress_nginx() {
     assert!(log.contains("args: \"x=1\""), "{log}");
     assert!(!log.contains("(?i)/other"), "the other Ingress's rewrites are not logged: {log}");
 }
+
+/// test/e2e/defaultbackend/default_backend.go "enables/disables access logging for default
+/// backend": with a controller configuration, requests no Ingress matches (a 404, or the
+/// controller's default backend) are logged only with `enable-access-log-for-default-backend:
+/// "true"`; an Ingress's requests are logged either way. Without a configuration, ramjet logs them.
+#[test]
+fn the_default_backends_access_log_switch_behaves_as_in_ingress_nginx() {
+    use ramjet_dataplane::access_log::{Destination, Format};
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let mut text = services(a.addr, b.addr);
+    text.push_str(&ingress("app", "app.test", "", &[("/app", "Prefix", "a")]));
+    for (config, logged) in [
+        (Some("proxy-body-size: 1m\n"), false),
+        (Some("enable-access-log-for-default-backend: \"true\"\n"), true),
+        (Some("default-backend-service: shop/b\n"), false),
+        (None, true),
+    ] {
+        let dir = temp_dir("annotations-default-backend-log");
+        let log = dir.join("access.log");
+        let manifests = dir.join("objects");
+        std::fs::create_dir_all(&manifests).unwrap();
+        let d = start_with(&manifests, &text, |c| {
+            c.access_log = Some(ramjet_dataplane::AccessLogSettings::new(Destination::File(log.clone()), Format::Json));
+            if let Some(config) = config {
+                let file = dir.join("config.yaml");
+                std::fs::write(&file, config).unwrap();
+                c.config = Some(ramjet::ConfigFile::read(&file).expect("the configuration reads"));
+            }
+        });
+        let addr = d.http_addr();
+        let unmatched = get(addr, "bar.test", "/somethingTwo");
+        assert!(unmatched.status == 404 || seen(&unmatched).0 == "b", "{config:?}: {unmatched:?}");
+        assert_eq!(get(addr, "app.test", "/app").status, 200);
+        let written = || std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(support::eventually(Duration::from_secs(10), || written().contains("/app")), "{}", written());
+        d.shutdown();
+        assert_eq!(written().contains("/somethingTwo"), logged, "{config:?}: {}", written());
+    }
+}

@@ -216,6 +216,7 @@ impl Compiler {
         let mut builder = std::mem::take(&mut draft.builder);
         builder.set_hsts(self.config.hsts_value());
         builder.set_no_tls_redirect(&self.config.no_tls_redirect_locations);
+        builder.set_unlogged_unmatched(!self.config.log_unmatched);
         let (table, regex_problems) = builder.build_checked(self.previous.as_deref());
         for problem in regex_problems {
             for source in &problem.sources {

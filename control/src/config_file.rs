@@ -92,6 +92,8 @@ pub struct ControllerConfig {
     /// `service-upstream`: Ingress backends are their Services' cluster IPs, not their endpoints,
     /// unless an Ingress says `service-upstream: "false"`.
     pub service_upstream: bool,
+    /// `enable-access-log-for-default-backend`: requests no Ingress matches are logged.
+    pub log_unmatched: bool,
     /// Keys that the file sets but that take effect elsewhere or not at all, with why (for the log
     /// and `--check`).
     pub notes: Vec<String>,
@@ -116,6 +118,7 @@ impl ControllerConfig {
             custom_http_errors: Vec::new(),
             no_tls_redirect_locations: Vec::new(),
             service_upstream: false,
+            log_unmatched: true,
             notes: Vec::new(),
         }
     }
@@ -137,6 +140,7 @@ impl ControllerConfig {
             custom_http_errors: Vec::new(),
             no_tls_redirect_locations: Vec::new(),
             service_upstream: false,
+            log_unmatched: false,
             notes: Vec::new(),
         }
     }
@@ -199,6 +203,7 @@ impl ControllerConfig {
         config.ssl_redirect = boolean("ssl-redirect", true)?;
         config.force_ssl_redirect = boolean("force-ssl-redirect", false)?;
         config.service_upstream = boolean("service-upstream", false)?;
+        config.log_unmatched = boolean("enable-access-log-for-default-backend", false)?;
         if let Some(v) = get("proxy-body-size") {
             config.route_defaults.max_body = parse_size(v).map_err(|e| error(Some("proxy-body-size"), e))?;
         }
@@ -255,7 +260,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 /// The keys this module reads.
-pub const READ: [&str; 15] = [
+pub const READ: [&str; 16] = [
     "hsts",
     "hsts-max-age",
     "hsts-include-subdomains",
@@ -271,6 +276,7 @@ pub const READ: [&str; 15] = [
     "custom-http-errors",
     "no-tls-redirect-locations",
     "service-upstream",
+    "enable-access-log-for-default-backend",
 ];
 
 /// What becomes of the keys the file sets but does not apply itself: the flag for a process

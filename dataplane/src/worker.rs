@@ -329,6 +329,18 @@ impl Worker {
         if done.served.and_then(|s| s.route.policy.as_deref()).is_some_and(|p| p.limits.unlogged) {
             return;
         }
+        // `enable-access-log-for-default-backend: "false"`: what no rule matched is not logged.
+        let table = &done.generation.table;
+        if table.unlogged_unmatched() {
+            let default = table.default_route();
+            let unmatched = match done.served {
+                Some(s) => default.is_some_and(|d| Arc::ptr_eq(s.route, d)),
+                None => done.status == 404,
+            };
+            if unmatched {
+                return;
+            }
+        }
         let mut log = log.borrow_mut();
         if !log.keeps(done.status, self.observer.sampler.next()) {
             return;

@@ -562,6 +562,9 @@ pub struct RouteTable {
     /// Paths never redirected to HTTPS besides [`ACME_CHALLENGE`] (ingress-nginx's
     /// `no-tls-redirect-locations`), as prefixes of the request's path.
     no_tls_redirect: Box<[Box<str>]>,
+    /// Requests no rule matches (the default backend's, or a 404) leave no access-log record
+    /// (ingress-nginx's `enable-access-log-for-default-backend: "false"`).
+    unlogged_unmatched: bool,
     /// TCP and UDP routes by the port ramjet listens on for them: each port's connections (flows)
     /// are relayed to the route's backends. The ports are the sockets the data plane opens for
     /// this table.
@@ -735,6 +738,11 @@ impl RouteTable {
         self.default_route.as_ref()
     }
 
+    /// Whether requests no rule matches leave no access-log record.
+    pub fn unlogged_unmatched(&self) -> bool {
+        self.unlogged_unmatched
+    }
+
     /// Every host group (exact, wildcard, any-host).
     pub fn hosts(&self) -> impl Iterator<Item = &Arc<HostRoutes>> {
         let wildcards = self.wildcard_hosts.values().chain(self.deep_wildcard_hosts.values());
@@ -800,6 +808,9 @@ impl RouteTable {
         items.extend(self.hsts.as_ref().map(TableItem::Hsts));
         if !self.no_tls_redirect.is_empty() {
             items.push(TableItem::NoTlsRedirect(&self.no_tls_redirect));
+        }
+        if self.unlogged_unmatched {
+            items.push(TableItem::UnloggedUnmatched);
         }
         items.extend(self.ports.iter().map(|(&(transport, port), route)| TableItem::PortRoute {
             transport,
@@ -899,6 +910,8 @@ pub enum TableItem<'a> {
     Hsts(&'a Arc<str>),
     /// Paths never redirected to HTTPS (besides the ACME challenge's), when there are any.
     NoTlsRedirect(&'a [Box<str>]),
+    /// Requests no rule matches are not logged.
+    UnloggedUnmatched,
     /// A port whose TCP connections (UDP flows) are relayed to the route's backends.
     PortRoute { transport: Transport, port: u16, route: &'a PortRoute },
     /// A server name of a TLS route port: passed through or terminated, then relayed.
@@ -1086,6 +1099,7 @@ pub struct TableBuilder {
     client_auth: BTreeMap<Arc<str>, Arc<ClientAuth>>,
     hsts: Option<Arc<str>>,
     no_tls_redirect: Vec<Box<str>>,
+    unlogged_unmatched: bool,
     ports: BTreeMap<(Transport, u16), Arc<PortRoute>>,
     tls_ports: BTreeMap<u16, TlsPort>,
 }
@@ -1243,6 +1257,11 @@ impl TableBuilder {
         self.no_tls_redirect = prefixes.iter().map(|p| p.as_str().into()).collect();
     }
 
+    /// Requests no rule matches (the default backend's, or a 404) leave no access-log record.
+    pub fn set_unlogged_unmatched(&mut self, unlogged: bool) {
+        self.unlogged_unmatched = unlogged;
+    }
+
     /// Redirect plain-HTTP requests for `host` to HTTPS, with the request's trailing `/` as
     /// `slash` says. When several declarations of one host differ, the slash is kept.
     pub fn add_ssl_redirect(&mut self, host: &str, slash: TrailingSlash) {
@@ -1327,6 +1346,7 @@ impl TableBuilder {
         table.client_auth = self.client_auth;
         table.hsts = self.hsts;
         table.no_tls_redirect = self.no_tls_redirect.into_boxed_slice();
+        table.unlogged_unmatched = self.unlogged_unmatched;
         table.ports = self.ports;
         table.tls_ports = self.tls_ports.into_iter().map(|(port, names)| (port, Arc::new(names))).collect();
         let (digest, items_digest) = {

@@ -259,6 +259,10 @@ impl TableView {
                     ItemKey::Setting("strict-transport-security"),
                     ItemValue::Described(ramjet_shared::digest_of(&**value), value.to_string()),
                 ),
+                TableItem::UnloggedUnmatched => (
+                    ItemKey::Setting("enable-access-log-for-default-backend"),
+                    ItemValue::Described(ramjet_shared::digest_of("false"), "false".into()),
+                ),
                 TableItem::NoTlsRedirect(prefixes) => {
                     let value = prefixes.join(", ");
                     (

@@ -210,6 +210,7 @@ fn the_digest_is_taken_over_the_items_the_table_walks() {
             TableItem::ClientAuth { .. } => "client auth",
             TableItem::Hsts(_) => "hsts",
             TableItem::NoTlsRedirect(_) => "no tls redirect",
+            TableItem::UnloggedUnmatched => "unlogged unmatched",
             TableItem::PortRoute { .. } => "port",
             TableItem::TlsPortName { .. } => "tls port",
         })

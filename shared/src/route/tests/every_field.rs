@@ -482,6 +482,7 @@ fn table(c: &mut Choices) -> RouteTable {
                 let route = PortRoute::new(vec![WeightedBackend::new(backend(c), 1 + c.pick(3))], "shop/tls");
                 let _held = builder.add_tls_port_name(port, host, TlsTarget { terminate, route }).is_err();
             }
+            9 => builder.set_unlogged_unmatched(c.flag()),
             8 => builder.set_no_tls_redirect(&c.maybe(|c| c.text().to_string()).into_iter().collect::<Vec<_>>()),
             _ => builder.set_hsts(c.maybe(|c| c.text().to_string())),
         }
@@ -501,6 +502,7 @@ fn every_item_kind_is_drawn(item: TableItem<'_>) {
         | TableItem::ClientAuth { .. }
         | TableItem::Hsts(_)
         | TableItem::NoTlsRedirect(_)
+        | TableItem::UnloggedUnmatched
         | TableItem::PortRoute { .. }
         | TableItem::TlsPortName { .. } => {}
     }
