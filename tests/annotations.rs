@@ -1379,74 +1379,29 @@ fn custom_http_errors_behave_as_in_ingress_nginx() {
 /// An authentication service: `session=good` in the cookie is alice (200 with `X-Auth-User`),
 /// `session=forbidden` is 403, anything else 401 with a Bearer challenge. It keeps connections
 /// open and records every sub-request head it reads.
-struct AuthServer {
-    addr: SocketAddr,
-    heads: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
+struct AuthServer;
 
 impl AuthServer {
-    fn start() -> Self {
-        use std::io::{BufRead, BufReader, Write};
-        use std::sync::atomic::Ordering;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let (seen, counted) = (heads.clone(), connections.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                counted.fetch_add(1, Ordering::Relaxed);
-                let seen = seen.clone();
-                std::thread::spawn(move || {
-                    let mut writer = stream.try_clone().unwrap();
-                    let mut reader = BufReader::new(stream);
-                    loop {
-                        let mut head = String::new();
-                        loop {
-                            let mut line = String::new();
-                            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                                return;
-                            }
-                            head.push_str(&line);
-                            if line == "\r\n" {
-                                break;
-                            }
-                        }
-                        let lower = head.to_ascii_lowercase();
-                        let answer = if lower.starts_with("get /response-headers?authorization=foo ") {
-                            // httpbun's /response-headers: the query's fields in the answer.
-                            "HTTP/1.1 200 OK\r\nauthorization: foo\r\ncontent-length: 0\r\n\r\n"
-                        } else if lower.contains("session=smuggle") {
-                            // An answer with a second one behind it, as a desynchronised or
-                            // hostile service would send: it must never answer someone else.
-                            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok\
-                             HTTP/1.1 200 OK\r\nx-auth-user: mallory\r\ncontent-length: 0\r\n\r\n"
-                        } else if lower.contains("session=good") {
-                            "HTTP/1.1 200 OK\r\nx-auth-user: alice\r\nset-cookie: session=good; Path=/\r\n\
-                             content-length: 2\r\n\r\nok"
-                        } else if lower.contains("session=forbidden") {
-                            "HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n"
-                        } else {
-                            "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer realm=\"shop\"\r\ncontent-length: 0\r\n\r\n"
-                        };
-                        seen.lock().unwrap().push(head);
-                        if writer.write_all(answer.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                });
+    fn start() -> support::backend::HeadServer {
+        support::backend::HeadServer::start(|head| {
+            let lower = head.to_ascii_lowercase();
+            if lower.starts_with("get /response-headers?authorization=foo ") {
+                // httpbun's /response-headers: the query's fields in the answer.
+                "HTTP/1.1 200 OK\r\nauthorization: foo\r\ncontent-length: 0\r\n\r\n"
+            } else if lower.contains("session=smuggle") {
+                // An answer with a second one behind it, as a desynchronised or hostile service
+                // would send: it must never answer someone else.
+                "HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok\
+                 HTTP/1.1 200 OK\r\nx-auth-user: mallory\r\ncontent-length: 0\r\n\r\n"
+            } else if lower.contains("session=good") {
+                "HTTP/1.1 200 OK\r\nx-auth-user: alice\r\nset-cookie: session=good; Path=/\r\n\
+                 content-length: 2\r\n\r\nok"
+            } else if lower.contains("session=forbidden") {
+                "HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n"
+            } else {
+                "HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer realm=\"shop\"\r\ncontent-length: 0\r\n\r\n"
             }
-        });
-        AuthServer { addr, heads, connections }
-    }
-
-    fn last(&self) -> String {
-        self.heads.lock().unwrap().last().cloned().unwrap_or_default()
-    }
-
-    fn asked(&self) -> usize {
-        self.heads.lock().unwrap().len()
+        })
     }
 }
 
@@ -1583,12 +1538,7 @@ fn external_auth_behaves_as_in_ingress_nginx() {
     assert_eq!(r.header("set-cookie"), Some("session=good; Path=/"));
 
     // Sub-requests share the worker's pooled connections.
-    assert!(
-        auth.connections.load(std::sync::atomic::Ordering::Relaxed) < auth.asked(),
-        "{} connections for {} sub-requests",
-        auth.connections.load(std::sync::atomic::Ordering::Relaxed),
-        auth.asked()
-    );
+    assert!(auth.connections() < auth.asked(), "{} connections for {} sub-requests", auth.connections(), auth.asked());
 
     // Attacker then victim over the same pooled connection to the service: the answer the
     // attacker's sub-request left behind is not taken for the victim's.

@@ -106,6 +106,13 @@ fn seen_field(r: &Response, name: &str) -> Option<String> {
     })
 }
 
+/// Each field `name` reached the backend as `want`.
+fn fields_seen(r: &Response, wanted: &[(&str, &str)]) {
+    for (name, want) in wanted {
+        assert_eq!(seen_field(r, name).as_deref(), Some(*want), "{name}: {}", r.body);
+    }
+}
+
 fn seen_client(r: &Response) -> (Option<String>, Option<String>) {
     (seen_field(r, "x-forwarded-for"), seen_field(r, "x-real-ip"))
 }
@@ -292,16 +299,17 @@ fn forwarded_headers_behave_as_in_ingress_nginx() {
     let d = start(&dir, &text, IoDriver::Auto, |c| c.settings.client_address.rules = trusted("127.0.0.0/8, ::1"));
     let r = request(d.http_addr(), &get_req(host, "/", &theirs("myhost")));
     assert_eq!(r.status, 200);
-    for (name, want) in [
-        ("host", "myhost"),
-        ("x-forwarded-host", "myhost"),
-        ("x-forwarded-proto", "myproto"),
-        ("x-forwarded-scheme", "myproto"),
-        ("x-forwarded-port", "1234"),
-        ("x-forwarded-for", "1.2.3.4"),
-    ] {
-        assert_eq!(seen_field(&r, name).as_deref(), Some(want), "{name}: {}", r.body);
-    }
+    fields_seen(
+        &r,
+        &[
+            ("host", "myhost"),
+            ("x-forwarded-host", "myhost"),
+            ("x-forwarded-proto", "myproto"),
+            ("x-forwarded-scheme", "myproto"),
+            ("x-forwarded-port", "1234"),
+            ("x-forwarded-for", "1.2.3.4"),
+        ],
+    );
     let r = request(d.http_addr(), &get_req(host, "/", &theirs("myhost.com, another.host,example.net")));
     assert_eq!(seen_field(&r, "host").as_deref(), Some("myhost.com"), "the first entry: {}", r.body);
     assert_eq!(seen_field(&r, "x-forwarded-host").as_deref(), Some("myhost.com"));
@@ -319,15 +327,16 @@ fn forwarded_headers_behave_as_in_ingress_nginx() {
     });
     let port = d.http_addr().port().to_string();
     let r = request(d.http_addr(), &get_req(host, "/", &theirs("myhost")));
-    for (name, want) in [
-        ("host", host),
-        ("x-forwarded-host", host),
-        ("x-forwarded-proto", "http"),
-        ("x-forwarded-port", port.as_str()),
-        ("x-forwarded-for", "1.2.3.4"),
-    ] {
-        assert_eq!(seen_field(&r, name).as_deref(), Some(want), "{name}: {}", r.body);
-    }
+    fields_seen(
+        &r,
+        &[
+            ("host", host),
+            ("x-forwarded-host", host),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-port", port.as_str()),
+            ("x-forwarded-for", "1.2.3.4"),
+        ],
+    );
     let mut h2 = H2Client::connect(d.http_addr());
     let headers = [("x-forwarded-for", "1.2.3.4"), ("x-forwarded-host", "myhost")];
     let r2 = h2.request("GET", host, "/h2", &headers, b"", false).unwrap();
@@ -340,18 +349,19 @@ fn forwarded_headers_behave_as_in_ingress_nginx() {
     let d = start(&dir, &text, IoDriver::Auto, |_| {});
     let port = d.http_addr().port().to_string();
     let r = request(d.http_addr(), &get_req(host, "/", &theirs("myhost")));
-    for (name, want) in [
-        ("host", host),
-        ("x-forwarded-host", host),
-        ("x-forwarded-proto", "http"),
-        ("x-forwarded-scheme", "http"),
-        ("x-forwarded-port", port.as_str()),
-        ("x-forwarded-for", "127.0.0.1"),
-        ("x-original-forwarded-for", "1.2.3.4"),
-        ("x-original-forwarded-host", "myhost"),
-    ] {
-        assert_eq!(seen_field(&r, name).as_deref(), Some(want), "{name}: {}", r.body);
-    }
+    fields_seen(
+        &r,
+        &[
+            ("host", host),
+            ("x-forwarded-host", host),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-scheme", "http"),
+            ("x-forwarded-port", port.as_str()),
+            ("x-forwarded-for", "127.0.0.1"),
+            ("x-original-forwarded-for", "1.2.3.4"),
+            ("x-original-forwarded-host", "myhost"),
+        ],
+    );
     let mut h2 = H2Client::connect(d.http_addr());
     let headers = [("x-forwarded-for", "1.2.3.4"), ("x-forwarded-host", "myhost")];
     let r2 = h2.request("GET", host, "/h2", &headers, b"", false).unwrap();

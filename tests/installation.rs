@@ -14,8 +14,7 @@
 use ramjet_test_support as support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -466,39 +465,14 @@ fn ingresses(cases: &[Case]) -> String {
 
 /// An oauth2-proxy's `/oauth2/auth`: 202 with the user's fields for a request with its cookie,
 /// else 401.
-fn oauth2_proxy() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut writer = stream.try_clone().unwrap();
-                let mut reader = BufReader::new(stream);
-                loop {
-                    let mut head = String::new();
-                    loop {
-                        let mut line = String::new();
-                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        head.push_str(&line);
-                        if line == "\r\n" {
-                            break;
-                        }
-                    }
-                    let answer = if head.to_ascii_lowercase().contains("_oauth2_proxy=alice") {
-                        "HTTP/1.1 202 Accepted\r\nx-auth-request-user: alice\r\nx-auth-request-email: alice@shop.example\r\ncontent-length: 0\r\n\r\n"
-                    } else {
-                        "HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n"
-                    };
-                    if writer.write_all(answer.as_bytes()).is_err() {
-                        return;
-                    }
-                }
-            });
+fn oauth2_proxy() -> support::backend::HeadServer {
+    support::backend::HeadServer::start(|head| {
+        if head.to_ascii_lowercase().contains("_oauth2_proxy=alice") {
+            "HTTP/1.1 202 Accepted\r\nx-auth-request-user: alice\r\nx-auth-request-email: alice@shop.example\r\ncontent-length: 0\r\n\r\n"
+        } else {
+            "HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n"
         }
-    });
-    addr
+    })
 }
 
 fn report(dir: &Path, dns: SocketAddr) -> (Option<i32>, Value, String) {
@@ -610,7 +584,7 @@ fn a_realistic_ingress_nginx_installation_moves_over_as_the_report_says() {
     dns.set("oauth2.partner.test", &[IpAddr::from([127, 0, 0, 1])], 30);
     dns.set("api.partner.test", &[IpAddr::from([127, 0, 0, 1])], 30);
 
-    let cases = cases(oauth.port());
+    let cases = cases(oauth.addr.port());
     assert_eq!(cases.len() + 2, 50, "50 Ingresses, the two canaries included");
     let pki = support::pki::Pki::new("installation-pki");
     let names: Vec<String> = cases.iter().filter(|c| c.tls).map(|c| host(c.name)).collect();

@@ -322,3 +322,65 @@ impl ScriptedBackend {
         String::from_utf8_lossy(&self.received.lock().unwrap()).into_owned()
     }
 }
+
+/// A server that answers each request head (bodies are not expected) with what `answer` makes of
+/// it, keeping connections open: an authentication service, say. It records every head it reads
+/// and counts its connections.
+pub struct HeadServer {
+    pub addr: SocketAddr,
+    heads: Arc<Mutex<Vec<String>>>,
+    connections: Arc<AtomicUsize>,
+}
+
+impl HeadServer {
+    pub fn start(answer: impl Fn(&str) -> &'static str + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let heads: Arc<Mutex<Vec<String>>> = Arc::default();
+        let connections: Arc<AtomicUsize> = Arc::default();
+        let (seen, counted, answer) = (heads.clone(), connections.clone(), Arc::new(answer));
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                counted.fetch_add(1, Ordering::Relaxed);
+                let (seen, answer) = (seen.clone(), answer.clone());
+                std::thread::spawn(move || {
+                    let mut writer = stream.try_clone().unwrap();
+                    let mut reader = BufReader::new(stream);
+                    loop {
+                        let mut head = String::new();
+                        loop {
+                            let mut line = String::new();
+                            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            head.push_str(&line);
+                            if line == "\r\n" {
+                                break;
+                            }
+                        }
+                        let reply = answer(&head);
+                        seen.lock().unwrap().push(head);
+                        if writer.write_all(reply.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        HeadServer { addr, heads, connections }
+    }
+
+    /// The last head it read.
+    pub fn last(&self) -> String {
+        self.heads.lock().unwrap().last().cloned().unwrap_or_default()
+    }
+
+    /// How many heads it answered.
+    pub fn asked(&self) -> usize {
+        self.heads.lock().unwrap().len()
+    }
+
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Relaxed)
+    }
+}

@@ -28,7 +28,7 @@ impl<'s> Resolver<'s, '_> {
                     "{key}: {header} is not in the controller configuration's global-allowed-response-headers"
                 ));
             }
-            set.push((header, value));
+            set.push((header.to_ascii_lowercase().into_boxed_str(), value));
         }
         Ok(Some(HeaderEdits { set: set.into(), add: Box::new([]), remove: Box::new([]) }))
     }
@@ -46,11 +46,12 @@ impl<'s> Resolver<'s, '_> {
             return Ok(Box::new([]));
         }
         let Some((key, value)) = annotations.given("auth-proxy-set-headers") else { return Ok(Box::new([])) };
-        Ok(self.header_fields(&key, value, namespace)?.into_boxed_slice())
+        let fields = self.header_fields(&key, value, namespace)?;
+        Ok(fields.into_iter().map(|(name, value)| (name.to_ascii_lowercase().into_boxed_str(), value)).collect())
     }
 
     /// The fields of the ConfigMap `value` names (`name` or `namespace/name`, the Ingress's
-    /// namespace only), lower case, each checked as ingress-nginx checks header names and values.
+    /// namespace only), as written, each checked as ingress-nginx checks header names and values.
     fn header_fields(&self, key: &str, value: &str, namespace: &str) -> Result<Vec<Field>, String> {
         let value = value.trim();
         let (map_namespace, name) = value.split_once('/').unwrap_or((namespace, value));
@@ -72,13 +73,13 @@ impl<'s> Resolver<'s, '_> {
             if !valid_value(value) {
                 return Err(format!("{key}: the value of {header} in ConfigMap {namespace}/{name} is not plain text"));
             }
-            fields.push((header.to_ascii_lowercase().into_boxed_str(), value.as_str().into()));
+            fields.push((header.as_str().into(), value.as_str().into()));
         }
         Ok(fields)
     }
 }
 
-/// A field: (lower-case name, value).
+/// A field: (name, value).
 type Field = (Box<str>, Box<str>);
 
 /// Fields set on a sub-request.
