@@ -648,3 +648,41 @@ fn a_mirror_that_is_down_or_sleeps_does_not_slow_the_real_request() {
         }
     }
 }
+
+/// A mirror backend that speaks TLS (an `https://` mirror-target, or a routes file backend with
+/// `protocol: HTTPS`) gets its copies over TLS, its certificate verified as its settings say: a
+/// copy to one whose certificate is not trusted is dropped and counted, and the real request is
+/// served either way.
+#[test]
+fn a_mirror_that_speaks_tls_gets_its_copies_over_verified_tls() {
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("canary-tls-mirror");
+    pki.leaf("shadow", &["shadow.internal"]);
+    let other = support::pki::Pki::new("canary-tls-mirror-other");
+    let web = Backend::start("web");
+    let shadow = support::tls_backend::TlsBackend::start("shadow", &pki, "shadow", None);
+    let yaml = format!(
+        "backends:\n  web: {{ endpoints: [\"{web}\"] }}\n  \
+         shadow: {{ endpoints: [\"{shadow}\"], protocol: HTTPS, tls: {{ verify: true, caFile: ca.pem, serverName: shadow.internal, sni: true }} }}\n  \
+         untrusted: {{ endpoints: [\"{shadow}\"], protocol: HTTPS, tls: {{ verify: true, caFile: \"{other}\", serverName: shadow.internal, sni: true }} }}\n\
+         routes:\n  - {{ host: mirrored.test, path: /, backend: web, mirror: {{ backend: shadow }} }}\n  \
+         - {{ host: untrusted.test, path: /, backend: web, mirror: {{ backend: untrusted }} }}\n",
+        web = web.addr,
+        shadow = shadow.addr,
+        other = other.path("ca.pem").display()
+    );
+    let d = daemon_with(support::routes_in(&yaml, &pki.dir), IoDriver::Auto, |_| {});
+    let r = Conn::open(d.http_addr()).get("mirrored.test", "/copied");
+    assert_eq!(served_by(&r), "web");
+    assert!(eventually(Duration::from_secs(5), || d.stats.mirrors_sent() == 1), "the copy was answered over TLS");
+    assert_eq!(shadow.snis(), [Some("shadow.internal".to_string())]);
+
+    let r = Conn::open(d.http_addr()).get("untrusted.test", "/copied");
+    assert_eq!(served_by(&r), "web", "the real request is served");
+    assert!(
+        eventually(Duration::from_secs(5), || d.stats.mirrors_dropped() == 1),
+        "a certificate not trusted drops the copy"
+    );
+    assert_eq!(d.stats.mirrors_sent(), 1);
+    d.shutdown();
+}

@@ -171,7 +171,7 @@ fn an_auth_url_outside_the_cluster_is_reached_by_its_dns_name() {
 /// ingress-nginx's `mirror-target` to a host outside the cluster: by DNS name (resolved on the
 /// control thread) or by address, with the URL's own path in place of the request's (its query
 /// kept), and without the body under `mirror-request-body: off`; a Service of the cluster by its
-/// DNS name as before. An `https://` target is reported and the route serves without a mirror.
+/// DNS name as before. Over `https://`, the copy goes over TLS, verified against the Mozilla roots.
 #[test]
 fn a_mirror_target_outside_the_cluster_gets_copies() {
     let dir = temp_dir("dns-mirror-target");
@@ -179,6 +179,11 @@ fn a_mirror_target_outside_the_cluster_gets_copies() {
     let (named, literal, in_cluster) = (Backend::start("named"), Backend::start("literal"), Backend::start("cluster"));
     let dns = DnsServer::start();
     dns.set("mirror.partner.test", &[IpAddr::from([127, 0, 0, 1])], 30);
+    // Over https://, a certificate of a private CA: the Mozilla roots do not trust it.
+    ramjet::install_crypto();
+    let pki = support::pki::Pki::new("dns-mirror-target-pki");
+    pki.leaf("tls", &["mirror.partner.test"]);
+    let private = support::tls_backend::TlsBackend::start("private", &pki, "tls", None);
     let service = |name: &str, addr: SocketAddr| {
         support::manifests::Service::new("shop", name).target_port(addr.port()).endpoints(&[addr]).yaml()
     };
@@ -198,7 +203,7 @@ fn a_mirror_target_outside_the_cluster_gets_copies() {
         mirrored("named", format!("http://mirror.partner.test:{}/mirror", named.addr.port()), "on"),
         mirrored("literal", format!("http://127.0.0.1:{}/$request_uri", literal.addr.port()), "off"),
         mirrored("cluster", "http://shadow.shop.svc.cluster.local/$request_uri".into(), "on"),
-        mirrored("secure", "https://mirror.partner.test/$request_uri".into(), "on"),
+        mirrored("secure", format!("https://mirror.partner.test:{}/$request_uri", private.addr.port()), "on"),
     ]
     .join("---\n");
     std::fs::write(dir.join("objects.yaml"), objects).unwrap();
@@ -231,8 +236,11 @@ fn a_mirror_target_outside_the_cluster_gets_copies() {
     post("cluster.test");
     assert!(eventually(Duration::from_secs(5), || in_cluster.received().contains("POST /orders?id=7 HTTP/1.1\r\n")));
 
-    assert_eq!(served_by(&post("secure.test")), "app", "served without the mirror");
-    assert!(diagnostics(&daemon).contains("an https:// mirror is not supported yet"), "{}", diagnostics(&daemon));
+    // Over TLS, with the name as SNI; the private CA is not trusted, so the copy is dropped.
+    let dropped = daemon.stats.mirrors_dropped();
+    assert_eq!(served_by(&post("secure.test")), "app", "the real request is served");
+    assert!(eventually(Duration::from_secs(5), || daemon.stats.mirrors_dropped() > dropped));
+    assert_eq!(private.snis(), [Some("mirror.partner.test".to_string())]);
     daemon.shutdown();
 }
 

@@ -1141,7 +1141,8 @@ impl<'s> Resolver<'s, '_> {
 
     /// The Ingress's mirror: `ramjet.dev/mirror-backend` (`service:port`) or ingress-nginx's
     /// `mirror-target` (an `http://` URL: a Service of the cluster, or any other host by its address
-    /// or DNS name; its path, if it has one, in place of the request's), with `mirror-percent`,
+    /// or DNS name, also over `https://`, verified against the Mozilla roots; its path, if it has
+    /// one, in place of the request's), with `mirror-percent`,
     /// `mirror-request-body` and `mirror-host`. A mirror that cannot be used is reported and left
     /// out; the routes are served without it.
     fn mirror(
@@ -1172,10 +1173,16 @@ impl<'s> Resolver<'s, '_> {
             path = url.path.clone();
             let in_cluster = url.host.ends_with(".svc") || url.host.ends_with(".svc.cluster.local");
             match url.service(namespace).filter(|(s, ns)| in_cluster || self.service(ns, s).is_some()) {
+                Some(_) if url.https => {
+                    warnings.push(format!(
+                        "{key}: `{value}`: a Service of the cluster is mirrored in plain HTTP: use http://; no mirror"
+                    ));
+                    return None;
+                }
                 Some((service, target_namespace)) => {
                     (format!("{service}.{target_namespace}"), url.port.to_string(), key)
                 }
-                None => match self.external_host("mirror", &url.host, url.port.into(), false) {
+                None => match self.external_host("mirror", &url.host, url.port.into(), url.https) {
                     Ok(backend) => return Some(self.mirror_options(annotations, backend, path, warnings)),
                     Err(e) => {
                         warnings.push(format!("{key}: {e}; no mirror"));
@@ -1327,23 +1334,23 @@ impl<'s> Resolver<'s, '_> {
     }
 }
 
-/// A `mirror-target` URL: `http://<host>[:port][/path]`. The path is the copies' own, or the
+/// A `mirror-target` URL: `http(s)://<host>[:port][/path]`. The path is the copies' own, or the
 /// request's for `/$request_uri` (or none).
 #[derive(Debug, PartialEq, Eq)]
 struct MirrorUrl {
     host: String,
     port: u16,
     path: Option<String>,
+    /// `https://`: copies go over TLS, the host's certificate verified.
+    https: bool,
 }
 
 impl MirrorUrl {
     fn parse(url: &str) -> Result<MirrorUrl, String> {
-        let rest = match url.split_once("://") {
-            Some(("http", rest)) => rest,
-            Some(("https", _)) => {
-                return Err(format!("`{url}`: copies are sent in plain HTTP; an https:// mirror is not supported yet"))
-            }
-            _ => return Err(format!("`{url}` is not an http:// URL")),
+        let (https, rest) = match url.split_once("://") {
+            Some(("http", rest)) => (false, rest),
+            Some(("https", rest)) => (true, rest),
+            _ => return Err(format!("`{url}` is not an http:// or https:// URL")),
         };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -1361,12 +1368,12 @@ impl MirrorUrl {
         };
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) => (h, p.parse::<u16>().map_err(|_| format!("`{url}`: `{p}` is not a port"))?),
-            None => (authority, 80),
+            None => (authority, if https { 443 } else { 80 }),
         };
         if host.is_empty() {
             return Err(format!("`{url}` names no host"));
         }
-        Ok(MirrorUrl { host: host.to_ascii_lowercase(), port, path })
+        Ok(MirrorUrl { host: host.to_ascii_lowercase(), port, path, https })
     }
 
     /// The Service (name, namespace) the host names, if it has a Service's shape:

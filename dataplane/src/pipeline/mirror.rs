@@ -8,7 +8,8 @@
 //! names one) and, when the mirror wants it, the body — only a body that was buffered whole, at most
 //! the client buffer; a larger body that is streamed is not copied and the mirror is dropped and
 //! counted. Each copy uses a fresh connection with `connection: close`: a slow mirror holds a
-//! connection of its own, never one of the pool's.
+//! connection of its own, never one of the pool's. A mirror backend that speaks TLS gets the copy
+//! over TLS, verified as its settings say; one whose handshake fails drops the copy.
 //!
 //! A mirror endpoint that cannot be connected to (down, refusing) rests for [`MIRROR_REST`]: its
 //! copies are dropped and counted without a connection attempt, so a mirror that is down costs a
@@ -16,10 +17,14 @@
 //! copy after the rest tries again.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-use monoio::net::TcpStream;
-use ramjet_shared::{BackendKind, Mirror, Rule};
+use ramjet_shared::{BackendKind, Mirror, Rule, UpstreamErrorKind, UpstreamTls};
+
+use crate::base::coarse_timer::CoarseTimer;
+use crate::error::ProxyError;
+use crate::upstream::connect::connect;
 
 use crate::policy::mirrors::{MIRRORS_IN_FLIGHT, MIRROR_TIMEOUT};
 use crate::worker::Worker;
@@ -42,9 +47,7 @@ fn send(worker: &Worker, mirror: &Mirror, head: &[u8], body: Option<&[u8]>) {
         state.counters().mirror_dropped();
         return;
     };
-    // Copies go out in plain HTTP/1.1: a backend that wants TLS gets none.
-    let plain = mirror.backend.tls.is_none();
-    if endpoints.is_empty() || !plain || (mirror.body && body.is_none()) || state.in_flight.get() >= MIRRORS_IN_FLIGHT {
+    if endpoints.is_empty() || (mirror.body && body.is_none()) || state.in_flight.get() >= MIRRORS_IN_FLIGHT {
         state.counters().mirror_dropped();
         return;
     }
@@ -60,8 +63,10 @@ fn send(worker: &Worker, mirror: &Mirror, head: &[u8], body: Option<&[u8]>) {
     state.in_flight.set(state.in_flight.get() + 1);
     let state = state.clone();
     let timer = worker.coarse_timer.clone();
+    // Over TLS to a backend that speaks it (an `https://` mirror-target), verified as its settings say.
+    let tls = mirror.backend.tls.clone();
     monoio::spawn(async move {
-        let sent = crate::base::watchdog::timeout(&timer, MIRROR_TIMEOUT, exchange(addr, copy)).await;
+        let sent = crate::base::watchdog::timeout(&timer, MIRROR_TIMEOUT, exchange(addr, tls, &timer, copy)).await;
         match sent {
             Ok(Ok(())) => state.counters().mirror_sent(),
             Ok(Err(CopyFailure::NotConnected)) => {
@@ -130,10 +135,21 @@ fn copy_request_line(request_line: &[u8], path: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(version);
 }
 
-/// Connects, writes the copy, and waits for the first bytes of the answer; then the connection is
-/// closed (the answer is discarded, so there is no reason to read it to its end).
-async fn exchange(addr: SocketAddr, copy: Vec<u8>) -> Result<(), CopyFailure> {
-    let mut stream = TcpStream::connect_addr(addr).await.map_err(|_| CopyFailure::NotConnected)?;
+/// Connects (with a TLS handshake for a backend that speaks TLS), writes the copy, and waits for
+/// the first bytes of the answer; then the connection is closed (the answer is discarded, so there
+/// is no reason to read it to its end).
+async fn exchange(
+    addr: SocketAddr,
+    tls: Option<Arc<UpstreamTls>>,
+    timer: &CoarseTimer,
+    copy: Vec<u8>,
+) -> Result<(), CopyFailure> {
+    let connected = connect(addr, MIRROR_TIMEOUT, timer, Vec::new(), tls.as_deref()).await;
+    let mut stream = match connected {
+        Ok(conn) => conn.stream,
+        Err(ProxyError::Upstream(UpstreamErrorKind::Connect)) => return Err(CopyFailure::NotConnected),
+        Err(_) => return Err(CopyFailure::Failed),
+    };
     let (written, mut buf) = stream.write_all(copy).await;
     written.map_err(|_| CopyFailure::Failed)?;
     buf.clear();

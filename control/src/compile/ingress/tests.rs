@@ -461,7 +461,8 @@ fn mirror_target_urls_are_read_as_ingress_nginx_writes_them() {
     assert_eq!((parsed.port, parsed.path.as_deref()), (8080, Some("/mirror")));
     assert_eq!(parsed.service("web"), Some(("localhost".into(), "web".into())));
     assert_eq!(url("http://mirror.partner.example").unwrap().service("web"), None);
-    assert!(url("https://test.env.com/$request_uri").unwrap_err().contains("not supported yet"));
+    let secure = url("https://test.env.com/$request_uri").unwrap();
+    assert_eq!((secure.https, secure.port, secure.path), (true, 443, None));
     assert!(url("http://a/$uri").unwrap_err().contains("only `/$request_uri`"));
     assert!(url("http://a:x/").unwrap_err().contains("not a port"));
     assert!(url("ftp://a/").is_err() && url("http:///x").is_err());
