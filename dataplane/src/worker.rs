@@ -360,7 +360,12 @@ impl Worker {
             origin: done.served.map(|s| s.route.origin),
         };
         match &log.settings.template {
-            Some(template) => crate::observe::log_template::end(template, &fields, record),
+            Some(template) => {
+                // The line is written from what the record kept into another pooled buffer.
+                let kept = std::mem::replace(record, self.out_buffers.take());
+                crate::observe::log_template::end(template, &fields, &kept, record);
+                self.out_buffers.give(kept);
+            }
             None => access_log::end(log.settings.format, &fields, record),
         }
         if !log.push(record) {

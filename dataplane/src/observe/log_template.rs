@@ -49,21 +49,24 @@ impl LogTemplate {
 pub(crate) fn begin(template: &LogTemplate, f: &RequestFields<'_>, out: &mut Vec<u8>) {
     out.clear();
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let mut value = Vec::new();
     for part in &template.parts {
         let LinePart::Request(var) = part else { continue };
-        value.clear();
-        request_value(var, f, now, &mut value);
-        let len = value.len().min(u16::MAX as usize);
-        out.extend_from_slice(&(len as u16).to_le_bytes());
-        out.extend_from_slice(&value[..len]);
+        // The value goes in place, its length written before it once known (a longer one is cut).
+        let at = out.len();
+        out.extend_from_slice(&[0, 0]);
+        request_value(var, f, now, out);
+        let len = (out.len() - at - 2).min(u16::MAX as usize);
+        out.truncate(at + 2 + len);
+        out[at..at + 2].copy_from_slice(&(len as u16).to_le_bytes());
     }
 }
 
-/// Writes the line into `out` (which holds what [`begin`] kept), with a newline.
-pub(crate) fn end(template: &LogTemplate, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
-    let kept = std::mem::take(out);
-    let mut values = kept.as_slice();
+/// Writes the line into `out` (emptied first) from what [`begin`] kept in `kept`, with a newline.
+/// Response values are figures and names ramjet writes itself: nothing in them needs escaping, so
+/// they go in place.
+pub(crate) fn end(template: &LogTemplate, f: &ResponseFields<'_>, kept: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let mut values = kept;
     let mut next_kept = move || {
         let (len, rest) = values.split_at_checked(2)?;
         let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
@@ -71,15 +74,16 @@ pub(crate) fn end(template: &LogTemplate, f: &ResponseFields<'_>, out: &mut Vec<
         values = rest;
         Some(value)
     };
-    let mut value = Vec::new();
     for part in &template.parts {
         match part {
             LinePart::Text(text) => out.extend_from_slice(text),
             LinePart::Request(_) => push_value(out, next_kept().unwrap_or_default(), template.escape),
             LinePart::Response(var) => {
-                value.clear();
-                response_value(*var, f, &mut value);
-                push_value(out, &value, template.escape);
+                let at = out.len();
+                response_value(*var, f, out);
+                if out.len() == at {
+                    push_value(out, b"", template.escape);
+                }
             }
             LinePart::Missing => push_value(out, b"", template.escape),
         }
@@ -104,7 +108,7 @@ fn request_value(var: &RequestVar, f: &RequestFields<'_>, now: Duration, out: &m
     match var {
         RequestVar::RemoteAddr => push_addr(out, SocketAddr::new(f.client.ip(), 0)),
         RequestVar::RemotePort => push_decimal(out, u64::from(f.client.port())),
-        RequestVar::RemoteUser => out.extend_from_slice(&basic_user(f.field("authorization").unwrap_or_default())),
+        RequestVar::RemoteUser => push_basic_user(out, f.field("authorization").unwrap_or_default()),
         RequestVar::TimeLocal => push_local_time(out, now),
         RequestVar::TimeIso8601 => push_time(out, Duration::from_secs(now.as_secs())),
         RequestVar::Msec => {
@@ -146,11 +150,18 @@ fn request_value(var: &RequestVar, f: &RequestFields<'_>, now: Duration, out: &m
 }
 
 /// The user of a `Basic` authorization, as nginx's `$remote_user`.
-fn basic_user(authorization: &[u8]) -> Vec<u8> {
+fn push_basic_user(out: &mut Vec<u8>, authorization: &[u8]) {
     use base64::Engine as _;
-    let Some(encoded) = authorization.strip_prefix(b"Basic ") else { return Vec::new() };
-    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim_ascii()).unwrap_or_default();
-    decoded.split(|&b| b == b':').next().unwrap_or_default().to_vec()
+    let Some(encoded) = authorization.strip_prefix(b"Basic ") else { return };
+    let at = out.len();
+    // Decoded in place; nothing of a value that does not decode is kept.
+    if base64::engine::general_purpose::STANDARD.decode_vec(encoded.trim_ascii(), out).is_err() {
+        out.truncate(at);
+        return;
+    }
+    if let Some(colon) = out[at..].iter().position(|&b| b == b':') {
+        out.truncate(at + colon);
+    }
 }
 
 fn response_value(var: ResponseVar, f: &ResponseFields<'_>, out: &mut Vec<u8>) {
@@ -192,7 +203,13 @@ mod tests {
 
     #[test]
     fn a_basic_users_name_is_remote_user() {
-        assert_eq!(basic_user(b"Basic dXNlcjpwYXNz"), b"user");
-        assert_eq!(basic_user(b"Bearer x"), b"");
+        let user = |authorization: &[u8]| {
+            let mut out = b"kept".to_vec();
+            push_basic_user(&mut out, authorization);
+            out
+        };
+        assert_eq!(user(b"Basic dXNlcjpwYXNz"), b"keptuser");
+        assert_eq!(user(b"Bearer x"), b"kept");
+        assert_eq!(user(b"Basic !!!"), b"kept");
     }
 }

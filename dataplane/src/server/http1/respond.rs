@@ -36,14 +36,18 @@ impl ResponseFields for Http1Response<'_> {
         let mut changed = false;
         for line in self.head.split_inclusive(|&b| b == b'\n') {
             let field = line.iter().position(|&b| b == b':').map(|colon| (&line[..colon], &line[colon + 1..]));
-            if let Some((name, value)) = field {
-                let name = name.to_ascii_lowercase();
-                let value = value.trim_ascii();
-                if rewrites.concerns(&name) {
+            // The fields that may be rewritten, by their lower-case names (no copy of the others').
+            let known = field.and_then(|(name, value)| {
+                let known: &[u8] =
+                    [&b"location"[..], b"refresh", b"set-cookie"].into_iter().find(|k| name.eq_ignore_ascii_case(k))?;
+                Some((known, value.trim_ascii()))
+            });
+            if let Some((name, value)) = known {
+                if rewrites.concerns(name) {
                     let start = edited.len();
-                    edited.extend_from_slice(&name);
+                    edited.extend_from_slice(name);
                     edited.extend_from_slice(b": ");
-                    if rewrites.rewrite(&name, value, &mut edited) {
+                    if rewrites.rewrite(name, value, &mut edited) {
                         edited.extend_from_slice(b"\r\n");
                         changed = true;
                         continue;
