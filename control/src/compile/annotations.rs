@@ -238,8 +238,8 @@ const HASH_SUBSET_SIZE: Support = Honoured(
 const CUSTOM_ERRORS: Support = Honoured(
     "a backend answer with one of these statuses is replaced by default-backend's answer to the request (path /, \
      no body, with X-Code, X-Format, X-Original-URI, X-Namespace, X-Ingress-Name, X-Service-Name, X-Service-Port), \
-     as nginx's proxy_intercept_errors; without default-backend the answers pass through, with a warning \
-     (docs/ingress.md)",
+     as nginx's proxy_intercept_errors; without default-backend they go to the controller configuration's \
+     default-backend-service, and without either they pass through, with a warning (docs/ingress.md)",
 );
 const DEFAULT_BACKEND: Support = Honoured(
     "a Service of the Ingress's namespace (its first port) that serves the Ingress's paths while their Service \
